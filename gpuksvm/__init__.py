@@ -1,0 +1,43 @@
+"""gpuksvm — scalable kernel SVMs on CuPy with a NumPy twin.
+
+Methods: :class:`LLSVM` (low-rank linearization), :class:`CVM` (core vector
+machine), :class:`SVI` (support vector identification), :class:`OKFEB` (online
+kernel features on a budget), and the engines :class:`LinearSVM` and
+:class:`KernelSVC`.  See ``README.md`` and ``SPEC.md``.
+"""
+from __future__ import annotations
+
+from importlib import import_module
+
+from .backend import (Device, DeviceUnavailableError, config_context, cuda_available, get_config,
+                      resolve_device, set_config)
+from .kernels import Kernel, kernel_block, kernel_diag, kernel_matvec, make_kernel
+
+__version__ = "0.1.0"
+
+# estimators are imported lazily so `import gpuksvm` stays fast and a module
+# that is still missing in a partial install does not break the others
+_LAZY = {
+    "LinearSVM": "gpuksvm.linear_svm",
+    "KernelSVC": "gpuksvm.kernel_svc",
+    "LLSVM": "gpuksvm.llsvm",
+    "CVM": "gpuksvm.cvm",
+    "OneClassCVM": "gpuksvm.cvm",
+    "SVI": "gpuksvm.svi",
+    "OKFEB": "gpuksvm.okfeb",
+    "OKFEBClassifier": "gpuksvm.okfeb",
+    "OKFEBRegressor": "gpuksvm.okfeb",
+    "save": "gpuksvm.io",
+    "load": "gpuksvm.io",
+}
+
+
+def __getattr__(name: str):
+    if name in _LAZY:
+        return getattr(import_module(_LAZY[name]), name)
+    raise AttributeError(f"module 'gpuksvm' has no attribute {name!r}")
+
+
+__all__ = ["Device", "DeviceUnavailableError", "Kernel", "config_context", "cuda_available",
+           "get_config", "kernel_block", "kernel_diag", "kernel_matvec", "make_kernel",
+           "resolve_device", "set_config", *_LAZY]

@@ -1,0 +1,35 @@
+// Shared device helpers of the gpuksvm CUDA sources.
+// Kernel codes (must match gpuksvm/kernels.py: KERNEL_CODES):
+//   0 linear  k = <x,z>
+//   1 rbf     k = exp(-gamma * ||x - z||^2)
+//   2 poly    k = (gamma <x,z> + coef0)^degree
+//   3 sigmoid k = tanh(gamma <x,z> + coef0)
+#pragma once
+
+#define GPUKSVM_LINEAR 0
+#define GPUKSVM_RBF 1
+#define GPUKSVM_POLY 2
+#define GPUKSVM_SIGMOID 3
+
+template <typename T> __device__ __forceinline__ T gk_exp(T v);
+template <> __device__ __forceinline__ float gk_exp<float>(float v) { return expf(v); }
+template <> __device__ __forceinline__ double gk_exp<double>(double v) { return exp(v); }
+
+template <typename T> __device__ __forceinline__ T gk_pow(T b, T e);
+template <> __device__ __forceinline__ float gk_pow<float>(float b, float e) { return powf(b, e); }
+template <> __device__ __forceinline__ double gk_pow<double>(double b, double e) { return pow(b, e); }
+
+template <typename T> __device__ __forceinline__ T gk_tanh(T v);
+template <> __device__ __forceinline__ float gk_tanh<float>(float v) { return tanhf(v); }
+template <> __device__ __forceinline__ double gk_tanh<double>(double v) { return tanh(v); }
+
+// Kernel value from the inner product <x,z> and the squared distance ||x-z||^2.
+template <typename T>
+__device__ __forceinline__ T gk_kernel_value(int ktype, T dot, T dist2, T gamma, T coef0, T degree) {
+    switch (ktype) {
+        case GPUKSVM_RBF: return gk_exp<T>(-gamma * (dist2 > T(0) ? dist2 : T(0)));
+        case GPUKSVM_POLY: return gk_pow<T>(gamma * dot + coef0, degree);
+        case GPUKSVM_SIGMOID: return gk_tanh<T>(gamma * dot + coef0);
+        default: return dot;
+    }
+}
