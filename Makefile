@@ -1,0 +1,41 @@
+# Quick start:   make demo    (train every method on the bundled ijcnn1 data)
+#                make test    (the test suite; GPU tests skip without a device)
+# Both create ./.venv on first use. CuPy is installed automatically when
+# nvidia-smi finds a GPU (cupy-cuda13x for a CUDA 13 driver, else cupy-cuda12x).
+
+PYTHON ?= python3
+VENV   ?= .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.gpuksvm-installed
+
+.PHONY: demo test test-gpu bench bench-gpu clean-venv
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip "setuptools>=70" wheel
+	$(BIN)/python -m pip install -q -e ".[test,notebooks,dask,progress]"
+	@if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; then \
+	  major=$$(nvidia-smi | sed -n 's/.*CUDA Version: *\([0-9]*\).*/\1/p' | head -n1); \
+	  if [ "$${major:-12}" -ge 13 ]; then extra=cuda13; else extra=cuda12; fi; \
+	  echo "GPU found (driver CUDA $$major): installing the $$extra extra (CuPy)"; \
+	  $(BIN)/python -m pip install -q -e ".[$$extra]" || echo "CuPy install failed: gpuksvm will run on the CPU"; \
+	else echo "no GPU found by nvidia-smi: CPU only (NumPy)"; fi
+	touch $(STAMP)
+
+demo: $(STAMP)
+	$(BIN)/python -m gpuksvm demo
+
+test: $(STAMP)
+	$(BIN)/python -m pytest -q -p no:cacheprovider --timeout=900
+
+test-gpu: $(STAMP)
+	$(BIN)/python -m pytest -q -m gpu
+
+bench: $(STAMP)
+	$(BIN)/python bench/report.py --scale small
+
+bench-gpu: $(STAMP)
+	$(BIN)/python bench/gpu_suite.py
+
+clean-venv:
+	rm -rf $(VENV)

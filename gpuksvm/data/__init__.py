@@ -1,0 +1,1 @@
+"""Data files bundled with gpuksvm (the ijcnn1 demo set)."""

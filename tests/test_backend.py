@@ -1,0 +1,114 @@
+import warnings
+
+import numpy as np
+import pytest
+
+from gpuksvm import backend as bk
+
+
+def test_auto_is_cpu_without_warning(monkeypatch):
+    monkeypatch.delenv("GPUKSVM_DEVICE", raising=False)
+    if bk.cuda_available():
+        pytest.skip("a GPU is present")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        dev = bk.resolve_device("auto")
+    assert dev == bk.CPU and str(dev) == "cpu"
+    assert bk.get_namespace("auto") is np
+
+
+@pytest.mark.parametrize("spec", ["gpu", "cuda", "cuda:0", "GPU"])
+def test_explicit_gpu_without_device_raises(spec):
+    if bk.cuda_available():
+        pytest.skip("a GPU is present")
+    with pytest.raises(bk.DeviceUnavailableError, match="CUDA GPU"):
+        bk.resolve_device(spec)
+
+
+@pytest.mark.parametrize("spec", ["tpu", "cuda:x", "", 3, "cpu:1:2"])
+def test_bad_device_strings(spec):
+    with pytest.raises(ValueError):
+        bk.resolve_device(spec)
+
+
+def test_env_override(monkeypatch):
+    monkeypatch.setenv("GPUKSVM_DEVICE", "cpu")
+    assert bk.resolve_device("auto") == bk.CPU
+    assert bk.resolve_device(None) == bk.CPU
+
+
+def test_dtype_policy():
+    assert bk.resolve_dtype(None, "cpu") == np.float64
+    assert bk.resolve_dtype("float32", "cpu") == np.float32
+    with pytest.raises(ValueError):
+        bk.resolve_dtype(np.int32, "cpu")
+    with pytest.raises(ValueError):
+        bk.resolve_dtype("float16", "cpu")
+
+
+def test_transfers_and_kinds():
+    x = np.arange(6.0).reshape(2, 3)
+    y = bk.to_device(x, "cpu", copy=True)
+    y[0, 0] = 99
+    assert x[0, 0] == 0
+    assert bk.array_kind(x) == "numpy"
+    assert bk.as_kind([1.0, 2.0], "numpy").tolist() == [1.0, 2.0]
+    assert bk.to_host(x) is x
+
+
+def test_parse_bytes_and_config():
+    assert bk.parse_bytes("512MB") == 512_000_000
+    assert bk.parse_bytes("1GiB") == 2**30
+    assert bk.parse_bytes(1000) == 1000
+    for bad in ("-1", "lots", 0):
+        with pytest.raises(ValueError):
+            bk.parse_bytes(bad)
+    with bk.config_context(cpu_memory_budget="1MB"):
+        assert bk.memory_budget("cpu") == 1_000_000
+        assert bk.plan_rows(10**6, 1000, "cpu") == 1000
+    assert bk.memory_budget("cpu") != 1_000_000
+    with pytest.raises(ValueError):
+        bk.set_config(gpu_memory_fraction=1.5)
+
+
+def test_plan_rows_bounds():
+    assert bk.plan_rows(0, 8) == 0
+    assert bk.plan_rows(10, 8, budget=1) == 1
+    assert bk.plan_rows(10**6, 8, budget=8 * 1000, multiple=64) == 960
+    assert bk.plan_rows(50, 8, budget=10**9) == 50
+
+
+def test_map_row_blocks_retries_on_oom():
+    seen = []
+
+    def fn(s, e):
+        if e - s > 16:
+            raise MemoryError("simulated")
+        seen.append((s, e))
+
+    with pytest.warns(bk.MemoryFallbackWarning, match="out of memory, retrying with blocks of 32 rows"):
+        used = bk.map_row_blocks(fn, 100, 64)
+    assert used == 16
+    covered = np.zeros(100, bool)
+    for s, e in seen:
+        covered[s:e] = True
+    assert covered.all()
+
+
+def test_map_row_blocks_other_errors_propagate():
+    def fn(s, e):
+        raise KeyError("boom")
+
+    with pytest.raises(KeyError):
+        bk.map_row_blocks(fn, 10, 4)
+
+
+@pytest.mark.gpu
+def test_gpu_transfer_roundtrip(gpu):
+    x = np.random.default_rng(0).normal(size=(5, 3))
+    g = bk.to_device(x, "cuda", np.float32)
+    assert bk.array_kind(g) == "cupy"
+    assert bk.device_of(g).is_gpu
+    np.testing.assert_allclose(bk.to_host(g), x.astype(np.float32))
+    assert bk.resolve_dtype(None, "cuda") == np.float32
+    assert bk.memory_budget("cuda") > 0

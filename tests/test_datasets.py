@@ -1,0 +1,66 @@
+import bz2
+
+import numpy as np
+import pytest
+
+from gpuksvm import datasets
+
+
+def test_bundled_ijcnn1():
+    X, y = datasets.load_dataset("ijcnn1", "train", n_samples=500)
+    assert X.shape == (500, 22) and set(np.unique(y)) <= {-1.0, 1.0}
+    assert "gpuksvm" in str(datasets.dataset_path("ijcnn1", "test"))
+
+
+def test_unknown_and_bad_split():
+    with pytest.raises(ValueError):
+        datasets.dataset_path("mnist")
+    with pytest.raises(ValueError):
+        datasets.dataset_path("ijcnn1", "valid")
+
+
+def test_malformed_file_names_line(tmp_path):
+    p = tmp_path / "bad.svm"
+    p.write_text("1 1:0.5 2:1\n-1 1:0.25\n+1 1:abc 3:1\n")
+    with pytest.raises(ValueError, match=r"bad\.svm.*line 3"):
+        datasets.load_svmlight(p, n_features=3)
+    pb = tmp_path / "ok.svm.bz2"
+    pb.write_bytes(bz2.compress(b"1 1:0.5 2:1\n-1 3:0.25 # comment\n"))
+    X, y = datasets.load_svmlight(pb, n_features=3)
+    assert X.shape == (2, 3) and y.tolist() == [1, -1]
+    assert datasets.find_malformed_line(pb) is None
+    with pytest.raises(FileNotFoundError):
+        datasets.load_svmlight(tmp_path / "missing.svm")
+
+
+def test_checkerboard():
+    X, y = datasets.make_checkerboard(4000, random_state=0)
+    assert X.shape == (4000, 2) and X.min() >= 0 and X.max() <= 1
+    cells = np.floor(X * 4).sum(1) % 2
+    assert np.all((cells == 0) == (y == 1))
+    Xn, yn = datasets.make_checkerboard(4000, flip=0.2, random_state=0)
+    np.testing.assert_array_equal(Xn, X)
+    assert np.mean(yn != y) == pytest.approx(0.2, abs=1e-3)
+    with pytest.raises(ValueError):
+        datasets.make_checkerboard(10, flip=0.7)
+    with pytest.raises(ValueError):
+        datasets.make_checkerboard(0)
+
+
+def test_two_sines_and_spheres():
+    X, y = datasets.make_two_sines(1000, noise=0.0, random_state=1)
+    np.testing.assert_allclose(X[:, 1] - np.sin(X[:, 0]), 0.5 * y)
+    X, y = datasets.make_two_spheres(500, noise=0.0, random_state=2)
+    r = np.linalg.norm(X, axis=1)
+    np.testing.assert_allclose(r, np.where(y < 0, 1.0, 2.0))
+    a, b = datasets.make_two_spheres(50, random_state=3)[0], datasets.make_two_spheres(50, random_state=3)[0]
+    np.testing.assert_array_equal(a, b)
+
+
+def test_spheroid_stream():
+    X = datasets.sphere_to_spheroid_stream(1000, change_at=600, noise=0.0, random_state=0)
+    np.testing.assert_allclose(np.linalg.norm(X[:600], axis=1), 1.0)
+    ax = np.array([1.5, 1.5, 0.5])
+    np.testing.assert_allclose(np.sum((X[600:] / ax) ** 2, axis=1), 1.0)
+    with pytest.raises(ValueError):
+        datasets.sphere_to_spheroid_stream(10, change_at=20)
