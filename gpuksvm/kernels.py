@@ -50,6 +50,10 @@ _ALIASES = {"gaussian": "rbf", "polynomial": "poly"}
 _FUSED_MAX_D = 64
 _FUSED_MAX_M = 16
 _FUSED_TILE = 64
+# one-pass tiled block kernel (kernel_block.cu) for small d; GEMM + epilogue above
+_TILED_MAX_D = 64
+_TILE = 64
+_MAX_GRID_Y = 65535
 
 
 @dataclass(frozen=True)
@@ -293,7 +297,7 @@ def _gram_rows(Xb, Zt, out):
 
 # --------------------------------------------------------------------------- blocks
 def kernel_block(X: Any, Z: Any = None, kernel: Kernel | str = "rbf", *, dtype: Any = None,
-                 block_rows: int | None = None, out: Any = None):
+                 block_rows: int | None = None, out: Any = None, method: str = "auto"):
     """The kernel block K(X, Z) (``n × k``), computed in row blocks.
 
     Parameters
@@ -309,12 +313,20 @@ def kernel_block(X: Any, Z: Any = None, kernel: Kernel | str = "rbf", *, dtype: 
         Rows per block; by default planned from the memory budget.
     out : array, optional
         Preallocated ``n × k`` C-contiguous output.
+    method : {"auto", "gemm", "tiled"}
+        GPU only. ``"gemm"``: cuBLAS GEMM then the fused elementwise epilogue
+        (two passes over the output). ``"tiled"``: one CUDA kernel computing the
+        dot products and the kernel function per 64×64 output tile, writing each
+        output once (dense, d ≤ 64). ``"auto"``: tiled for d ≤ 64, else gemm.
+        The CPU always uses BLAS GEMM + the NumPy epilogue.
 
     Returns
     -------
     K : ndarray (NumPy or CuPy, following ``X``), shape (n, k)
     """
     kernel = kernel if isinstance(kernel, Kernel) else Kernel(kernel)
+    if method not in ("auto", "gemm", "tiled"):
+        raise ValueError(f"method must be 'auto', 'gemm' or 'tiled', got {method!r}")
     if Z is None:
         Z = X
     xp = bk.namespace_of(X) if bk.is_gpu_array(X) else (bk.namespace_of(Z) if bk.is_gpu_array(Z) else np)
@@ -337,6 +349,20 @@ def kernel_block(X: Any, Z: Any = None, kernel: Kernel | str = "rbf", *, dtype: 
     if block_rows is None:
         block_rows = bk.plan_rows(n, (k + d) * dt.itemsize, device)
     gpu = xp is not np
+    tiled_ok = gpu and not bk.is_sparse(X) and not bk.is_sparse(Z) and d <= _TILED_MAX_D
+    if method == "tiled" and not tiled_ok:
+        raise ValueError("method='tiled' needs dense CuPy inputs with d <= 64")
+    if tiled_ok and method != "gemm":
+        Zc = xp.ascontiguousarray(Z)
+        zn_t = zn if zn is not None else xp.zeros(1, dtype=dt)
+
+        def run_tiled(s: int, e: int) -> None:
+            Xb = xp.ascontiguousarray(X[s:e], dtype=dt)
+            xn = row_sq_norms(Xb, dt) if kernel.name == "rbf" else xp.zeros(1, dtype=dt)
+            _tiled_block_gpu(Xb, Zc, xn, zn_t, out[s:e], kernel)
+
+        bk.map_row_blocks(run_tiled, n, block_rows, what="kernel_block")
+        return out
 
     def run(s: int, e: int) -> None:
         Xb = X[s:e]
@@ -353,6 +379,21 @@ def kernel_block(X: Any, Z: Any = None, kernel: Kernel | str = "rbf", *, dtype: 
 
     bk.map_row_blocks(run, n, block_rows, what="kernel_block")
     return out
+
+
+def _tiled_block_gpu(Xb, Z, xn, zn, out_rows, kernel: Kernel) -> None:
+    """One-pass tiled kernel block on the GPU (kernels_cuda/kernel_block.cu)."""
+    from . import _cuda
+
+    n, d = Xb.shape
+    k = Z.shape[0]
+    suffix = "f32" if Xb.dtype == np.float32 else "f64"
+    fn = _cuda.get_function("kernel_block", f"kernel_block_tiled_{suffix}")
+    cast = np.float32 if Xb.dtype == np.float32 else np.float64
+    grid = ((k + _TILE - 1) // _TILE, min((n + _TILE - 1) // _TILE, _MAX_GRID_Y))
+    fn(grid, (16, 16), (Xb, Z, xn, zn, out_rows, np.int32(n), np.int32(k), np.int32(d),
+                        np.int64(out_rows.strides[0] // out_rows.itemsize), np.int32(kernel.code),
+                        cast(kernel.gamma), cast(kernel.coef0), cast(kernel.degree)))
 
 
 def kernel_diag(X: Any, kernel: Kernel | str = "rbf", *, dtype: Any = None):

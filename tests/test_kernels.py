@@ -181,12 +181,25 @@ def test_make_kernel_and_validation(rng):
 @pytest.mark.gpu
 @pytest.mark.parametrize("kernel", KERNELS, ids=lambda k: k.name)
 @pytest.mark.parametrize("dtype,tol", [(np.float64, 1e-12), (np.float32, 1e-4)])
-def test_gpu_block_matches_numpy_twin(gpu, kernel, dtype, tol, rng):
-    X, Z = rng.normal(size=(1000, 22)), rng.normal(size=(300, 22))
+@pytest.mark.parametrize("method", ["gemm", "tiled"])
+@pytest.mark.parametrize("shape", [(1000, 300, 22), (67, 5, 1), (130, 129, 64), (1, 1, 3)])
+def test_gpu_block_matches_numpy_twin(gpu, kernel, dtype, tol, method, shape, rng):
+    n, k, d = shape
+    X, Z = rng.normal(size=(n, d)) / np.sqrt(d), rng.normal(size=(k, d)) / np.sqrt(d)
     ref = kernel_block(X, Z, kernel)
-    Kg = kernel_block(gpu.asarray(X, dtype=dtype), gpu.asarray(Z, dtype=dtype), kernel, block_rows=257)
+    Kg = kernel_block(gpu.asarray(X, dtype=dtype), gpu.asarray(Z, dtype=dtype), kernel, block_rows=257,
+                      method=method)
     assert bk.array_kind(Kg) == "cupy" and Kg.dtype == dtype
     assert relerr(bk.to_host(Kg), ref) < tol
+
+
+@pytest.mark.gpu
+def test_gpu_tiled_rejects_large_d(gpu, rng):
+    X = gpu.asarray(rng.normal(size=(10, 100)))
+    with pytest.raises(ValueError, match="tiled"):
+        kernel_block(X, X, Kernel("rbf"), method="tiled")
+    np.testing.assert_allclose(bk.to_host(kernel_block(X, X, Kernel("rbf", gamma=0.01))),
+                               rbf_kernel(bk.to_host(X), gamma=0.01), rtol=1e-12)
 
 
 @pytest.mark.gpu

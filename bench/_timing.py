@@ -1,0 +1,91 @@
+"""Timing helpers shared by the benchmark scripts.
+
+GPU code is timed with CUDA events after a warm-up (median of repeats); CPU code
+with ``time.perf_counter``.  Peak host memory is measured with ``tracemalloc``
+(NumPy allocations are traced) and, when psutil is present, the RSS high-water
+mark.
+"""
+from __future__ import annotations
+
+import json
+import os
+import platform
+import statistics
+import time
+import tracemalloc
+from pathlib import Path
+from typing import Any, Callable
+
+from gpuksvm import backend as bk
+
+RESULTS = Path(__file__).resolve().parent / "results"
+
+
+def time_call(fn: Callable[[], Any], *, device: Any = "cpu", repeats: int = 3, warmup: int = 1) -> dict:
+    """Median wall time of ``fn()`` (CUDA events on a GPU) and its last result."""
+    dev = bk.resolve_device(device)
+    times = []
+    result = None
+    for _ in range(warmup):
+        result = fn()
+    if dev.is_gpu:
+        import cupy
+
+        for _ in range(repeats):
+            start, stop = cupy.cuda.Event(), cupy.cuda.Event()
+            start.record()
+            result = fn()
+            stop.record()
+            stop.synchronize()
+            times.append(cupy.cuda.get_elapsed_time(start, stop) / 1e3)
+    else:
+        for _ in range(repeats):
+            t0 = time.perf_counter()
+            result = fn()
+            times.append(time.perf_counter() - t0)
+    return {"median_s": statistics.median(times), "min_s": min(times), "times_s": times, "result": result}
+
+
+def peak_memory(fn: Callable[[], Any]) -> tuple[Any, int]:
+    """Run ``fn`` once and return (result, peak traced host bytes)."""
+    tracemalloc.start()
+    try:
+        out = fn()
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    return out, peak
+
+
+def machine_info(device: Any) -> dict:
+    dev = bk.resolve_device(device)
+    info = {"device": str(dev), "cpu_count": os.cpu_count(), "platform": platform.platform(),
+            "python": platform.python_version()}
+    if dev.is_gpu:
+        import cupy
+
+        props = cupy.cuda.runtime.getDeviceProperties(dev.index)
+        info["gpu"] = props["name"].decode() if isinstance(props["name"], bytes) else str(props["name"])
+    return info
+
+
+def write_json(name: str, payload: dict) -> Path:
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    path = RESULTS / f"{name}.json"
+    path.write_text(json.dumps(payload, indent=2, default=float))
+    return path
+
+
+def print_table(rows: list[dict], columns: list[str]) -> None:
+    """Print rows as an aligned plain-text table."""
+    def fmt(v: Any) -> str:
+        if isinstance(v, float):
+            return f"{v:.4g}"
+        return str(v)
+
+    cells = [[fmt(r.get(c, "")) for c in columns] for r in rows]
+    widths = [max(len(c), *(len(row[i]) for row in cells)) if cells else len(c) for i, c in enumerate(columns)]
+    print("  ".join(c.ljust(w) for c, w in zip(columns, widths)))
+    print("  ".join("-" * w for w in widths))
+    for row in cells:
+        print("  ".join(v.ljust(w) for v, w in zip(row, widths)))
