@@ -28,7 +28,7 @@ def symmetrize(A: Any):
 def eigh(A: Any):
     """Eigenvalues (ascending) and eigenvectors of symmetric ``A`` (``(k,k)`` or ``(b,k,k)``).
 
-    A stack is decomposed in one call (CuPy uses batched cuSOLVER ``syevj``).
+    A stack is decomposed in one call (CuPy: batched cuSOLVER ``syevj`` for k ≤ 32, else ``syevd`` per matrix).
     """
     xp = bk.namespace_of(A)
     if A.ndim not in (2, 3) or A.shape[-1] != A.shape[-2]:
@@ -36,6 +36,11 @@ def eigh(A: Any):
     if xp is np and A.ndim == 2:
         w, U = sla.eigh(A, check_finite=False)
         return w, U
+    if xp is not np and A.ndim == 3 and A.shape[-1] > 32:
+        # cupy.linalg.eigh sends stacks to cuSOLVER's batched Jacobi (syevjBatched), which is
+        # built for n <= 32: for larger n decompose each matrix with syevd instead.
+        pairs = [xp.linalg.eigh(A[i]) for i in range(A.shape[0])]
+        return xp.stack([p[0] for p in pairs]), xp.stack([p[1] for p in pairs])
     return xp.linalg.eigh(A)
 
 

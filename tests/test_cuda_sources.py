@@ -26,7 +26,8 @@ def test_nvcc_ptx_compiles(src, tmp_path):
     ptx = out.read_text()
     # every extern "C" kernel in the source is in the PTX
     import re
-    for name in re.findall(r'extern "C" __global__ void (\w+)', src.read_text()):
+    for name in re.findall(r'extern "C" __global__ void\s+(?:__launch_bounds__\([^)]*\)\s+)?(\w+)',
+                           src.read_text()):
         assert name in ptx
 
 

@@ -1,0 +1,315 @@
+"""Block sources: training data read one block of rows at a time (out of core).
+
+A :class:`BlockSource` is *re-iterable*: each ``for Xb, yb in source`` is one
+pass over the data and yields ``(X_block, y_block)`` pairs, in the same order
+on every pass (selective block minimization, :func:`gpuksvm.solvers.linear.sbm`,
+keeps one dual variable per row and identifies rows by their position in a
+pass).  ``n_features`` is the number of columns (``None`` when unknown until
+the first block is read); ``source.map(fn)`` is the source of
+``(fn(X_block), y_block)`` pairs (e.g. LLSVM's feature map applied block by
+block) and ``source.labels()`` returns every label in order (a cheap pass:
+SVMlight files only read each line's first token).
+
+:func:`as_block_source` builds one from
+
+* a :class:`BlockSource` (returned unchanged);
+* a NumPy array or ``np.memmap`` plus ``y`` (rows are sliced lazily, so a
+  memmap is read from disk one block at a time), or a SciPy sparse matrix;
+* a path to an SVMlight / LIBSVM file, optionally ``.bz2`` / ``.gz``
+  compressed: ``block_size`` lines are read at a time and each block's lines
+  are parsed by :func:`sklearn.datasets.load_svmlight_file`; a malformed line
+  raises ``ValueError`` naming the file and the line number;
+* a zero-argument callable returning a fresh iterator of ``(Xb, yb)`` pairs.
+
+Examples
+--------
+>>> import numpy as np
+>>> from gpuksvm.blocks import as_block_source
+>>> X = np.arange(10.0).reshape(5, 2); y = np.array([0, 1, 0, 1, 1])
+>>> src = as_block_source(X, y, block_size=2)
+>>> [Xb.shape[0] for Xb, yb in src]
+[2, 2, 1]
+>>> src.n_features, src.labels().tolist()
+(2, [0, 1, 0, 1, 1])
+"""
+from __future__ import annotations
+
+import bz2
+import gzip
+import io
+import os
+from os import PathLike
+from typing import Any, Callable, Iterable, Iterator
+
+import numpy as np
+import scipy.sparse as sp
+
+from . import backend as bk
+
+__all__ = ["BlockSource", "ArrayBlockSource", "SVMLightBlockSource", "CallableBlockSource",
+           "MappedBlockSource", "as_block_source"]
+
+
+class BlockSource:
+    """Base class of re-iterable sources of ``(X_block, y_block)`` pairs.
+
+    Subclasses implement :meth:`__iter__`; each iteration is one pass over the
+    data, yielding blocks in the same order every time.
+
+    Attributes
+    ----------
+    n_features : int or None
+        Number of columns of every block (``None`` if unknown in advance).
+    """
+
+    n_features: int | None = None
+
+    def __iter__(self) -> Iterator[tuple[Any, Any]]:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def map(self, fn: Callable[[Any], Any]) -> "BlockSource":
+        """The source yielding ``(fn(X_block), y_block)``; ``n_features`` becomes unknown."""
+        return MappedBlockSource(self, fn)
+
+    def labels(self) -> np.ndarray:
+        """All labels in pass order, as one host array (one pass over the source)."""
+        ys = [np.ravel(bk.to_host(yb)) for _, yb in self]
+        if not ys:
+            raise ValueError("the block source yielded no data")
+        return np.concatenate(ys)
+
+
+class ArrayBlockSource(BlockSource):
+    """Row blocks of an in-memory or memory-mapped array (dense, sparse or CuPy).
+
+    Parameters
+    ----------
+    X : array of shape (n, d) — ``np.memmap`` is read lazily, block by block.
+    y : array of shape (n,)
+    block_size : int
+    """
+
+    def __init__(self, X: Any, y: Any, *, block_size: int = 5000):
+        if y is None:
+            raise ValueError("y is required when X is an array (only a BlockSource yields its labels)")
+        if not hasattr(X, "shape") or len(X.shape) != 2:
+            X = np.asarray(X)
+            if X.ndim != 2:
+                raise ValueError(f"X must be 2-D, got shape {X.shape}")
+        y = np.ravel(bk.to_host(y))
+        if y.shape[0] != X.shape[0]:
+            raise ValueError(f"Found input variables with inconsistent numbers of samples: "
+                             f"[{X.shape[0]}, {y.shape[0]}]")
+        if X.shape[0] == 0:
+            raise ValueError("Found array with 0 sample(s) while a minimum of 1 is required.")
+        self.X = sp.csr_matrix(X) if (sp.issparse(X) and not isinstance(X, sp.csr_matrix)) else X
+        self.y = y
+        self.block_size = _check_block_size(block_size)
+        self.n_features = int(X.shape[1])
+
+    def __iter__(self) -> Iterator[tuple[Any, Any]]:
+        n = self.X.shape[0]
+        for a in range(0, n, self.block_size):
+            b = min(a + self.block_size, n)
+            Xb = self.X[a:b]
+            if isinstance(Xb, np.memmap):
+                Xb = np.array(Xb)  # read this block from disk, drop the mapping
+            yield Xb, self.y[a:b]
+
+    def labels(self) -> np.ndarray:
+        return self.y.copy()
+
+
+class CallableBlockSource(BlockSource):
+    """Blocks from a zero-argument callable returning a fresh iterator of ``(Xb, yb)``."""
+
+    def __init__(self, fn: Callable[[], Iterable[tuple[Any, Any]]], *, n_features: int | None = None):
+        self.fn = fn
+        self.n_features = None if n_features is None else int(n_features)
+
+    def __iter__(self) -> Iterator[tuple[Any, Any]]:
+        it = self.fn()
+        if it is None:
+            raise ValueError("the block-source callable returned None instead of an iterator")
+        for item in it:
+            if not (isinstance(item, tuple) and len(item) == 2):
+                raise ValueError("a block source must yield (X_block, y_block) pairs")
+            yield item
+
+
+class MappedBlockSource(BlockSource):
+    """``(fn(X_block), y_block)`` for every block of ``parent``."""
+
+    def __init__(self, parent: BlockSource, fn: Callable[[Any], Any]):
+        self.parent = parent
+        self.fn = fn
+        self.n_features = None
+
+    def __iter__(self) -> Iterator[tuple[Any, Any]]:
+        for Xb, yb in self.parent:
+            yield self.fn(Xb), yb
+
+    def labels(self) -> np.ndarray:
+        return self.parent.labels()
+
+
+def _open_text(path: str):
+    low = path.lower()
+    if low.endswith(".bz2"):
+        return bz2.open(path, "rb")
+    if low.endswith(".gz"):
+        return gzip.open(path, "rb")
+    return open(path, "rb")
+
+
+def _content(line: bytes) -> bytes:
+    """A line without its comment and surrounding white space."""
+    return line.split(b"#", 1)[0].strip()
+
+
+class SVMLightBlockSource(BlockSource):
+    """An SVMlight / LIBSVM file read ``block_size`` lines at a time.
+
+    Parameters
+    ----------
+    path : str or path-like (``.bz2`` and ``.gz`` are decompressed on the fly)
+    block_size : int
+        Data lines per block (comment and blank lines do not count).
+    n_features : int, optional
+        Number of columns; if ``None``, one scan of the file finds the largest
+        feature index.
+    zero_based : bool or "auto"
+        As in :func:`sklearn.datasets.load_svmlight_file`, but decided once for
+        the whole file ("auto": zero-based iff some feature index is 0).
+    dtype : float dtype of the blocks (CSR matrices).
+    """
+
+    def __init__(self, path: str | PathLike, *, block_size: int = 5000, n_features: int | None = None,
+                 zero_based: bool | str = "auto", dtype: Any = np.float64):
+        self.path = os.fspath(path)
+        if not os.path.isfile(self.path):
+            raise FileNotFoundError(f"no such SVMlight file: {self.path!r}")
+        self.block_size = _check_block_size(block_size)
+        if zero_based not in (True, False, "auto"):
+            raise ValueError(f"zero_based must be True, False or 'auto', got {zero_based!r}")
+        self.dtype = np.dtype(dtype)
+        self.zero_based = zero_based
+        self.n_features = None if n_features is None else int(n_features)
+        if self.n_features is None or zero_based == "auto":
+            self._scan()
+
+    def _lines(self) -> Iterator[tuple[int, bytes]]:
+        """(line number, content) of every data line."""
+        with _open_text(self.path) as fh:
+            for lineno, line in enumerate(fh, start=1):
+                c = _content(line)
+                if c:
+                    yield lineno, c
+
+    def _error(self, lineno: int, what: str) -> ValueError:
+        return ValueError(f"{self.path}, line {lineno}: malformed SVMlight line ({what})")
+
+    def _scan(self) -> None:
+        """One pass: the largest feature index and whether indices are zero-based."""
+        max_idx, min_idx = -1, None
+        for lineno, c in self._lines():
+            for tok in c.split()[1:]:
+                key, sep, val = tok.partition(b":")
+                if not sep:
+                    raise self._error(lineno, f"token {tok.decode(errors='replace')!r} has no ':'")
+                if key == b"qid":
+                    continue
+                try:
+                    k = int(key)
+                except ValueError:
+                    raise self._error(lineno, f"bad feature index {key.decode(errors='replace')!r}") from None
+                max_idx = max(max_idx, k)
+                min_idx = k if min_idx is None else min(min_idx, k)
+        if self.zero_based == "auto":
+            self.zero_based = bool(min_idx == 0)
+        if self.n_features is None:
+            if max_idx < 0:
+                raise ValueError(f"{self.path}: no feature found; pass n_features")
+            self.n_features = max_idx + 1 if self.zero_based else max_idx
+
+    def _parse(self, chunk: list[tuple[int, bytes]]) -> tuple[sp.csr_matrix, np.ndarray]:
+        from sklearn.datasets import load_svmlight_file
+
+        def load(lines: list[bytes]):
+            return load_svmlight_file(io.BytesIO(b"\n".join(lines) + b"\n"), n_features=self.n_features,
+                                      zero_based=self.zero_based, dtype=self.dtype)
+
+        try:
+            Xb, yb = load([c for _, c in chunk])
+        except Exception:  # find the offending line and name it
+            for lineno, c in chunk:
+                try:
+                    load([c])
+                except Exception as exc:  # noqa: BLE001 - re-raised with its position
+                    raise self._error(lineno, str(exc)) from exc
+            raise
+        return Xb.tocsr(), np.asarray(yb)
+
+    def __iter__(self) -> Iterator[tuple[Any, Any]]:
+        chunk: list[tuple[int, bytes]] = []
+        for item in self._lines():
+            chunk.append(item)
+            if len(chunk) == self.block_size:
+                yield self._parse(chunk)
+                chunk = []
+        if chunk:
+            yield self._parse(chunk)
+
+    def labels(self) -> np.ndarray:
+        out = []
+        for lineno, c in self._lines():
+            tok = c.split(None, 1)[0]
+            try:
+                out.append(float(tok))
+            except ValueError:
+                raise self._error(lineno, f"bad label {tok.decode(errors='replace')!r}") from None
+        if not out:
+            raise ValueError(f"{self.path}: the file has no data line")
+        return np.asarray(out)
+
+
+def _check_block_size(block_size: Any) -> int:
+    if isinstance(block_size, bool) or not isinstance(block_size, (int, np.integer)) or block_size < 1:
+        raise ValueError(f"block_size must be a positive integer, got {block_size!r}")
+    return int(block_size)
+
+
+def as_block_source(data: Any, y: Any = None, *, block_size: int = 5000,
+                    n_features: int | None = None) -> BlockSource:
+    """Wrap ``data`` as a :class:`BlockSource` (see the module docstring).
+
+    Parameters
+    ----------
+    data : BlockSource, array / memmap / sparse matrix (with ``y``), SVMlight path, or callable
+    y : labels, only with an array
+    block_size : int
+        Rows (or file lines) per block.
+    n_features : int, optional
+        Column count for a file or a callable (a file is scanned when omitted).
+    """
+    _check_block_size(block_size)
+    if isinstance(data, BlockSource):
+        if y is not None:
+            raise ValueError("y must be None when X is a block source (it yields the labels)")
+        return data
+    if isinstance(data, (str, PathLike)):
+        if y is not None:
+            raise ValueError("y must be None for an SVMlight file (the file holds the labels)")
+        return SVMLightBlockSource(data, block_size=block_size, n_features=n_features)
+    if callable(data) and not hasattr(data, "shape"):
+        if y is not None:
+            raise ValueError("y must be None for a callable block source (it yields the labels)")
+        return CallableBlockSource(data, n_features=n_features)
+    if hasattr(data, "shape") or isinstance(data, (list, tuple)):
+        src = ArrayBlockSource(data, y, block_size=block_size)
+        if n_features is not None and int(n_features) != src.n_features:
+            raise ValueError(f"n_features={n_features} but the array has {src.n_features} columns")
+        return src
+    raise TypeError(f"cannot make a block source from {type(data).__name__}; pass an array with y, "
+                    "an SVMlight file path, a callable returning an iterator of (X, y) blocks, "
+                    "or a BlockSource")

@@ -1,0 +1,305 @@
+"""Device-generic k-means for landmark selection (LLSVM, SPEC §1 step 1).
+
+The LLSVM papers pick Nyström landmarks as k-means centres computed
+"approximately using only a few iterations" on at most the first 20,000 rows:
+k-means landmarks give a smaller Nyström error ‖K − K̃‖ than random rows
+(AISTATS 2012 §3; TNNLS 2018 §III), which is what the SVM accuracy depends on
+(their Theorem 1).  This module provides exactly that and nothing more:
+
+* seeding by k-means++ (D² sampling) or by random rows;
+* a few Lloyd iterations;
+* every distance computation is a GEMM (``X·Cᵀ`` through
+  :func:`gpuksvm.kernels.kernel_block` with the linear kernel) plus row norms,
+  in row chunks sized by :func:`gpuksvm.backend.plan_rows`, so the ``m × k``
+  distance matrix is never stored whole;
+* the same code runs on NumPy and on CuPy (dense or sparse rows).
+
+k-means++ is run in *rounds*: each round draws a batch of new centres by D²
+sampling without replacement (Efraimidis–Spirakis keys) and then updates the
+distances with one GEMM.  With ``k ≤ pp_rounds`` every round draws one centre
+and this is the classical k-means++ seeding; for large ``k`` (thousands of
+landmarks) it replaces ``k`` sequential passes by ``pp_rounds`` passes, which
+is what makes seeding cheap on a GPU.  The Lloyd iterations that follow remove
+the small difference in seeding quality.
+"""
+from __future__ import annotations
+
+import contextlib
+import os
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import scipy.sparse as sp
+from sklearn.utils import check_random_state
+
+from . import backend as bk
+from .kernels import Kernel, kernel_block, row_sq_norms
+
+__all__ = ["KMeansResult", "kmeans", "nearest_centers", "sample_rows"]
+
+_LINEAR = Kernel("linear")
+
+# Narrow CPU work (k-means on low-dimensional rows, the eigh of a k × k K_zz)
+# runs on one BLAS thread: OpenBLAS's workers spin-wait between the many small
+# calls, and on a busy host that hand-off dominates.  Measured on the 2-core
+# box under a load average of ~7: k-means (20,000 × 22, k = 1000) 2.4–3.2 s
+# with two BLAS threads vs 1.2–1.5 s with one; eigh of a 1000 × 1000 K_zz
+# 2.7–24 s vs 0.4–0.7 s.  Only the thread count changes, never the arithmetic.
+NARROW_DIM = 256
+
+
+def host_busy() -> bool:
+    """True when the 1-minute load average already fills every usable core."""
+    try:
+        n_cpu = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        n_cpu = os.cpu_count() or 1
+    try:
+        return os.getloadavg()[0] >= n_cpu
+    except (AttributeError, OSError):
+        return False
+
+
+def single_blas_thread(condition: bool) -> Any:
+    """Context manager limiting the host BLAS to one thread when ``condition`` holds."""
+    if not condition:
+        return contextlib.nullcontext()
+    try:
+        from threadpoolctl import threadpool_limits
+
+        return threadpool_limits(limits=1, user_api="blas")
+    except Exception:  # threadpoolctl missing or unable to inspect the BLAS: leave it alone
+        return contextlib.nullcontext()
+
+
+@dataclass
+class KMeansResult:
+    """Output of :func:`kmeans`.
+
+    Attributes
+    ----------
+    centers : (k, d) dense array on the compute device
+    labels : (m,) int64 host array, nearest centre of each clustered row
+    inertia : float, Σ ‖xᵢ − c_{labels[i]}‖² over the clustered rows
+    n_iter : int, Lloyd iterations run
+    """
+
+    centers: Any
+    labels: np.ndarray
+    inertia: float
+    n_iter: int
+
+
+def sample_rows(n_rows: int, n_sample: int | None, random_state: Any = None) -> np.ndarray | None:
+    """Sorted indices of a random subset of ``n_sample`` rows (``None`` = all rows)."""
+    if n_sample is None or n_sample >= n_rows:
+        return None
+    rs = check_random_state(random_state)
+    return np.sort(rs.choice(n_rows, size=int(n_sample), replace=False))
+
+
+def _dense_rows(X: Any):
+    return X.toarray() if bk.is_sparse(X) else X
+
+
+def _take_rows(X: Any, idx: np.ndarray):
+    """Rows ``idx`` (host indices) of a NumPy/SciPy/CuPy matrix, as a dense array."""
+    if bk.is_gpu_array(X):
+        idx = bk.namespace_of(X).asarray(idx)
+    return _dense_rows(X[idx])
+
+
+def nearest_centers(X: Any, C: Any, *, x_sq: Any = None, c_sq: Any = None,
+                    block_rows: int | None = None) -> tuple[Any, Any]:
+    """Index of and squared distance to the nearest centre, for every row of ``X``.
+
+    ‖x − c‖² = ‖x‖² + ‖c‖² − 2 xᵀc: one GEMM per row chunk (the ``m × k``
+    distance matrix is never stored whole), clamped at 0 for round-off.
+
+    Returns
+    -------
+    labels : (m,) int64 array on ``X``'s device
+    d2 : (m,) squared distances on ``X``'s device
+    """
+    xp = bk.namespace_of(C)
+    m, k = X.shape[0], C.shape[0]
+    dt = np.dtype(C.dtype)
+    if x_sq is None:
+        x_sq = row_sq_norms(X, dt)
+    if c_sq is None:
+        c_sq = row_sq_norms(C, dt)
+    labels = xp.empty(m, dtype=np.int64)
+    d2 = xp.empty(m, dtype=dt)
+    if m == 0:
+        return labels, d2
+    if block_rows is None:
+        block_rows = bk.plan_rows(m, (2 * k + X.shape[1]) * dt.itemsize, bk.device_of(C))
+
+    half_c_sq = 0.5 * c_sq
+
+    def run(s: int, e: int) -> None:
+        # argmin_j ‖x − c_j‖² = argmax_j (xᵀc_j − ½‖c_j‖²): one elementwise pass over the block
+        G = kernel_block(X[s:e], C, _LINEAR, dtype=dt, block_rows=e - s)  # X_b Cᵀ
+        G -= half_c_sq[None, :]
+        j = xp.argmax(G, axis=1)
+        labels[s:e] = j
+        best = x_sq[s:e] - 2.0 * xp.take_along_axis(G, j[:, None], axis=1)[:, 0]
+        d2[s:e] = xp.maximum(best, 0)
+
+    bk.map_row_blocks(run, m, block_rows, what="k-means assignment")
+    return labels, d2
+
+
+def _kmeanspp(X: Any, x_sq: Any, k: int, rs: np.random.RandomState, xp, dt,
+              pp_rounds: int) -> np.ndarray:
+    """Row indices of the k-means++ seeds (rounds of D² sampling, see module doc)."""
+    m = X.shape[0]
+    first = int(rs.randint(m))
+    chosen = [first]
+    taken = np.zeros(m, dtype=bool)
+    taken[first] = True
+    d2 = nearest_centers(X, xp.asarray(_dense_rows(X[first:first + 1])), x_sq=x_sq)[1]
+    n_rounds = max(1, min(int(pp_rounds), k - 1)) if k > 1 else 0
+    remaining = k - 1
+    for r in range(n_rounds):
+        if remaining <= 0:
+            break
+        b = -(-remaining // (n_rounds - r))  # ceil: spread what is left over the rounds left
+        w = bk.to_host(d2).astype(np.float64)
+        w[taken] = 0.0
+        pos = np.flatnonzero(w > 0)
+        u = rs.random_sample(m)
+        if pos.size >= b:
+            # Efraimidis–Spirakis: the b smallest keys −log(u)/w are a weighted sample
+            keys = np.full(m, np.inf)
+            keys[pos] = -np.log(u[pos]) / w[pos]
+            new = np.argpartition(keys, b - 1)[:b]
+        else:  # fewer distinct points left than centres wanted: fill uniformly
+            rest = np.flatnonzero(~taken & (w <= 0))
+            fill = rs.choice(rest, size=min(b - pos.size, rest.size), replace=False) if rest.size else []
+            new = np.concatenate([pos, np.asarray(fill, dtype=np.int64)])
+        new = np.asarray(new, dtype=np.int64)
+        if new.size == 0:
+            break
+        taken[new] = True
+        chosen.extend(new.tolist())
+        remaining -= new.size
+        if remaining > 0:
+            Cb = xp.asarray(_take_rows(X, np.sort(new)))
+            d2 = xp.minimum(d2, nearest_centers(X, Cb, x_sq=x_sq)[1])
+    return np.asarray(chosen[:k], dtype=np.int64)
+
+
+def _center_sums(X: Any, labels_host: np.ndarray, k: int, device: bk.Device, dt) -> tuple[Any, np.ndarray]:
+    """Per-cluster sums of the rows (one sparse one-hot product) and counts."""
+    m = labels_host.shape[0]
+    onehot = sp.csr_matrix((np.ones(m, dtype=dt), (labels_host, np.arange(m))), shape=(k, m))
+    onehot = bk.to_device(onehot, device)
+    S = onehot @ X
+    if bk.is_sparse(S):
+        S = S.toarray()
+    counts = np.bincount(labels_host, minlength=k)
+    return S, counts
+
+
+def kmeans(X: Any, n_clusters: int, *, n_iter: int = 5, init: str = "k-means++",
+           sample: int | None = 20000, random_state: Any = None, device: Any = None,
+           dtype: Any = None, pp_rounds: int = 64, tol: float = 0.0) -> KMeansResult:
+    """A few Lloyd iterations of k-means on at most ``sample`` rows of ``X``.
+
+    Parameters
+    ----------
+    X : array-like or sparse matrix, shape (n, d)
+        NumPy/SciPy on the CPU or CuPy on a GPU.
+    n_clusters : int
+        Number of centres ``k`` (at most the number of clustered rows).
+    n_iter : int
+        Lloyd iterations (the LLSVM papers run "a few"; 0 returns the seeds).
+    init : {"k-means++", "random"}
+        D² seeding (see the module docstring) or ``k`` distinct random rows.
+    sample : int or None
+        Cluster a random subset of this many rows (``None``: all rows).
+    random_state : int, RandomState or None
+    device : str or Device, optional
+        Where to compute; default: the device of ``X`` (CPU for host arrays).
+    dtype : float32 or float64, optional
+        Compute dtype; default :func:`gpuksvm.backend.resolve_dtype`.
+    pp_rounds : int
+        Rounds of D² sampling used by k-means++ (k ≤ pp_rounds: classical k-means++).
+    tol : float
+        Stop early when no centre moves by more than ``tol`` (squared, relative
+        to the mean squared row norm); 0 runs all ``n_iter`` iterations unless
+        the assignment stops changing.
+
+    Returns
+    -------
+    KMeansResult
+        Centres on the compute device; labels and inertia of the clustered rows.
+        An empty cluster keeps its previous centre.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from gpuksvm.cluster import kmeans
+    >>> X = np.r_[np.zeros((5, 2)), np.ones((5, 2)) * 10]
+    >>> res = kmeans(X, 2, random_state=0)
+    >>> sorted(res.centers[:, 0].tolist())
+    [0.0, 10.0]
+    """
+    if isinstance(n_clusters, bool) or not isinstance(n_clusters, (int, np.integer)) or n_clusters < 1:
+        raise ValueError(f"n_clusters must be a positive integer, got {n_clusters!r}")
+    if isinstance(n_iter, bool) or not isinstance(n_iter, (int, np.integer)) or n_iter < 0:
+        raise ValueError(f"n_iter must be a non-negative integer, got {n_iter!r}")
+    if init not in ("k-means++", "random"):
+        raise ValueError(f"init must be 'k-means++' or 'random', got {init!r}")
+    if sample is not None and (isinstance(sample, bool) or int(sample) < 1):
+        raise ValueError(f"sample must be a positive integer or None, got {sample!r}")
+    dev = bk.resolve_device(device) if device is not None else bk.device_of(X)
+    dt = bk.resolve_dtype(dtype, dev)
+    rs = check_random_state(random_state)
+    with single_blas_thread(not dev.is_gpu and (X.shape[1] <= NARROW_DIM or host_busy())):
+        return _kmeans(X, int(n_clusters), int(n_iter), init, sample, rs, dev, dt, int(pp_rounds), float(tol))
+
+
+def _kmeans(X: Any, k: int, n_iter: int, init: str, sample: int | None, rs: np.random.RandomState,
+            dev: bk.Device, dt: np.dtype, pp_rounds: int, tol: float) -> KMeansResult:
+    """The body of :func:`kmeans` (arguments already checked)."""
+    xp = bk.get_namespace(dev)
+
+    n = X.shape[0]
+    idx = sample_rows(n, sample, rs)
+    Xs = X if idx is None else X[bk.namespace_of(X).asarray(idx) if bk.is_gpu_array(X) else idx]
+    Xs = bk.to_device(Xs, dev, dt)
+    m = Xs.shape[0]
+    if k > m:
+        raise ValueError(f"n_clusters={k} is larger than the number of rows clustered ({m})")
+    x_sq = row_sq_norms(Xs, dt)
+
+    if init == "random":
+        seeds = np.sort(rs.choice(m, size=k, replace=False))
+    else:
+        seeds = _kmeanspp(Xs, x_sq, k, rs, xp, dt, pp_rounds)
+    C = xp.array(_take_rows(Xs, seeds), dtype=dt)
+    if C.ndim == 1:
+        C = C.reshape(1, -1)
+
+    scale = float(bk.to_host(x_sq).mean()) or 1.0
+    labels_dev, d2 = nearest_centers(Xs, C, x_sq=x_sq)
+    labels = np.asarray(bk.to_host(labels_dev))
+    it = 0
+    for it in range(1, n_iter + 1):
+        S, counts = _center_sums(Xs, labels, k, dev, dt)
+        nonempty = xp.asarray(counts > 0)
+        cnt = xp.asarray(np.maximum(counts, 1).astype(dt))
+        C_new = xp.where(nonempty[:, None], S / cnt[:, None], C)  # empty cluster: keep centre
+        shift = float(bk.to_host(xp.max(xp.sum((C_new - C) ** 2, axis=1))))
+        C = C_new
+        new_dev, d2 = nearest_centers(Xs, C, x_sq=x_sq)
+        new_labels = np.asarray(bk.to_host(new_dev))
+        converged = np.array_equal(new_labels, labels) or shift <= tol * scale
+        labels = new_labels
+        if converged:
+            break
+    inertia = float(bk.to_host(xp.sum(d2)))
+    return KMeansResult(centers=C, labels=labels, inertia=inertia, n_iter=it)

@@ -1,0 +1,370 @@
+"""LinearSVM — the L2-regularized linear SVM engine (GPU and CPU, in memory or out of core).
+
+Problem (per binary problem; SPEC §1 "Linear SVM solvers"):
+
+    min_w  ½‖w‖² + C Σᵢ cᵢ ℓ(yᵢ w̃ᵀx̃ᵢ),   ℓ = squared hinge (default) or hinge,
+
+with cᵢ = sample_weightᵢ × class weight.  **Intercept**: with
+``fit_intercept=True`` a constant column of value ``intercept_scaling`` (s) is
+appended to the features and its weight w_{d+1} is *regularized like the
+others*, exactly as LIBLINEAR (scikit-learn's ``LinearSVC``) does; the
+intercept is ``intercept_ = s · w_{d+1}``.  A larger s weakens the
+regularization of the intercept.  The column is applied implicitly (the data
+are never copied to append it).
+
+Engines (``solver``; the one that ran is in ``solver_``):
+
+* ``"newton"`` — primal Newton for the squared hinge
+  (:func:`gpuksvm.solvers.linear.newton_squared_hinge`): Cholesky of
+  H = I + 2C F̃_IᵀF̃_I for one dense problem of moderate width, Hessian-free
+  Newton-CG (all one-vs-rest problems in the same GEMMs) otherwise;
+* ``"dcd"`` — dual coordinate descent with shrinking (Hsieh et al. 2008), both
+  losses, all one-vs-rest problems in the same sweeps
+  (:func:`gpuksvm.solvers.linear.dual_cd`);
+* ``"liblinear"`` — scikit-learn's ``LinearSVC`` (LIBLINEAR), CPU only, with
+  the same C, loss, class/sample weights and intercept column: its primal
+  trust-region Newton (TRON) for the squared hinge when n > d (``solver_`` is
+  then ``"liblinear-primal"``), its dual coordinate descent otherwise
+  (``"liblinear"``) — scikit-learn's ``dual="auto"`` rule;
+* ``"sbm"`` — selective block minimization out of core
+  (:func:`gpuksvm.solvers.linear.sbm`); used automatically when ``fit`` gets a
+  :class:`gpuksvm.blocks.BlockSource` or an SVMlight file path.
+
+``solver="auto"`` (the engine that ran is always in ``solver_``):
+
+* GPU: squared hinge → Newton, hinge → DCD;
+* CPU, squared hinge → Newton, except sparse X with more than 256 columns →
+  LIBLINEAR; hinge → LIBLINEAR (its compiled DCD is faster than a NumPy one).
+
+Measured on the 2-core CPU with other jobs loading it (load average 5–8),
+squared hinge, C=1, against scikit-learn's ``LinearSVC`` defaults (LIBLINEAR's
+primal TRON here): ijcnn1 49,990 × 22 Newton 0.093 s vs 0.355 s
+(``bench/solvers.py --scale paper``, interleaved medians); adult 32,561 × 123
+dense 0.10 vs 0.21 s, sparse (Newton-CG) 0.14 vs 0.24 s; 5 classes
+20,000 × 50 (all one-vs-rest problems in the same CG products) 0.52 vs 1.2 s;
+dense 20,000 × 1,000 3.9 vs 8–10 s — but sparse 30,000 × 50,000 (0.2% dense)
+4.7 vs 3.1 s at C=1 and 17.5 vs 3.7 s at C=10, hence LIBLINEAR for wide
+sparse data.  The CPU solvers run their BLAS calls on one thread for narrow
+designs (≤ :data:`gpuksvm.solvers.linear.NARROW_DIM` columns) and on a busy
+host (:mod:`gpuksvm.solvers._blas`): with two spinning OpenBLAS threads the
+same ijcnn1 fit took 1.05 s.
+
+Multi-class: one-vs-rest, with LIBLINEAR's class-weight rule (in problem c only
+class c's weight applies).
+"""
+from __future__ import annotations
+
+import warnings
+from numbers import Integral, Real
+from os import PathLike
+from typing import Any
+
+import numpy as np
+from sklearn.base import BaseEstimator, ClassifierMixin
+from sklearn.exceptions import ConvergenceWarning
+from sklearn.utils.class_weight import compute_class_weight
+from sklearn.utils.validation import check_is_fitted
+
+from . import backend as bk
+from .base import DeviceMixin
+from .calibration import ProbabilityMixin
+from .solvers import linear as lin
+from .validation import (check_choice, check_param, check_sample_weight, encode_classes, validate_X,
+                         validate_X_y)
+
+__all__ = ["LinearSVM"]
+
+SOLVERS = ("auto", "newton", "dcd", "liblinear", "sbm")
+
+
+def _is_block_input(X: Any) -> bool:
+    from .blocks import BlockSource
+
+    return isinstance(X, (BlockSource, str, PathLike))
+
+
+class LinearSVM(DeviceMixin, ProbabilityMixin, ClassifierMixin, BaseEstimator):
+    """L2-regularized linear SVM (squared hinge or hinge loss), one-vs-rest.
+
+    Parameters
+    ----------
+    C : float, default 1.0
+        Cost of the losses.
+    loss : {"squared_hinge", "hinge"}
+    solver : {"auto", "newton", "dcd", "liblinear", "sbm"}
+        See the module docstring; ``"sbm"`` on arrays reads them in
+        ``block_size`` blocks (e.g. an ``np.memmap`` never fully loaded).
+    fit_intercept : bool
+        Append the constant column (regularized, as LIBLINEAR).
+    intercept_scaling : float > 0
+        Its value s; ``intercept_ = s · w_{d+1}``.
+    class_weight : dict, "balanced" or None
+        Multipliers of C per class.
+    tol : float
+        Newton: relative gradient-norm tolerance; DCD/SBM/LIBLINEAR: projected
+        gradient tolerance (LIBLINEAR's dual criterion).
+    max_iter : int
+        Newton steps or DCD epochs (SBM: DCD epochs per sub-problem are
+        ``min(max_iter, 50)``).
+    block_size : int or None
+        Rows per block for out-of-core training (default 5,000).
+    n_passes : int
+        SBM passes over the data.
+    cache_drop : float in (0, 1]
+        SBM: fraction of (block ∪ cache) dropped after each block (paper: 0.75).
+    probability : bool
+        Platt scaling with internal 5-fold cross-validation
+        (:mod:`gpuksvm.calibration`): ``predict_proba`` / ``predict_log_proba``
+        (one sigmoid per one-vs-rest problem, normalized).  In-memory data only.
+    device : {"auto", "cpu", "gpu", "cuda:N"}
+    dtype : None, "float32" or "float64" (None: float32 on GPU, float64 on CPU)
+    random_state : int, RandomState or None
+        Coordinate order of DCD/SBM, LIBLINEAR's seed, Platt's folds.
+    verbose : int
+
+    Attributes
+    ----------
+    classes_ : (n_classes,) class labels
+    coef_ : (1, d) or (n_classes, d) weights (on the fitting device)
+    intercept_ : (1,) or (n_classes,)
+    solver_ : str — the engine that ran ("newton", "newton-cg", "dcd", "liblinear",
+        "liblinear-primal", "sbm")
+    n_iter_ : int — Newton steps, DCD epochs or SBM passes (largest over problems)
+    objective_ : (1,) or (n_classes,) host float64 primal objective of each binary problem
+    converged_ : bool
+    n_features_in_ : int
+    dual_coef_ : (n, 1 or n_classes) dual variables α (DCD and SBM only), host
+    probA_, probB_ : Platt sigmoid parameters (``probability=True``)
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from gpuksvm import LinearSVM
+    >>> rng = np.random.default_rng(0)
+    >>> X = rng.normal(size=(300, 4)); y = (X[:, 0] - X[:, 1] > 0).astype(int)
+    >>> clf = LinearSVM(C=1.0, device="cpu").fit(X, y)
+    >>> clf.solver_, clf.score(X, y) > 0.95
+    ('newton', True)
+    """
+
+    def __init__(self, C: float = 1.0, loss: str = "squared_hinge", solver: str = "auto",
+                 fit_intercept: bool = True, intercept_scaling: float = 1.0, class_weight: Any = None,
+                 tol: float = 1e-4, max_iter: int = 1000, block_size: int | None = None,
+                 n_passes: int = 3, cache_drop: float = 0.75, probability: bool = False,
+                 device: str = "auto", dtype: Any = None, random_state: Any = None, verbose: int = 0):
+        self.C = C
+        self.loss = loss
+        self.solver = solver
+        self.fit_intercept = fit_intercept
+        self.intercept_scaling = intercept_scaling
+        self.class_weight = class_weight
+        self.tol = tol
+        self.max_iter = max_iter
+        self.block_size = block_size
+        self.n_passes = n_passes
+        self.cache_drop = cache_drop
+        self.probability = probability
+        self.device = device
+        self.dtype = dtype
+        self.random_state = random_state
+        self.verbose = verbose
+
+    # ------------------------------------------------------------------ params
+    def _check_params(self) -> None:
+        check_param("C", self.C, Real, low=0, closed="neither")
+        check_choice("loss", self.loss, lin.LOSSES)
+        check_choice("solver", self.solver, SOLVERS)
+        check_choice("fit_intercept", self.fit_intercept, (True, False))
+        check_param("intercept_scaling", self.intercept_scaling, Real, low=0, closed="neither")
+        check_param("tol", self.tol, Real, low=0, closed="neither")
+        check_param("max_iter", self.max_iter, Integral, low=1)
+        check_param("block_size", self.block_size, Integral, low=1, allow_none=True)
+        check_param("n_passes", self.n_passes, Integral, low=1)
+        check_param("cache_drop", self.cache_drop, Real, low=0, high=1, closed="right")
+        check_choice("probability", self.probability, (True, False))
+        if self.solver == "newton" and self.loss != "squared_hinge":
+            raise ValueError("solver='newton' solves the squared hinge only; use loss='squared_hinge' "
+                             "or solver='dcd' / 'liblinear' for the hinge")
+        if not (self.class_weight is None or self.class_weight == "balanced"
+                or isinstance(self.class_weight, dict)):
+            raise ValueError(f"class_weight must be None, 'balanced' or a dict, got {self.class_weight!r}")
+
+    def _scaling(self) -> float | None:
+        return float(self.intercept_scaling) if self.fit_intercept else None
+
+    def _class_weights(self, classes: np.ndarray, y: np.ndarray,
+                       sw: np.ndarray | None = None) -> np.ndarray | None:
+        """Per-class multipliers of C ("balanced" counts rows by their sample weights, as LinearSVC)."""
+        if self.class_weight is None:
+            return None
+        if isinstance(self.class_weight, dict):
+            unknown = set(self.class_weight) - set(classes.tolist())
+            if unknown:
+                raise ValueError(f"class_weight names classes not in y: {sorted(unknown, key=str)}")
+        return compute_class_weight(self.class_weight, classes=classes, y=y, sample_weight=sw)
+
+    def _choose(self, dev: bk.Device, X: Any) -> str:
+        if self.solver != "auto":
+            return self.solver
+        if dev.is_gpu:
+            return "newton" if self.loss == "squared_hinge" else "dcd"
+        if self.loss == "hinge":
+            return "liblinear"
+        # Newton beats LIBLINEAR on dense and on narrow sparse data; on wide
+        # sparse data its CG steps lose to LIBLINEAR (measurements: module docstring)
+        return "liblinear" if bk.is_sparse(X) and X.shape[1] > lin.NARROW_DIM else "newton"
+
+    # ------------------------------------------------------------------ fit
+    def fit(self, X: Any, y: Any = None, sample_weight: Any = None) -> "LinearSVM":
+        """Fit the model.
+
+        Parameters
+        ----------
+        X : array-like (NumPy, CuPy, SciPy sparse) of shape (n, d), or a
+            :class:`gpuksvm.blocks.BlockSource` / SVMlight file path (trained
+            out of core by SBM; ``y`` must then be None).
+        y : (n,) labels
+        sample_weight : (n,) non-negative multipliers of C (arrays only)
+        """
+        self._check_params()
+        if _is_block_input(X) or self.solver == "sbm":
+            return self._fit_sbm(X, y, sample_weight)
+        X, y, _ = validate_X_y(self, X, y)
+        classes, y_idx = encode_classes(y)
+        sw = None if sample_weight is None else check_sample_weight(sample_weight, X)
+        cw = self._class_weights(classes, y, sw)
+        dev = self._device()
+        dt = bk.resolve_dtype(self.dtype, dev)
+        solver = self._choose(dev, X)
+        Y, S = lin.ovr_targets(y_idx, classes.shape[0], class_weight=cw, sample_weight=sw)
+        s = self._scaling()
+        self.classes_ = classes
+        if solver == "liblinear":
+            sol = self._fit_liblinear(X, y, sw, classes)
+            solver = sol.info["engine"]
+            coef = bk.to_device(sol.coef, dev, dt)
+            intercept = bk.to_device(sol.intercept, dev, dt)
+        else:
+            Xd = bk.to_device(X, dev, dt)
+            if solver == "newton":
+                xp = bk.get_namespace(dev)
+                sol = lin.newton_squared_hinge(Xd, xp.asarray(Y, dtype=dt), float(self.C),
+                                               sample_weight=xp.asarray(S, dtype=dt),
+                                               intercept_scaling=s, tol=float(self.tol),
+                                               max_iter=int(self.max_iter), verbose=self.verbose)
+                if sol.info["method"] == "cg":
+                    solver = "newton-cg"
+            else:
+                sol = lin.dual_cd(Xd, Y, float(self.C), self.loss, sample_weight=S, intercept_scaling=s,
+                                  tol=float(self.tol), max_iter=int(self.max_iter), shrinking=True,
+                                  random_state=self.random_state)
+                self.dual_coef_ = sol.alpha
+            coef, intercept = sol.coef, sol.intercept
+        self._finish(coef, intercept, sol, solver, dev)
+        if not sol.converged:
+            warnings.warn(f"LinearSVM ({solver}) did not converge in max_iter={self.max_iter} iterations; "
+                          "increase max_iter or scale the data", ConvergenceWarning, stacklevel=2)
+        if self.probability:
+            self._fit_probability(X, y, sample_weight)
+        return self
+
+    def _finish(self, coef: Any, intercept: Any, sol: lin.LinearSolution, solver: str,
+                dev: bk.Device) -> None:
+        self.coef_ = coef
+        self.intercept_ = intercept
+        self.objective_ = np.asarray(sol.objective, dtype=np.float64)
+        self.n_iter_ = int(sol.n_iter)
+        self.converged_ = bool(sol.converged)
+        self.solver_ = solver
+        self._set_fitted_device(dev)
+
+    def _fit_liblinear(self, X: Any, y: np.ndarray, sw: np.ndarray | None,
+                       classes: np.ndarray) -> lin.LinearSolution:
+        """LIBLINEAR through scikit-learn's LinearSVC (host, float64).
+
+        The same problem as the other engines: C, loss, class and sample
+        weights, and the regularized constant column ``intercept_scaling``
+        (LIBLINEAR's own bias feature).  Squared hinge with n > d runs
+        LIBLINEAR's primal trust-region Newton, everything else its dual CD
+        (scikit-learn's ``dual="auto"`` rule); ``info["engine"]`` says which.
+        """
+        from sklearn.svm import LinearSVC
+        from sklearn.utils import check_random_state
+
+        X = bk.to_host(X)
+        X = X.astype(np.float64) if X.dtype != np.float64 else X
+        seed = check_random_state(self.random_state).randint(np.iinfo(np.int32).max)
+        cw = self.class_weight if not isinstance(self.class_weight, dict) else dict(self.class_weight)
+        dual = not (self.loss == "squared_hinge" and X.shape[0] > X.shape[1])
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always", ConvergenceWarning)
+            ref = LinearSVC(C=float(self.C), loss=self.loss, dual=dual, tol=float(self.tol),
+                            fit_intercept=bool(self.fit_intercept),
+                            intercept_scaling=float(self.intercept_scaling), class_weight=cw,
+                            max_iter=int(self.max_iter), random_state=seed).fit(X, y, sample_weight=sw)
+        converged = not any(issubclass(w.category, ConvergenceWarning) for w in caught)
+        coef = np.asarray(ref.coef_, dtype=np.float64)
+        intercept = np.asarray(ref.intercept_, dtype=np.float64).reshape(-1)
+        if not self.fit_intercept:
+            intercept = np.zeros(coef.shape[0])
+        y_idx = np.searchsorted(classes, y)
+        cwv = self._class_weights(classes, y, sw)
+        Y, S = lin.ovr_targets(y_idx, classes.shape[0], class_weight=cwv, sample_weight=sw)
+        obj = lin.primal_objective(coef, intercept if self.fit_intercept else None, X, Y, float(self.C),
+                                   self.loss, S, intercept_scaling=self._scaling())
+        return lin.LinearSolution(coef, intercept, obj, int(np.max(ref.n_iter_)), converged,
+                                  info={"engine": "liblinear" if dual else "liblinear-primal"})
+
+    def _fit_sbm(self, X: Any, y: Any, sample_weight: Any) -> "LinearSVM":
+        from .blocks import BlockSource, as_block_source
+
+        if sample_weight is not None:
+            raise ValueError("sample_weight is not supported with out-of-core (block source) input")
+        if self.probability:
+            raise ValueError("probability=True needs in-memory data; it is not available with "
+                             "out-of-core (block source) input")
+        if isinstance(X, BlockSource):
+            if y is not None:
+                raise ValueError("y must be None when X is a block source (it yields the labels)")
+            src = X
+        else:
+            src = as_block_source(X, y, block_size=int(self.block_size or 5000))
+        labels = src.labels()
+        classes, _ = encode_classes(labels)
+        cw = self._class_weights(classes, labels)
+        dev = self._device()
+        dt = bk.resolve_dtype(self.dtype, dev)
+        sol, classes, n_features = lin.sbm(
+            src, float(self.C), self.loss, n_passes=int(self.n_passes), cache_drop=float(self.cache_drop),
+            labels=labels, classes=classes, class_weight=cw, intercept_scaling=self._scaling(),
+            tol=float(self.tol), inner_max_iter=min(int(self.max_iter), 50),
+            random_state=self.random_state, device=dev, dtype=dt, verbose=self.verbose)
+        self.classes_ = classes
+        self.n_features_in_ = n_features
+        self.dual_coef_ = sol.alpha
+        self._finish(sol.coef, sol.intercept, sol, "sbm", dev)
+        return self
+
+    # ------------------------------------------------------------------ predict
+    def decision_function(self, X: Any) -> Any:
+        """Decision values wᵀx + b: (n,) for two classes, (n, n_classes) for more."""
+        check_is_fitted(self, "coef_")
+        X, kind = validate_X(self, X, reset=False)
+        Xd = bk.to_device(X, self._fitted_device(), self.coef_.dtype)
+        D = Xd @ self.coef_.T
+        D = D.toarray() if bk.is_sparse(D) else D
+        D = bk.namespace_of(self.coef_).asarray(D) + self.intercept_[None, :]
+        if D.shape[1] == 1:
+            D = D[:, 0]
+        return bk.as_kind(D, kind)
+
+    def predict(self, X: Any) -> np.ndarray:
+        """Class labels (host array)."""
+        D = np.asarray(bk.to_host(self.decision_function(X)))
+        idx = (D > 0).astype(np.int64) if D.ndim == 1 else np.argmax(D, axis=1)
+        return self.classes_[idx]
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.input_tags.sparse = True
+        return tags

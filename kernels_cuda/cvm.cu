@@ -1,0 +1,176 @@
+// CVM furthest-point search (Tsang et al. 2005, eq. 12-13), fused.
+//
+// For every candidate row l (all rows, or a list of row indices) it computes
+//
+//     s_l = y_l * ( r_l * sum_i coef_i * k(z_i, x_l) + b ) + self_l
+//
+// where z_i are the core vectors, coef_i = alpha_i y_i r_i, r the optional
+// normalization scale 1/sqrt(k(x,x)) and self_l = alpha_l / C for a candidate
+// that is itself a core vector (the delta_ij / C term of the transformed
+// kernel).  The squared distance of phi~(z_l) to the ball centre is
+// kappa~ + alpha'K~alpha - 2 s_l (eq. 12), so the furthest candidate is the
+// arg-min of s (eq. 13: the worst violator of the margin constraint).
+// Nothing of size n x |S| is stored: one thread per candidate streams the core
+// set through shared memory in tiles and keeps one accumulator (double).
+//
+// Each block reduces its group of candidates [g*group_size, (g+1)*group_size)
+// to (min s, row) -- per-group minima serve the sampled search (one group per
+// random sample of 59).  When `counter` is non-null the last block to finish
+// also reduces all group minima to a single (min s, row) -- the exact scan is
+// then one launch.  Ties go to the smallest row index (deterministic).
+// NumPy twin: gpuksvm.solvers.meb.candidate_scores / HostScanner.
+#include "common.cuh"
+
+#define CVM_BLOCK 256
+#define CVM_REG_D 32
+
+template <typename T>
+__device__ __forceinline__ void cvm_better(double s, long long r, double& bs, long long& br) {
+    if (s < bs || (s == bs && r >= 0 && (br < 0 || r < br))) { bs = s; br = r; }
+}
+
+template <typename T>
+__device__ void cvm_furthest(const T* __restrict__ X, int d, const long long* __restrict__ cand,
+                             long long n_cand, long long group_size,
+                             const T* __restrict__ Z, const T* __restrict__ coef, int m, int tile,
+                             double b, const T* __restrict__ y, const T* __restrict__ self_term,
+                             const T* __restrict__ xscale, int ktype, T gamma, T coef0, T degree,
+                             double* part_s, long long* part_idx, unsigned int* counter,
+                             double* out_s, long long* out_idx) {
+    extern __shared__ unsigned char cvm_smem[];
+    T* zs = reinterpret_cast<T*>(cvm_smem);   // tile * d
+    T* cs = zs + (long long)tile * d;          // tile
+    __shared__ double red_s[CVM_BLOCK];
+    __shared__ long long red_i[CVM_BLOCK];
+    __shared__ bool am_last;
+
+    const int tid = threadIdx.x;
+    const long long g0 = (long long)blockIdx.x * group_size;
+    long long g1 = g0 + group_size;
+    if (g1 > n_cand) g1 = n_cand;
+
+    double best = 1.0 / 0.0;
+    long long besti = -1;
+    T xi[CVM_REG_D];
+    for (long long base = g0; base < g1; base += blockDim.x) {   // uniform trip count in the block
+        const long long c = base + tid;
+        const bool active = c < g1;
+        const long long row = active ? (cand != nullptr ? cand[c] : c) : 0;
+        const T* xrow = X + row * (long long)d;
+        if (active && d <= CVM_REG_D) {
+            for (int k = 0; k < d; ++k) xi[k] = xrow[k];
+        }
+        double acc = 0.0;
+        for (int t0 = 0; t0 < m; t0 += tile) {
+            const int rows = min(tile, m - t0);
+            __syncthreads();
+            for (int e = tid; e < rows * d; e += blockDim.x) zs[e] = Z[(long long)t0 * d + e];
+            for (int e = tid; e < rows; e += blockDim.x) cs[e] = coef[t0 + e];
+            __syncthreads();
+            if (active) {
+                for (int r = 0; r < rows; ++r) {
+                    const T* z = zs + r * d;
+                    T dot = T(0), dist2 = T(0);
+                    if (ktype == GPUKSVM_RBF) {
+                        if (d <= CVM_REG_D) {
+                            for (int k = 0; k < d; ++k) { const T df = xi[k] - z[k]; dist2 += df * df; }
+                        } else {
+                            for (int k = 0; k < d; ++k) { const T df = xrow[k] - z[k]; dist2 += df * df; }
+                        }
+                    } else {
+                        if (d <= CVM_REG_D) {
+                            for (int k = 0; k < d; ++k) dot += xi[k] * z[k];
+                        } else {
+                            for (int k = 0; k < d; ++k) dot += xrow[k] * z[k];
+                        }
+                    }
+                    const T kv = gk_kernel_value<T>(ktype, dot, dist2, gamma, coef0, degree);
+                    acc += (double)kv * (double)cs[r];
+                }
+            }
+        }
+        if (active) {
+            double s = acc;
+            if (xscale != nullptr) s *= (double)xscale[row];
+            s += b;
+            if (y != nullptr) s *= (double)y[row];
+            if (self_term != nullptr) s += (double)self_term[row];
+            cvm_better<T>(s, row, best, besti);
+        }
+    }
+
+    // block reduction of (s, row)
+    red_s[tid] = best;
+    red_i[tid] = besti;
+    __syncthreads();
+    for (int w = blockDim.x / 2; w > 0; w >>= 1) {
+        if (tid < w) {
+            double bs = red_s[tid];
+            long long br = red_i[tid];
+            cvm_better<T>(red_s[tid + w], red_i[tid + w], bs, br);
+            red_s[tid] = bs;
+            red_i[tid] = br;
+        }
+        __syncthreads();
+    }
+    if (tid == 0) {
+        part_s[blockIdx.x] = red_s[0];
+        part_idx[blockIdx.x] = red_i[0];
+    }
+    if (counter == nullptr) return;
+
+    // last block reduces the group minima (threadFenceReduction pattern)
+    if (tid == 0) {
+        __threadfence();
+        const unsigned int ticket = atomicAdd(counter, 1u);
+        am_last = (ticket == gridDim.x - 1);
+    }
+    __syncthreads();
+    if (!am_last) return;
+    __threadfence();
+    best = 1.0 / 0.0;
+    besti = -1;
+    for (int g = tid; g < (int)gridDim.x; g += blockDim.x) {
+        const double ps = ((volatile double*)part_s)[g];
+        const long long pi = ((volatile long long*)part_idx)[g];
+        cvm_better<T>(ps, pi, best, besti);
+    }
+    red_s[tid] = best;
+    red_i[tid] = besti;
+    __syncthreads();
+    for (int w = blockDim.x / 2; w > 0; w >>= 1) {
+        if (tid < w) {
+            double bs = red_s[tid];
+            long long br = red_i[tid];
+            cvm_better<T>(red_s[tid + w], red_i[tid + w], bs, br);
+            red_s[tid] = bs;
+            red_i[tid] = br;
+        }
+        __syncthreads();
+    }
+    if (tid == 0) {
+        out_s[0] = red_s[0];
+        out_idx[0] = red_i[0];
+        *counter = 0u;   // ready for the next launch
+    }
+}
+
+extern "C" __global__ void __launch_bounds__(CVM_BLOCK)
+cvm_furthest_f32(const float* X, int d, const long long* cand, long long n_cand, long long group_size,
+                 const float* Z, const float* coef, int m, int tile, double b, const float* y,
+                 const float* self_term, const float* xscale, int ktype, float gamma, float coef0,
+                 float degree, double* part_s, long long* part_idx, unsigned int* counter,
+                 double* out_s, long long* out_idx) {
+    cvm_furthest<float>(X, d, cand, n_cand, group_size, Z, coef, m, tile, b, y, self_term, xscale,
+                        ktype, gamma, coef0, degree, part_s, part_idx, counter, out_s, out_idx);
+}
+
+extern "C" __global__ void __launch_bounds__(CVM_BLOCK)
+cvm_furthest_f64(const double* X, int d, const long long* cand, long long n_cand, long long group_size,
+                 const double* Z, const double* coef, int m, int tile, double b, const double* y,
+                 const double* self_term, const double* xscale, int ktype, double gamma, double coef0,
+                 double degree, double* part_s, long long* part_idx, unsigned int* counter,
+                 double* out_s, long long* out_idx) {
+    cvm_furthest<double>(X, d, cand, n_cand, group_size, Z, coef, m, tile, b, y, self_term, xscale,
+                         ktype, gamma, coef0, degree, part_s, part_idx, counter, out_s, out_idx);
+}

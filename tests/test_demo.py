@@ -1,0 +1,77 @@
+"""The demo (python -m gpuksvm demo): runs, prints its table, JSON output, memory measures."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from gpuksvm import demo
+from gpuksvm.__main__ import main
+
+
+def _missing_module(row):  # TEMPORARY while the method modules land
+    return "No module named 'gpuksvm" in row.get("error", "")
+
+
+def test_demo_tiny_prints_table(capsys):
+    rc = main(["demo", "--tiny", "--no-progress", "--device", "cpu"])
+    out = capsys.readouterr().out
+    lines = out.splitlines()
+    header = next(i for i, line in enumerate(lines) if line.startswith("method"))
+    for col in ("device", "fit s", "predict s", "test acc %", "model size", "peak mem MB"):
+        assert col in lines[header]
+    body = lines[header + 2: header + 2 + len(demo.DEMO_METHODS)]
+    assert [row.split()[0] for row in body] == list(demo.METHOD_LABELS)
+    errors = [row for row in body if "ERROR" in row and "No module named 'gpuksvm" not in row]
+    assert not errors, out
+    assert rc == (1 if any("ERROR" in row for row in body) else 0)
+    assert "peak RSS" in out or "tracemalloc" in out
+
+
+def test_demo_json_and_accuracies():
+    res = demo.run_demo(tiny=True, device="cpu", progress=False, n_test=600)
+    assert res["n_train"] == 1000 and res["n_test"] == 600 and res["device"] == "cpu"
+    rows = [r for r in res["rows"] if not _missing_module(r)]
+    if not rows:  # TEMPORARY while the method modules land
+        pytest.skip("no method module importable yet")
+    for r in rows:
+        assert "error" not in r, r
+        assert r["fit_s"] > 0 and r["predict_s"] > 0 and r["peak_mem_mb"] >= 0
+        # ijcnn1 is 90% negative: every method must beat chance clearly, kernels beat 90%
+        assert r["accuracy"] > (0.85 if r["method"] in ("linear", "okfeb") else 0.9), r
+        assert r["size"] is None or r["size"] > 0
+    json.dumps(res)  # serialisable as printed by --json
+
+
+def test_demo_json_cli(capsys):
+    rc = main(["demo", "--tiny", "--json", "--device", "cpu", "--methods", "linear,svi", "--n-test", "300",
+               "--set", "svi.C=8"])
+    res = json.loads(capsys.readouterr().out)
+    assert [r["method"] for r in res["rows"]] == ["linear", "svi"]
+    assert rc in (0, 1)
+
+
+def test_demo_bad_options(capsys):
+    assert main(["demo", "--methods", "nosuch", "--tiny"]) == 1
+    assert "unknown demo method" in capsys.readouterr().err
+    assert main(["demo", "--set", "oops", "--tiny"]) == 1
+    assert "METHOD.PARAM=VALUE" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("how", ["auto", "rss", "tracemalloc"])
+def test_peak_memory_sees_an_allocation(how):
+    with demo.PeakMemory(how) as mem:
+        a = np.ones(40 * 2**20 // 8)
+        a += 1
+        del a
+    assert mem.peak_bytes >= 35 * 2**20, (mem.how, mem.peak_bytes)
+    assert mem.label.startswith("peak")
+
+
+def test_python_m_gpuksvm_demo_help():
+    res = subprocess.run([sys.executable, "-m", "gpuksvm", "demo", "--help"], capture_output=True,
+                         text=True, timeout=120)
+    assert res.returncode == 0 and "--tiny" in res.stdout and "--json" in res.stdout

@@ -1,0 +1,330 @@
+"""Tests of OK-FEB (SPEC §4) and its online learners."""
+from __future__ import annotations
+
+import pickle
+import tracemalloc
+
+import numpy as np
+import pytest
+from sklearn.pipeline import make_pipeline
+from sklearn.preprocessing import StandardScaler
+
+from gpuksvm.datasets import make_two_spheres, sphere_to_spheroid_stream
+from gpuksvm.kernels import Kernel, kernel_block
+from gpuksvm.okfeb import OKFEB, OKFEBClassifier, OKFEBRegressor, windowed_kernel_error
+from gpuksvm.solvers.online import Pegasos, RandomFourierFeatures, RegularizedLMS
+
+
+@pytest.fixture(scope="module")
+def spheres():
+    X, y = make_two_spheres(1200, random_state=0)
+    return X, y
+
+
+# --------------------------------------------------------------------------- Alg. 1
+def test_batch_objective_monotone(spheres):
+    X = spheres[0][:200]
+    fe = OKFEB(gamma=1.0, rank=6, mode="batch", max_iter=15, tol=0, device="cpu", random_state=0).fit(X)
+    h = np.asarray(fe.objective_history_)
+    assert len(h) == 15
+    assert np.all(np.diff(h) <= 1e-12 * np.abs(h[:-1]))
+    assert h[-1] < 0.8 * h[0]
+
+
+def test_features_closed_form(spheres):
+    """q = (AᵀKA + λI)⁻¹Aᵀk and the error formula against explicit kernel algebra."""
+    X = spheres[0][:200]
+    fe = OKFEB(gamma=1.0, rank=5, budget=20, censor=0.0, device="cpu", random_state=0).fit(X)
+    S, A, lam = fe.stored_vectors_, fe.A_, fe.reg
+    K = kernel_block(S, S, fe.kernel_)
+    np.testing.assert_allclose(fe.stored_gram_, K, atol=1e-12)
+    Kx = kernel_block(X[:7], S, fe.kernel_)
+    Q = np.linalg.solve(A.T @ K @ A + lam * np.eye(5), A.T @ Kx.T).T
+    np.testing.assert_allclose(fe.transform(X[:7]), Q, rtol=1e-8, atol=1e-10)
+    e = 1 - 2 * np.einsum("ij,ij->i", Q, Kx @ A) + np.einsum("ij,ij->i", Q @ (A.T @ K @ A), Q)
+    np.testing.assert_allclose(fe.fitting_error(X[:7]), np.maximum(e, 0), atol=1e-10)
+
+
+# --------------------------------------------------------------------------- Alg. 2 / 3
+@pytest.mark.parametrize("mode", ["parametric", "nonparametric"])
+def test_online_approaches_batch_cost(spheres, mode):
+    X = spheres[0]
+    batch = OKFEB(gamma=1.0, rank=6, mode="batch", max_iter=20, device="cpu", random_state=0).fit(X[:400])
+    ref = batch.fitting_error(X[600:]).mean()
+    fe = OKFEB(gamma=1.0, rank=6, mode=mode, step_size=0.5, device="cpu", random_state=0).fit(X[:400])
+    err = fe.fitting_error(X[600:]).mean()
+    assert err < 1.12 * ref
+    # the running (prequential) LS error falls as the stream goes on
+    e = fe.last_errors_
+    assert e[300:].mean() < e[:100].mean()
+    assert fe.n_stored_ == 400 and fe.censor_rate_ == 0.0
+
+
+# --------------------------------------------------------------------------- budget & censoring
+@pytest.mark.parametrize("batch_size", [1, 3])
+def test_budget_never_exceeded(spheres, batch_size):
+    X = spheres[0]
+    fe = OKFEB(gamma=1.0, rank=5, budget=12, censor=0.0, batch_size=batch_size, device="cpu",
+               random_state=0)
+    for s in range(0, 600, 50):
+        fe.partial_fit(X[s:s + 50])
+        assert fe.n_stored_ <= 12
+        assert fe.A_.shape == (fe.n_stored_, 5)
+        assert len(np.unique(fe.support_)) == fe.n_stored_
+    np.testing.assert_allclose(fe.stored_vectors_, X[fe.support_])
+    assert fe.n_seen_ == 600 and fe.budget_use_ == 1.0
+
+
+def test_censor_rate_rises_with_eps(spheres):
+    X = spheres[0][:800]
+    rates = [OKFEB(gamma=1.0, rank=5, budget=15, censor=eps, device="cpu", random_state=0).fit(X).censor_rate_
+             for eps in (0.0, 0.3, 0.5, 0.7)]
+    assert rates[0] == 0.0
+    assert all(b > a for a, b in zip(rates, rates[1:])), rates
+
+
+def test_auto_censor_hits_target(spheres):
+    X = spheres[0]
+    fe = OKFEB(gamma=1.0, rank=5, budget=15, censor="auto", target_censor_rate=0.7, device="cpu",
+               random_state=0).fit(np.vstack([X, X]))
+    assert 0.6 < fe.censor_rate_ < 0.75
+    assert fe.censor_threshold_ > 0
+
+
+def _crafted(forget):
+    X = np.arange(12.0).reshape(4, 3) / 10.0
+    fe = OKFEB(gamma=1.0, rank=2, budget=4, forget=forget, device="cpu", random_state=0)
+    fe.partial_fit(X)                                    # the first min(r, B)=2 rows + 2 updates
+    assert fe.n_stored_ == 4 and list(fe.support_) == [0, 1, 2, 3]
+    fe._A[:4] = np.array([[3.0, 0.0], [0.0, 1.0], [2.0, 0.0], [0.0, 4.0]])  # row norms 3, 1, 2, 4
+    fe.budget = 3
+    fe._maintain_budget()
+    return sorted(fe.support_.tolist())
+
+
+def test_min_norm_rule_beta_one():
+    assert _crafted(1.0) == [0, 2, 3]            # the row of smallest norm (index 1) goes
+
+
+def test_recency_rule_small_beta():
+    assert _crafted(0.05) == [1, 2, 3]           # rᵢ = β³, β², β, 1: the oldest goes
+
+
+def test_tracking_jump_and_recovery():
+    """Sphere → spheroid at t=2000 (paper Figs. 4–5), tight budget (B=8, r=5)."""
+    X = sphere_to_spheroid_stream(4000, change_at=2000, noise=0.01, random_state=0)
+    post = {}
+    for beta in (1.0, 0.5):
+        fe = OKFEB(gamma=1.0, rank=5, budget=8, censor=0.01, forget=beta, step_size=1.0,
+                   device="cpu", random_state=0).fit(X)
+        w = fe.last_errors_.reshape(-1, 200).mean(axis=1)      # windows of 200 as in Fig. 5
+        before, after = w[5:10].mean(), w[10]
+        assert after > 1.15 * before                             # the change shows as a jump
+        post[beta] = w[10:].mean()
+        if beta < 1:
+            assert w[-5:].mean() < after                         # and the error comes down again
+    assert post[0.5] < 0.95 * post[1.0]                          # better tracking with smaller β
+
+
+def test_memory_flat_over_long_stream():
+    """1,000,000 rows in blocks of 50,000: the peak memory of a block does not grow."""
+    rng = np.random.default_rng(0)
+    fe = OKFEB(gamma=0.5, rank=2, budget=4, target_censor_rate=0.995, device="cpu", random_state=0)
+    chunk = rng.normal(size=(50_000, 3))
+    traced = (1, 2, 17, 18, 19)               # tracing every block would triple the run time
+    peaks = []
+    for i in range(20):
+        if i in traced:
+            tracemalloc.start()
+        fe.partial_fit(chunk[::-1] if i % 2 else chunk)
+        if i in traced:
+            peaks.append(tracemalloc.get_traced_memory()[1])
+            tracemalloc.stop()
+    assert fe.n_seen_ == 1_000_000 and fe.n_updates_ > 1000
+    assert max(peaks[2:]) <= 1.05 * max(peaks[:2]) + 16384, peaks
+    assert fe._S.shape[0] <= 5 and fe._K.shape == (fe._S.shape[0],) * 2
+    assert fe.n_stored_ == 4
+
+
+# --------------------------------------------------------------------------- outputs
+def test_kernel_output_inner_products(spheres):
+    X = spheres[0]
+    fe = OKFEB(gamma=1.0, rank=30, budget=60, censor=0.0, output="kernel", device="cpu",
+               random_state=0).fit(X)
+    Z = fe.transform(X[:300])
+    q = OKFEB(**{**fe.get_params(), "output": "features"})
+    assert Z.shape == (300, 30)
+    err = windowed_kernel_error(X[:300], Z, fe.kernel_, window=100)
+    assert err == pytest.approx(fe.kernel_approximation_error(X[:300], window=100))
+    assert err < 0.2
+    assert q.get_params()["output"] == "features"
+
+
+@pytest.mark.parametrize("kw", [dict(), dict(forget=0.6), dict(censor=0.3), dict(mode="nonparametric"),
+                                dict(kernel="poly", gamma=0.5, degree=2), dict(step_decay=0.7, step_size=2.0)])
+def test_host_step_matches_general_path(spheres, kw):
+    """The in-place per-sample host step (rank-one updates, running row sums, inlined budget
+    maintenance, vectorized censoring) gives the state of the general _add path."""
+    X = spheres[0][:700]
+    kw = {"gamma": 1.0, **kw}
+    a = OKFEB(rank=6, budget=20, device="cpu", random_state=0, **kw)
+    b = OKFEB(rank=6, budget=20, device="cpu", random_state=0, **kw)
+    b._fast_host = False
+    Qa, Qb = a.partial_fit_transform(X), b.partial_fit_transform(X)
+    assert a.n_updates_ == b.n_updates_ and a.n_updates_ > 40
+    np.testing.assert_array_equal(a.support_, b.support_)
+    np.testing.assert_allclose(a.A_, b.A_, rtol=1e-8, atol=1e-10)
+    np.testing.assert_allclose(Qa, Qb, rtol=1e-8, atol=1e-10)
+    np.testing.assert_allclose(a.last_errors_, b.last_errors_, rtol=1e-8, atol=1e-10)
+    assert a.censor_rate_ == b.censor_rate_
+    # the running Gershgorin row sums are those of the stored Gram matrix
+    np.testing.assert_allclose(a._ra[:a.n_stored_], np.abs(a.stored_gram_).sum(axis=1), rtol=1e-10)
+
+
+def test_censor_scan_matches_per_row_rule():
+    """The vectorized censoring of a run of rows equals the row-by-row rule (ε = θ·ē)."""
+    rng = np.random.default_rng(0)
+    fe = OKFEB(gamma=1.0, rank=2, budget=3, target_censor_rate=0.7, device="cpu")
+    fe.fit(rng.normal(size=(50, 2)))
+    ref = OKFEB(**fe.get_params()).fit(rng.normal(size=(50, 2)))
+    for attr in ("_theta", "_ema", "_n_censored", "_m"):
+        setattr(ref, attr, getattr(fe, attr))
+    e = rng.exponential(fe._ema, size=400)
+    pos, decisions = 0, []
+    while pos < len(e):
+        j, eps = fe._censor_scan(e[pos:])
+        if j < 0:
+            decisions += [True] * (len(e) - pos)
+            break
+        decisions += [True] * j + [False]
+        pos += j + 1
+    expected = [ref._threshold(float(v))[1] for v in e]
+    assert decisions == expected
+    assert 0 < sum(decisions) < len(e)
+    assert fe._theta == pytest.approx(ref._theta, rel=1e-12)
+    assert fe._ema == pytest.approx(ref._ema, rel=1e-12)
+
+
+def test_partial_fit_transform_is_prequential(spheres):
+    X = spheres[0][:300]
+    a = OKFEB(gamma=1.0, rank=5, budget=15, device="cpu", random_state=0)
+    Q = a.partial_fit_transform(X)
+    b = OKFEB(gamma=1.0, rank=5, budget=15, device="cpu", random_state=0)
+    b.partial_fit(X[:150])
+    np.testing.assert_allclose(Q[150], b.transform(X[150:151])[0], rtol=1e-10, atol=1e-12)
+    c = OKFEB(gamma=1.0, rank=5, budget=15, device="cpu", random_state=0).fit(X)
+    np.testing.assert_allclose(a.A_, c.A_)                 # chunked == one call
+    # output="kernel": z = C^{1/2}q with the C of the state the row met
+    k = OKFEB(gamma=1.0, rank=5, budget=15, output="kernel", device="cpu", random_state=0)
+    Z = k.partial_fit_transform(X)
+    np.testing.assert_allclose(Z[150], b.set_params(output="kernel").transform(X[150:151])[0],
+                               rtol=1e-10, atol=1e-12)
+
+
+def test_bad_input_and_params(spheres):
+    X = spheres[0][:50]
+    with pytest.raises(ValueError):
+        OKFEB(rank=0).fit(X)
+    with pytest.raises(ValueError):
+        OKFEB(forget=0.0).fit(X)
+    with pytest.raises(ValueError):
+        OKFEB(censor="often").fit(X)
+    with pytest.raises(ValueError):
+        OKFEB(mode="batch").partial_fit(X)
+    Xn = X.copy()
+    Xn[0, 0] = np.nan
+    with pytest.raises(ValueError, match="NaN"):
+        OKFEB(device="cpu").fit(Xn)
+    fe = OKFEB(gamma=1.0, rank=3, budget=6, device="cpu").fit(X)
+    with pytest.raises(ValueError, match="features"):
+        fe.transform(X[:, :2])
+    X0 = X.copy()
+    fe.partial_fit(X)
+    np.testing.assert_array_equal(X, X0)
+
+
+def test_reproducible_and_pickle(spheres):
+    X = spheres[0][:400]
+    a = OKFEB(gamma=1.0, rank=5, budget=15, device="cpu", random_state=3).fit(X)
+    b = OKFEB(gamma=1.0, rank=5, budget=15, device="cpu", random_state=3).fit(X)
+    np.testing.assert_array_equal(a.transform(X), b.transform(X))
+    c = pickle.loads(pickle.dumps(a))
+    np.testing.assert_array_equal(a.transform(X), c.transform(X))
+
+
+# --------------------------------------------------------------------------- learners
+def test_classifier_two_spheres_pipeline():
+    X, y = make_two_spheres(3000, noise=0.1, random_state=0)
+    Xt, yt = make_two_spheres(1000, noise=0.1, random_state=1)
+    clf = OKFEBClassifier(gamma=1.0, rank=10, budget=30, device="cpu", random_state=0)
+    pipe = make_pipeline(StandardScaler(with_std=False), clf).fit(X, y)
+    assert pipe.score(Xt, yt) > 0.9
+    inc = OKFEBClassifier(gamma=1.0, rank=10, budget=30, device="cpu", random_state=0)
+    for s in range(0, 3000, 500):
+        inc.partial_fit(X[s:s + 500], y[s:s + 500], classes=[-1.0, 1.0])
+    assert inc.score(Xt, yt) > 0.9
+    assert inc.n_seen_ == 3000
+
+
+def test_classifier_multiclass_and_labels():
+    rng = np.random.default_rng(0)
+    centers = np.array([[0, 0], [3, 0], [0, 3]])
+    lab = rng.integers(0, 3, 1500)
+    X = centers[lab] + rng.normal(scale=0.5, size=(1500, 2))
+    y = np.array(["a", "b", "c"])[lab]
+    clf = OKFEBClassifier(gamma=0.5, rank=10, budget=30, device="cpu", random_state=0).fit(X, y)
+    assert set(clf.predict(X[:20])) <= {"a", "b", "c"}
+    assert clf.score(X, y) > 0.9
+    assert clf.decision_function(X[:4]).shape == (4, 3)
+    with pytest.raises(ValueError):
+        OKFEBClassifier().fit(X, np.zeros(1500))
+
+
+def test_regressor_sine():
+    rng = np.random.default_rng(0)
+    X = rng.uniform(-2, 2, size=(4000, 2))
+    y = np.sin(2 * X[:, 0]) + 0.5 * X[:, 1] ** 2
+    reg = OKFEBRegressor(gamma=0.5, rank=20, budget=60, learning_rate=0.2, device="cpu",
+                         random_state=0).fit(X, y)
+    assert reg.score(X, y) > 0.8
+    assert reg.coef_.shape == (20,)
+
+
+def test_online_solvers():
+    rng = np.random.default_rng(1)
+    X = rng.normal(size=(2000, 4))
+    y = np.where(X @ [1.0, -1.0, 0.5, 0.0] > 0.2, 1.0, -1.0)
+    p = Pegasos(4, 1, lam=1e-3).partial_fit(X, y[:, None])
+    assert np.mean(np.sign(p.decision_function(X)[:, 0]) == y) > 0.95
+    # closed form: w = G/(λt) with G the sum of violators
+    assert p.t == 2000 and p.coef.shape == (5, 1)
+    m = RegularizedLMS(4, step=0.5, alpha=0.0).partial_fit(X, X @ [1.0, 2.0, 3.0, 4.0] - 1)
+    np.testing.assert_allclose(m.w, [1, 2, 3, 4, -1], atol=1e-6)
+    rff = RandomFourierFeatures(4, 3000, gamma=0.2, random_state=0)
+    Z = rff.transform(X[:50])
+    K = kernel_block(X[:50], None, Kernel("rbf", 0.2))
+    assert np.abs(Z @ Z.T - K).max() < 0.15
+
+
+# --------------------------------------------------------------------------- sklearn
+@pytest.mark.parametrize("Est", [OKFEB, OKFEBClassifier, OKFEBRegressor])
+def test_check_estimator(Est):
+    from sklearn.utils.estimator_checks import check_estimator
+
+    check_estimator(Est(rank=4, budget=10, device="cpu"))
+
+
+# --------------------------------------------------------------------------- GPU
+@pytest.mark.gpu
+@pytest.mark.parametrize("mode", ["budget", "batch"])
+def test_gpu_matches_cpu(gpu, spheres, mode):
+    X = spheres[0][:400]
+    kw = dict(gamma=1.0, rank=6, budget=20, censor=0.05, mode=mode, max_iter=10, dtype=np.float64,
+              random_state=0)
+    a = OKFEB(device="cpu", **kw).fit(X)
+    b = OKFEB(device="gpu", **kw).fit(gpu.asarray(X))
+    np.testing.assert_allclose(gpu.asnumpy(b.transform(gpu.asarray(X))), a.transform(X),
+                               rtol=1e-6, atol=1e-8)
+    assert a.n_updates_ == b.n_updates_
+    c = pickle.loads(pickle.dumps(b))
+    np.testing.assert_allclose(c.transform(X), a.transform(X), rtol=1e-6, atol=1e-8)
