@@ -46,6 +46,7 @@ from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted
 
 from . import backend as bk
+from ._dask import is_dask_collection
 from .base import DeviceMixin
 from .kernels import Kernel, kernel_matvec, make_kernel
 from .solvers.meb import SimplexMEB, kernel_scale, make_scanner
@@ -150,7 +151,10 @@ class _CVMBase(DeviceMixin, BaseEstimator):
         kt = 1.0 + 1.0 / C + (1.0 if y is not None else 0.0)     # κ̃ (κ = 1 after normalization)
         sample = self.sample_size
         exact = sample is None or n_c <= int(sample) * int(self.n_tries)
-        scanner = make_scanner(X, y, kernel, xscale, C, dt, dev)
+        # a distributed row source brings its own furthest-point search (gpuksvm.distributed)
+        factory = getattr(X, "__gpuksvm_scanner__", None)
+        scanner = (factory(y, kernel, xscale, C, dt, dev) if factory is not None
+                   else make_scanner(X, y, kernel, xscale, C, dt, dev))
         meb = SimplexMEB(kt)
         inner = meb.solve_active_set if self.inner_solver == "active_set" else meb.solve
 
@@ -443,6 +447,10 @@ class CVM(ClassifierMixin, _CVMBase):
 
     def fit(self, X: Any, y: Any = None) -> "CVM":
         """Fit the CVM on (X, y); with ``task="one_class"`` y is ignored."""
+        if is_dask_collection(X):  # issue 9: on a Dask cluster, X never gathered
+            from . import distributed
+
+            return distributed.fit_cvm(self, X, y)
         self._check_common()
         check_choice("task", self.task, ("classification", "one_class"))
         check_choice("multi_class", self.multi_class, ("ovo", "ovr"))
@@ -503,6 +511,10 @@ class CVM(ClassifierMixin, _CVMBase):
         Multi-class: (n, n_classes) scores whose arg-max is the prediction (ovo:
         votes + squashed confidences; ovr: f/ρ per class).
         """
+        if is_dask_collection(X):  # issue 9: on a Dask cluster, X never gathered
+            from . import distributed
+
+            return distributed.decision_function(self, X)
         D, kind = self._raw(X)
         if self.task == "one_class" or len(self.classes_) == 2:
             out = D[:, 0]
@@ -514,6 +526,10 @@ class CVM(ClassifierMixin, _CVMBase):
 
     def predict(self, X: Any):
         """Predicted labels (±1 for the one-class task)."""
+        if is_dask_collection(X):  # issue 9: on a Dask cluster, X never gathered
+            from . import distributed
+
+            return distributed.predict(self, X)
         D, kind = self._raw(X)
         if self.task == "one_class":
             return bk.as_kind(np.where(D[:, 0] >= 0, 1, -1), kind)
@@ -593,6 +609,10 @@ class OneClassCVM(OutlierMixin, _CVMBase):
 
     def fit(self, X: Any, y: Any = None) -> "OneClassCVM":
         """Fit on X (y is ignored)."""
+        if is_dask_collection(X):  # issue 9: on a Dask cluster, X never gathered
+            from . import distributed
+
+            return distributed.fit_cvm(self, X)
         self._check_common()
         rs = check_random_state(self.random_state)
         X, _ = validate_X(self, X, reset=True)
@@ -608,15 +628,27 @@ class OneClassCVM(OutlierMixin, _CVMBase):
 
     def score_samples(self, X: Any):
         """Σαᵢκ(xᵢ, x) (higher = more normal)."""
+        if is_dask_collection(X):  # issue 9: on a Dask cluster, X never gathered
+            from . import distributed
+
+            return distributed.score_samples(self, X)
         D, kind = self._kernel_expansion(X)
         return bk.as_kind(D[:, 0], kind)
 
     def decision_function(self, X: Any):
         """score_samples − ρ: negative for outliers."""
+        if is_dask_collection(X):  # issue 9: on a Dask cluster, X never gathered
+            from . import distributed
+
+            return distributed.decision_function(self, X)
         D, kind = self._kernel_expansion(X)
         return bk.as_kind(D[:, 0] - self.offset_, kind)
 
     def predict(self, X: Any):
         """+1 for inliers, −1 for outliers."""
+        if is_dask_collection(X):  # issue 9: on a Dask cluster, X never gathered
+            from . import distributed
+
+            return distributed.predict(self, X)
         D, kind = self._kernel_expansion(X)
         return bk.as_kind(np.where(D[:, 0] - self.offset_ >= 0, 1, -1), kind)

@@ -64,7 +64,7 @@ DEMO_METHODS: tuple[DemoMethod, ...] = (
     DemoMethod("linear", "LinearSVM", {"C": 1.0}),
     DemoMethod("svc", "KernelSVC", {"kernel": "rbf", "gamma": 2.0, "C": 32.0}),
     DemoMethod("llsvm", "LLSVM", {"kernel": "rbf", "gamma": 2.0, "C": 32.0, "n_landmarks": 500},
-               {"n_landmarks": 50}),
+               {"n_landmarks": 100}),
     DemoMethod("cvm", "CVM", {"kernel": "rbf", "gamma": 2.0, "C": 32.0}),
     DemoMethod("svi", "SVI", {"kernel": "rbf", "gamma": 2.0, "C": 32.0}),
     DemoMethod("okfeb", "OKFEBClassifier", {"kernel": "rbf", "gamma": 2.0}),
@@ -290,7 +290,7 @@ def run_demo(*, methods: Sequence[str] | None = None, device: str = "auto",
         ``auto`` (GPU when present), ``cpu`` or ``gpu``.
     n_train, n_test : int, None or "default"
         Rows drawn at random from the training / test file; ``None`` = all;
-        ``"default"`` = all on a GPU, 10,000 on the CPU (``tiny``: 1,000 / 1,000).
+        ``"default"`` = all on a GPU, 10,000 on the CPU (``tiny``: 2,000 / 2,000).
     svc_max_train : int or None
         Cap on the exact kernel SVM's training rows on the CPU.
     tiny : bool
@@ -316,7 +316,7 @@ def run_demo(*, methods: Sequence[str] | None = None, device: str = "auto",
     unknown = [m for m in chosen if m not in METHOD_LABELS]
     if unknown:
         raise ValueError(f"unknown demo method(s) {unknown}; choose from {list(METHOD_LABELS)}")
-    default_n = (1000 if tiny else (None if dev.is_gpu else 10000))
+    default_n = (2000 if tiny else (None if dev.is_gpu else 10000))
     n_train = default_n if n_train == "default" else n_train
     n_test = default_n if n_test == "default" else n_test
     rng = np.random.default_rng(random_state)

@@ -234,7 +234,9 @@ def newton_squared_hinge(oracle: Callable[[np.ndarray], dict], n_features: int, 
     is halved (Armijo, σ = 1e-4) when the objective does not decrease enough.
 
     Stopping: ‖∇f_p‖ ≤ tol · ‖∇f_p(0)‖ for every p (the relative gradient
-    rule of LIBLINEAR's primal solvers), or ``max_iter`` steps.
+    rule of LIBLINEAR's primal solvers) or an accepted step lowering f_p by
+    less than 1e-12 relative (float64 resolution; the generalized Hessian of
+    the squared hinge can make Newton crawl there), or ``max_iter`` steps.
 
     Parameters
     ----------
@@ -282,10 +284,13 @@ def newton_squared_hinge(oracle: Callable[[np.ndarray], dict], n_features: int, 
             if ok.all() or t.min() < 1e-12:
                 break
             t = np.where(ok, t, t * 0.5)  # backtrack only the problems that failed
+        stalled = (obj - obj_new) <= 1e-12 * np.abs(obj_new)
         W, obj, G, Hs = W_new, obj_new, G_new, Hs_new
         it += 1
         gnorm = np.linalg.norm(G, axis=0)
-        done = done | (gnorm <= tol * np.maximum(g0, np.finfo(float).tiny))
+        # converged: small relative gradient, or (as in the single-process solver,
+        # gpuksvm.solvers.linear) an accepted step that no longer lowers f in float64
+        done = done | (gnorm <= tol * np.maximum(g0, np.finfo(float).tiny)) | stalled
         if t.min() < 1e-12:
             break  # no further decrease possible in floating point
         if callback is not None:
@@ -1029,39 +1034,6 @@ def _make_dask_scanner(rows: "_Rows", y: Any, kernel: Kernel, xscale: Any, C: fl
     return _DaskScanner()
 
 
-def _install_cvm_hook() -> None:
-    """Route ``gpuksvm.cvm``'s scanner factory to the dask scanner for :class:`_Rows` input.
-
-    The CVM core-set loop (``_CVMBase._solve``) is shared unchanged; only its
-    furthest-point search runs on the workers.  Inputs other than ``_Rows``
-    go to the original factory.
-
-    Transitional: the clean form is the protocol check in ``_CVMBase._solve``
-    (``factory = getattr(X, "__gpuksvm_scanner__", None)``), which makes this
-    wrapper unreachable for ``_Rows``; delete this function and its call in
-    :func:`fit_cvm` once ``gpuksvm.cvm`` has that check.  If the scanner
-    factory is not found under this name, nothing is installed: a ``_Rows``
-    that reaches a host scanner is streamed through the driver, which the
-    tests' bytes-to-driver bounds catch (never a different model).
-    """
-    from . import cvm
-
-    orig = getattr(cvm, "make_scanner", None)
-    if orig is None or getattr(orig, "_gpuksvm_dask_hook", False):
-        return
-
-    def make_scanner(X: Any, *args: Any, **kwargs: Any):
-        factory = getattr(X, "__gpuksvm_scanner__", None)
-        if factory is not None:
-            return factory(*args, **kwargs)
-        return orig(X, *args, **kwargs)
-
-    make_scanner._gpuksvm_dask_hook = True
-    make_scanner.__wrapped__ = orig
-    make_scanner.__doc__ = orig.__doc__
-    cvm.make_scanner = make_scanner
-
-
 def fit_cvm(estimator: Any, X: Any, y: Any = None, *, client: Any = None) -> Any:
     """Fit a :class:`~gpuksvm.cvm.CVM` or :class:`~gpuksvm.cvm.OneClassCVM` on a dask array.
 
@@ -1124,7 +1096,6 @@ def fit_cvm(estimator: Any, X: Any, y: Any = None, *, client: Any = None) -> Any
         xscale = np.asarray(xscale, dtype=dt)
     rows = _Rows(X, client=client, ledger=ledger, max_rows=0, label="rows")
     rows.__gpuksvm_scanner__ = lambda *a, **k: _make_dask_scanner(rows, *a, **k)
-    _install_cvm_hook()
     t0 = time.perf_counter()
     if one_class:
         res = est._solve(rows, None, None, kernel, xscale, dev, dt, rs)

@@ -1,6 +1,7 @@
 """The command line: train -> predict round trips, info, errors."""
 from __future__ import annotations
 
+import importlib
 import json
 import subprocess
 import sys
@@ -34,7 +35,7 @@ def _write(path, X, y):
 
 def _skip_missing(entry):
     module = ZOO[entry][0]
-    pytest.importorskip(module)
+    importlib.import_module(module)
 
 
 @pytest.mark.parametrize("method,entry,args,params", CASES, ids=[c[0] for c in CASES])
@@ -47,10 +48,7 @@ def test_train_predict_round_trip_equals_python_api(method, entry, args, params,
     test = _write(tmp_path / "test.svm", Xt, yt)
     model_file = tmp_path / "m.model"
     out = tmp_path / "pred.txt"
-    try:
-        rc = main(["train", "-m", method, *args, "--device", "cpu", "--seed", "0", train, str(model_file)])
-    except ModuleNotFoundError as exc:  # TEMPORARY while the method modules land
-        pytest.skip(f"needs {exc.name}")
+    rc = main(["train", "-m", method, *args, "--device", "cpu", "--seed", "0", train, str(model_file)])
     assert rc == 0, capsys.readouterr().err
     assert "model written to" in capsys.readouterr().out
     assert main(["predict", test, str(model_file), str(out)]) == 0
@@ -80,15 +78,11 @@ def test_train_predict_round_trip_equals_python_api(method, entry, args, params,
 
 
 def _model(tmp_path):
-    pytest.importorskip("gpuksvm.svi")
     X, y = zoo_data("binary", n=200)
     train = _write(tmp_path / "train.svm", X, y)
     model_file = str(tmp_path / "m.npz")
-    try:
-        assert main(["train", "-m", "svi", "-g", "2", "-c", "10", "--device", "cpu", "--seed", "0", "-q",
-                     train, model_file]) == 0
-    except ModuleNotFoundError as exc:  # TEMPORARY while the method modules land
-        pytest.skip(f"needs {exc.name}")
+    assert main(["train", "-m", "svi", "-g", "2", "-c", "10", "--device", "cpu", "--seed", "0", "-q",
+                 train, model_file]) == 0
     return train, model_file
 
 
@@ -106,14 +100,10 @@ def test_info(tmp_path, capsys):
 
 
 def test_default_model_file_name(tmp_path, monkeypatch):
-    pytest.importorskip("gpuksvm.svi")
     monkeypatch.chdir(tmp_path)
     X, y = zoo_data("binary", n=200)
     _write(tmp_path / "data.svm", X, y)
-    try:
-        assert main(["train", "-m", "svi", "--device", "cpu", "-q", "data.svm"]) == 0
-    except ModuleNotFoundError as exc:  # TEMPORARY while the method modules land
-        pytest.skip(f"needs {exc.name}")
+    assert main(["train", "-m", "svi", "--device", "cpu", "-q", "data.svm"]) == 0
     assert (tmp_path / "data.svm.model").exists()
 
 
@@ -159,7 +149,6 @@ def test_option_errors(tmp_path, capsys):
 
 
 def test_make_estimator_maps_options():
-    pytest.importorskip("gpuksvm.llsvm")
     est = make_estimator("llsvm", options={"kernel": parse_kernel("1"), "C": 3.0, "gamma": "scale",
                                            "degree": 2.0, "coef0": 0.5, "landmarks": 64, "seed": 7},
                          extra={"landmarks": "random"})
@@ -170,7 +159,6 @@ def test_make_estimator_maps_options():
 
 
 def test_option_the_method_lacks_is_rejected():
-    pytest.importorskip("gpuksvm.svi")
     from gpuksvm.cli import CLIError
 
     with pytest.raises(CLIError, match="-k"):

@@ -4,16 +4,13 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import time
 
 import numpy as np
 import pytest
 
 from gpuksvm import demo
 from gpuksvm.__main__ import main
-
-
-def _missing_module(row):  # TEMPORARY while the method modules land
-    return "No module named 'gpuksvm" in row.get("error", "")
 
 
 def test_demo_tiny_prints_table(capsys):
@@ -25,23 +22,23 @@ def test_demo_tiny_prints_table(capsys):
         assert col in lines[header]
     body = lines[header + 2: header + 2 + len(demo.DEMO_METHODS)]
     assert [row.split()[0] for row in body] == list(demo.METHOD_LABELS)
-    errors = [row for row in body if "ERROR" in row and "No module named 'gpuksvm" not in row]
+    errors = [row for row in body if "ERROR" in row]
     assert not errors, out
-    assert rc == (1 if any("ERROR" in row for row in body) else 0)
+    assert rc == 0
     assert "peak RSS" in out or "tracemalloc" in out
 
 
 def test_demo_json_and_accuracies():
     res = demo.run_demo(tiny=True, device="cpu", progress=False, n_test=600)
-    assert res["n_train"] == 1000 and res["n_test"] == 600 and res["device"] == "cpu"
-    rows = [r for r in res["rows"] if not _missing_module(r)]
-    if not rows:  # TEMPORARY while the method modules land
-        pytest.skip("no method module importable yet")
+    assert res["n_train"] == 2000 and res["n_test"] == 600 and res["device"] == "cpu"
+    rows = res["rows"]
+    assert [r["method"] for r in rows] == list(demo.METHOD_LABELS)
     for r in rows:
         assert "error" not in r, r
         assert r["fit_s"] > 0 and r["predict_s"] > 0 and r["peak_mem_mb"] >= 0
-        # ijcnn1 is 90% negative: every method must beat chance clearly, kernels beat 90%
-        assert r["accuracy"] > (0.85 if r["method"] in ("linear", "okfeb") else 0.9), r
+        # ijcnn1's test set is 90.5% negative: every method must beat the majority
+        # vote; the exact kernel machines must beat it clearly even on 2,000 rows
+        assert r["accuracy"] > (0.93 if r["method"] in ("svc", "cvm") else 0.9), r
         assert r["size"] is None or r["size"] > 0
     json.dumps(res)  # serialisable as printed by --json
 
@@ -66,6 +63,7 @@ def test_peak_memory_sees_an_allocation(how):
     with demo.PeakMemory(how) as mem:
         a = np.ones(40 * 2**20 // 8)
         a += 1
+        time.sleep(0.1)     # "rss" samples every 5 ms: let the sampler see the block alive
         del a
     assert mem.peak_bytes >= 35 * 2**20, (mem.how, mem.peak_bytes)
     assert mem.label.startswith("peak")

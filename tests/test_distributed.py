@@ -148,7 +148,7 @@ def _llsvm(**kw):
     from gpuksvm.llsvm import LLSVM
 
     params = dict(gamma=20.0, C=10.0, n_landmarks=40, kmeans_sample=400, device="cpu",
-                  random_state=0, tol=1e-8, max_iter=200)
+                  random_state=0, tol=1e-8, max_iter=200, dtype="float64")
     params.update(kw)
     return LLSVM(**params)
 
@@ -440,15 +440,12 @@ def test_svi_estimator_dispatches_dask_input(client):
         SVI(probability=True, **kw).fit(Xd, yd)
 
 
-# CVM-HOOK-PENDING: gpuksvm/cvm.py does not dispatch dask input yet (the CVM
-# estimators are being rewritten); these two skip until CVM.fit / OneClassCVM.fit
-# contain the `is_dask_collection(X)` dispatch.  gd.fit_cvm itself is tested above.
+# The estimators themselves dispatch dask input to gd.fit_cvm (tested above).
 @needs_cvm
 def test_cvm_estimator_dispatches_dask_input(client):
     from gpuksvm.cvm import CVM
 
-    if not _hooked(CVM):
-        pytest.skip("CVM-HOOK-PENDING: CVM.fit does not dispatch dask input yet (gpuksvm/cvm.py)")
+    assert _hooked(CVM)
     X, y = make_checkerboard(800, random_state=0)
     Xd, yd = _dask(X, y, 200)
     kw = dict(gamma=30.0, C=100.0, eps=3e-3, sample_size=None, device="cpu", random_state=0)
@@ -471,8 +468,7 @@ def test_cvm_estimator_dispatches_dask_input(client):
 def test_one_class_cvm_estimator_dispatches_dask_input(client, rng):
     from gpuksvm.cvm import OneClassCVM
 
-    if not _hooked(OneClassCVM):
-        pytest.skip("CVM-HOOK-PENDING: OneClassCVM.fit does not dispatch dask input yet (gpuksvm/cvm.py)")
+    assert _hooked(OneClassCVM)
     X = rng.normal(size=(400, 3))
     Xd = da.from_array(X, chunks=(100, 3))
     kw = dict(gamma=0.1, eps=3e-2, sample_size=None, device="cpu", random_state=0)

@@ -56,12 +56,7 @@ def test_notebook_runs(path, kernel_dirs, tmp_path):
     km = KernelManager(kernel_name=KERNEL, kernel_spec_manager=KernelSpecManager(kernel_dirs=kernel_dirs))
     client = nbclient.NotebookClient(nb, km=km, timeout=300, allow_errors=False,
                                      resources={"metadata": {"path": str(tmp_path)}})
-    try:
-        client.execute()
-    except nbclient.exceptions.CellExecutionError as exc:
-        if "No module named 'gpuksvm" in str(exc):  # TEMPORARY while the method modules land
-            pytest.skip(f"a method module is missing: {str(exc)[-200:]}")
-        raise
+    client.execute()
     images = [o for c in nb.cells if c.cell_type == "code" for o in c.outputs
               if "image/png" in o.get("data", {})]
     assert images, f"{path.name} showed no plot"

@@ -53,12 +53,10 @@ def test_decision_boundary_custom_marks_and_predict_only():
 
 
 def test_model_points_of_gpuksvm_models():
-    llsvm = pytest.importorskip("gpuksvm.llsvm")
+    from gpuksvm import llsvm
+
     X, y = make_checkerboard(300, grid=2, random_state=0)
-    try:
-        m = llsvm.LLSVM(n_landmarks=12, gamma=5.0, C=10.0, random_state=0, device="cpu").fit(X, y)
-    except ModuleNotFoundError as exc:  # TEMPORARY while the method modules land
-        pytest.skip(f"needs {exc.name}")
+    m = llsvm.LLSVM(n_landmarks=12, gamma=5.0, C=10.0, random_state=0, device="cpu").fit(X, y)
     pts = plot.model_points(m)
     assert pts["landmarks"].shape == (12, 2)
     ax = plot.plot_decision_boundary(m, X, y, resolution=30)
