@@ -24,7 +24,10 @@ OWN = [("smo", {}), ("working_set", {"working_set_size": 64})]
 # --------------------------------------------------------------------------- data
 def _head(name: str, n_lines: int, n_features: int):
     """The first ``n_lines`` rows of a shared SVMlight file (fast: no full decompress)."""
-    path = dataset_path(name, "train")
+    try:
+        path = dataset_path(name, "train")
+    except FileNotFoundError as exc:  # pragma: no cover - shared data not installed
+        pytest.skip(f"{name} not available: {exc}")
     with bz2.open(path, "rb") as fh:
         lines = [fh.readline() for _ in range(n_lines)]
     X, y = load_svmlight_file(io.BytesIO(b"".join(lines)), n_features=n_features)
