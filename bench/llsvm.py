@@ -33,7 +33,7 @@ from __future__ import annotations
 import argparse
 import bz2
 import json
-import os
+
 import shutil
 import sys
 import tempfile

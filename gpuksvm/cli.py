@@ -30,7 +30,6 @@ import ast
 import json
 import sys
 import time
-from importlib import import_module
 from pathlib import Path
 from typing import Any, Sequence
 

@@ -49,41 +49,16 @@ from . import backend as bk
 from ._dask import is_dask_collection
 from .base import DeviceMixin
 from .kernels import Kernel, kernel_matvec, make_kernel
+from .multiclass import binary_problems, ovr_decision_function
 from .solvers.meb import SimplexMEB, kernel_scale, make_scanner
 from .validation import check_choice, check_param, encode_classes, validate_X, validate_X_y
 
-__all__ = ["CVM", "OneClassCVM", "ovo_vote"]
+__all__ = ["CVM", "OneClassCVM"]
 
 _INIT_SAMPLE = 256          # rows per class looked at for the initial pair
 _ANNEAL_START = 1e-2        # loosest ε of the annealing schedule
 _ANNEAL_FACTOR = 0.1        # ε ← max(eps, ε·factor) each time the search converges
 _MAX_STALLS = 3             # consecutive searches returning a core vector before giving up
-
-
-def ovo_vote(dec: np.ndarray, n_classes: int) -> np.ndarray:
-    """One-vs-one decision values → (n, n_classes) scores whose arg-max is the vote winner.
-
-    ``dec[:, k]`` belongs to pair k = (i, j), i < j in lexicographic order, and is
-    positive for class i.  Ties in the vote count are broken by the summed
-    confidences squashed into (−1/3, 1/3) so they never outweigh a vote.
-    """
-    try:  # the same rule as gpuksvm.svi (share one implementation when present)
-        from .svi import ovo_aggregate
-
-        return ovo_aggregate(dec, n_classes)
-    except ImportError:  # pragma: no cover - svi is part of the package
-        n = dec.shape[0]
-        votes = np.zeros((n, n_classes))
-        conf = np.zeros((n, n_classes))
-        k = 0
-        for i in range(n_classes):
-            for j in range(i + 1, n_classes):
-                votes[:, i] += dec[:, k] > 0
-                votes[:, j] += dec[:, k] <= 0
-                conf[:, i] += dec[:, k]
-                conf[:, j] -= dec[:, k]
-                k += 1
-        return votes + conf / (3.0 * (np.abs(conf) + 1.0))
 
 
 class _CVMBase(DeviceMixin, BaseEstimator):
@@ -472,12 +447,7 @@ class CVM(ClassifierMixin, _CVMBase):
         dev, dt, kernel, Xd, xscale = self._prepare(X)
         self.kernel_ = kernel
         k = classes.shape[0]
-        if k == 2:
-            problems = [(1, 0)]
-        elif self.multi_class == "ovr":
-            problems = [(c, None) for c in range(k)]
-        else:
-            problems = [(i, j) for i in range(k) for j in range(i + 1, k)]
+        problems = binary_problems(k, self.multi_class)
         results = []
         for p, (ci, cj) in enumerate(problems):
             if cj is None:
@@ -521,7 +491,7 @@ class CVM(ClassifierMixin, _CVMBase):
         elif self.multi_class == "ovr":
             out = D / self.rho_[None, :]
         else:
-            out = ovo_vote(D, len(self.classes_))
+            out = ovr_decision_function(D, len(self.classes_))
         return bk.as_kind(out, kind)
 
     def predict(self, X: Any):
@@ -538,7 +508,7 @@ class CVM(ClassifierMixin, _CVMBase):
         elif self.multi_class == "ovr":
             idx = np.argmax(D / self.rho_[None, :], axis=1)
         else:
-            idx = np.argmax(ovo_vote(D, len(self.classes_)), axis=1)
+            idx = np.argmax(ovr_decision_function(D, len(self.classes_)), axis=1)
         return bk.as_kind(self.classes_[idx], kind)
 
 

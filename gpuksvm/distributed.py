@@ -632,41 +632,26 @@ def map_method(estimator: Any, X: Any, method: str) -> Any:
                         dtype=probe.dtype, meta=meta)
 
 
-def predict(estimator: Any, X: Any) -> Any:
-    """Lazy ``estimator.predict`` over a dask array (a dask array of labels)."""
-    check_is_fitted(estimator)
-    return map_method(estimator, X, "predict")
+def _lazy_method(method: str, doc: str) -> Callable[[Any, Any], Any]:
+    """A module-level ``f(estimator, X)`` = lazy ``estimator.<method>`` over a dask array."""
+
+    def apply(estimator: Any, X: Any) -> Any:
+        check_is_fitted(estimator)
+        return map_method(estimator, X, method)
+
+    apply.__name__ = apply.__qualname__ = method
+    apply.__doc__ = doc
+    return apply
 
 
-def decision_function(estimator: Any, X: Any) -> Any:
-    """Lazy ``estimator.decision_function`` over a dask array."""
-    check_is_fitted(estimator)
-    return map_method(estimator, X, "decision_function")
-
-
-def transform(estimator: Any, X: Any) -> Any:
-    """Lazy ``estimator.transform`` over a dask array (LLSVM: F = K(X, Z) M per chunk)."""
-    check_is_fitted(estimator)
-    return map_method(estimator, X, "transform")
-
-
-def predict_proba(estimator: Any, X: Any) -> Any:
-    """Lazy ``estimator.predict_proba`` over a dask array."""
-    check_is_fitted(estimator)
-    return map_method(estimator, X, "predict_proba")
-
-
-def predict_log_proba(estimator: Any, X: Any) -> Any:
-    """Lazy ``estimator.predict_log_proba`` over a dask array."""
-    check_is_fitted(estimator)
-    return map_method(estimator, X, "predict_log_proba")
-
-
-def score_samples(estimator: Any, X: Any) -> Any:
-    """Lazy ``estimator.score_samples`` over a dask array (one-class models)."""
-    check_is_fitted(estimator)
-    return map_method(estimator, X, "score_samples")
-
+predict = _lazy_method("predict", "Lazy ``estimator.predict`` over a dask array (a dask array of labels).")
+decision_function = _lazy_method("decision_function", "Lazy ``estimator.decision_function`` over a dask array.")
+transform = _lazy_method("transform",
+                         "Lazy ``estimator.transform`` over a dask array (LLSVM: F = K(X, Z) M per chunk).")
+predict_proba = _lazy_method("predict_proba", "Lazy ``estimator.predict_proba`` over a dask array.")
+predict_log_proba = _lazy_method("predict_log_proba", "Lazy ``estimator.predict_log_proba`` over a dask array.")
+score_samples = _lazy_method("score_samples",
+                             "Lazy ``estimator.score_samples`` over a dask array (one-class models).")
 
 
 # =========================================================================== SVI
@@ -787,7 +772,8 @@ def fit_svi(estimator: Any, X: Any, y: Any, *, client: Any = None) -> Any:
     """
     dask, da = require_dask()
     from .kernels import make_kernel
-    from .svi import _binary_problems, draw_subsets
+    from .multiclass import binary_problems
+    from .svi import draw_subsets, problem_subsets
     from .validation import encode_classes
 
     est = estimator
@@ -814,7 +800,7 @@ def fit_svi(estimator: Any, X: Any, y: Any, *, client: Any = None) -> Any:
     C = float(est.C)
     subsets = draw_subsets(yidx, int(est.n_subsets), float(est.subset_rate),
                            stratify=bool(est.stratify), random_state=est.random_state)
-    problems = _binary_problems(classes.shape[0], est.multi_class)
+    problems = binary_problems(classes.shape[0], est.multi_class)
     times["subsets"] = time.perf_counter() - t0
 
     # step 2: every sub-SVM of every problem is an independent task
@@ -824,27 +810,10 @@ def fit_svi(estimator: Any, X: Any, y: Any, *, client: Any = None) -> Any:
     kern_d = dask.delayed(kernel, pure=True)
     tasks, sub_info, layout = [], [], []
     for pos, neg in problems:
-        in_prob = np.ones(n, bool) if neg is None else (yidx == pos) | (yidx == neg)
-        yp = np.where(yidx == pos, 1.0, -1.0)
-        subs, used = [], []
-        for m, S in enumerate(subsets):
-            S = S[in_prob[S]]
-            if S.size and np.any(yp[S] > 0) and np.any(yp[S] < 0):
-                subs.append(S)
-                used.append(m)
-        pooled = False
-        if not subs:
-            S = np.sort(np.concatenate(subsets))
-            S = S[in_prob[S]]
-            if not (np.any(yp[S] > 0) and np.any(yp[S] < 0)):
-                raise ValueError("the subsets hold no row of one class of a binary problem; use "
-                                 "stratify=True or a larger subset_rate")
-            subs, used, pooled = [S], [], True
+        yp, subs, info = problem_subsets(yidx, subsets, pos, neg)
         layout.append(subs)
         tasks.append([sub_fn(X[S], yp[S], kern_d, C, opts) for S in subs])
-        sub_info.append({"problem": (int(pos), None if neg is None else int(neg)),
-                         "subsets": used, "pooled": pooled,
-                         "subset_sizes": [int(S.size) for S in subs]})
+        sub_info.append(info)
     (results,) = compute(tasks, client=client, ledger=ledger, label="sub-SVMs")
     for info, res, subs in zip(sub_info, results, layout):
         info["objective"] = [r["objective"] for r in res]

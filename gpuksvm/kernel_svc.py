@@ -37,32 +37,14 @@ from .base import DeviceMixin
 from .calibration import ProbabilityMixin
 from .kernels import kernel_matvec, make_kernel
 from .solvers._blas import host_busy, one_blas_thread
+from .multiclass import ovr_decision_function
 from .solvers.smo import solve_batched
 from .validation import check_choice, check_param, check_sample_weight, encode_classes, validate_X, \
     validate_X_y
 
-__all__ = ["KernelSVC", "ovr_decision_function"]
+__all__ = ["KernelSVC"]
 
 SOLVERS = ("auto", "libsvm", "smo", "working_set")
-
-
-def ovr_decision_function(pair_decisions: np.ndarray, n_classes: int) -> np.ndarray:
-    """One-vs-one decision values → (n, K) one-vs-rest shape (LIBSVM/scikit-learn rule).
-
-    Each class gets its number of pairwise votes plus its summed pairwise
-    confidences squashed into (−1/3, 1/3) by ``c / (3(|c| + 1))``, so the
-    votes decide and the confidences only break ties.
-    """
-    n = pair_decisions.shape[0]
-    votes = np.zeros((n, n_classes))
-    conf = np.zeros((n, n_classes))
-    for p, (i, j) in enumerate(combinations(range(n_classes), 2)):
-        d = pair_decisions[:, p]
-        votes[:, i] += d > 0
-        votes[:, j] += d <= 0
-        conf[:, i] += d
-        conf[:, j] -= d
-    return votes + conf / (3.0 * (np.abs(conf) + 1.0))
 
 
 class KernelSVC(DeviceMixin, ProbabilityMixin, ClassifierMixin, BaseEstimator):

@@ -850,7 +850,7 @@ class OKFEB(DeviceMixin, TransformerMixin, BaseEstimator):
         work written against NumPy/LAPACK directly.
         """
         n = X.shape[0]
-        rank, reg = int(self.rank), float(self.reg)
+        reg = float(self.reg)
         rbf = self.kernel_.name == "rbf"
         kern = self.kernel_
         kernel_out = Qout is not None and self.output == "kernel"

@@ -38,9 +38,10 @@ from ._dask import is_dask_collection
 from .base import DeviceMixin
 from .calibration import ProbabilityMixin
 from .kernels import Kernel, kernel_block, kernel_matvec, make_kernel
+from .multiclass import binary_problems, ovr_decision_function
 from .validation import check_choice, check_param, encode_classes, validate_X, validate_X_y
 
-__all__ = ["SVI", "draw_subsets", "select_margin_rows", "closed_form_beta", "ovo_aggregate",
+__all__ = ["SVI", "draw_subsets", "select_margin_rows", "closed_form_beta",
            "DEFAULT_MARGIN_TOL", "DEFAULT_MAX_MARGIN_SV", "DEFAULT_MIN_MARGIN_SV"]
 
 #: Default band half-width τ of the margin rule |y f̄ − 1| ≤ τ (see the SVI
@@ -209,37 +210,35 @@ def closed_form_beta(K: Any, y: Any, C: float) -> tuple[Any, float]:
     return beta, b
 
 
-# --------------------------------------------------------------------------- multi-class
-def ovo_aggregate(dec: np.ndarray, n_classes: int) -> np.ndarray:
-    """One-vs-one decision values → (n, n_classes) scores whose arg-max is the vote winner.
+def problem_subsets(yidx: np.ndarray, subsets: list[np.ndarray], pos: int,
+                    neg: int | None) -> tuple[np.ndarray, list[np.ndarray], dict]:
+    """The sub-SVM training sets of one binary problem (SVI step 2).
 
-    ``dec[:, k]`` is the decision value of pair k = (i, j) (i < j, in
-    lexicographic order), positive for class i.  Each pair gives one vote; ties
-    are broken by the summed confidences, squashed into (−1/3, 1/3) so they
-    never outweigh a vote.
+    ``pos`` vs ``neg`` (one-vs-one) or vs the rest (``neg=None``): each subset
+    restricted to the problem's rows, kept when it holds both classes.  When
+    none does (tiny classes), one sub-model on the pooled subset rows.
+    Returns the ±1 labels of all n rows, the kept row sets, and a summary for
+    ``sub_models_``.
     """
-    n = dec.shape[0]
-    votes = np.zeros((n, n_classes))
-    conf = np.zeros((n, n_classes))
-    k = 0
-    for i in range(n_classes):
-        for j in range(i + 1, n_classes):
-            d = dec[:, k]
-            votes[:, i] += d > 0
-            votes[:, j] += d <= 0
-            conf[:, i] += d
-            conf[:, j] -= d
-            k += 1
-    return votes + conf / (3.0 * (np.abs(conf) + 1.0))
-
-
-def _binary_problems(n_classes: int, multi_class: str) -> list[tuple[int, int | None]]:
-    """(positive class, negative class or None for 'the rest') of every binary problem."""
-    if n_classes == 2:
-        return [(1, 0)]
-    if multi_class == "ovr":
-        return [(c, None) for c in range(n_classes)]
-    return [(i, j) for i in range(n_classes) for j in range(i + 1, n_classes)]
+    in_prob = np.ones(yidx.shape[0], bool) if neg is None else (yidx == pos) | (yidx == neg)
+    yp = np.where(yidx == pos, 1.0, -1.0)
+    subs, used = [], []
+    for m, S in enumerate(subsets):
+        S = S[in_prob[S]]
+        if S.size and np.any(yp[S] > 0) and np.any(yp[S] < 0):
+            subs.append(S)
+            used.append(m)
+    pooled = False
+    if not subs:
+        S = np.sort(np.concatenate(subsets))
+        S = S[in_prob[S]]
+        if not (np.any(yp[S] > 0) and np.any(yp[S] < 0)):
+            raise ValueError("the subsets hold no row of one class of a binary problem; use "
+                             "stratify=True or a larger subset_rate")
+        subs, used, pooled = [S], [], True
+    info = {"problem": (int(pos), None if neg is None else int(neg)), "subsets": used,
+            "pooled": pooled, "subset_sizes": [int(S.size) for S in subs]}
+    return yp, subs, info
 
 
 # --------------------------------------------------------------------------- estimator
@@ -494,7 +493,7 @@ class SVI(DeviceMixin, ProbabilityMixin, ClassifierMixin, BaseEstimator):
         t0 = time.perf_counter()
         subsets = draw_subsets(yidx, int(self.n_subsets), float(self.subset_rate),
                                stratify=bool(self.stratify), random_state=self.random_state)
-        problems = _binary_problems(classes.shape[0], self.multi_class)
+        problems = binary_problems(classes.shape[0], self.multi_class)
         times["subsets"] = time.perf_counter() - t0
 
         # step 2: the sub-SVMs of every binary problem (problems × subsets) in
@@ -502,31 +501,11 @@ class SVI(DeviceMixin, ProbabilityMixin, ClassifierMixin, BaseEstimator):
         t0 = time.perf_counter()
         sub_info, all_subs, all_labels, owner = [], [], [], []
         for p, (pos, neg) in enumerate(problems):
-            in_prob = np.ones(n, bool) if neg is None else (yidx == pos) | (yidx == neg)
-            yp = np.where(yidx == pos, 1.0, -1.0)
-            subs, used = [], []
-            for m, S in enumerate(subsets):
-                S = S[in_prob[S]]
-                if S.size and np.any(yp[S] > 0) and np.any(yp[S] < 0):
-                    subs.append(S)
-                    used.append(m)
-            pooled = False
-            if not subs:
-                # no subset holds both classes (tiny classes): one sub-model on
-                # the pooled subset rows of this problem
-                S = np.sort(np.concatenate(subsets))
-                S = S[in_prob[S]]
-                if not (np.any(yp[S] > 0) and np.any(yp[S] < 0)):
-                    raise ValueError(
-                        "the subsets hold no row of one class of a binary problem; use "
-                        "stratify=True or a larger subset_rate")
-                subs, used, pooled = [S], [], True
+            yp, subs, info = problem_subsets(yidx, subsets, pos, neg)
             all_subs += subs
             all_labels += [yp[S] for S in subs]
             owner += [p] * len(subs)
-            sub_info.append({"problem": (int(pos), None if neg is None else int(neg)),
-                             "subsets": used, "pooled": pooled,
-                             "subset_sizes": [int(S.size) for S in subs]})
+            sub_info.append(info)
         if self.verbose:
             print(f"[SVI] {len(all_subs)} sub-SVMs ({len(problems)} binary problems) in one batch")
         res_all = solve_batched(Xd, all_labels, all_subs, kernel, C, tol=float(self.tol),
@@ -657,7 +636,7 @@ class SVI(DeviceMixin, ProbabilityMixin, ClassifierMixin, BaseEstimator):
         Binary: (n,) values, positive for ``classes_[1]``.  Multi-class:
         (n, n_classes) scores whose arg-max is the prediction — one-vs-rest
         decision values, or for one-vs-one the votes plus squashed summed
-        confidences (:func:`ovo_aggregate`).
+        confidences (:func:`~gpuksvm.multiclass.ovr_decision_function`).
         """
         if is_dask_collection(X):  # issue 9: chunk by chunk on a Dask cluster, lazily
             from . import distributed
@@ -669,7 +648,7 @@ class SVI(DeviceMixin, ProbabilityMixin, ClassifierMixin, BaseEstimator):
         elif self.multi_class == "ovr":
             out = D
         else:
-            out = ovo_aggregate(D, len(self.classes_))
+            out = ovr_decision_function(D, len(self.classes_))
         return bk.as_kind(out, kind)
 
     def predict(self, X: Any):
@@ -684,7 +663,7 @@ class SVI(DeviceMixin, ProbabilityMixin, ClassifierMixin, BaseEstimator):
         elif self.multi_class == "ovr":
             idx = np.argmax(D, axis=1)
         else:
-            idx = np.argmax(ovo_aggregate(D, len(self.classes_)), axis=1)
+            idx = np.argmax(ovr_decision_function(D, len(self.classes_)), axis=1)
         labels = self.classes_[idx]
         # labels that a GPU array cannot hold (strings, objects) stay NumPy
         return bk.as_kind(labels, kind) if labels.dtype.kind in "biuf" else labels

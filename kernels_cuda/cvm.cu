@@ -29,6 +29,22 @@ __device__ __forceinline__ void cvm_better(double s, long long r, double& bs, lo
     if (s < bs || (s == bs && r >= 0 && (br < 0 || r < br))) { bs = s; br = r; }
 }
 
+// Tree reduction of the block's (s, row) pairs in shared memory to slot 0
+// (the callers have stored their pair in slot tid and synchronized).
+template <typename T>
+__device__ __forceinline__ void cvm_block_argmin(double* red_s, long long* red_i, int tid) {
+    for (int w = blockDim.x / 2; w > 0; w >>= 1) {
+        if (tid < w) {
+            double bs = red_s[tid];
+            long long br = red_i[tid];
+            cvm_better<T>(red_s[tid + w], red_i[tid + w], bs, br);
+            red_s[tid] = bs;
+            red_i[tid] = br;
+        }
+        __syncthreads();
+    }
+}
+
 template <typename T>
 __device__ void cvm_furthest(const T* __restrict__ X, int d, const long long* __restrict__ cand,
                              long long n_cand, long long group_size,
@@ -103,16 +119,7 @@ __device__ void cvm_furthest(const T* __restrict__ X, int d, const long long* __
     red_s[tid] = best;
     red_i[tid] = besti;
     __syncthreads();
-    for (int w = blockDim.x / 2; w > 0; w >>= 1) {
-        if (tid < w) {
-            double bs = red_s[tid];
-            long long br = red_i[tid];
-            cvm_better<T>(red_s[tid + w], red_i[tid + w], bs, br);
-            red_s[tid] = bs;
-            red_i[tid] = br;
-        }
-        __syncthreads();
-    }
+    cvm_block_argmin<T>(red_s, red_i, tid);
     if (tid == 0) {
         part_s[blockIdx.x] = red_s[0];
         part_idx[blockIdx.x] = red_i[0];
@@ -138,16 +145,7 @@ __device__ void cvm_furthest(const T* __restrict__ X, int d, const long long* __
     red_s[tid] = best;
     red_i[tid] = besti;
     __syncthreads();
-    for (int w = blockDim.x / 2; w > 0; w >>= 1) {
-        if (tid < w) {
-            double bs = red_s[tid];
-            long long br = red_i[tid];
-            cvm_better<T>(red_s[tid + w], red_i[tid + w], bs, br);
-            red_s[tid] = bs;
-            red_i[tid] = br;
-        }
-        __syncthreads();
-    }
+    cvm_block_argmin<T>(red_s, red_i, tid);
     if (tid == 0) {
         out_s[0] = red_s[0];
         out_idx[0] = red_i[0];

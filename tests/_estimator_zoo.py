@@ -5,7 +5,6 @@ import importlib
 from dataclasses import is_dataclass
 
 import numpy as np
-import pytest
 import scipy.sparse as sp
 
 from gpuksvm import backend as bk
@@ -127,9 +126,3 @@ def compare_fitted(a, b, path: str = "model"):
     assert a == b, path
 
 
-def available(name: str) -> bool:
-    try:
-        importlib.import_module(ZOO[name][0])
-        return True
-    except ImportError:
-        return False

@@ -9,10 +9,8 @@ gives a clear error; predictions on dask arrays are lazy dask arrays.
 """
 from __future__ import annotations
 
-import importlib.util
 import os
 import signal
-import sys
 import time
 
 import numpy as np
@@ -24,19 +22,6 @@ distributed = pytest.importorskip("distributed")
 from gpuksvm import distributed as gd  # noqa: E402
 from gpuksvm._dask import DistributedFitError, Ledger, is_dask_collection  # noqa: E402
 from gpuksvm.datasets import make_checkerboard  # noqa: E402
-
-
-def _has(mod: str) -> bool:
-    try:
-        return importlib.util.find_spec(mod) is not None
-    except (ImportError, ValueError):
-        return mod in sys.modules
-
-
-needs_linear = pytest.mark.skipif(not _has("gpuksvm.linear_svm"), reason="gpuksvm.linear_svm not available")
-needs_smo = pytest.mark.skipif(not _has("gpuksvm.solvers.smo"), reason="gpuksvm.solvers.smo not available")
-needs_cvm = pytest.mark.skipif(not (_has("gpuksvm.cvm") and _has("gpuksvm.solvers.meb")),
-                               reason="gpuksvm.cvm not available")
 
 
 # --------------------------------------------------------------------------- cluster
@@ -159,7 +144,6 @@ def board():
     return X, y
 
 
-@needs_linear
 def test_llsvm_distributed_equals_single_process(client, board):
     X, y = board
     Xd, yd = _dask(X, y, 500)
@@ -177,7 +161,6 @@ def test_llsvm_distributed_equals_single_process(client, board):
     assert newton and max(newton) <= info["state_bytes_per_problem"] + 64
 
 
-@needs_linear
 def test_llsvm_multiclass_weights_equal_single_process(client, rng):
     X = np.vstack([c + 0.6 * rng.normal(size=(250, 3)) for c in ([0, 0, 0], [2, 0, 0], [0, 2, 1])])
     y = np.repeat(np.array([3, 7, 9]), 250)
@@ -193,7 +176,6 @@ def test_llsvm_multiclass_weights_equal_single_process(client, rng):
     np.testing.assert_allclose(est.decision_function(X), d_ref, atol=1e-4 * np.abs(d_ref).max())
 
 
-@needs_linear
 def test_llsvm_workers_hold_only_chunks_and_small_state(client, cluster):
     _, _, watch = cluster
     rng = np.random.default_rng(1)
@@ -218,7 +200,6 @@ def test_llsvm_workers_hold_only_chunks_and_small_state(client, cluster):
     assert est.dask_info_["max_result_bytes"] <= max(sample, state) + 1024
 
 
-@needs_linear
 def test_llsvm_bad_input(client, board):
     X, y = board
     Xn = X.copy()
@@ -233,7 +214,6 @@ def test_llsvm_bad_input(client, board):
         gd.fit_llsvm(_llsvm(), da.from_array(X, chunks=(600, 2)), y[:-1], client=client)
 
 
-@needs_linear
 def test_predict_helpers_return_lazy_dask_arrays(client, board):
     X, y = board
     est = _llsvm().fit(X, y)
@@ -252,7 +232,6 @@ def test_predict_helpers_return_lazy_dask_arrays(client, board):
         gd.predict(est, da.from_array(np.ones((10, 3)), chunks=5))
 
 
-@needs_linear
 @pytest.mark.parametrize("kw", [dict(landmarks="random"),
                                 dict(spectrum="supervised", n_labeled=60, spectrum_reg=10.0)])
 def test_local_scheduler_without_client(board, kw):
@@ -269,7 +248,6 @@ def test_local_scheduler_without_client(board, kw):
 
 
 # --------------------------------------------------------------------------- SVI
-@needs_smo
 def test_svi_distributed_equals_single_process(client):
     from gpuksvm.datasets import make_two_sines
     from gpuksvm.svi import SVI
@@ -291,7 +269,6 @@ def test_svi_distributed_equals_single_process(client):
     np.testing.assert_allclose(d, ref.decision_function(X), rtol=1e-6, atol=1e-6)
 
 
-@needs_smo
 def test_svi_multiclass_distributed(client, rng):
     from gpuksvm.svi import SVI
 
@@ -306,7 +283,6 @@ def test_svi_multiclass_distributed(client, rng):
 
 # --------------------------------------------------------------------------- GPU
 @pytest.mark.gpu
-@needs_linear
 def test_llsvm_cupy_chunks_match_numpy(gpu, board):
     X, y = board
     Xg = da.from_array(gpu.asarray(X), chunks=(600, 2), asarray=False)
@@ -327,7 +303,6 @@ def test_ledger_records_sizes():
 
 
 # --------------------------------------------------------------------------- CVM
-@needs_cvm
 @pytest.mark.parametrize("sample_size", [None, 59])
 def test_cvm_distributed_equals_single_process(client, sample_size):
     from gpuksvm.cvm import CVM
@@ -349,7 +324,6 @@ def test_cvm_distributed_equals_single_process(client, sample_size):
     assert est.dask_info_["max_result_bytes"] <= X.shape[0] * 8   # the labels at most
 
 
-@needs_cvm
 def test_one_class_cvm_distributed(client, rng):
     from gpuksvm.cvm import OneClassCVM
 
@@ -365,7 +339,6 @@ def test_one_class_cvm_distributed(client, rng):
 
 
 @pytest.mark.gpu
-@needs_cvm
 def test_cvm_exact_scan_on_cupy_chunks(gpu):
     from gpuksvm.cvm import CVM
 
@@ -384,7 +357,6 @@ def _hooked(cls, method="fit"):
     return "is_dask_collection" in inspect.getsource(getattr(cls, method))
 
 
-@needs_linear
 def test_llsvm_estimator_dispatches_dask_input(client, board):
     """LLSVM.fit/predict/... on dask arrays: the distributed fit, lazy dask outputs."""
     from gpuksvm.llsvm import LLSVM
@@ -416,7 +388,6 @@ def test_llsvm_estimator_dispatches_dask_input(client, board):
         np.testing.assert_allclose(out.compute(), getattr(prob, name)(X), rtol=1e-12, atol=1e-12)
 
 
-@needs_smo
 def test_svi_estimator_dispatches_dask_input(client):
     from gpuksvm.datasets import make_two_sines
     from gpuksvm.svi import SVI
@@ -441,7 +412,6 @@ def test_svi_estimator_dispatches_dask_input(client):
 
 
 # The estimators themselves dispatch dask input to gd.fit_cvm (tested above).
-@needs_cvm
 def test_cvm_estimator_dispatches_dask_input(client):
     from gpuksvm.cvm import CVM
 
@@ -464,7 +434,6 @@ def test_cvm_estimator_dispatches_dask_input(client):
             np.testing.assert_array_equal(out.compute(), want)
 
 
-@needs_cvm
 def test_one_class_cvm_estimator_dispatches_dask_input(client, rng):
     from gpuksvm.cvm import OneClassCVM
 
@@ -489,7 +458,6 @@ def test_one_class_cvm_estimator_dispatches_dask_input(client, rng):
 
 # --------------------------------------------------------------------------- worker loss
 # (last in the file: restarted workers must import gpuksvm again)
-@needs_linear
 def test_llsvm_worker_killed_mid_fit_recovers(client, board):
     X, y = board
     Xd, yd = _dask(X, y, 400)
@@ -517,7 +485,6 @@ def _poison(block, block_info=None):
     return block
 
 
-@needs_linear
 def test_unrecoverable_worker_loss_is_a_clear_error(client, cluster):
     lc, _, _ = cluster
     X, y = make_checkerboard(600, random_state=0)

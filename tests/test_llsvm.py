@@ -13,15 +13,6 @@ from gpuksvm.llsvm import (LLSVM, fit_llsvm_grid, nystrom_maps, spectrum_objecti
                            supervised_spectrum)
 
 
-def _has_linear_svm():
-    try:
-        import gpuksvm.linear_svm  # noqa: F401
-        return True
-    except ImportError:
-        return False
-
-
-needs_svm = pytest.mark.skipif(not _has_linear_svm(), reason="gpuksvm.linear_svm not available yet")
 
 
 def blobs(rng, n_per, centers, scale=0.3):
@@ -225,7 +216,6 @@ def dual_kernel_svm(K, y, C, loss, s2=1.0):
     return coef, s2 * coef.sum()
 
 
-@needs_svm
 @pytest.mark.parametrize("loss", ["squared_hinge", "hinge"])
 def test_proposition1_equals_exact_kernel_svm(rng, loss):
     """Z = all training rows: LLSVM is the exact kernel SVM (same loss, regularized bias)."""
@@ -246,7 +236,6 @@ def test_proposition1_equals_exact_kernel_svm(rng, loss):
 
 
 # --------------------------------------------------------------------------- estimator
-@needs_svm
 def test_rsvm_prediction_equals_linearized(rng):
     X, y = blobs(rng, 40, np.array([[0, 0], [3, 0], [0, 3]]), scale=0.8)
     est = LLSVM(gamma=0.5, n_landmarks=30, C=5.0, device="cpu", random_state=0,
@@ -267,7 +256,6 @@ def test_rsvm_prediction_equals_linearized(rng):
     np.testing.assert_array_equal(est.predict(Xt), est.classes_[np.argmax(rsvm, 1)])
 
 
-@needs_svm
 def test_float32_default_agrees_with_float64(rng):
     """The default dtype is float32 on the CPU too; it must classify like the float64 reference,
     and Proposition 2 (RSVM prediction == linearized prediction) holds to float32 round-off."""
@@ -289,7 +277,6 @@ def test_float32_default_agrees_with_float64(rng):
     assert LLSVM(dtype=None, **kw).fit(X, y).map_.dtype == np.float64
 
 
-@needs_svm
 def test_binary_labels_kept_and_checkerboard(rng):
     from gpuksvm.datasets import make_checkerboard
 
@@ -304,7 +291,6 @@ def test_binary_labels_kept_and_checkerboard(rng):
     assert est.fit_times_.keys() == {"landmarks", "map", "features", "svm"}
 
 
-@needs_svm
 @pytest.mark.parametrize("kernel", ["rbf", "poly"])
 def test_kernels_rbf_and_poly(rng, kernel):
     X = rng.uniform(-1, 1, size=(400, 2))
@@ -315,7 +301,6 @@ def test_kernels_rbf_and_poly(rng, kernel):
     assert est.score(X, y) > 0.95
 
 
-@needs_svm
 def test_supervised_spectrum_estimator(rng):
     X, y = two_moons(300, rng, noise=0.2)
     est = LLSVM(gamma=2.0, n_landmarks=40, C=10, spectrum="supervised", n_labeled=50,
@@ -330,7 +315,6 @@ def test_supervised_spectrum_estimator(rng):
               device="cpu", random_state=0).fit(X, y)
 
 
-@needs_svm
 def test_sample_weight_zero_equals_dropping_rows(rng):
     X, y = two_moons(120, rng, noise=0.2)
     Z = X[::6]
@@ -349,7 +333,6 @@ def test_sample_weight_zero_equals_dropping_rows(rng):
     assert np.mean(c.decision_function(X)) > np.mean(d.decision_function(X))
 
 
-@needs_svm
 def test_sparse_equals_dense_and_inputs_untouched(rng):
     Xd = sp.random(150, 12, density=0.3, format="csr", random_state=0)
     y = np.where(np.asarray(Xd.sum(1)).ravel() > np.median(np.asarray(Xd.sum(1))), 1, -1)
@@ -368,7 +351,6 @@ def test_sparse_equals_dense_and_inputs_untouched(rng):
         assert c.landmarks_.shape == (20, 12)
 
 
-@needs_svm
 def test_reproducible_and_pickle(rng):
     X, y = two_moons(200, rng)
     kw = dict(gamma=2.0, n_landmarks=25, device="cpu", random_state=7)
@@ -380,7 +362,6 @@ def test_reproducible_and_pickle(rng):
     assert c.to_device("cpu") is c
 
 
-@needs_svm
 def test_bad_input(rng):
     X, y = two_moons(50, rng)
     with pytest.raises(ValueError, match="NaN|infinity"):
@@ -413,7 +394,6 @@ def test_bad_input(rng):
         est.predict_proba(X)
 
 
-@needs_svm
 def test_grid_equals_individual_fits(rng):
     X, y = two_moons(150, rng, noise=0.2)
     Z = X[::5]
@@ -432,7 +412,6 @@ def test_grid_equals_individual_fits(rng):
     np.testing.assert_array_equal(sup[0].landmarks_, sup[1].landmarks_)
 
 
-@needs_svm
 def test_feature_names_and_transform(rng):
     X, y = two_moons(80, rng)
     est = LLSVM(n_landmarks=10, device="cpu", random_state=0)
@@ -443,7 +422,6 @@ def test_feature_names_and_transform(rng):
     assert names[0] == "llsvm0" and len(names) == 10
 
 
-@needs_svm
 def test_probability(rng):
     from gpuksvm.linear_svm import LinearSVM
 
@@ -459,16 +437,6 @@ def test_probability(rng):
 
 
 # --------------------------------------------------------------------------- out of core
-def _has_blocks():
-    try:
-        import gpuksvm.blocks  # noqa: F401
-        return True
-    except ImportError:
-        return False
-
-
-@needs_svm
-@pytest.mark.skipif(not _has_blocks(), reason="gpuksvm.blocks not available yet")
 def test_out_of_core_block_source_and_file(rng, tmp_path):
     from sklearn.datasets import dump_svmlight_file
 
@@ -496,7 +464,6 @@ def test_out_of_core_block_source_and_file(rng, tmp_path):
 
 
 # --------------------------------------------------------------------------- sklearn
-@needs_svm
 def test_check_estimator():
     from sklearn.utils.estimator_checks import check_estimator
 
@@ -539,7 +506,6 @@ def test_gpu_maps_match_cpu(gpu, rng):
         np.testing.assert_allclose(Fa @ Fa.T, Fb @ Fb.T, atol=1e-8)  # eigenvector signs may differ
 
 
-@needs_svm
 @pytest.mark.gpu
 @pytest.mark.parametrize("spectrum", ["nystrom", "supervised"])
 def test_gpu_llsvm_matches_cpu(gpu, rng, spectrum):

@@ -9,8 +9,8 @@ from sklearn.metrics.pairwise import rbf_kernel
 from sklearn.svm import SVC
 
 from gpuksvm.datasets import make_two_sines
-from gpuksvm.kernels import Kernel
-from gpuksvm.svi import (SVI, closed_form_beta, draw_subsets, ovo_aggregate, select_margin_rows)
+from gpuksvm.multiclass import ovr_decision_function
+from gpuksvm.svi import SVI, closed_form_beta, draw_subsets, select_margin_rows
 
 
 # --------------------------------------------------------------------------- subsets
@@ -100,10 +100,10 @@ def test_closed_form_satisfies_eqs_6_to_9(C):
     assert abs(b - sol[s]) <= 1e-9
 
 
-def test_ovo_aggregate_argmax_is_vote_winner():
+def test_ovr_decision_function_argmax_is_vote_winner():
     rng = np.random.default_rng(0)
     dec = rng.normal(size=(200, 6))  # 4 classes → 6 pairs
-    scores = ovo_aggregate(dec, 4)
+    scores = ovr_decision_function(dec, 4)
     pairs = [(i, j) for i in range(4) for j in range(i + 1, 4)]
     votes = np.zeros((200, 4))
     for k, (i, j) in enumerate(pairs):

@@ -588,8 +588,10 @@ def solve_working_set(X: Any, ys: list[np.ndarray], subs: list[np.ndarray], kern
     (one :func:`kernel_block` per problem); (3) the ws-variable subproblems,
     one launch for all problems (``subproblem="cuda"``) or the NumPy twin
     (``"host"``); (4) ``F ← F − K_wsᵀ(y∘Δα)``, one batched GEMM.  A problem
-    stops when its gap m − M < tol, when the gap has not improved for 30
-    rounds (``converged=False``), or after ``max_iter`` rounds.
+    stops when its gap m − M < tol, when its dual objective has not decreased
+    (by more than 1e-12 relative, in float64) for 30 rounds (``converged=False``),
+    or after ``max_iter`` rounds.  (The gap itself is no progress measure: it
+    typically grows for many rounds after α = 0 while the objective falls.)
     """
     dev = bk.resolve_device(device)
     xp = bk.get_namespace(dev)
@@ -630,7 +632,7 @@ def solve_working_set(X: Any, ys: list[np.ndarray], subs: list[np.ndarray], kern
     wvalid = np.zeros((P, ws), dtype=bool)
     done = np.zeros(P, dtype=bool)
     converged = np.zeros(P, dtype=bool)
-    best = np.full(P, np.inf)
+    best = np.full(P, np.inf)          # lowest dual objective so far
     since_best = np.zeros(P, dtype=np.int64)
     n_inner_tot = np.zeros(P, dtype=np.int64)
     rounds = np.zeros(P, dtype=np.int64)
@@ -642,13 +644,17 @@ def solve_working_set(X: Any, ys: list[np.ndarray], subs: list[np.ndarray], kern
         low = ((yv < 0) & (alpha < Cvv)) | ((yv > 0) & (alpha > 0))
         gap = bk.to_host(xp.where(up, F, -xp.inf).max(axis=1) - xp.where(low, F, xp.inf).min(axis=1))
         gap = np.asarray(gap, dtype=np.float64)
+        # ½αᵀQα − eᵀα = ½ Σ αᵢ(−yᵢFᵢ − 1), in float64 whatever the working dtype
+        a64 = alpha.astype(xp.float64)
+        obj = np.asarray(bk.to_host(0.5 * (a64 * (-yv.astype(xp.float64) * F - 1.0)).sum(axis=1)),
+                         dtype=np.float64)
         for p in np.flatnonzero(~done):
             if not gap[p] >= tol:
                 done[p] = converged[p] = True
             elif max_iter is not None and rounds[p] >= max_iter:
                 done[p] = True
-            elif gap[p] < best[p] * (1 - 1e-6):
-                best[p], since_best[p] = gap[p], 0
+            elif not np.isfinite(best[p]) or obj[p] < best[p] - 1e-12 * abs(best[p]):
+                best[p], since_best[p] = obj[p], 0
             else:
                 since_best[p] += 1
                 if since_best[p] >= _STALL_ROUNDS:
