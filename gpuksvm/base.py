@@ -59,6 +59,23 @@ class DeviceMixin:
     def _fitted_xp(self):
         return bk.get_namespace(self._fitted_device())
 
+    def _validated_input(self, X: Any, dtype: Any, *, keep_sparse: bool = True) -> tuple[Any, str]:
+        """Prediction input: validated against the fit, on the fitted device in ``dtype``.
+
+        Returns ``(X_on_device, kind)`` where ``kind`` is the caller's array
+        kind (for :func:`~gpuksvm.backend.as_kind`).  SciPy-sparse rows stay
+        sparse on the CPU when ``keep_sparse``; a GPU gets them densified.
+        """
+        from .validation import validate_X
+
+        X, kind = validate_X(self, X, reset=False)
+        dev = self._fitted_device()
+        if bk.is_sparse(X):
+            if keep_sparse and not dev.is_gpu:
+                return X.astype(dtype), kind
+            X = X.toarray()
+        return bk.to_device(X, dev, dtype), kind
+
     def _moved_copy(self, device: bk.Device) -> "DeviceMixin":
         import copy
 

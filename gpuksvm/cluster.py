@@ -24,8 +24,6 @@ the small difference in seeding quality.
 """
 from __future__ import annotations
 
-import contextlib
-import os
 from dataclasses import dataclass
 from typing import Any
 
@@ -35,42 +33,17 @@ from sklearn.utils import check_random_state
 
 from . import backend as bk
 from .kernels import Kernel, kernel_block, row_sq_norms
+from .solvers._blas import NARROW_DIM, host_busy, one_blas_thread
 
 __all__ = ["KMeansResult", "kmeans", "nearest_centers", "sample_rows"]
 
 _LINEAR = Kernel("linear")
 
-# Narrow CPU work (k-means on low-dimensional rows, the eigh of a k × k K_zz)
-# runs on one BLAS thread: OpenBLAS's workers spin-wait between the many small
-# calls, and on a busy host that hand-off dominates.  Measured on the 2-core
-# box under a load average of ~7: k-means (20,000 × 22, k = 1000) 2.4–3.2 s
-# with two BLAS threads vs 1.2–1.5 s with one; eigh of a 1000 × 1000 K_zz
-# 2.7–24 s vs 0.4–0.7 s.  Only the thread count changes, never the arithmetic.
-NARROW_DIM = 256
-
-
-def host_busy() -> bool:
-    """True when the 1-minute load average already fills every usable core."""
-    try:
-        n_cpu = len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):
-        n_cpu = os.cpu_count() or 1
-    try:
-        return os.getloadavg()[0] >= n_cpu
-    except (AttributeError, OSError):
-        return False
-
-
-def single_blas_thread(condition: bool) -> Any:
-    """Context manager limiting the host BLAS to one thread when ``condition`` holds."""
-    if not condition:
-        return contextlib.nullcontext()
-    try:
-        from threadpoolctl import threadpool_limits
-
-        return threadpool_limits(limits=1, user_api="blas")
-    except Exception:  # threadpoolctl missing or unable to inspect the BLAS: leave it alone
-        return contextlib.nullcontext()
+# Narrow CPU work (k-means on ≤ NARROW_DIM-dimensional rows) runs on one BLAS
+# thread (gpuksvm.solvers._blas).  Measured on the 2-core box under a load
+# average of ~7: k-means (20,000 × 22, k = 1000) 2.4–3.2 s with two BLAS
+# threads vs 1.2–1.5 s with one; eigh of a 1000 × 1000 K_zz 2.7–24 s vs
+# 0.4–0.7 s.
 
 
 @dataclass
@@ -258,7 +231,7 @@ def kmeans(X: Any, n_clusters: int, *, n_iter: int = 5, init: str = "k-means++",
     dev = bk.resolve_device(device) if device is not None else bk.device_of(X)
     dt = bk.resolve_dtype(dtype, dev)
     rs = check_random_state(random_state)
-    with single_blas_thread(not dev.is_gpu and (X.shape[1] <= NARROW_DIM or host_busy())):
+    with one_blas_thread(not dev.is_gpu and (X.shape[1] <= NARROW_DIM or host_busy())):
         return _kmeans(X, int(n_clusters), int(n_iter), init, sample, rs, dev, dt, int(pp_rounds), float(tol))
 
 

@@ -262,21 +262,17 @@ class _CVMBase(DeviceMixin, BaseEstimator):
     def _kernel_expansion(self, X: Any) -> tuple[np.ndarray, str]:
         """(n, n_problems) host values Σᵢ coefᵢ κₙ(xᵢ, x) of the stored expansion."""
         check_is_fitted(self, "dual_coef_")
-        X, kind = validate_X(self, X, reset=False)
-        dev = self._fitted_device()
         dt = self.support_vectors_.dtype
-        if dev.is_gpu and bk.is_sparse(X):
-            X = X.toarray()
-        Xd = bk.to_device(X, dev, dt) if not (bk.is_sparse(X) and not dev.is_gpu) else X.astype(dt)
-        xp = bk.get_namespace(dev)
+        Xd, kind = self._validated_input(X, dt)
+        xp = self._fitted_xp()
         V = np.asarray(bk.to_host(self.dual_coef_), dtype=np.float64).T
         if self._sv_scale is not None:
             V = V * np.asarray(bk.to_host(self._sv_scale))[:, None]
         if V.shape[0] == 0:
-            return np.zeros((X.shape[0], V.shape[1])), kind
+            return np.zeros((Xd.shape[0], V.shape[1])), kind
         D = kernel_matvec(Xd, self.support_vectors_, xp.asarray(np.ascontiguousarray(V), dtype=dt),
                           self.kernel_, dtype=dt)
-        D = np.asarray(bk.to_host(D), dtype=np.float64).reshape(X.shape[0], -1)
+        D = np.asarray(bk.to_host(D), dtype=np.float64).reshape(Xd.shape[0], -1)
         if self._sv_scale is not None:
             D *= np.asarray(bk.to_host(kernel_scale(Xd, self.kernel_, True)), np.float64)[:, None]
         return D, kind

@@ -66,10 +66,11 @@ from . import backend as bk
 from . import linalg
 from ._dask import is_dask_collection
 from .base import DeviceMixin
-from .cluster import host_busy, kmeans, sample_rows, single_blas_thread
+from .cluster import kmeans, sample_rows
+from .solvers._blas import host_busy, one_blas_thread
 from .kernels import Kernel, kernel_block, kernel_matvec, make_kernel
 from .validation import (check_choice, check_param, check_sample_weight, encode_classes,
-                         validate_X, validate_X_y)
+                         validate_X_y)
 
 __all__ = ["LLSVM", "NystromMap", "nystrom_maps", "supervised_spectrum", "spectrum_objective",
            "fit_llsvm_grid"]
@@ -183,8 +184,8 @@ def nystrom_maps(Z: Any, kernels: Sequence[Kernel], *, eig_floor: float = 1e-10,
     for i, kern in enumerate(kernels):  # SPEC §1 step 2
         kernel_block(Z, Z, kern, dtype=dt, out=Kzz[i])
     # step 3: M = U Λ^{-1/2} with the floor, all kernels in one eigh call (on the CPU with
-    # one BLAS thread up to k = 2048 or on a busy host: see gpuksvm.cluster.single_blas_thread)
-    with single_blas_thread(xp is np and (k <= 2048 or host_busy())):
+    # one BLAS thread up to k = 2048 or on a busy host: see gpuksvm.solvers._blas)
+    with one_blas_thread(xp is np and (k <= 2048 or host_busy())):
         M, w, kept = linalg.inv_sqrt_psd(Kzz, floor=_effective_floor(eig_floor, dt), mode="clip")
     U = M * xp.sqrt(w)[:, None, :]
     kept = bk.to_host(kept)
@@ -603,9 +604,7 @@ class LLSVM(DeviceMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin, Clas
     # ------------------------------------------------------------------ predict
     def _prepare(self, X: Any) -> tuple[Any, str]:
         check_is_fitted(self, "dual_coef_")
-        X, kind = validate_X(self, X, reset=False)
-        dev = self._fitted_device()
-        return bk.to_device(X, dev, np.dtype(self.map_.dtype)), kind
+        return self._validated_input(X, np.dtype(self.map_.dtype), keep_sparse=False)
 
     def transform(self, X: Any) -> Any:
         """The empirical kernel map F = K(X, Z) M, shape (n, k)."""

@@ -39,7 +39,7 @@ from .base import DeviceMixin
 from .calibration import ProbabilityMixin
 from .kernels import Kernel, kernel_block, kernel_matvec, make_kernel
 from .multiclass import binary_problems, ovr_decision_function
-from .validation import check_choice, check_param, encode_classes, validate_X, validate_X_y
+from .validation import check_choice, check_param, encode_classes, validate_X_y
 
 __all__ = ["SVI", "draw_subsets", "select_margin_rows", "closed_form_beta",
            "DEFAULT_MARGIN_TOL", "DEFAULT_MAX_MARGIN_SV", "DEFAULT_MIN_MARGIN_SV"]
@@ -618,16 +618,12 @@ class SVI(DeviceMixin, ProbabilityMixin, ClassifierMixin, BaseEstimator):
     def _raw_decision(self, X: Any) -> tuple[np.ndarray, str]:
         """(n, n_problems) host float64 decision values of every binary problem."""
         check_is_fitted(self, "dual_coef_")
-        X, kind = validate_X(self, X, reset=False)
-        dev = self._fitted_device()
         dt = self.dual_coef_.dtype
-        if dev.is_gpu and bk.is_sparse(X):
-            X = X.toarray()
-        Xd = bk.to_device(X, dev, dt) if not (bk.is_sparse(X) and not dev.is_gpu) else X.astype(dt)
-        xp = bk.get_namespace(dev)
+        Xd, kind = self._validated_input(X, dt)
+        xp = self._fitted_xp()
         D = kernel_matvec(Xd, self.support_vectors_, xp.ascontiguousarray(self.dual_coef_.T),
                           self.kernel_, dtype=dt)
-        D = D.reshape(X.shape[0], -1) + self.intercept_[None, :]
+        D = D.reshape(Xd.shape[0], -1) + self.intercept_[None, :]
         return np.asarray(bk.to_host(D), dtype=np.float64), kind
 
     def decision_function(self, X: Any):

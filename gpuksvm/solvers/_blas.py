@@ -17,7 +17,12 @@ import os
 import threading
 from typing import Any, Iterator
 
-__all__ = ["one_blas_thread", "host_busy"]
+__all__ = ["one_blas_thread", "host_busy", "NARROW_DIM"]
+
+#: Host work on designs at most this many columns wide (k-means rows, linear
+#: SVM features) runs on one BLAS thread: each call is too small to pay for a
+#: second one.
+NARROW_DIM = 256
 
 # The limit is process-wide (OpenBLAS has one pool): nested and concurrent users
 # (threads) share one application of it, undone when the last of them leaves.

@@ -44,7 +44,7 @@ import scipy.sparse as sp
 
 from .. import backend as bk
 from .. import linalg
-from ._blas import host_busy, one_blas_thread
+from ._blas import NARROW_DIM, host_busy, one_blas_thread
 
 __all__ = ["Design", "LinearSolution", "primal_objective", "ovr_targets", "newton_squared_hinge",
            "dual_cd", "sbm"]
@@ -53,9 +53,7 @@ LOSSES = ("squared_hinge", "hinge")
 
 # Designs at most NARROW_DIM wide run their CPU BLAS calls on one thread (each
 # call is too small to pay for a second one), and wider ones too while the host
-# is busy (see gpuksvm.solvers._blas for the measurements).  Only the thread
-# count changes, never the arithmetic of a step.
-NARROW_DIM = 256
+# is busy (see gpuksvm.solvers._blas for the measurements).
 
 
 def _blas_limit(X: "Design") -> Any:
