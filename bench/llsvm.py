@@ -274,32 +274,35 @@ def bench_grid(dev: bk.Device, scale: str, dtype: Any) -> dict:
 def _ooc_child(mode: str, path: str, device: str, dtype: Any, block: int) -> dict:
     """One fit in this (fresh) process; peak RSS above the post-import baseline.
 
-    Peak memory is the process's RSS high-water mark (``ru_maxrss``), not
-    tracemalloc: tracing every allocation slows the Python-level loops of the
-    out-of-core solver by several times and would distort its time.
+    Peak memory is the process's RSS high-water mark (Linux VmHWM, reset at the
+    start of the fit, via :class:`gpuksvm.demo.PeakMemory`), not tracemalloc:
+    tracing every allocation slows the Python-level loops of the out-of-core
+    solver by several times.  (``ru_maxrss`` is no use here: Linux carries the
+    parent's high-water mark into a child across fork and exec.)
     """
-    import resource
+    from gpuksvm.demo import PeakMemory, _proc_status
 
-    base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
     kw = dict(gamma=IJCNN_GAMMA, C=IJCNN_C, n_landmarks=1000, device=device, dtype=dtype, random_state=0)
+    base = _proc_status("VmRSS") or 0
     t0 = time.perf_counter()
-    if mode == "in-memory":
-        from sklearn.datasets import load_svmlight_file
+    with PeakMemory("auto") as mem:
+        if mode == "in-memory":
+            from sklearn.datasets import load_svmlight_file
 
-        X, y = load_svmlight_file(path, n_features=22)
-        X = X.toarray()
-        est = LLSVM(**kw).fit(X, y)
-        del X, y
-    else:
-        from gpuksvm.blocks import as_block_source
+            X, y = load_svmlight_file(path, n_features=22)
+            X = X.toarray()
+            est = LLSVM(**kw).fit(X, y)
+            del X, y
+        else:
+            from gpuksvm.blocks import as_block_source
 
-        est = LLSVM(block_size=block, **kw).fit(as_block_source(path, block_size=block, n_features=22))
+            est = LLSVM(block_size=block, **kw).fit(as_block_source(path, block_size=block, n_features=22))
     secs = time.perf_counter() - t0
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    peak = base + mem.peak_bytes
     Xt, yt = load_dataset("ijcnn1", "test")
     acc = _acc(est.predict(Xt), yt)
     return {"fit_s": secs, "peak_rss_MiB": peak / 2**20, "baseline_rss_MiB": base / 2**20,
-            "peak_above_baseline_MiB": (peak - base) / 2**20, "accuracy": acc,
+            "peak_above_baseline_MiB": mem.peak_bytes / 2**20, "memory_measure": mem.label, "accuracy": acc,
             "svm_solver": getattr(est.svm_, "solver_", "?"), "n_iter": int(est.n_iter_)}
 
 
