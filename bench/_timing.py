@@ -14,7 +14,7 @@ import statistics
 import time
 import tracemalloc
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 from gpuksvm import backend as bk
 
@@ -69,9 +69,23 @@ def machine_info(device: Any) -> dict:
     return info
 
 
-def write_json(name: str, payload: dict) -> Path:
+def write_json(name: str, payload: dict, *, sections: Sequence[str] = ()) -> Path:
+    """Write ``bench/results/<name>.json``.
+
+    With ``sections`` (all the sections a script has), the sections of an
+    existing file that ``payload`` lacks are kept when that file is for the
+    same device and scale, so that runs of single sections (``--only``)
+    accumulate into one result file.
+    """
     RESULTS.mkdir(parents=True, exist_ok=True)
     path = RESULTS / f"{name}.json"
+    if sections and path.exists() and not set(sections) <= set(payload):
+        try:
+            old = json.loads(path.read_text())
+        except (OSError, ValueError):
+            old = {}
+        if old.get("device") == payload.get("device") and old.get("scale") == payload.get("scale"):
+            payload = {**{k: v for k, v in old.items() if k in sections}, **payload}
     path.write_text(json.dumps(payload, indent=2, default=float))
     return path
 

@@ -70,12 +70,14 @@ def run(device: str = "auto", scale: str = "small", repeats: int = 3) -> dict:
         floor_s = n * k * np.dtype(dtype).itemsize / bw
         variants = []
         if dev.is_gpu:
-            variants.append(("cupy-plain", lambda: _plain_cupy_rbf(xp, X, Z, kern.gamma)))
-            variants.append(("gemm+epilogue", lambda: kernel_block(X, Z, kern, out=out, method="gemm")))
+            variants.append(("cupy-plain", lambda X=X, Z=Z: _plain_cupy_rbf(xp, X, Z, kern.gamma)))
+            variants.append(("gemm+epilogue",
+                             lambda X=X, Z=Z, out=out: kernel_block(X, Z, kern, out=out, method="gemm")))
             if d <= 64:
-                variants.append(("tiled", lambda: kernel_block(X, Z, kern, out=out, method="tiled")))
+                variants.append(("tiled",
+                                 lambda X=X, Z=Z, out=out: kernel_block(X, Z, kern, out=out, method="tiled")))
         else:
-            variants.append(("numpy-blas", lambda: kernel_block(X, Z, kern, out=out)))
+            variants.append(("numpy-blas", lambda X=X, Z=Z, out=out: kernel_block(X, Z, kern, out=out)))
         base = None
         for name, fn in variants:
             t = time_call(fn, device=dev, repeats=repeats)["median_s"]
@@ -83,7 +85,7 @@ def run(device: str = "auto", scale: str = "small", repeats: int = 3) -> dict:
             rows.append({"n": n, "k": k, "d": d, "variant": name, "seconds": t,
                          "TFLOP/s": 2.0 * n * k * d / t / 1e12, "x_write_floor": t / floor_s,
                          "speedup_vs_first": base / t})
-        del X, Z, out
+        del X, Z, out, variants
         if dev.is_gpu:
             bk.free_gpu_cache()
     return {"machine": machine_info(dev), "bandwidth_GBps": bw / 1e9, "rows": rows}

@@ -408,15 +408,7 @@ def main(argv: list[str] | None = None) -> int:
         print("targets:", {k: v for k, v in rows[1].items() if k.startswith("target") or k.endswith("_pt")})
         payload["ooc"] = {"rows": rows}
     # sections run separately (``--only``) accumulate in one JSON for the same device and scale
-    old_path = RESULTS / "llsvm.json"
-    if old_path.exists() and set(only) != set(SECTIONS):
-        try:
-            old = json.loads(old_path.read_text())
-            if old.get("device") == payload["device"] and old.get("scale") == payload["scale"]:
-                payload = {**{k: v for k, v in old.items() if k in SECTIONS}, **payload}
-        except (OSError, ValueError):
-            pass
-    path = write_json("llsvm", payload)
+    path = write_json("llsvm", payload, sections=SECTIONS)
     print(f"wrote {path}")
     return 0
 

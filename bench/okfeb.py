@@ -311,7 +311,7 @@ def main(argv: Any = None) -> dict:
     for s in only:
         if s not in SECTIONS:
             ap.error(f"unknown section {s!r}; choose from {SECTIONS}")
-    out: dict = {"machine": machine_info(dev), "scale": args.scale,
+    out: dict = {"machine": machine_info(dev), "scale": args.scale, "device": str(dev),
                  "note": "CPU timings on a shared, contended 2-core box" if not dev.is_gpu else ""}
     if "approx" in only:
         print("== kernel approximation vs stored vectors ==", flush=True)
@@ -322,7 +322,7 @@ def main(argv: Any = None) -> dict:
     if "throughput" in only:
         print("== throughput (r=50, B=150, d=22) ==", flush=True)
         out["throughput"] = bench_throughput(dev, args.scale)
-    path = write_json("okfeb", out)
+    path = write_json("okfeb", out, sections=SECTIONS)
     print(f"wrote {path}")
     return out
 

@@ -473,6 +473,16 @@ class LLSVM(DeviceMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin, Clas
                              "for this kernel; increase spectrum_reg")
         return nmap.with_spectrum(mu)
 
+    def _build_map(self, Xd: Any, y: Any, dev: bk.Device, dt: np.dtype,
+                   rs: np.random.RandomState) -> tuple[NystromMap, float]:
+        """Landmarks Z from ``Xd`` (step 1) and the map M = U Λ^{-1/2} (step 2, eq. 8),
+        with the supervised spectrum when asked; also the clock after step 1."""
+        kern = self._kernel_for(Xd)
+        Z = self._select_landmarks(Xd, dev, dt, rs)
+        t1 = _clock(dev)
+        nmap = nystrom_maps(Z, [kern], eig_floor=float(self.eig_floor), dtype=dt)[0]
+        return self._apply_spectrum(nmap, Xd, y, rs), t1
+
     def _set_fitted(self, nmap: NystromMap, svm: Any, dev: bk.Device, dt: np.dtype,
                     times: dict) -> "LLSVM":
         xp = bk.get_namespace(dev)
@@ -523,11 +533,7 @@ class LLSVM(DeviceMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin, Clas
         times = {}
         t0 = _clock(dev)
         Xd = bk.to_device(X, dev, dt)
-        kern = self._kernel_for(Xd)
-        Z = self._select_landmarks(Xd, dev, dt, rs)
-        t1 = _clock(dev)
-        nmap = nystrom_maps(Z, [kern], eig_floor=float(self.eig_floor), dtype=dt)[0]
-        nmap = self._apply_spectrum(nmap, Xd, y, rs)
+        nmap, t1 = self._build_map(Xd, y, dev, dt, rs)
         t2 = _clock(dev)
         F = nmap.transform(Xd)
         t3 = _clock(dev)
@@ -579,11 +585,7 @@ class LLSVM(DeviceMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin, Clas
         head, hy, _ = validate_X_y(self, head, hy)
         self.n_features_in_ = n_features
         hd = bk.to_device(head, dev, dt)
-        kern = self._kernel_for(hd)
-        Z = self._select_landmarks(hd, dev, dt, rs)
-        t1 = _clock(dev)
-        nmap = nystrom_maps(Z, [kern], eig_floor=float(self.eig_floor), dtype=dt)[0]
-        nmap = self._apply_spectrum(nmap, hd, hy, rs)
+        nmap, t1 = self._build_map(hd, hy, dev, dt, rs)
         t2 = _clock(dev)
         del head, hd, head_X
 
