@@ -351,6 +351,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--baseline-max-k", type=int, default=None,
                     help="largest k for Nystroem+LinearSVC (default 1000 small, 4000 paper)")
     ap.add_argument("--ooc-block", type=int, default=5000, help="rows per block of the out-of-core fit")
+    ap.add_argument("--out", default="llsvm", help="result file name: bench/results/<out>.json (default llsvm)")
     ap.add_argument("--ooc-child", default=None, help=argparse.SUPPRESS)
     ap.add_argument("--ooc-path", default=None, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
@@ -408,7 +409,7 @@ def main(argv: list[str] | None = None) -> int:
         print("targets:", {k: v for k, v in rows[1].items() if k.startswith("target") or k.endswith("_pt")})
         payload["ooc"] = {"rows": rows}
     # sections run separately (``--only``) accumulate in one JSON for the same device and scale
-    path = write_json("llsvm", payload, sections=SECTIONS)
+    path = write_json(args.out, payload, sections=SECTIONS)
     print(f"wrote {path}")
     return 0
 
