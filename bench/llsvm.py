@@ -11,7 +11,8 @@ Sections (``--only`` picks a subset, comma separated):
     Noisy 4×4 checkerboard (20% flipped training labels, clean test set).
     ``--scale small``: 50,000 rows, k=500, against ``SVC`` (C=10, γ=30).
     ``--scale paper``: 800,000 rows, k=1000 (paper: 0.59% error); on the CPU
-    this one is trained out of core from blocks (F would not fit in memory).
+    it is trained out of core from blocks when F would not fit in the free
+    memory (2-core VM, 24 GB: in memory).
 ``grid``
     LLSVM2 vs LLSVM over a γ × C grid on an ijcnn1 subset; LLSVM2's λ is
     selected on a validation split from the paper's range 1e-5 … 1e5 (+ ∞,
@@ -184,6 +185,16 @@ def _block_source(X, y, block: int):
     return as_block_source(X, y, block_size=block)
 
 
+def _fits_in_memory(n: int, k: int, dtype: Any) -> bool:
+    """Whether an in-memory fit (F, n × k, and the Newton temporaries, ~3 F) fits the free RAM."""
+    try:
+        import psutil
+    except ImportError:
+        return n <= 200_000
+    itemsize = np.dtype(dtype or np.float64).itemsize
+    return 3 * n * k * itemsize < psutil.virtual_memory().available
+
+
 def bench_checkerboard(dev: bk.Device, scale: str, repeats: int, dtype: Any, with_baselines: bool) -> list[dict]:
     from sklearn.svm import SVC
 
@@ -198,7 +209,7 @@ def bench_checkerboard(dev: bk.Device, scale: str, repeats: int, dtype: Any, wit
     for n, k in cases:
         X, y = make_checkerboard(n, flip=0.2, random_state=0)
         est = LLSVM(gamma=gamma, C=C, n_landmarks=k, device=str(dev), dtype=dtype, random_state=0)
-        ooc = (not dev.is_gpu) and n > 200_000
+        ooc = (not dev.is_gpu) and not _fits_in_memory(n, k, est.dtype)
         if ooc:  # F (n × k) would not fit in this machine's memory: SBM on blocks, as the paper
             est.set_params(block_size=50_000)
             fit = lambda: est.fit(_block_source(X, y, 50_000))  # noqa: E731

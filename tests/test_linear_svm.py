@@ -106,6 +106,31 @@ def test_newton_solver_optimality(rng, method):
                             intercept_scaling=1.5)[0] == pytest.approx(obj, rel=1e-10)
 
 
+def test_newton_rebuilds_a_non_pd_hessian_in_float64(monkeypatch):
+    # float32 Grams (or their up/downdates) can lose positive definiteness at large
+    # n·C (seen at 800K rows × 1000 features): the step then rebuilds the Gram in
+    # float64 from the active rows and goes on to the same solution
+    import gpuksvm.solvers.linear as lin
+
+    X, y = _synthetic(400, d=6)
+    Y = np.where(y == 1, 1.0, -1.0)
+    ref = newton_squared_hinge(X, Y, 3.0, tol=1e-10, method="cholesky")
+    real, calls = lin.linalg.cho_factor, []
+
+    def flaky(A, **kw):
+        calls.append(A.copy())
+        if len(calls) % 2 == 1:          # every first try of a step fails
+            raise np.linalg.LinAlgError("1-th leading minor of the array is not positive definite")
+        return real(A, **kw)
+
+    monkeypatch.setattr(lin.linalg, "cho_factor", flaky)
+    sol = newton_squared_hinge(X.astype(np.float32), Y.astype(np.float32), 3.0, tol=1e-6,
+                               method="cholesky")
+    assert len(calls) >= 2 and calls[1].dtype == np.float64
+    np.testing.assert_allclose(sol.objective, ref.objective, rtol=1e-5)
+    np.testing.assert_allclose(sol.coef, ref.coef, rtol=2e-3, atol=2e-4)
+
+
 @pytest.mark.parametrize("loss", ["hinge", "squared_hinge"])
 def test_dual_cd_kkt_and_warm_start(loss):
     X, y = _synthetic(120, d=30, noise=1.0)

@@ -268,6 +268,26 @@ def _check_common(C: float, loss: str, tol: float, max_iter: int) -> None:
 
 
 # --------------------------------------------------------------------------- Newton
+def _newton_hessian(gram: Any) -> Any:
+    """H = I + 2 F̃_IᵀD F̃_I from the weighted Gram of the active rows."""
+    xp = bk.namespace_of(gram)
+    H = 2.0 * gram
+    H[xp.arange(H.shape[0]), xp.arange(H.shape[0])] += 1.0
+    return H
+
+
+def _gram_float64(X: "Design", idx: Any, weights: Any, block_rows: int = 65536) -> Any:
+    """F̃_IᵀD F̃_I accumulated in float64 over row blocks (the rows stay in their dtype)."""
+    xp = X.xp
+    G = xp.zeros((X.dim, X.dim), dtype=np.float64)
+    for s in range(0, int(idx.shape[0]), block_rows):
+        rows = idx[s:s + block_rows]
+        Xb = X.take(rows)
+        Fb = Xb.F.astype(np.float64)
+        G += Design(Fb, X.scale).weighted_gram(weights[rows].astype(np.float64))
+    return G
+
+
 def _line_search(wp: Any, pp: Any, o: Any, z: Any, Y: Any, CS: Any, active: Any, *,
                  max_iter: int = 30) -> Any:
     """Exact minimizer t of φ(t) = ½‖w + t p‖² + Σᵢ CSᵢ max(0, 1 − yᵢ(oᵢ + t zᵢ))², per column.
@@ -467,9 +487,13 @@ def _newton(X: Design, F: Any, Y: Any, C: float, *, sample_weight: Any, intercep
                     if rem.shape[0]:
                         grams[c] -= X.take(rem).weighted_gram(CS[rem, c]).astype(np.float64)
                 prev_act[c] = a_c
-                H = 2.0 * grams[c]
-                H[xp.arange(X.dim), xp.arange(X.dim)] += 1.0
-                L = linalg.cho_factor(H)
+                try:
+                    L = linalg.cho_factor(_newton_hessian(grams[c]))
+                except np.linalg.LinAlgError:
+                    # I + 2 F̃_IᵀD F̃_I is SPD; a float32 Gram (or the drift of its
+                    # up/downdates) can lose that at large n·C: rebuild it in float64
+                    grams[c] = _gram_float64(X, xp.nonzero(a_c)[0], CS[:, c])
+                    L = linalg.cho_factor(_newton_hessian(grams[c]))
                 P[:, c] = linalg.cho_solve(L, -G[:, c].astype(np.float64)).astype(dt)
         else:
             rows = xp.nonzero(act.any(axis=1))[0]
