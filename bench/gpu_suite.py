@@ -22,7 +22,7 @@ import traceback
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-BENCHES = ["kernels", "solvers", "llsvm", "cvm", "svi", "okfeb"]
+BENCHES = ["kernels", "solvers", "llsvm", "cvm", "svi", "okfeb", "dask"]
 
 
 def _load(name: str):
