@@ -277,6 +277,45 @@ class _CVMBase(DeviceMixin, BaseEstimator):
             D *= np.asarray(bk.to_host(kernel_scale(Xd, self.kernel_, True)), np.float64)[:, None]
         return D, kind
 
+    def _fit_rows(self, Xd: Any, yi: np.ndarray | None, kernel: Kernel, xscale: Any, dev: bk.Device,
+                  dt: np.dtype, rs: np.random.RandomState) -> "_CVMBase":
+        """The core-set fits on prepared rows and the fitted attributes.
+
+        ``Xd`` is the device array, or a distributed row source
+        (:mod:`gpuksvm.distributed`); ``yi`` the encoded labels (``classes_``
+        already set), or None for the one-class task.
+        """
+        self.kernel_ = kernel
+        if yi is None:
+            res = self._solve(Xd, None, None, kernel, xscale, dev, dt, rs)
+            results = [res]
+            self._store_model(Xd, results, False, xscale, dev, dt)
+            self.intercept_ = np.array([-res["rho"]])
+            self._set_one_class_fit(res)
+        else:
+            problems = binary_problems(self.classes_.shape[0], self.multi_class)
+            results = []
+            for p, (ci, cj) in enumerate(problems):
+                if cj is None:
+                    rows = None
+                    ypm = np.where(yi == ci, 1.0, -1.0)
+                else:
+                    rows = np.nonzero((yi == ci) | (yi == cj))[0].astype(np.int64)
+                    ypm = np.zeros(yi.shape[0])
+                    ypm[yi == ci] = 1.0
+                    ypm[yi == cj] = -1.0
+                res = self._solve(Xd, ypm, rows, kernel, xscale, dev, dt, rs)
+                results.append(res)
+                if self.verbose:
+                    print(f"[CVM] problem {p + 1}/{len(problems)}: {res['n_iter']} iterations, "
+                          f"core set {res['core'].shape[0]}, stop={res['stop']}, search={res['search']}")
+            self.problems_ = problems
+            self._store_model(Xd, results, True, xscale, dev, dt)
+            self.intercept_ = np.array([r["b"] for r in results])
+        self._record(results)
+        self._set_fitted_device(dev)
+        return self
+
     def _record(self, results: list[dict]) -> None:
         single = len(results) == 1
         pick = (lambda key: results[0][key]) if single else (lambda key: [r[key] for r in results])
@@ -422,49 +461,24 @@ class CVM(ClassifierMixin, _CVMBase):
             from . import distributed
 
             return distributed.fit_cvm(self, X, y)
-        self._check_common()
-        check_choice("task", self.task, ("classification", "one_class"))
-        check_choice("multi_class", self.multi_class, ("ovo", "ovr"))
+        self._check_params()
         rs = check_random_state(self.random_state)
         if self.task == "one_class":
             X, _ = validate_X(self, X, reset=True)
             dev, dt, kernel, Xd, xscale = self._prepare(X)
-            self.kernel_ = kernel
-            res = self._solve(Xd, None, None, kernel, xscale, dev, dt, rs)
-            self._store_model(Xd, [res], False, xscale, dev, dt)
-            self.intercept_ = np.array([-res["rho"]])
-            self.classes_ = np.array([-1, 1])
-            self._record([res])
-            self._set_fitted_device(dev)
-            return self
+            return self._fit_rows(Xd, None, kernel, xscale, dev, dt, rs)
         X, y, _ = validate_X_y(self, X, y)
-        classes, yi = encode_classes(y)
-        self.classes_ = classes
+        self.classes_, yi = encode_classes(y)
         dev, dt, kernel, Xd, xscale = self._prepare(X)
-        self.kernel_ = kernel
-        k = classes.shape[0]
-        problems = binary_problems(k, self.multi_class)
-        results = []
-        for p, (ci, cj) in enumerate(problems):
-            if cj is None:
-                rows = None
-                ypm = np.where(yi == ci, 1.0, -1.0)
-            else:
-                rows = np.nonzero((yi == ci) | (yi == cj))[0].astype(np.int64)
-                ypm = np.zeros(yi.shape[0])
-                ypm[yi == ci] = 1.0
-                ypm[yi == cj] = -1.0
-            res = self._solve(Xd, ypm, rows, kernel, xscale, dev, dt, rs)
-            results.append(res)
-            if self.verbose:
-                print(f"[CVM] problem {p + 1}/{len(problems)}: {res['n_iter']} iterations, "
-                      f"core set {res['core'].shape[0]}, stop={res['stop']}, search={res['search']}")
-        self.problems_ = problems
-        self._store_model(Xd, results, True, xscale, dev, dt)
-        self.intercept_ = np.array([r["b"] for r in results])
-        self._record(results)
-        self._set_fitted_device(dev)
-        return self
+        return self._fit_rows(Xd, yi, kernel, xscale, dev, dt, rs)
+
+    def _check_params(self) -> None:
+        self._check_common()
+        check_choice("task", self.task, ("classification", "one_class"))
+        check_choice("multi_class", self.multi_class, ("ovo", "ovr"))
+
+    def _set_one_class_fit(self, res: dict) -> None:
+        self.classes_ = np.array([-1, 1])
 
     def _raw(self, X: Any) -> tuple[np.ndarray, str]:
         D, kind = self._kernel_expansion(X)
@@ -579,18 +593,17 @@ class OneClassCVM(OutlierMixin, _CVMBase):
             from . import distributed
 
             return distributed.fit_cvm(self, X)
-        self._check_common()
+        self._check_params()
         rs = check_random_state(self.random_state)
         X, _ = validate_X(self, X, reset=True)
         dev, dt, kernel, Xd, xscale = self._prepare(X)
-        self.kernel_ = kernel
-        res = self._solve(Xd, None, None, kernel, xscale, dev, dt, rs)
-        self._store_model(Xd, [res], False, xscale, dev, dt)
+        return self._fit_rows(Xd, None, kernel, xscale, dev, dt, rs)
+
+    def _check_params(self) -> None:
+        self._check_common()
+
+    def _set_one_class_fit(self, res: dict) -> None:
         self.offset_ = float(res["rho"])
-        self.intercept_ = np.array([-res["rho"]])
-        self._record([res])
-        self._set_fitted_device(dev)
-        return self
 
     def score_samples(self, X: Any):
         """Σαᵢκ(xᵢ, x) (higher = more normal)."""

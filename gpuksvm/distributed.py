@@ -1035,13 +1035,8 @@ def fit_cvm(estimator: Any, X: Any, y: Any = None, *, client: Any = None) -> Any
     from .validation import encode_classes
 
     est = estimator
-    est._check_common()
+    est._check_params()
     one_class = getattr(est, "_task", "") == "one_class" or getattr(est, "task", "") == "one_class"
-    if hasattr(est, "task"):
-        from .validation import check_choice
-
-        check_choice("task", est.task, ("classification", "one_class"))
-        check_choice("multi_class", est.multi_class, ("ovo", "ovr"))
     client = _client_or_default(client)
     ledger = Ledger()
     rs = check_random_state(est.random_state)
@@ -1055,7 +1050,6 @@ def fit_cvm(estimator: Any, X: Any, y: Any = None, *, client: Any = None) -> Any
     Xh = _host_chunks(X)
     with scheduler_context(client):
         kernel = est._make_kernel(Xh)
-    est.kernel_ = kernel
     xscale = None
     if est.normalize and kernel.constant_diag is None:
         _, da = require_dask()
@@ -1066,41 +1060,11 @@ def fit_cvm(estimator: Any, X: Any, y: Any = None, *, client: Any = None) -> Any
     rows = _Rows(X, client=client, ledger=ledger, max_rows=0, label="rows")
     rows.__gpuksvm_scanner__ = lambda *a, **k: _make_dask_scanner(rows, *a, **k)
     t0 = time.perf_counter()
-    if one_class:
-        res = est._solve(rows, None, None, kernel, xscale, dev, dt, rs)
-        est._store_model(rows, [res], False, xscale, dev, dt)
-        if hasattr(est, "task"):
-            est.classes_ = np.array([-1, 1])
-        else:
-            est.offset_ = float(res["rho"])
-        est.intercept_ = np.array([-res["rho"]])
-        results = [res]
-    else:
+    yi = None
+    if not one_class:
         (y_host,) = compute(_host_chunks(y), client=client, ledger=ledger, label="labels")
-        classes, yi = encode_classes(np.asarray(y_host).ravel())
-        est.classes_ = classes
-        k = classes.shape[0]
-        if k == 2:
-            problems = [(1, 0)]
-        elif est.multi_class == "ovr":
-            problems = [(c, None) for c in range(k)]
-        else:
-            problems = [(i, j) for i in range(k) for j in range(i + 1, k)]
-        results = []
-        for ci, cj in problems:
-            if cj is None:
-                sub, ypm = None, np.where(yi == ci, 1.0, -1.0)
-            else:
-                sub = np.nonzero((yi == ci) | (yi == cj))[0].astype(np.int64)
-                ypm = np.zeros(yi.shape[0])
-                ypm[yi == ci] = 1.0
-                ypm[yi == cj] = -1.0
-            results.append(est._solve(rows, ypm, sub, kernel, xscale, dev, dt, rs))
-        est.problems_ = problems
-        est._store_model(rows, results, True, xscale, dev, dt)
-        est.intercept_ = np.array([r["b"] for r in results])
-    est._record(results)
-    est._set_fitted_device(dev)
+        est.classes_, yi = encode_classes(np.asarray(y_host).ravel())
+    est._fit_rows(rows, yi, kernel, xscale, dev, dt, rs)
     _record_info(est, ledger, client, {"n_chunks": len(X.chunks[0]), "seconds": time.perf_counter() - t0})
     rows._release()
     return est
