@@ -78,6 +78,17 @@ def _dask(X, y, chunks):
     return da.from_array(X, chunks=(chunks, X.shape[1])), da.from_array(y, chunks=chunks)
 
 
+def _assert_lazy_matches(out, want, Xd, *, rtol, atol):
+    """``out`` is a lazy dask array chunked like ``Xd``'s rows and equals ``want``."""
+    assert isinstance(out, da.Array) and out.chunks[0] == Xd.chunks[0]
+    got = out.compute()
+    assert got.shape == want.shape
+    if want.dtype.kind == "f":
+        np.testing.assert_allclose(got, want, rtol=rtol, atol=atol)
+    else:
+        np.testing.assert_array_equal(got, want)
+
+
 # --------------------------------------------------------------------------- basics
 def test_is_dask_collection():
     X = np.zeros((4, 2))
@@ -219,15 +230,7 @@ def test_predict_helpers_return_lazy_dask_arrays(client, board):
     est = _llsvm().fit(X, y)
     Xd = da.from_array(X, chunks=(700, 2))
     for name in ("decision_function", "predict", "transform"):
-        out = getattr(gd, name)(est, Xd)
-        assert isinstance(out, da.Array) and out.chunks[0] == Xd.chunks[0]
-        got = out.compute()
-        want = getattr(est, name)(X)
-        assert got.shape == want.shape
-        if got.dtype.kind == "f":
-            np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
-        else:
-            np.testing.assert_array_equal(got, want)
+        _assert_lazy_matches(getattr(gd, name)(est, Xd), getattr(est, name)(X), Xd, rtol=1e-12, atol=1e-12)
     with pytest.raises(ValueError, match="features"):
         gd.predict(est, da.from_array(np.ones((10, 3)), chunks=5))
 
@@ -370,22 +373,14 @@ def test_llsvm_estimator_dispatches_dask_input(client, board):
     np.testing.assert_allclose(est.coef_, ref.coef_, rtol=1e-10, atol=1e-12)
     for name in ("predict", "decision_function", "transform"):
         assert _hooked(LLSVM, name)
-        out = getattr(est, name)(Xd)
-        assert isinstance(out, da.Array) and out.chunks[0] == Xd.chunks[0]
-        want = getattr(est, name)(X)
-        if want.dtype.kind == "f":
-            np.testing.assert_allclose(out.compute(), want, rtol=1e-12, atol=1e-12)
-        else:
-            np.testing.assert_array_equal(out.compute(), want)
+        _assert_lazy_matches(getattr(est, name)(Xd), getattr(est, name)(X), Xd, rtol=1e-12, atol=1e-12)
     assert isinstance(est.fit_transform(Xd, yd), da.Array)
     with pytest.raises(ValueError, match="probability"):
         _llsvm(probability=True).fit(Xd, yd)
     # an in-memory model with Platt scaling predicts probabilities lazily
     prob = _llsvm(probability=True).fit(X[:1200], y[:1200])
     for name in ("predict_proba", "predict_log_proba"):
-        out = getattr(prob, name)(Xd)
-        assert isinstance(out, da.Array)
-        np.testing.assert_allclose(out.compute(), getattr(prob, name)(X), rtol=1e-12, atol=1e-12)
+        _assert_lazy_matches(getattr(prob, name)(Xd), getattr(prob, name)(X), Xd, rtol=1e-12, atol=1e-12)
 
 
 def test_svi_estimator_dispatches_dask_input(client):
@@ -400,13 +395,7 @@ def test_svi_estimator_dispatches_dask_input(client):
     assert hasattr(est, "dask_info_")
     np.testing.assert_array_equal(est.support_, ref.support_)
     for name in ("predict", "decision_function"):
-        out = getattr(est, name)(Xd)
-        assert isinstance(out, da.Array)
-        want = getattr(ref, name)(X)
-        if want.dtype.kind == "f":
-            np.testing.assert_allclose(out.compute(), want, rtol=1e-6, atol=1e-6)
-        else:
-            np.testing.assert_array_equal(out.compute(), want)
+        _assert_lazy_matches(getattr(est, name)(Xd), getattr(ref, name)(X), Xd, rtol=1e-6, atol=1e-6)
     with pytest.raises(ValueError, match="probability"):
         SVI(probability=True, **kw).fit(Xd, yd)
 
@@ -425,13 +414,7 @@ def test_cvm_estimator_dispatches_dask_input(client):
     np.testing.assert_array_equal(est.core_set_, ref.core_set_)
     for name in ("predict", "decision_function"):
         assert _hooked(CVM, name), f"CVM.{name} does not dispatch dask input"
-        out = getattr(est, name)(Xd)
-        assert isinstance(out, da.Array)
-        want = getattr(ref, name)(X)
-        if want.dtype.kind == "f":
-            np.testing.assert_allclose(out.compute(), want, rtol=1e-9, atol=1e-12)
-        else:
-            np.testing.assert_array_equal(out.compute(), want)
+        _assert_lazy_matches(getattr(est, name)(Xd), getattr(ref, name)(X), Xd, rtol=1e-9, atol=1e-12)
 
 
 def test_one_class_cvm_estimator_dispatches_dask_input(client, rng):
@@ -447,13 +430,7 @@ def test_one_class_cvm_estimator_dispatches_dask_input(client, rng):
     np.testing.assert_array_equal(est.core_set_, ref.core_set_)
     for name in ("score_samples", "decision_function", "predict"):
         assert _hooked(OneClassCVM, name), f"OneClassCVM.{name} does not dispatch dask input"
-        out = getattr(est, name)(Xd)
-        assert isinstance(out, da.Array)
-        want = getattr(ref, name)(X)
-        if want.dtype.kind == "f":
-            np.testing.assert_allclose(out.compute(), want, rtol=1e-9, atol=1e-12)
-        else:
-            np.testing.assert_array_equal(out.compute(), want)
+        _assert_lazy_matches(getattr(est, name)(Xd), getattr(ref, name)(X), Xd, rtol=1e-9, atol=1e-12)
 
 
 # --------------------------------------------------------------------------- worker loss
