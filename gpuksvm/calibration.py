@@ -44,6 +44,7 @@ from sklearn.utils.validation import check_is_fitted
 
 from . import backend as bk
 from ._dask import is_dask_collection
+from .multiclass import problem_rows
 
 __all__ = ["ProbabilityMixin", "fit_platt", "platt_predict", "couple_pairwise"]
 
@@ -104,10 +105,7 @@ def fit_platt(decision_values: Any, y: Any, *, max_iter: int = 100, min_step: fl
 
     fval = objective(A, B)
     for _ in range(max_iter):
-        z = f * A + B
-        ez = np.exp(-np.abs(z))
-        # p = 1/(1+e^{z}) (probability of the positive class), q = 1 − p
-        p = np.where(z >= 0, ez / (1.0 + ez), 1.0 / (1.0 + ez))
+        p = platt_predict(f, A, B)     # probability of the positive class, q = 1 − p
         q = 1.0 - p
         d2 = p * q
         h11 = sigma + float(np.dot(f * f, d2))
@@ -240,8 +238,8 @@ class ProbabilityMixin:
         A = np.empty(len(problems))
         B = np.empty(len(problems))
         for p, (pos, neg) in enumerate(problems):
-            rows = np.ones(n, bool) if neg is None else (yidx == pos) | (yidx == neg)
-            A[p], B[p] = fit_platt(D[rows, p], yidx[rows] == pos)
+            rows, yp = problem_rows(yidx, pos, neg)
+            A[p], B[p] = fit_platt(D[rows, p], yp > 0)
         self.probA_ = A
         self.probB_ = B
 

@@ -49,7 +49,7 @@ from . import backend as bk
 from ._dask import is_dask_collection
 from .base import DeviceMixin
 from .kernels import Kernel, kernel_matvec, make_kernel
-from .multiclass import binary_problems, ovr_decision_function
+from .multiclass import binary_problems, ovr_decision_function, problem_rows
 from .solvers.meb import SimplexMEB, kernel_scale, make_scanner
 from .validation import check_choice, check_param, encode_classes, validate_X, validate_X_y
 
@@ -296,15 +296,10 @@ class _CVMBase(DeviceMixin, BaseEstimator):
             problems = binary_problems(self.classes_.shape[0], self.multi_class)
             results = []
             for p, (ci, cj) in enumerate(problems):
-                if cj is None:
-                    rows = None
-                    ypm = np.where(yi == ci, 1.0, -1.0)
-                else:
-                    rows = np.nonzero((yi == ci) | (yi == cj))[0].astype(np.int64)
-                    ypm = np.zeros(yi.shape[0])
-                    ypm[yi == ci] = 1.0
-                    ypm[yi == cj] = -1.0
-                res = self._solve(Xd, ypm, rows, kernel, xscale, dev, dt, rs)
+                rows, yp = problem_rows(yi, ci, cj)
+                ypm = np.zeros(yi.shape[0])       # ±1 on the problem's rows
+                ypm[rows] = yp
+                res = self._solve(Xd, ypm, None if cj is None else rows, kernel, xscale, dev, dt, rs)
                 results.append(res)
                 if self.verbose:
                     print(f"[CVM] problem {p + 1}/{len(problems)}: {res['n_iter']} iterations, "

@@ -52,6 +52,7 @@ from . import linalg
 from ._dask import (DistributedFitError, Ledger, compute, is_dask_collection, require_dask,
                     row_chunked, scheduler_context, tree_reduce)
 from .kernels import Kernel, kernel_block
+from .multiclass import binary_problems, problem_rows
 
 __all__ = ["is_dask_collection", "DistributedFitError", "fit_llsvm", "fit_svi", "fit_cvm",
            "predict", "decision_function", "transform", "predict_proba", "predict_log_proba",
@@ -704,9 +705,7 @@ def _svi_candidates(Xb: Any, yb: Any, start: int, ens: dict, spec: dict) -> list
     per_class = max(1, int(min_sv) // 2)
     out = []
     for p, (pos, neg) in enumerate(spec["problems"]):
-        rows = np.flatnonzero(np.ones(yidx.shape[0], bool) if neg is None
-                              else (yidx == pos) | (yidx == neg))
-        yp = np.where(yidx[rows] == pos, 1.0, -1.0)
+        rows, yp = problem_rows(yidx, pos, neg)
         margin = yp * F[rows, p]
         dist = np.abs(margin - 1.0)
         order = np.argsort(dist, kind="stable")
@@ -772,7 +771,6 @@ def fit_svi(estimator: Any, X: Any, y: Any, *, client: Any = None) -> Any:
     """
     dask, da = require_dask()
     from .kernels import make_kernel
-    from .multiclass import binary_problems
     from .svi import draw_subsets, problem_subsets
     from .validation import encode_classes
 

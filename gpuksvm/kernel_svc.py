@@ -23,7 +23,6 @@ features (large γ·‖x‖²) — standardize X first (e.g. ``StandardScaler``)
 """
 from __future__ import annotations
 
-from itertools import combinations
 from numbers import Integral, Real
 from typing import Any
 
@@ -37,10 +36,9 @@ from .base import DeviceMixin
 from .calibration import ProbabilityMixin
 from .kernels import kernel_matvec, make_kernel
 from .solvers._blas import host_busy, one_blas_thread
-from .multiclass import ovr_decision_function
+from .multiclass import binary_problems, ovo_votes, ovr_decision_function, problem_rows
 from .solvers.smo import solve_batched
-from .validation import check_choice, check_param, check_sample_weight, encode_classes, validate_X, \
-    validate_X_y
+from .validation import check_choice, check_param, check_sample_weight, encode_classes, validate_X_y
 
 __all__ = ["KernelSVC"]
 
@@ -191,18 +189,9 @@ class KernelSVC(DeviceMixin, ProbabilityMixin, ClassifierMixin, BaseEstimator):
         else:
             Xd = X
         K = classes.shape[0]
-        pairs = list(combinations(range(K), 2))
-        if K == 2:
-            # binary: classes_[1] is the positive class (decision > 0 → classes_[1])
-            subsets = [np.arange(n, dtype=np.int64)]
-            labels = [np.where(yidx == 1, 1.0, -1.0)]
-        else:
-            # LIBSVM's one-vs-one: in pair (i, j), i < j, class i is +1
-            subsets, labels = [], []
-            for i, j in pairs:
-                rows = np.flatnonzero((yidx == i) | (yidx == j))
-                subsets.append(rows)
-                labels.append(np.where(yidx[rows] == i, 1.0, -1.0))
+        # binary: classes_[1] is the positive class (decision > 0 → classes_[1]);
+        # LIBSVM's one-vs-one: in pair (i, j), i < j, class i is +1
+        subsets, labels = zip(*(problem_rows(yidx, i, j) for i, j in binary_problems(K, "ovo")))
         # rows of zero weight have Cᵢ = 0: α stays 0, so they are left out
         masks = [w[S] > 0 for S in subsets]
         keep = [S[m] for S, m in zip(subsets, masks)]
@@ -214,7 +203,7 @@ class KernelSVC(DeviceMixin, ProbabilityMixin, ClassifierMixin, BaseEstimator):
                                 cache_bytes=int(float(self.cache_size) * 2**20))
         self.kernel_ = kern
         self.classes_ = classes
-        self._build_model(X, Xd, yidx, results, pairs, dev, dt)
+        self._build_model(X, Xd, yidx, results, dev, dt)
         self.solver_ = results[0].solver
         self.n_iter_ = np.array([r.n_iter for r in results], dtype=np.int64)
         self.objective_ = np.array([r.objective for r in results])
@@ -229,7 +218,7 @@ class KernelSVC(DeviceMixin, ProbabilityMixin, ClassifierMixin, BaseEstimator):
             self._fit_probability(X, y, sample_weight=w if weighted else None)
         return self
 
-    def _build_model(self, X, Xd, yidx, results, pairs, dev, dt) -> None:
+    def _build_model(self, X, Xd, yidx, results, dev, dt) -> None:
         K = self.classes_.shape[0]
         coefs = [(np.asarray(r.support, dtype=np.int64),
                   np.asarray(bk.to_host(r.dual_coef), dtype=np.float64).ravel()) for r in results]
@@ -248,7 +237,7 @@ class KernelSVC(DeviceMixin, ProbabilityMixin, ClassifierMixin, BaseEstimator):
             dual[0] = W[:, 0]
         else:
             cls = yidx[sv]
-            for p, (i, j) in enumerate(pairs):
+            for p, (i, j) in enumerate(binary_problems(K, "ovo")):
                 # LIBSVM layout: SVs of class i in row j−1, SVs of class j in row i
                 mi, mj = cls == i, cls == j
                 dual[j - 1, mi] = W[mi, p]
@@ -268,22 +257,17 @@ class KernelSVC(DeviceMixin, ProbabilityMixin, ClassifierMixin, BaseEstimator):
     def _raw_pairs(self, X: Any) -> tuple[np.ndarray, str]:
         """Host (n, n_problems) pairwise decision values and the caller's array kind."""
         check_is_fitted(self, "support_vectors_")
-        X, kind = validate_X(self, X, reset=False)
         dev = self._fitted_device()
-        if dev.is_gpu:
-            dt = self._pair_coef.dtype
-            Xd = bk.to_device(X.toarray() if bk.is_sparse(X) and not bk.is_gpu_array(X) else X, dev, dt)
-        else:
-            dt = np.float64
-            Xd = bk.to_host(X)
+        dt = self._pair_coef.dtype if dev.is_gpu else np.dtype(np.float64)
+        Xd, kind = self._validated_input(X, dt)
         n_pairs = self.intercept_.shape[0]
         if self.support_vectors_.shape[0] == 0:
-            D = np.zeros((X.shape[0], n_pairs))
+            D = np.zeros((Xd.shape[0], n_pairs))
         else:
             # on a busy host BLAS worker threads only spin (gpuksvm.solvers._blas)
             with one_blas_thread(not dev.is_gpu and host_busy()):
                 D = kernel_matvec(Xd, self.support_vectors_, self._pair_coef, self.kernel_, dtype=dt)
-            D = np.asarray(bk.to_host(D), dtype=np.float64).reshape(X.shape[0], n_pairs)
+            D = np.asarray(bk.to_host(D), dtype=np.float64).reshape(Xd.shape[0], n_pairs)
         return D + np.asarray(bk.to_host(self.intercept_))[None, :], kind
 
     def decision_function(self, X: Any):
@@ -311,19 +295,13 @@ class KernelSVC(DeviceMixin, ProbabilityMixin, ClassifierMixin, BaseEstimator):
         if K == 2:
             idx = (D[:, 0] > 0).astype(np.int64)
         else:
-            votes = np.zeros((D.shape[0], K), dtype=np.int64)
-            for p, (i, j) in enumerate(combinations(range(K), 2)):
-                votes[:, i] += D[:, p] > 0
-                votes[:, j] += D[:, p] <= 0
-            idx = np.argmax(votes, axis=1)
+            idx = np.argmax(ovo_votes(D, K), axis=1)
         return bk.as_kind(self.classes_[idx], kind)
 
     # ------------------------------------------------------------------ probability hooks
     def _platt_problems(self):
         K = self.classes_.shape[0]
-        if K == 2:
-            return "binary", [(1, 0)]
-        return "ovo", list(combinations(range(K), 2))
+        return ("binary" if K == 2 else "ovo"), binary_problems(K, "ovo")
 
     def _binary_decisions(self, X: Any) -> np.ndarray:
         return self._raw_pairs(X)[0]

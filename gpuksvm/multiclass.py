@@ -9,7 +9,7 @@ from itertools import combinations
 
 import numpy as np
 
-__all__ = ["binary_problems", "ovr_decision_function"]
+__all__ = ["binary_problems", "problem_rows", "ovo_votes", "ovr_decision_function"]
 
 
 def binary_problems(n_classes: int, multi_class: str) -> list[tuple[int, int | None]]:
@@ -26,6 +26,25 @@ def binary_problems(n_classes: int, multi_class: str) -> list[tuple[int, int | N
     return list(combinations(range(n_classes), 2))
 
 
+def problem_rows(yidx: np.ndarray, pos: int, neg: int | None) -> tuple[np.ndarray, np.ndarray]:
+    """Rows of the binary problem ``pos`` vs ``neg`` (vs the rest when ``neg`` is None)
+    among encoded labels ``yidx``, and their ±1 labels (+1 for ``pos``)."""
+    if neg is None:
+        rows = np.arange(yidx.shape[0], dtype=np.int64)
+    else:
+        rows = np.flatnonzero((yidx == pos) | (yidx == neg))
+    return rows, np.where(yidx[rows] == pos, 1.0, -1.0)
+
+
+def ovo_votes(pair_decisions: np.ndarray, n_classes: int) -> np.ndarray:
+    """(n, n_classes) one-vs-one vote counts: pair (i, j) votes i when its value is > 0, else j."""
+    votes = np.zeros((pair_decisions.shape[0], n_classes))
+    for p, (i, j) in enumerate(combinations(range(n_classes), 2)):
+        votes[:, i] += pair_decisions[:, p] > 0
+        votes[:, j] += pair_decisions[:, p] <= 0
+    return votes
+
+
 def ovr_decision_function(pair_decisions: np.ndarray, n_classes: int) -> np.ndarray:
     """One-vs-one decision values → (n, n_classes) scores whose arg-max is the vote winner.
 
@@ -36,13 +55,8 @@ def ovr_decision_function(pair_decisions: np.ndarray, n_classes: int) -> np.ndar
     decide and the confidences only break ties (the LIBSVM/scikit-learn rule
     of ``decision_function_shape="ovr"``).
     """
-    n = pair_decisions.shape[0]
-    votes = np.zeros((n, n_classes))
-    conf = np.zeros((n, n_classes))
+    conf = np.zeros((pair_decisions.shape[0], n_classes))
     for p, (i, j) in enumerate(combinations(range(n_classes), 2)):
-        d = pair_decisions[:, p]
-        votes[:, i] += d > 0
-        votes[:, j] += d <= 0
-        conf[:, i] += d
-        conf[:, j] -= d
-    return votes + conf / (3.0 * (np.abs(conf) + 1.0))
+        conf[:, i] += pair_decisions[:, p]
+        conf[:, j] -= pair_decisions[:, p]
+    return ovo_votes(pair_decisions, n_classes) + conf / (3.0 * (np.abs(conf) + 1.0))

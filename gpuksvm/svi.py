@@ -38,7 +38,8 @@ from ._dask import is_dask_collection
 from .base import DeviceMixin
 from .calibration import ProbabilityMixin
 from .kernels import Kernel, kernel_block, kernel_matvec, make_kernel
-from .multiclass import binary_problems, ovr_decision_function
+from .multiclass import binary_problems, ovr_decision_function, problem_rows
+from .solvers._blas import one_blas_thread
 from .validation import check_choice, check_param, encode_classes, validate_X_y
 
 __all__ = ["SVI", "draw_subsets", "select_margin_rows", "closed_form_beta",
@@ -57,17 +58,6 @@ _FLOAT64_SOLVE_MAX = 8192
 #: When no binary problem has more margin SVs than this, the CPU solves of
 #: step 5 run with one BLAS thread (see :meth:`SVI._margin_stage`).
 _SERIAL_BLAS_MAX_S = 512
-
-
-def _blas_threads(limit: int | None):
-    """Context limiting the host BLAS pools to ``limit`` threads (None: unchanged)."""
-    import contextlib
-
-    if limit is None:
-        return contextlib.nullcontext()
-    from threadpoolctl import threadpool_limits
-
-    return threadpool_limits(limits=limit, user_api="blas")
 
 
 # --------------------------------------------------------------------------- step 1
@@ -557,15 +547,13 @@ class SVI(DeviceMixin, ProbabilityMixin, ClassifierMixin, BaseEstimator):
         X, Xd, yidx, F = state["X"], state["Xd"], state["yidx"], state["F"]
         dev, dt, kernel, problems = state["dev"], state["dtype"], state["kernel"], state["problems"]
         xp = bk.get_namespace(dev)
-        n = Xd.shape[0]
         sub_info = copy.deepcopy(state["sub_info"])
         times = dict(state["times"])
 
         t0 = time.perf_counter()
         margin_rows, labels = [], []
         for p, (pos, neg) in enumerate(problems):  # step 4, every problem
-            rows = np.flatnonzero(np.ones(n, bool) if neg is None else (yidx == pos) | (yidx == neg))
-            yp = np.where(yidx[rows] == pos, 1.0, -1.0)
+            rows, yp = problem_rows(yidx, pos, neg)
             margin = yp * F[rows, p]
             sel, info = select_margin_rows(margin, yp, margin_tol,
                                            min_sv=int(self.min_margin_sv),
@@ -581,7 +569,7 @@ class SVI(DeviceMixin, ProbabilityMixin, ClassifierMixin, BaseEstimator):
         # (10× slower on a busy 2-core CPU, measured on digits' 45 pairs)
         betas, intercepts = [], []
         small = not dev.is_gpu and max(r.size for r in margin_rows) <= _SERIAL_BLAS_MAX_S
-        with _blas_threads(1 if small else None):
+        with one_blas_thread(small):
             for glob, yp in zip(margin_rows, labels):
                 sdt = np.float64 if glob.size <= _FLOAT64_SOLVE_MAX else dt
                 K = kernel_block(Xd[bk.to_device(glob, dev)], None, kernel, dtype=sdt)
