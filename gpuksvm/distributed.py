@@ -53,6 +53,7 @@ from ._dask import (DistributedFitError, Ledger, compute, is_dask_collection, re
                     row_chunked, scheduler_context, tree_reduce)
 from .kernels import Kernel, kernel_block
 from .multiclass import binary_problems, problem_rows
+from .solvers.linear import ovr_targets
 
 __all__ = ["is_dask_collection", "DistributedFitError", "fit_llsvm", "fit_svi", "fit_cvm",
            "predict", "decision_function", "transform", "predict_proba", "predict_log_proba",
@@ -327,23 +328,15 @@ def _features_block(Xb: Any, fmap: _FeatureMap) -> Any:
     return fmap(Xb)
 
 
-def _row_costs(yb: np.ndarray, problems: np.ndarray, classes: np.ndarray, C: float,
-               class_weight: np.ndarray | None, swb: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
-    """Targets Y (m, P) in {−1, +1} and costs c (m, P) of a chunk (host).
-
-    Problem j is class ``problems[j]`` against the rest.  Costs follow
-    LIBLINEAR's one-vs-rest convention: rows of the positive class get
-    C·weight[class], the others C; times the sample weights.
-    """
-    yb = np.asarray(bk.to_host(yb)).ravel()
-    idx = np.searchsorted(classes, yb)
-    Y = np.where(idx[:, None] == problems[None, :], 1.0, -1.0)
-    cost = np.full(Y.shape, float(C))
-    if class_weight is not None:
-        cost = np.where(Y > 0, C * class_weight[problems][None, :], cost)
-    if swb is not None:
-        cost = cost * np.asarray(bk.to_host(swb), dtype=np.float64).ravel()[:, None]
-    return Y, cost
+def _row_costs(yb: np.ndarray, classes: np.ndarray, C: float, class_weight: np.ndarray | None,
+               swb: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
+    """Targets Y (m, P) in {−1, +1} and costs c (m, P) of a chunk (host): the
+    one-vs-rest rules of :func:`~gpuksvm.solvers.linear.ovr_targets` (the
+    single-process fit's), times C."""
+    idx = np.searchsorted(classes, np.asarray(bk.to_host(yb)).ravel())
+    sw = None if swb is None else np.asarray(bk.to_host(swb), dtype=np.float64).ravel()
+    Y, S = ovr_targets(idx, classes.shape[0], class_weight=class_weight, sample_weight=sw)
+    return Y, float(C) * S
 
 
 def _sqhinge_stats(Fb: Any, yb: Any, swb: Any, W: np.ndarray, spec: dict,
@@ -352,7 +345,7 @@ def _sqhinge_stats(Fb: Any, yb: Any, swb: Any, W: np.ndarray, spec: dict,
     if fmap is not None:  # features not cached: recompute this chunk's F
         Fb = fmap(Fb)
     xp = bk.namespace_of(Fb)
-    Y, cost = _row_costs(yb, spec["problems"], spec["classes"], spec["C"], spec["class_weight"], swb)
+    Y, cost = _row_costs(yb, spec["classes"], spec["C"], spec["class_weight"], swb)
     Wd = xp.asarray(W, dtype=Fb.dtype)
     O = Fb @ Wd                                        # outputs wᵀfᵢ
     Yd = xp.asarray(Y, dtype=Fb.dtype)
@@ -508,9 +501,9 @@ def fit_llsvm(estimator: Any, X: Any, y: Any, sample_weight: Any = None, *, clie
     times["features"] = time.perf_counter() - t0
 
     t0 = time.perf_counter()
-    problems = np.arange(1, 2) if classes.shape[0] == 2 else np.arange(classes.shape[0])
+    n_problems = 1 if classes.shape[0] == 2 else classes.shape[0]     # one-vs-rest
     cw = _class_weight_vector(est.class_weight, classes, y, client=client, ledger=ledger)
-    spec = {"problems": problems, "classes": classes, "C": float(est.C), "class_weight": cw}
+    spec = {"classes": classes, "C": float(est.C), "class_weight": cw}
     spec_d = dask.delayed(spec, pure=True)
     fm_arg = None if cache else fmap_d
     src_chunks = _delayed_chunks(src)
@@ -528,7 +521,7 @@ def fit_llsvm(estimator: Any, X: Any, y: Any, sample_weight: Any = None, *, clie
                                       "the cluster lost data and no model was produced")
         return st
 
-    res = newton_squared_hinge(oracle, p, problems.shape[0], tol=float(est.tol),
+    res = newton_squared_hinge(oracle, p, n_problems, tol=float(est.tol),
                                max_iter=int(est.max_iter), callback=callback)
     times["svm"] = time.perf_counter() - t0
     _fill_linear_svm(svm, res, classes, k, scaling, dev, dt)

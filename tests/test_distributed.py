@@ -187,6 +187,17 @@ def test_llsvm_multiclass_weights_equal_single_process(client, rng):
     np.testing.assert_allclose(est.decision_function(X), d_ref, atol=1e-4 * np.abs(d_ref).max())
 
 
+def test_llsvm_binary_class_weight_equals_single_process(client, board):
+    # two classes: every row carries its own class's weight (LIBLINEAR), the
+    # negative class's included
+    X, y = board
+    kw = dict(class_weight={-1.0: 3.0})
+    ref = _llsvm(**kw).fit(X, y)
+    est = gd.fit_llsvm(_llsvm(**kw), *_dask(X, y, 500), client=client)
+    d_ref = ref.decision_function(X)
+    np.testing.assert_allclose(est.decision_function(X), d_ref, atol=1e-4 * np.abs(d_ref).max())
+
+
 def test_llsvm_workers_hold_only_chunks_and_small_state(client, cluster):
     _, _, watch = cluster
     rng = np.random.default_rng(1)
