@@ -79,6 +79,8 @@ from . import backend as bk
 from . import linalg
 from .base import DeviceMixin, progress
 from .kernels import Kernel, _epilogue_host, kernel_block, kernel_diag, kernel_matvec, make_kernel
+from .solvers._blas import one_blas_thread
+from .solvers.linear import ovr_targets
 from .solvers.online import Pegasos, RegularizedLMS
 from .validation import check_choice, check_param, encode_classes, validate_X, validate_X_y
 
@@ -94,19 +96,6 @@ _LAPACK = {np.dtype(np.float32): (_sla_lapack.spotrf, _sla_lapack.spotrs),
            np.dtype(np.float64): (_sla_lapack.dpotrf, _sla_lapack.dpotrs)}
 _BLAS = {np.dtype(np.float32): (_sla_blas.sger, _sla_blas.saxpy),
          np.dtype(np.float64): (_sla_blas.dger, _sla_blas.daxpy)}
-
-
-_CONTROLLER: list = []
-
-
-def _blas_controller() -> Any:
-    """One threadpoolctl controller per process (building it scans the loaded libraries,
-    ~1 ms — too much to repeat on every ``partial_fit`` of a few rows)."""
-    if not _CONTROLLER:
-        from threadpoolctl import ThreadpoolController
-
-        _CONTROLLER.append(ThreadpoolController())
-    return _CONTROLLER[0]
 
 
 def _lapack(dt: Any) -> tuple[Any, Any]:
@@ -770,11 +759,9 @@ class OKFEB(DeviceMixin, TransformerMixin, BaseEstimator):
 
     def _run(self, X: Any, keep_features: bool) -> Any:
         """Stream the rows of X through the online algorithm; prequential features/errors."""
-        if self._xp is np:
-            # per-sample products are tiny (B × r): a multi-threaded BLAS only adds sync cost
-            with _blas_controller().limit(limits=1, user_api="blas"):
-                return self._run_stream(X, keep_features)
-        return self._run_stream(X, keep_features)
+        # per-sample products are tiny (B × r): a multi-threaded BLAS only adds sync cost
+        with one_blas_thread(self._xp is np):
+            return self._run_stream(X, keep_features)
 
     def _run_stream(self, X: Any, keep_features: bool) -> Any:
         xp = self._xp
@@ -1139,11 +1126,7 @@ class OKFEBClassifier(ClassifierMixin, _OKFEBLearner):
         if np.any(idx >= len(self.classes_)) or np.any(self.classes_[np.minimum(idx, len(self.classes_) - 1)] != y):
             raise ValueError("y contains labels not in classes_ (pass all labels as `classes` "
                              "to the first partial_fit)")
-        if len(self.classes_) == 2:
-            return np.where(idx == 1, 1.0, -1.0)[:, None]
-        Y = -np.ones((len(y), len(self.classes_)))
-        Y[np.arange(len(y)), idx] = 1.0
-        return Y
+        return ovr_targets(idx, len(self.classes_))[0]
 
     def _start(self, classes: np.ndarray) -> None:
         self._check_common()
