@@ -52,6 +52,7 @@ from . import linalg
 from ._dask import (DistributedFitError, Ledger, compute, is_dask_collection, require_dask,
                     row_chunked, scheduler_context, tree_reduce)
 from .kernels import Kernel, kernel_block
+from .llsvm import feature_map, nystrom_maps
 from .multiclass import binary_problems, problem_rows
 from .solvers.linear import ovr_targets
 
@@ -317,7 +318,7 @@ class _FeatureMap:
         Z = _on_device_of(self.landmarks, Xb)
         M = _on_device_of(self.map, Xb)
         Xb = Xb.astype(self.dtype, copy=False)
-        F = kernel_block(Xb, Z, self.kernel, dtype=self.dtype) @ M
+        F = feature_map(Xb, Z, M.astype(self.dtype, copy=False), self.kernel)
         if self.intercept_scaling is None:
             return F
         ones = xp.full((F.shape[0], 1), self.intercept_scaling, dtype=self.dtype)
@@ -431,7 +432,6 @@ def fit_llsvm(estimator: Any, X: Any, y: Any, sample_weight: Any = None, *, clie
     ``loss="hinge"`` and ``probability=True`` raise ``ValueError``.
     """
     dask, da = require_dask()
-    from .llsvm import nystrom_maps
 
     est = estimator
     est._check_params()

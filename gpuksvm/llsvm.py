@@ -118,22 +118,15 @@ def _effective_floor(eig_floor: float, dtype: Any) -> float:
 
 
 def feature_map(X: Any, Z: Any, M: Any, kernel: Kernel, *, block_rows: int | None = None) -> Any:
-    """F = K(X, Z) · M in row blocks sized to the memory budget (SPEC §1 step 4)."""
-    xp = bk.namespace_of(M)
+    """F = K(X, Z) · M in row blocks sized to the memory budget (SPEC §1 step 4).
+
+    :func:`~gpuksvm.kernels.kernel_matvec` with a row plan for a k-wide output
+    (each row holds its kernel block row and its F row).
+    """
     dt = np.dtype(M.dtype)
-    n, k = X.shape[0], Z.shape[0]
-    out = xp.empty((n, M.shape[1]), dtype=dt)
-    if n == 0:
-        return out
     if block_rows is None:
-        block_rows = bk.plan_rows(n, (2 * k + X.shape[1]) * dt.itemsize, bk.device_of(M))
-
-    def run(s: int, e: int) -> None:
-        Kb = kernel_block(X[s:e], Z, kernel, dtype=dt, block_rows=e - s)
-        xp.matmul(Kb, M, out=out[s:e])
-
-    bk.map_row_blocks(run, n, block_rows, what="LLSVM feature map")
-    return out
+        block_rows = bk.plan_rows(X.shape[0], (2 * Z.shape[0] + X.shape[1]) * dt.itemsize, bk.device_of(M))
+    return kernel_matvec(X, Z, M, kernel, dtype=dt, block_rows=block_rows, method="blocked")
 
 
 def nystrom_maps(Z: Any, kernels: Sequence[Kernel], *, eig_floor: float = 1e-10,
