@@ -35,7 +35,7 @@ from . import backend as bk
 from .kernels import Kernel, kernel_block, row_sq_norms
 from .solvers._blas import NARROW_DIM, host_busy, one_blas_thread
 
-__all__ = ["KMeansResult", "kmeans", "nearest_centers", "sample_rows"]
+__all__ = ["KMeansResult", "kmeans", "nearest_centers", "sample_rows", "take_rows"]
 
 _LINEAR = Kernel("linear")
 
@@ -76,7 +76,7 @@ def _dense_rows(X: Any):
     return X.toarray() if bk.is_sparse(X) else X
 
 
-def _take_rows(X: Any, idx: np.ndarray):
+def take_rows(X: Any, idx: np.ndarray):
     """Rows ``idx`` (host indices) of a NumPy/SciPy/CuPy matrix, as a dense array."""
     if bk.is_gpu_array(X):
         idx = bk.namespace_of(X).asarray(idx)
@@ -159,7 +159,7 @@ def _kmeanspp(X: Any, x_sq: Any, k: int, rs: np.random.RandomState, xp, dt,
         chosen.extend(new.tolist())
         remaining -= new.size
         if remaining > 0:
-            Cb = xp.asarray(_take_rows(X, np.sort(new)))
+            Cb = xp.asarray(take_rows(X, np.sort(new)))
             d2 = xp.minimum(d2, nearest_centers(X, Cb, x_sq=x_sq)[1])
     return np.asarray(chosen[:k], dtype=np.int64)
 
@@ -253,9 +253,7 @@ def _kmeans(X: Any, k: int, n_iter: int, init: str, sample: int | None, rs: np.r
         seeds = np.sort(rs.choice(m, size=k, replace=False))
     else:
         seeds = _kmeanspp(Xs, x_sq, k, rs, xp, dt, pp_rounds)
-    C = xp.array(_take_rows(Xs, seeds), dtype=dt)
-    if C.ndim == 1:
-        C = C.reshape(1, -1)
+    C = xp.array(take_rows(Xs, seeds), dtype=dt)
 
     scale = float(bk.to_host(x_sq).mean()) or 1.0
     labels_dev, d2 = nearest_centers(Xs, C, x_sq=x_sq)

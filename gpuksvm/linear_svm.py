@@ -240,7 +240,7 @@ class LinearSVM(DeviceMixin, ProbabilityMixin, ClassifierMixin, BaseEstimator):
         s = self._scaling()
         self.classes_ = classes
         if solver == "liblinear":
-            sol = self._fit_liblinear(X, y, sw, classes)
+            sol = self._fit_liblinear(X, y, sw, Y, S)
             solver = sol.info["engine"]
             coef = bk.to_device(sol.coef, dev, dt)
             intercept = bk.to_device(sol.intercept, dev, dt)
@@ -278,8 +278,8 @@ class LinearSVM(DeviceMixin, ProbabilityMixin, ClassifierMixin, BaseEstimator):
         self.solver_ = solver
         self._set_fitted_device(dev)
 
-    def _fit_liblinear(self, X: Any, y: np.ndarray, sw: np.ndarray | None,
-                       classes: np.ndarray) -> lin.LinearSolution:
+    def _fit_liblinear(self, X: Any, y: np.ndarray, sw: np.ndarray | None, Y: np.ndarray,
+                       S: np.ndarray) -> lin.LinearSolution:
         """LIBLINEAR through scikit-learn's LinearSVC (host, float64).
 
         The same problem as the other engines: C, loss, class and sample
@@ -307,9 +307,7 @@ class LinearSVM(DeviceMixin, ProbabilityMixin, ClassifierMixin, BaseEstimator):
         intercept = np.asarray(ref.intercept_, dtype=np.float64).reshape(-1)
         if not self.fit_intercept:
             intercept = np.zeros(coef.shape[0])
-        y_idx = np.searchsorted(classes, y)
-        cwv = self._class_weights(classes, y, sw)
-        Y, S = lin.ovr_targets(y_idx, classes.shape[0], class_weight=cwv, sample_weight=sw)
+        # the objective of the problem the other engines solve (targets Y, costs S from fit)
         obj = lin.primal_objective(coef, intercept if self.fit_intercept else None, X, Y, float(self.C),
                                    self.loss, S, intercept_scaling=self._scaling())
         return lin.LinearSolution(coef, intercept, obj, int(np.max(ref.n_iter_)), converged,

@@ -66,7 +66,7 @@ from . import backend as bk
 from . import linalg
 from ._dask import is_dask_collection
 from .base import DeviceMixin
-from .cluster import kmeans, sample_rows
+from .cluster import kmeans, sample_rows, take_rows
 from .solvers._blas import host_busy, one_blas_thread
 from .kernels import Kernel, kernel_block, kernel_matvec, make_kernel
 from .validation import (check_choice, check_param, check_sample_weight, encode_classes,
@@ -437,9 +437,7 @@ class LLSVM(DeviceMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin, Clas
             k = n
         if self.landmarks == "random":
             idx = np.sort(rs.choice(n, size=k, replace=False))
-            rows = X[xp.asarray(idx) if bk.is_gpu_array(X) else idx]
-            rows = rows.toarray() if bk.is_sparse(rows) else rows
-            return bk.to_device(rows, dev, dt, copy=True)
+            return bk.to_device(take_rows(X, idx), dev, dt, copy=True)
         # Algorithm 1 step 1: k-means on (at most) the first kmeans_sample rows, as the paper
         Xk = X if self.kmeans_sample is None else X[:max(int(self.kmeans_sample), k)]
         res = kmeans(Xk, k, n_iter=int(self.kmeans_iter), init=self.kmeans_init,
@@ -478,7 +476,6 @@ class LLSVM(DeviceMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin, Clas
 
     def _set_fitted(self, nmap: NystromMap, svm: Any, dev: bk.Device, dt: np.dtype,
                     times: dict) -> "LLSVM":
-        xp = bk.get_namespace(dev)
         self.kernel_ = nmap.kernel
         self.landmarks_ = nmap.landmarks
         self.n_landmarks_ = int(nmap.landmarks.shape[0])
@@ -487,8 +484,8 @@ class LLSVM(DeviceMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin, Clas
         self.map_ = nmap.map
         self.svm_ = svm
         self.classes_ = np.asarray(svm.classes_)
-        self.coef_ = xp.asarray(bk.to_device(svm.coef_, dev, dt)).reshape(-1, self.n_landmarks_)
-        self.intercept_ = xp.asarray(bk.to_device(np.atleast_1d(bk.to_host(svm.intercept_)), dev, dt))
+        self.coef_ = bk.to_device(svm.coef_, dev, dt).reshape(-1, self.n_landmarks_)
+        self.intercept_ = bk.to_device(svm.intercept_, dev, dt).reshape(-1)
         self.dual_coef_ = self.coef_ @ self.map_.T          # μ = M β (Proposition 2)
         self.n_iter_ = svm.n_iter_
         self._n_features_out = self.n_landmarks_

@@ -122,12 +122,6 @@ class Design:
         G = self.xp.asarray(G.toarray() if bk.is_sparse(G) else G)
         return G + self.scale ** 2 if self.scale else G
 
-    def sq_norms(self) -> Any:
-        if self.sparse:
-            s = self.xp.asarray(self.F.multiply(self.F).sum(axis=1)).reshape(-1)
-        else:
-            s = (self.F * self.F).sum(axis=1)
-        return s + self.scale ** 2 if self.scale else s
 
 
 @dataclass
@@ -724,8 +718,7 @@ def dual_cd(F: Any, y: Any, C: float, loss: str = "squared_hinge", *, sample_wei
         raise ValueError(f"F has {X.n} rows but y has {n}")
     if not np.all(np.abs(Y) == 1):
         raise ValueError("y must hold only -1 and +1")
-    S = np.ones((n, m)) if sample_weight is None else np.asarray(bk.to_host(sample_weight), dtype=np.float64)
-    S = np.broadcast_to(S[:, None] if S.ndim == 1 else S, (n, m))
+    S = _weights(sample_weight, n, m, np, np.float64)
     U, Dd = _dual_bounds(S, C, loss)
     A = np.zeros((n, m)) if alpha0 is None else np.array(_as_2d(np.asarray(bk.to_host(alpha0), np.float64)))
     if A.shape != (n, m):
