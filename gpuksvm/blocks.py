@@ -279,6 +279,15 @@ def _check_block_size(block_size: Any) -> int:
     return int(block_size)
 
 
+def is_block_input(X: Any) -> bool:
+    """Whether ``X`` is out-of-core input for :func:`as_block_source`: a
+    :class:`BlockSource`, an SVMlight path, or a zero-argument callable
+    returning an iterator of ``(X_block, y_block)``."""
+    if isinstance(X, (BlockSource, str, PathLike)):
+        return True
+    return callable(X) and not hasattr(X, "shape")
+
+
 def as_block_source(data: Any, y: Any = None, *, block_size: int = 5000,
                     n_features: int | None = None) -> BlockSource:
     """Wrap ``data`` as a :class:`BlockSource` (see the module docstring).

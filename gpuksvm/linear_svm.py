@@ -56,7 +56,6 @@ from __future__ import annotations
 
 import warnings
 from numbers import Integral, Real
-from os import PathLike
 from typing import Any
 
 import numpy as np
@@ -67,6 +66,7 @@ from sklearn.utils.validation import check_is_fitted
 
 from . import backend as bk
 from .base import DeviceMixin
+from .blocks import as_block_source, is_block_input
 from .calibration import ProbabilityMixin
 from .solvers import linear as lin
 from .validation import (check_choice, check_param, check_sample_weight, encode_classes, validate_X,
@@ -75,12 +75,6 @@ from .validation import (check_choice, check_param, check_sample_weight, encode_
 __all__ = ["LinearSVM"]
 
 SOLVERS = ("auto", "newton", "dcd", "liblinear", "sbm")
-
-
-def _is_block_input(X: Any) -> bool:
-    from .blocks import BlockSource
-
-    return isinstance(X, (BlockSource, str, PathLike))
 
 
 class LinearSVM(DeviceMixin, ProbabilityMixin, ClassifierMixin, BaseEstimator):
@@ -227,7 +221,7 @@ class LinearSVM(DeviceMixin, ProbabilityMixin, ClassifierMixin, BaseEstimator):
         sample_weight : (n,) non-negative multipliers of C (arrays only)
         """
         self._check_params()
-        if _is_block_input(X) or self.solver == "sbm":
+        if is_block_input(X) or self.solver == "sbm":
             return self._fit_sbm(X, y, sample_weight)
         X, y, _ = validate_X_y(self, X, y)
         classes, y_idx = encode_classes(y)
@@ -314,19 +308,12 @@ class LinearSVM(DeviceMixin, ProbabilityMixin, ClassifierMixin, BaseEstimator):
                                   info={"engine": "liblinear" if dual else "liblinear-primal"})
 
     def _fit_sbm(self, X: Any, y: Any, sample_weight: Any) -> "LinearSVM":
-        from .blocks import BlockSource, as_block_source
-
         if sample_weight is not None:
             raise ValueError("sample_weight is not supported with out-of-core (block source) input")
         if self.probability:
             raise ValueError("probability=True needs in-memory data; it is not available with "
                              "out-of-core (block source) input")
-        if isinstance(X, BlockSource):
-            if y is not None:
-                raise ValueError("y must be None when X is a block source (it yields the labels)")
-            src = X
-        else:
-            src = as_block_source(X, y, block_size=int(self.block_size or 5000))
+        src = as_block_source(X, y, block_size=int(self.block_size or 5000))
         labels = src.labels()
         classes, _ = encode_classes(labels)
         cw = self._class_weights(classes, labels)

@@ -52,7 +52,6 @@ import time
 import warnings
 from dataclasses import dataclass, replace
 from numbers import Integral, Real
-from os import PathLike
 from typing import Any, Sequence
 
 import numpy as np
@@ -66,6 +65,7 @@ from . import backend as bk
 from . import linalg
 from ._dask import is_dask_collection
 from .base import DeviceMixin
+from .blocks import as_block_source, is_block_input
 from .cluster import kmeans, sample_rows, take_rows
 from .solvers._blas import host_busy, one_blas_thread
 from .kernels import Kernel, kernel_block, kernel_matvec, make_kernel
@@ -234,18 +234,6 @@ def _clock(dev: bk.Device) -> float:
     if dev.is_gpu:
         bk.get_namespace(dev).cuda.get_current_stream().synchronize()
     return time.perf_counter()
-
-
-def _is_block_input(X: Any) -> bool:
-    if isinstance(X, (str, PathLike)):
-        return True
-    if callable(X) and not hasattr(X, "shape"):
-        return True  # a zero-argument callable returning an iterator of (X_block, y_block)
-    try:
-        from .blocks import BlockSource
-    except ImportError:  # the engines module is not installed
-        return False
-    return isinstance(X, BlockSource)
 
 
 class LLSVM(DeviceMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClassifierMixin,
@@ -512,7 +500,7 @@ class LLSVM(DeviceMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin, Clas
 
             return distributed.fit_llsvm(self, X, y, sample_weight)
         self._check_params()
-        if _is_block_input(X):
+        if is_block_input(X):
             return self._fit_blocks(X, y, sample_weight)
         X, y, _ = validate_X_y(self, X, y)
         encode_classes(y)
@@ -534,16 +522,9 @@ class LLSVM(DeviceMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin, Clas
 
     def _fit_blocks(self, X: Any, y: Any, sample_weight: Any) -> "LLSVM":
         """Out-of-core LLSVM: SBM on feature blocks (TNNLS Algorithm 1 step 4)."""
-        from .blocks import BlockSource, as_block_source
-
         if sample_weight is not None:
             raise ValueError("sample_weight is not supported with out-of-core (block source) input")
-        if isinstance(X, BlockSource):
-            if y is not None:
-                raise ValueError("y must be None when X is a block source (it yields the labels)")
-            src = X
-        else:
-            src = as_block_source(X, y, block_size=int(self.block_size or 5000))
+        src = as_block_source(X, y, block_size=int(self.block_size or 5000))
         dev = self._device()
         dt = bk.resolve_dtype(self.dtype, dev)
         rs = check_random_state(self.random_state)
