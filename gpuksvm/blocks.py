@@ -195,6 +195,7 @@ class SVMLightBlockSource(BlockSource):
         self.dtype = np.dtype(dtype)
         self.zero_based = zero_based
         self.n_features = None if n_features is None else int(n_features)
+        self._labels: np.ndarray | None = None     # kept by _scan for labels()
         if self.n_features is None or zero_based == "auto":
             self._scan()
 
@@ -210,10 +211,18 @@ class SVMLightBlockSource(BlockSource):
         return ValueError(f"{self.path}, line {lineno}: malformed SVMlight line ({what})")
 
     def _scan(self) -> None:
-        """One pass: the largest feature index and whether indices are zero-based."""
+        """One pass: the largest feature index, whether indices are zero-based, and the
+        labels (kept for :meth:`labels` when all of them parse)."""
         max_idx, min_idx = -1, None
+        labels: list[float] | None = []
         for lineno, c in self._lines():
-            for tok in c.split()[1:]:
+            toks = c.split()
+            if labels is not None:
+                try:
+                    labels.append(float(toks[0]))
+                except ValueError:
+                    labels = None       # labels() reads the file again and names the line
+            for tok in toks[1:]:
                 key, sep, val = tok.partition(b":")
                 if not sep:
                     raise self._error(lineno, f"token {tok.decode(errors='replace')!r} has no ':'")
@@ -225,6 +234,8 @@ class SVMLightBlockSource(BlockSource):
                     raise self._error(lineno, f"bad feature index {key.decode(errors='replace')!r}") from None
                 max_idx = max(max_idx, k)
                 min_idx = k if min_idx is None else min(min_idx, k)
+        if labels:
+            self._labels = np.asarray(labels)
         if self.zero_based == "auto":
             self.zero_based = bool(min_idx == 0)
         if self.n_features is None:
@@ -261,6 +272,8 @@ class SVMLightBlockSource(BlockSource):
             yield self._parse(chunk)
 
     def labels(self) -> np.ndarray:
+        if self._labels is not None:
+            return self._labels.copy()
         out = []
         for lineno, c in self._lines():
             tok = c.split(None, 1)[0]
