@@ -507,6 +507,13 @@ class OKFEB(DeviceMixin, TransformerMixin, BaseEstimator):
             Knn = (self._kdiag(Xn) if kdn is None else kdn).reshape(1, 1)
         else:
             Knn = self._kblock(Xn, m, m + s)
+        # running row sums of |K_t|, K_t = [[K_S, K_nSᵀ], [K_nS, K_nn]] (O(|S| s))
+        if m:
+            aKn = xp.abs(Kn)
+            self._ra[:m] += aKn.sum(axis=0)
+            self._ra[m:m + s] = aKn.sum(axis=1) + xp.abs(Knn).sum(axis=1)
+        else:
+            self._ra[m:m + s] = xp.abs(Knn).sum(axis=1)
         if init:
             A[m:m + s] = xp.asarray(self._rs.normal(0.0, 1.0 / math.sqrt(r), size=(s, r)), dtype=dt)
         else:
@@ -520,7 +527,8 @@ class OKFEB(DeviceMixin, TransformerMixin, BaseEstimator):
                 # stable only for μ·λ_max(K_t)·‖q‖² small, so (NLMS-like safeguard) μ is
                 # divided by max(1, g·‖Q‖²_F) with g = max_i Σ_j |K_t,ij| ≥ λ_max(K_t)
                 # (applied to the existing rows; the new rows take the plain step μₜ)
-                mu_old = mu / max(1.0, self._gershgorin(Kn, Knn) * float(xp.sum(Q * Q)))
+                g = max(float(self._ra[:m + s].max()), 1e-12)        # ≥ λ_max(K_t) (Gershgorin)
+                mu_old = mu / max(1.0, g * float(xp.sum(Q * Q)))
                 # K_tĀ = [P; K_nS A];  K_tG = K_tĀ(QᵀQ + sλ/t I) − K_t[:, new] Q     (O(|S| r s))
                 Pn = Kn @ A[:m] if m else xp.zeros((s, r), dtype=dt)
                 grad_new = (Pn @ Q.T) @ Q + (s * lam_t) * Pn - Knn @ Q
@@ -532,12 +540,6 @@ class OKFEB(DeviceMixin, TransformerMixin, BaseEstimator):
             K[m:m + s, :m] = Kn
             K[:m, m:m + s] = Kn.T
         K[m:m + s, m:m + s] = Knn
-        if m:
-            aKn = xp.abs(Kn)
-            self._ra[:m] += aKn.sum(axis=0)
-            self._ra[m:m + s] = aKn.sum(axis=1) + xp.abs(Knn).sum(axis=1)
-        else:
-            self._ra[m:m + s] = xp.abs(Knn).sum(axis=1)
         self._rec[:m] *= float(self.forget) ** s
         self._rec[m:m + s] = 1.0
         self._sidx[m:m + s] = idx
@@ -599,43 +601,10 @@ class OKFEB(DeviceMixin, TransformerMixin, BaseEstimator):
         rec[:m] *= float(self.forget)
         rec[m] = 1.0
         self._sidx[m] = idx
-        m += 1
-        if self.mode == "budget" and m > self.budget:
-            # Alg. 5 with one row over the budget (as _maintain_budget/_remove, inlined)
-            Am = A[:m]
-            score = np.sqrt(np.einsum("ij,ij->i", Am, Am))
-            score *= rec[:m]
-            i = int(score.argmin())
-            j = m - 1
-            ra[:m] -= np.abs(K[:m, i])
-            if i != j:
-                self._S[i] = self._S[j]
-                self._sn[i] = self._sn[j]
-                A[i] = A[j]
-                K[i, :m] = K[j, :m]
-                K[:m, i] = K[:m, j]
-                K[i, i] = K[j, j]
-                ra[i] = ra[j]
-                rec[i] = rec[j]
-                self._sidx[i] = self._sidx[j]
-            m = j
-        self._m = m
+        self._m = m + 1
+        if self.mode == "budget" and self._m > self.budget:
+            self._maintain_budget()
         self._refresh()
-
-    def _gershgorin(self, Kn: Any, Knn: Any) -> float:
-        """max_i Σ_j |K_t,ij| for K_t = [[K_S, K_nSᵀ], [K_nS, K_nn]] (≥ λ_max(K_t)).
-
-        The row sums of |K_S| are kept in ``_ra`` (updated at each insertion and
-        removal), so this is O(|S| s) rather than O(|S|²).
-        """
-        xp, m = self._xp, self._m
-        new = xp.abs(Knn).sum(axis=1)
-        if m:
-            aKn = xp.abs(Kn)
-            old = self._ra[:m] + aKn.sum(axis=0)
-            new = new + aKn.sum(axis=1)
-            return max(float(old.max()), float(new.max()), 1e-12)
-        return max(float(new.max()), 1e-12)
 
     def _maintain_budget(self) -> None:
         """Alg. 5, eq. (25)–(26): drop the rows with the smallest rᵢ‖aᵢ‖₂ until |S| = B."""
