@@ -151,9 +151,7 @@ class _CVMBase(DeviceMixin, BaseEstimator):
         max_iter = int(self.max_iter)
         stop = "max_iter"
         n_iter = 0
-        n_scans = 0
         n_stalls = 0          # consecutive searches that returned a core vector
-        inner_issues = 0      # inner solves that did not reach their tolerance
         cand_idx = None if all_rows else rows_arr
         # Every pass of this loop adds a core vector (≤ max_iter), tightens ε (a
         # finite number of times: ε₀ → eps by factors of 10) or handles a stall
@@ -167,7 +165,6 @@ class _CVMBase(DeviceMixin, BaseEstimator):
             coef, b = scanner.set_alpha(meb.alpha)
             # outside the (1+ε) ball  ⇔  κ̃ + q − 2s > (1+ε)²R²  ⇔  s < s_thr   (eq. 12)
             s_thr = 0.5 * (kt + q - (1.0 + eps_cur) ** 2 * R2)
-            n_scans += 1
             found = -1
             if exact:
                 s_min, idx = scanner.exact_min(cand_idx, coef, b)
@@ -190,7 +187,6 @@ class _CVMBase(DeviceMixin, BaseEstimator):
                 if eps_cur > eps:
                     eps_cur = max(eps, eps_cur * _ANNEAL_FACTOR)
                     inner(0.5 * eps_cur * R2)
-                    inner_issues += meb.status == "max_steps"
                     continue
                 stop = "converged"
                 break
@@ -204,7 +200,6 @@ class _CVMBase(DeviceMixin, BaseEstimator):
                     stop = "stalled"
                     break
                 meb.solve(0.05 * eps_cur * R2 / n_stalls)
-                inner_issues += meb.status == "max_steps"
                 continue
             n_stalls = 0
             if meb.m >= int(self.max_core_size):
@@ -215,25 +210,19 @@ class _CVMBase(DeviceMixin, BaseEstimator):
             in_core.add(found)
             n_iter += 1
             inner(0.5 * eps_cur * R2)
-            inner_issues += meb.status == "max_steps"
         core = np.asarray(scanner.core_idx, dtype=np.int64)
         alpha = meb.alpha.copy()
         ycore = None if y is None else y[core]
         return {"core": core, "alpha": alpha, "rho": meb.q, "radius2": meb.radius2,
                 "b": 0.0 if y is None else float(alpha @ ycore), "y": ycore, "n_iter": n_iter,
                 "stop": stop, "search": "exact" if exact else f"sampled({int(sample)})",
-                "n_smo_steps": meb.n_steps, "n_scans": n_scans, "inner_issues": inner_issues, "kappa_t": kt, "gap": meb.gap()}
+                "n_smo_steps": meb.n_steps, "kappa_t": kt}
 
     def _prepare(self, X: Any):
         """Device, dtype, kernel, device copy of X and the normalization scales."""
         dev = self._device()
         dt = bk.resolve_dtype(self.dtype, dev)
-        if dev.is_gpu:
-            Xd = bk.to_device(X, dev, dt)
-        elif bk.is_sparse(X):
-            Xd = X.astype(dt) if X.dtype != dt else X
-        else:
-            Xd = np.asarray(X, dtype=dt)
+        Xd = bk.to_device(X, dev, dt)
         kernel = self._make_kernel(Xd)
         xscale = kernel_scale(Xd, kernel, bool(self.normalize))
         return dev, dt, kernel, Xd, xscale

@@ -439,7 +439,8 @@ class _ScannerBase:
     """State shared by the host and GPU scanners: data, labels, core rows, self terms."""
 
     def __init__(self, X: Any, y: np.ndarray | None, kernel: Kernel, xscale: Any, C: float,
-                 dtype: np.dtype, capacity: int = 64) -> None:
+                 dtype: np.dtype, capacity: int = 64, *, xp: Any = np) -> None:
+        self.xp = xp
         self.X = X
         self.kernel = kernel
         self.C = float(C)
@@ -453,8 +454,6 @@ class _ScannerBase:
         self.self_term = xp.zeros(self.n, dtype=self.dtype)
         self.core_idx: list[int] = []
         self._Z = xp.empty((max(capacity, 2), self.d), dtype=self.dtype)
-
-    xp = np
 
     @property
     def m(self) -> int:
@@ -514,9 +513,8 @@ class _ScannerBase:
 
 
 class HostScanner(_ScannerBase):
-    """NumPy furthest-point search (CPU path; oracle of :class:`GpuScanner`)."""
-
-    xp = np
+    """Blocked furthest-point search in NumPy (CPU path; oracle of :class:`GpuScanner`),
+    or in CuPy with ``xp=cupy`` (GPU input the fused kernel does not take)."""
 
     def _scores(self, idx: np.ndarray | None, s0: int, s1: int, coef, b: float) -> np.ndarray:
         sel = slice(s0, s1) if idx is None else idx[s0:s1]
@@ -558,8 +556,7 @@ class GpuScanner(_ScannerBase):
     _MAX_D = 1024
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
-        self.xp = bk.get_namespace("cuda")
-        super().__init__(*args, **kwargs)
+        super().__init__(*args, xp=bk.get_namespace("cuda"), **kwargs)
         from .. import _cuda
 
         xp = self.xp
@@ -626,8 +623,5 @@ def make_scanner(X: Any, y: np.ndarray | None, kernel: Kernel, xscale: Any, C: f
         return GpuScanner(X, y, kernel, xscale, C, dtype, capacity)
     if device.is_gpu:
         # sparse or very wide X on a GPU: blocked CuPy path (same code as the host twin)
-        sc = HostScanner.__new__(HostScanner)
-        sc.xp = bk.get_namespace(device)
-        _ScannerBase.__init__(sc, X, y, kernel, xscale, C, dtype, capacity)
-        return sc
+        return HostScanner(X, y, kernel, xscale, C, dtype, capacity, xp=bk.get_namespace(device))
     return HostScanner(X, y, kernel, xscale, C, dtype, capacity)

@@ -292,8 +292,6 @@ class _RowCache:
         self.budget = int(budget)
         self.rows: OrderedDict[int, np.ndarray] = OrderedDict()
         self.set_active(np.arange(Xs.shape[0]))
-        self.hits = 0
-        self.misses = 0
 
     def set_active(self, active: np.ndarray, keep: np.ndarray | None = None) -> None:
         """Restrict to ``active`` rows; ``keep`` (mask over the old active set) subsets cached rows."""
@@ -310,9 +308,7 @@ class _RowCache:
         r = self.rows.get(i)
         if r is not None:
             self.rows.move_to_end(i)
-            self.hits += 1
             return r
-        self.misses += 1
         r = kernel_block(self.Xs[i:i + 1], self.Xa, self.kernel, dtype=np.float64)[0]
         self.rows[i] = r
         while len(self.rows) > self.max_rows:
@@ -602,10 +598,7 @@ def solve_working_set(X: Any, ys: list[np.ndarray], subs: list[np.ndarray], kern
         raise ValueError("subproblem='cuda' needs a GPU device")
     if dev.is_gpu and bk.is_sparse(X):
         X = bk.to_host(X).toarray() if not bk.is_gpu_array(X) else X.toarray()
-    if dev.is_gpu:
-        Xd = bk.to_device(X, dev, dt)
-    else:
-        Xd = sp.csr_matrix(bk.to_host(X), dtype=dt) if bk.is_sparse(X) else np.asarray(bk.to_host(X), dtype=dt)
+    Xd = bk.to_device(X, dev, dt)
     P = len(subs)
     sizes = np.array([S.size for S in subs])
     n_max = int(sizes.max())
