@@ -443,7 +443,7 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
 
 
 def _parse_overrides(items: Sequence[str]) -> dict[str, dict]:
-    import ast
+    from .cli import _parse_value
 
     out: dict[str, dict] = {}
     for item in items:
@@ -451,11 +451,7 @@ def _parse_overrides(items: Sequence[str]) -> dict[str, dict]:
         label, dot, param = key.strip().partition(".")
         if not sep or not dot or not param:
             raise ValueError(f"--set expects METHOD.PARAM=VALUE, got {item!r}")
-        try:
-            val = ast.literal_eval(value.strip())
-        except (ValueError, SyntaxError):
-            val = value.strip()
-        out.setdefault(label, {})[param] = val
+        out.setdefault(label, {})[param] = _parse_value(value.strip())
     return out
 
 

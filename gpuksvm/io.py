@@ -211,8 +211,8 @@ class _Encoder:
             return {"t": "dtype", "kind": "dtype", "v": obj.str}
         if isinstance(obj, type) and issubclass(obj, np.generic):
             return {"t": "dtype", "kind": "type", "v": np.dtype(obj).str}
-        if sp.issparse(obj) or (bk.is_gpu_array(obj) and bk.is_sparse(obj)):
-            host = obj.get() if bk.is_gpu_array(obj) else obj
+        if bk.is_sparse(obj):
+            host = bk.to_host(obj)
             fmt = host.format
             if fmt not in ("csr", "csc", "coo"):
                 host, fmt = host.tocsr(), "csr"

@@ -51,27 +51,21 @@ def _host(a: Any) -> np.ndarray | None:
 def model_points(model: Any) -> dict[str, np.ndarray]:
     """The points a fitted model keeps, by role: ``support``, ``core``, ``landmarks``.
 
-    Looks for ``landmarks_`` (LLSVM), ``core_vectors_`` / ``core_set_``
-    (CVM), ``margin_vectors_`` / ``support_vectors_`` (SVI, KernelSVC) and
-    ``stored_vectors_`` (OK-FEB); the ones present are returned as host arrays.
+    Looks for ``landmarks_`` (LLSVM), ``support_vectors_`` (the core vectors of
+    CVM, the support vectors of SVI and KernelSVC) and ``stored_vectors_``
+    (OK-FEB); the ones present are returned as host arrays.
     """
     name = type(model).__name__
     out: dict[str, np.ndarray] = {}
     Z = getattr(model, "landmarks_", None)
     if Z is not None:
         out["landmarks"] = _host(Z)
-    for attr in ("core_vectors_", "core_set_"):
-        if getattr(model, attr, None) is not None and np.ndim(bk.to_host(getattr(model, attr))) == 2:
-            out["core"] = _host(getattr(model, attr))
-            break
     SV = getattr(model, "support_vectors_", None)
     if SV is not None:
-        key = "core" if name in ("CVM", "OneClassCVM") and "core" not in out else "support"
-        if key not in out:
-            out[key] = _host(SV)
-    for attr in ("margin_vectors_", "stored_vectors_"):
-        if getattr(model, attr, None) is not None and "support" not in out:
-            out["support"] = _host(getattr(model, attr))
+        out["core" if name in ("CVM", "OneClassCVM") else "support"] = _host(SV)
+    stored = getattr(model, "stored_vectors_", None)
+    if stored is not None and "support" not in out:
+        out["support"] = _host(stored)
     return out
 
 
