@@ -217,15 +217,10 @@ def model_size(model: Any) -> tuple[int | None, str]:
             n = int(sum(len(c) for c in core)) if isinstance(core, list) else int(len(core))
             return n, f"{n} core vectors"
     if name.startswith("OKFEB"):
-        for attr in ("n_stored_", "n_sv_"):
-            if hasattr(model, attr):
-                n = int(getattr(model, attr))
-                return n, f"{n} stored vectors"
-        S = getattr(model, "support_vectors_", None)
-        if S is None and hasattr(model, "feature_extractor_"):
-            return model_size(model.feature_extractor_)
-        if S is not None:
-            return int(S.shape[0]), f"{int(S.shape[0])} stored vectors"
+        fe = getattr(model, "extractor_", model)      # the classifier's OKFEB, or an OKFEB
+        if hasattr(fe, "n_stored_"):
+            n = int(fe.n_stored_)
+            return n, f"{n} stored vectors"
     for attr in ("n_support_",):
         if hasattr(model, attr):
             n = int(np.sum(bk.to_host(getattr(model, attr))))
