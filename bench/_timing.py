@@ -1,9 +1,7 @@
 """Timing helpers shared by the benchmark scripts.
 
 GPU code is timed with CUDA events after a warm-up (median of repeats); CPU code
-with ``time.perf_counter``.  Peak host memory is measured with ``tracemalloc``
-(NumPy allocations are traced) and, when psutil is present, the RSS high-water
-mark.
+with ``time.perf_counter``.  Peak host memory: :class:`gpuksvm.demo.PeakMemory`.
 """
 from __future__ import annotations
 
@@ -12,7 +10,6 @@ import os
 import platform
 import statistics
 import time
-import tracemalloc
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
@@ -44,17 +41,6 @@ def time_call(fn: Callable[[], Any], *, device: Any = "cpu", repeats: int = 3, w
             result = fn()
             times.append(time.perf_counter() - t0)
     return {"median_s": statistics.median(times), "min_s": min(times), "times_s": times, "result": result}
-
-
-def peak_memory(fn: Callable[[], Any]) -> tuple[Any, int]:
-    """Run ``fn`` once and return (result, peak traced host bytes)."""
-    tracemalloc.start()
-    try:
-        out = fn()
-        _, peak = tracemalloc.get_traced_memory()
-    finally:
-        tracemalloc.stop()
-    return out, peak
 
 
 def machine_info(device: Any) -> dict:

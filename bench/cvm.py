@@ -74,11 +74,6 @@ ADULT_CVM = {"gamma": 0.05, "C": 10.0, "eps": 1e-5}
 N_TEST = 20_000
 
 
-def _sync(dev: bk.Device) -> None:
-    if dev.is_gpu:
-        bk.get_namespace(dev).cuda.get_current_stream().synchronize()
-
-
 def _acc(pred, y) -> float:
     return float(np.mean(np.asarray(bk.to_host(pred)) == np.asarray(bk.to_host(y))))
 
@@ -90,7 +85,7 @@ def _fit_cvm(X, y, Xt, yt, dev: bk.Device, params: dict, repeats: int, warmup: i
     t = time_call(lambda: est.fit(X, y), device=dev, repeats=repeats, warmup=warmup)
     t0 = time.perf_counter()
     pred = est.predict(Xt)
-    _sync(dev)
+    bk.synchronize(dev)
     pred_s = time.perf_counter() - t0
     acc = _acc(pred, yt)
     return {"method": "CVM", "device": str(dev), "fit_s": t["median_s"], "fit_times_s": t["times_s"],

@@ -140,7 +140,7 @@ def _dask_fit(client, X, y, k: int, chunk: int, device: str, gpu_chunks: bool):
     t0 = time.perf_counter()
     gd.fit_llsvm(est, Xd, yd, client=client)
     if gpu_chunks:
-        bk.get_namespace("cuda").cuda.get_current_stream().synchronize()
+        bk.synchronize("cuda")
     seconds = time.perf_counter() - t0
     cpu1 = client.run(time.process_time)
     est.bench_busy_s_ = sorted((cpu1[w] - cpu0[w] for w in cpu1 if w in cpu0), reverse=True)

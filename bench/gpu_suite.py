@@ -12,25 +12,18 @@ device tool).  Exits non-zero if the tests or a benchmark failed.
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import os
 import shutil
 import subprocess
 import sys
 import time
-import traceback
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+from report import run_benchmark  # noqa: E402  (bench/report.py: same loading and error capture)
+
 BENCHES = ["kernels", "solvers", "llsvm", "cvm", "svi", "okfeb", "dask"]
-
-
-def _load(name: str):
-    spec = importlib.util.spec_from_file_location(f"bench_{name}", HERE / f"{name}.py")
-    mod = importlib.util.module_from_spec(spec)
-    sys.path.insert(0, str(HERE))
-    spec.loader.exec_module(mod)
-    return mod
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -48,16 +41,9 @@ def main(argv: list[str] | None = None) -> int:
         summary.append(("pytest -m gpu", time.perf_counter() - t0, "ok" if res.returncode == 0 else "FAILED"))
         ok &= res.returncode == 0
     for name in [s for s in args.only.split(",") if s]:
-        t0 = time.perf_counter()
-        try:
-            mod = _load(name)
-            mod.main(["--device", "gpu", "--scale", args.scale])
-            status = "ok"
-        except Exception:  # noqa: BLE001 - report and go on with the next benchmark
-            traceback.print_exc()
-            status = "FAILED"
-            ok = False
-        summary.append((f"bench/{name}.py", time.perf_counter() - t0, status))
+        r = run_benchmark(name, args.scale, "gpu")
+        ok &= r["status"] == "ok"
+        summary.append((f"bench/{name}.py", r["seconds"], r["status"]))
     out = os.environ.get("OUT")
     if out:
         for p in (HERE / "results").glob("*.json"):

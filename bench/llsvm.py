@@ -56,11 +56,6 @@ SECTIONS = ("ijcnn1", "checkerboard", "grid", "ooc")
 IJCNN_GAMMA, IJCNN_C = 2.0, 32.0
 
 
-def _sync(dev: bk.Device) -> None:
-    if dev.is_gpu:
-        bk.get_namespace(dev).cuda.get_current_stream().synchronize()
-
-
 def _timed(fn, dev: bk.Device, repeats: int, warmup: int) -> tuple[float, Any]:
     r = time_call(fn, device=dev, repeats=repeats, warmup=warmup)
     return r["median_s"], r["result"]

@@ -40,11 +40,12 @@ from typing import Any, Iterable
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
-RESULTS = HERE / "results"
 SKIP = {"report", "gpu_suite"}
 
-if str(ROOT) not in sys.path:  # run from a checkout without installing
-    sys.path.insert(0, str(ROOT))
+for _p in (ROOT, HERE):  # run from a checkout without installing; the bench helpers
+    if str(_p) not in sys.path:
+        sys.path.insert(0, str(_p))
+from _timing import RESULTS, write_json  # noqa: E402
 
 # column names the plots understand (first match wins)
 K_KEYS = ("n_landmarks", "landmarks", "k", "rank", "budget")
@@ -80,8 +81,6 @@ def discover(only: Iterable[str] | None = None) -> list[str]:
 def _load(name: str):
     spec = importlib.util.spec_from_file_location(f"bench_{name}", HERE / f"{name}.py")
     mod = importlib.util.module_from_spec(spec)
-    if str(HERE) not in sys.path:
-        sys.path.insert(0, str(HERE))
     spec.loader.exec_module(mod)
     return mod
 
@@ -129,8 +128,7 @@ def run_demo(scale: str, device: str) -> dict:
         {"n_train": None, "n_test": None, "svc_max_train": None}
     result = _run(device=device, progress=False, **sizes)
     result["table"] = format_table(result)
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    (RESULTS / "demo.json").write_text(json.dumps(result, indent=2, default=float))
+    write_json("demo", result)
     print(result["table"])
     return result
 

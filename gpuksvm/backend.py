@@ -45,6 +45,7 @@ __all__ = [
     "is_sparse",
     "to_device",
     "to_host",
+    "synchronize",
     "array_kind",
     "as_kind",
     "resolve_dtype",
@@ -443,6 +444,13 @@ def is_out_of_memory(exc: BaseException) -> bool:
     msg = str(exc)
     return "CUBLAS_STATUS_ALLOC_FAILED" in msg or "cudaErrorMemoryAllocation" in msg \
         or "CUSOLVER_STATUS_ALLOC_FAILED" in msg
+
+
+def synchronize(device: str | Device) -> None:
+    """Wait for the work queued on ``device``'s current CUDA stream (no-op on the CPU)."""
+    dev = resolve_device(device)
+    if dev.is_gpu:
+        get_namespace(dev).cuda.get_current_stream().synchronize()
 
 
 def free_gpu_cache() -> None:

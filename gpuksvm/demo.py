@@ -232,12 +232,6 @@ def model_size(model: Any) -> tuple[int | None, str]:
 
 
 # --------------------------------------------------------------------------- running
-def _sync(device: bk.Device) -> None:
-    if device.is_gpu:
-        xp = bk.get_namespace(device)
-        xp.cuda.get_current_stream().synchronize()
-
-
 def _warm_up(device: bk.Device) -> float:
     """Initialise CuPy, cuBLAS/cuSOLVER and the shared kernels before timing."""
     if not device.is_gpu:
@@ -251,7 +245,7 @@ def _warm_up(device: bk.Device) -> float:
         A = xp.asarray(np.random.default_rng(0).standard_normal((256, 22)), dtype=xp.float32)
         K = kernel_block(A, A, Kernel("rbf", gamma=0.5))
         linalg.eigh(K + xp.eye(256, dtype=K.dtype))
-        _sync(device)
+        bk.synchronize(device)
     return time.perf_counter() - t0
 
 
@@ -356,7 +350,7 @@ def run_demo(*, methods: Sequence[str] | None = None, device: str = "auto",
             with PeakMemory(measure, gpu=dev.is_gpu) as mem:
                 t0 = time.perf_counter()
                 est.fit(Xf, yf)
-                _sync(dev)
+                bk.synchronize(dev)
                 t1 = time.perf_counter()
                 pred = np.asarray(bk.to_host(est.predict(Xt)))
                 t2 = time.perf_counter()

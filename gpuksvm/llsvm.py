@@ -231,8 +231,7 @@ def spectrum_objective(mu: Any, c: Any, mu0: Any, reg: float) -> float:
 # --------------------------------------------------------------------------- estimator
 def _clock(dev: bk.Device) -> float:
     """perf_counter after the device finished its queued work (honest stage times)."""
-    if dev.is_gpu:
-        bk.get_namespace(dev).cuda.get_current_stream().synchronize()
+    bk.synchronize(dev)
     return time.perf_counter()
 
 
