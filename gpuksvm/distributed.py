@@ -51,7 +51,7 @@ from . import backend as bk
 from . import linalg
 from ._dask import (DistributedFitError, Ledger, compute, is_dask_collection, require_dask,
                     row_chunked, scheduler_context, tree_reduce)
-from .kernels import Kernel, kernel_block
+from .kernels import Kernel
 from .llsvm import feature_map, nystrom_maps
 from .multiclass import binary_problems, problem_rows
 from .solvers.linear import ovr_targets
@@ -718,15 +718,10 @@ def _svi_candidates(Xb: Any, yb: Any, start: int, ens: dict, spec: dict) -> list
 
 def _svi_solve(Xs: Any, ys: np.ndarray, kernel: Kernel, C: float, opts: dict) -> tuple[np.ndarray, float]:
     """The s×s closed-form solve of SVI step 5 (eq. 7, 9) on one worker."""
-    from .svi import _FLOAT64_SOLVE_MAX, closed_form_beta
+    from .svi import solve_margin_problem
 
     dev, dt = _svi_device(Xs, opts["device"], opts["dtype"])
-    sdt = np.float64 if Xs.shape[0] <= _FLOAT64_SOLVE_MAX else dt
-    xp = bk.get_namespace(dev)
-    Xd = bk.to_device(Xs, dev, dt)
-    K = kernel_block(Xd, None, kernel, dtype=sdt)
-    beta, b = closed_form_beta(K, xp.asarray(bk.to_device(ys, dev), dtype=sdt), C)
-    return np.asarray(bk.to_host(beta), dtype=np.float64), float(b)
+    return solve_margin_problem(bk.to_device(Xs, dev, dt), ys, kernel, C, dt)
 
 
 def fit_svi(estimator: Any, X: Any, y: Any, *, client: Any = None) -> Any:
@@ -764,7 +759,7 @@ def fit_svi(estimator: Any, X: Any, y: Any, *, client: Any = None) -> Any:
     """
     dask, da = require_dask()
     from .kernels import make_kernel
-    from .svi import draw_subsets, problem_subsets
+    from .svi import average_submodels, draw_subsets, problem_subsets, stack_margin_models
     from .validation import encode_classes
 
     est = estimator
@@ -817,15 +812,8 @@ def fit_svi(estimator: Any, X: Any, y: Any, *, client: Any = None) -> Any:
 
     # step 3: f̄ (eq. 1) chunk-wise against the union of the sub-models' SVs
     t0 = time.perf_counter()
-    union = np.unique(np.concatenate([r["support"] for res in results for r in res]))
-    W = np.zeros((union.size, len(problems)))
-    bbar = np.zeros(len(problems))
-    for p, res in enumerate(results):
-        for r in res:
-            np.add.at(W[:, p], np.searchsorted(union, r["support"]), r["dual_coef"])
-            bbar[p] += r["intercept"]
-        W[:, p] /= len(res)
-        bbar[p] /= len(res)
+    union, W, bbar = average_submodels([[(r["support"], r["dual_coef"], r["intercept"]) for r in res]
+                                        for res in results])
     ens = dask.delayed(_svi_ensemble, pure=True)(X[union], W, bbar)
     spec = {"problems": problems, "classes": classes, "kernel": kernel, "device": est.device,
             "dtype": est.dtype, "margin_tol": float(est.margin_tol), "min_sv": int(est.min_margin_sv),
@@ -865,10 +853,7 @@ def fit_svi(estimator: Any, X: Any, y: Any, *, client: Any = None) -> Any:
     (solved,) = compute(solves, client=client, ledger=ledger, label="closed-form solves")
     times["solve"] = time.perf_counter() - t0
 
-    support = np.unique(np.concatenate(margin_rows))
-    coef = np.zeros((len(problems), support.size))
-    for p, (glob, (beta, _b)) in enumerate(zip(margin_rows, solved)):
-        coef[p, np.searchsorted(support, glob)] = beta
+    support, coef = stack_margin_models(margin_rows, [beta for beta, _b in solved])
     (sv,) = compute(X[support], client=client, ledger=ledger, label="support vectors")
 
     est.classes_ = classes

@@ -200,6 +200,49 @@ def closed_form_beta(K: Any, y: Any, C: float) -> tuple[Any, float]:
     return beta, b
 
 
+def average_submodels(results: list[list[tuple[np.ndarray, np.ndarray, float]]]
+                       ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """SVI step 3's ensemble (eq. 1): ``f̄_p(x) = Σ_u W[u, p] κ(x_u, x) + b̄_p``.
+
+    ``results[p]`` lists the sub-models ``(support rows, dual coefficients,
+    intercept)`` of problem p.  Returns the union U of their support rows, the
+    |U| × n_problems averaged coefficients W and the averaged intercepts b̄.
+    """
+    union = np.unique(np.concatenate([r[0] for res in results for r in res]))
+    W = np.zeros((union.size, len(results)))
+    bbar = np.zeros(len(results))
+    for p, res in enumerate(results):
+        for sup, coef, b in res:
+            np.add.at(W[:, p], np.searchsorted(union, sup), coef)
+            bbar[p] += b
+        W[:, p] /= len(res)
+        bbar[p] /= len(res)
+    return union, W, bbar
+
+
+def solve_margin_problem(Xs: Any, ys: np.ndarray, kernel: Kernel, C: float,
+                         dtype: np.dtype) -> tuple[np.ndarray, float]:
+    """SVI step 5 on the margin rows ``Xs`` (on their device): β (host float64) and b.
+
+    The s×s system is formed and solved in float64 up to s = ``_FLOAT64_SOLVE_MAX``.
+    """
+    sdt = np.float64 if Xs.shape[0] <= _FLOAT64_SOLVE_MAX else dtype
+    K = kernel_block(Xs, None, kernel, dtype=sdt)
+    beta, b = closed_form_beta(K, bk.to_device(ys, bk.device_of(K), sdt), float(C))
+    return np.asarray(bk.to_host(beta), dtype=np.float64), float(b)
+
+
+def stack_margin_models(margin_rows: list[np.ndarray], betas: list[np.ndarray]
+                        ) -> tuple[np.ndarray, np.ndarray]:
+    """The model over the union of the problems' margin rows: (support rows, coefficients),
+    one coefficient row per problem (zeros where a row belongs to another problem)."""
+    support = np.unique(np.concatenate(margin_rows))
+    coef = np.zeros((len(margin_rows), support.size))
+    for p, (glob, beta) in enumerate(zip(margin_rows, betas)):
+        coef[p, np.searchsorted(support, glob)] = beta
+    return support, coef
+
+
 def problem_subsets(yidx: np.ndarray, subsets: list[np.ndarray], pos: int,
                     neg: int | None) -> tuple[np.ndarray, list[np.ndarray], dict]:
     """The sub-SVM training sets of one binary problem (SVI step 2).
@@ -518,15 +561,7 @@ class SVI(DeviceMixin, ProbabilityMixin, ClassifierMixin, BaseEstimator):
         # the union U of all sub-models' SVs with a |U| × n_problems coefficient
         # matrix W:  f̄_p(x) = Σ_u W[u, p] κ(x_u, x) + b̄_p   (eq. 1)
         t0 = time.perf_counter()
-        union = np.unique(np.concatenate([r[0] for res in results for r in res]))
-        W = np.zeros((union.size, len(problems)))
-        bbar = np.zeros(len(problems))
-        for p, res in enumerate(results):
-            for sup, coef, b in res:
-                np.add.at(W[:, p], np.searchsorted(union, sup), coef)
-                bbar[p] += b
-            W[:, p] /= len(res)
-            bbar[p] /= len(res)
+        union, W, bbar = average_submodels(results)
         if union.size:
             F = kernel_matvec(Xd, Xd[bk.to_device(union, dev)], bk.to_device(W.astype(dt), dev),
                               kernel, dtype=dt)
@@ -546,7 +581,6 @@ class SVI(DeviceMixin, ProbabilityMixin, ClassifierMixin, BaseEstimator):
 
         X, Xd, yidx, F = state["X"], state["Xd"], state["yidx"], state["F"]
         dev, dt, kernel, problems = state["dev"], state["dtype"], state["kernel"], state["problems"]
-        xp = bk.get_namespace(dev)
         sub_info = copy.deepcopy(state["sub_info"])
         times = dict(state["times"])
 
@@ -571,20 +605,14 @@ class SVI(DeviceMixin, ProbabilityMixin, ClassifierMixin, BaseEstimator):
         small = not dev.is_gpu and max(r.size for r in margin_rows) <= _SERIAL_BLAS_MAX_S
         with one_blas_thread(small):
             for glob, yp in zip(margin_rows, labels):
-                sdt = np.float64 if glob.size <= _FLOAT64_SOLVE_MAX else dt
-                K = kernel_block(Xd[bk.to_device(glob, dev)], None, kernel, dtype=sdt)
-                beta, b = closed_form_beta(K, xp.asarray(bk.to_device(yp, dev), dtype=sdt),
-                                           float(self.C))
-                betas.append(np.asarray(bk.to_host(beta), dtype=np.float64))
+                beta, b = solve_margin_problem(Xd[bk.to_device(glob, dev)], yp, kernel, self.C, dt)
+                betas.append(beta)
                 intercepts.append(b)
         times["solve"] = time.perf_counter() - t0
 
         # the model: the union of the problems' margin SVs, one coefficient row
         # per problem (zeros where a vector belongs to another problem)
-        support = np.unique(np.concatenate(margin_rows))
-        coef = np.zeros((len(problems), support.size))
-        for p, (glob, beta) in enumerate(zip(margin_rows, betas)):
-            coef[p, np.searchsorted(support, glob)] = beta
+        support, coef = stack_margin_models(margin_rows, betas)
 
         self.classes_ = state["classes"]
         self.kernel_ = kernel
