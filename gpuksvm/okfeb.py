@@ -944,11 +944,12 @@ class OKFEB(DeviceMixin, TransformerMixin, BaseEstimator):
         """
         check_is_fitted(self, "n_seen_")
         X, kind = self._validate(X, reset=False)
-        Xd = self._to_dev(X)
-        m = self._m
+        return bk.as_kind(self._transform(self._to_dev(X)), kind)
+
+    def _transform(self, Xd: Any) -> Any:
+        """:meth:`transform` of rows already validated and on the fit device."""
         W = self._W if self.output == "features" else self._W @ self._croot()
-        Z = kernel_matvec(Xd, self._S[:m], W, self.kernel_, dtype=self._dt)
-        return bk.as_kind(Z, kind)
+        return kernel_matvec(Xd, self._S[:self._m], W, self.kernel_, dtype=self._dt)
 
     def fitting_error(self, X: Any) -> np.ndarray:
         """LS fitting error eₙ = ‖φ(xₙ) − ΦAqₙ‖² of rows under the current model (host array)."""
@@ -1018,8 +1019,9 @@ class _OKFEBLearner(DeviceMixin, BaseEstimator):
 
     def _features(self, X: Any) -> np.ndarray:
         check_is_fitted(self, "extractor_")
-        X, _ = validate_X(self, X, reset=False, accept_sparse=False)
-        return bk.to_host(self.extractor_.transform(X))
+        X, _ = validate_X(self, X, reset=False, accept_sparse=False)     # checked once, here
+        fe = self.extractor_
+        return bk.to_host(fe._transform(fe._to_dev(X)))
 
     @property
     def n_seen_(self) -> int:
