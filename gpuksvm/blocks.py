@@ -292,6 +292,17 @@ def _check_block_size(block_size: Any) -> int:
     return int(block_size)
 
 
+def check_block(Xb: Any, n_features: int, device: Any, dtype: Any) -> Any:
+    """One block of an out-of-core pass: of the expected width, finite, on ``device`` in ``dtype``."""
+    if Xb.shape[1] != n_features:
+        raise ValueError(f"a block has {Xb.shape[1]} features, expected {n_features}")
+    Xb = bk.to_device(Xb, device, dtype)
+    data = Xb.data if bk.is_sparse(Xb) else Xb
+    if not bool(bk.namespace_of(data).isfinite(data).all()):
+        raise ValueError("Input X contains NaN or infinity.")
+    return Xb
+
+
 def is_block_input(X: Any) -> bool:
     """Whether ``X`` is out-of-core input for :func:`as_block_source`: a
     :class:`BlockSource`, an SVMlight path, or a zero-argument callable

@@ -65,7 +65,7 @@ from . import backend as bk
 from . import linalg
 from ._dask import is_dask_collection
 from .base import DeviceMixin
-from .blocks import as_block_source, is_block_input
+from .blocks import as_block_source, check_block, is_block_input
 from .cluster import kmeans, sample_rows, take_rows
 from .solvers._blas import host_busy, one_blas_thread
 from .kernels import Kernel, kernel_block, kernel_matvec, make_kernel
@@ -560,13 +560,7 @@ class LLSVM(DeviceMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin, Clas
         del head, hd, head_X
 
         def to_features(Xb: Any) -> Any:
-            if Xb.shape[1] != n_features:
-                raise ValueError(f"a block has {Xb.shape[1]} features, expected {n_features}")
-            Xb = bk.to_device(Xb, dev, dt)
-            data = Xb.data if bk.is_sparse(Xb) else Xb
-            if not bool(bk.namespace_of(data).isfinite(data).all()):
-                raise ValueError("Input X contains NaN or infinity.")
-            return nmap.transform(Xb)
+            return nmap.transform(check_block(Xb, n_features, dev, dt))
 
         svm = self._linear_svm().fit(src.map(to_features))
         t3 = _clock(dev)

@@ -44,6 +44,7 @@ import scipy.sparse as sp
 
 from .. import backend as bk
 from .. import linalg
+from ..blocks import check_block
 from ._blas import NARROW_DIM, host_busy, one_blas_thread
 
 __all__ = ["Design", "LinearSolution", "primal_objective", "ovr_targets", "newton_squared_hinge",
@@ -844,17 +845,11 @@ def sbm(source: Any, C: float, loss: str = "squared_hinge", *, n_passes: int = 3
                 continue
             if n_features is None:
                 n_features = int(Xb.shape[1])
-            if int(Xb.shape[1]) != n_features:
-                raise ValueError(f"a block has {Xb.shape[1]} features, expected {n_features}")
             yb = np.ravel(bk.to_host(yb))
             if yb.shape[0] != nb or off + nb > n or not np.array_equal(yb, labels[off: off + nb]):
                 raise ValueError("the block source does not yield the same rows on every pass "
                                  "(labels differ from the first pass)")
-            Xb = bk.to_device(Xb, dev, dt)
-            data = Xb.data if bk.is_sparse(Xb) else Xb
-            if not bool(bk.namespace_of(data).isfinite(data).all()):
-                raise ValueError("Input X contains NaN or infinity.")
-            yield off, Xb
+            yield off, check_block(Xb, n_features, dev, dt)
             off += nb
         if off != n:
             raise ValueError("the block source does not yield the same rows on every pass")
