@@ -49,7 +49,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from _timing import RESULTS, machine_info, print_table, time_call, write_json  # noqa: E402
 
 from gpuksvm import backend as bk  # noqa: E402
-from gpuksvm.datasets import dataset_path, load_dataset, make_checkerboard  # noqa: E402
+from gpuksvm.datasets import dataset_path, load_dataset, load_svmlight, make_checkerboard  # noqa: E402
 from gpuksvm.llsvm import LLSVM, fit_llsvm_grid  # noqa: E402
 
 SECTIONS = ("ijcnn1", "checkerboard", "grid", "ooc")
@@ -293,10 +293,7 @@ def _ooc_child(mode: str, path: str, device: str, dtype: Any, block: int) -> dic
     t0 = time.perf_counter()
     with PeakMemory("auto") as mem:
         if mode == "in-memory":
-            from sklearn.datasets import load_svmlight_file
-
-            X, y = load_svmlight_file(path, n_features=22)
-            X = X.toarray()
+            X, y = load_svmlight(path, n_features=22)
             est = LLSVM(**kw).fit(X, y)
             del X, y
         else:

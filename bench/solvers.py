@@ -42,6 +42,7 @@ from _timing import machine_info, print_table, time_call, write_json  # noqa: E4
 from gpuksvm import backend as bk  # noqa: E402
 from gpuksvm.datasets import load_dataset  # noqa: E402
 from gpuksvm.kernel_svc import KernelSVC  # noqa: E402
+from gpuksvm.linear_svm import LinearSVM  # noqa: E402
 from gpuksvm.kernels import Kernel  # noqa: E402
 from gpuksvm.solvers.smo import dual_objective, solve_batched  # noqa: E402
 
@@ -145,16 +146,10 @@ def linear_rows(X, y, Xt, yt, dev, repeats, solvers=("auto",)):
         m = np.maximum(0.0, 1.0 - y * (X @ w + b))
         return 0.5 * (w @ w + b * b) + C_LINEAR * np.sum(m * m)  # LIBLINEAR: b regularized
 
-    try:
-        from gpuksvm.linear_svm import LinearSVM
-    except ImportError as exc:  # the other engine of issue 3 is developed in parallel
-        LinearSVM, missing = None, exc
     cases = [(lambda: LinearSVC(C=C_LINEAR, loss="squared_hinge", tol=1e-4, max_iter=5000).fit(X, y),
               lambda m: m.predict(Xt), cpu)]
     variants = [("auto", dev)] if not dev.is_gpu else [("auto", dev), ("auto", cpu)]
     variants += [(s, cpu) for s in solvers if s != "auto"]
-    if LinearSVM is None:
-        variants = []
     for solver, d in variants:
         Xd = bk.to_device(X, d) if d.is_gpu else X
         Xtd = bk.to_device(Xt, d) if d.is_gpu else Xt
@@ -167,8 +162,6 @@ def linear_rows(X, y, Xt, yt, dev, repeats, solvers=("auto",)):
     obj = primal(ref.coef_.ravel(), float(ref.intercept_[0]))
     rows.append({"model": "sklearn LinearSVC", "device": "cpu", "solver": "liblinear", "fit_s": t_fit,
                  "predict_s": t_pred, "accuracy": float(np.mean(pred == yt)), "objective": obj})
-    if LinearSVM is None:
-        rows.append({"model": f"LinearSVM unavailable ({missing})"})
     for (solver, d), (f, p, est, pred) in zip(variants, timed[1:]):
         pred = np.asarray(bk.to_host(pred))
         o = float(np.asarray(est.objective_).ravel()[0])

@@ -115,12 +115,9 @@ def _models(params: dict, device: str, seed: int, which: tuple = MODELS):
     if "SVC" in which:
         out.append(("SVC (sklearn)", "cpu", lambda: SVC(kernel="rbf", cache_size=1000, **params)))
     if "KernelSVC" in which:
-        try:
-            from gpuksvm import KernelSVC
+        from gpuksvm import KernelSVC
 
-            out.append(("KernelSVC", device, lambda: KernelSVC(kernel="rbf", device=device, **params)))
-        except (ImportError, AttributeError):
-            pass
+        out.append(("KernelSVC", device, lambda: KernelSVC(kernel="rbf", device=device, **params)))
     if "SVI" in which:
         out.append(("SVI", device, lambda: SVI(kernel="rbf", device=device, random_state=seed,
                                                **params)))
