@@ -60,7 +60,7 @@ from _timing import RESULTS, machine_info, print_table, time_call, write_json  #
 
 from gpuksvm import backend as bk  # noqa: E402
 from gpuksvm.cvm import CVM  # noqa: E402
-from gpuksvm.datasets import load_dataset, make_checkerboard  # noqa: E402
+from gpuksvm.datasets import load_dataset, make_checkerboard, subsample  # noqa: E402
 
 SECTIONS = ("select", "checkerboard", "adult")
 DEFAULT_CB = {"gamma": 30.0, "C": 1000.0, "eps": 1e-6}
@@ -250,9 +250,7 @@ def plot_checkerboard(rows: list[dict], dev: bk.Device, path: Path) -> Path | No
 def _adult(n_train: int | None):
     X, y = load_dataset("adult", "train")
     Xt, yt = load_dataset("adult", "test")
-    if n_train is not None and n_train < X.shape[0]:
-        i = np.sort(np.random.default_rng(0).choice(X.shape[0], n_train, replace=False))
-        X, y = X[i], y[i]
+    X, y = subsample(X, y, n_train, np.random.default_rng(0))
     return X, y, Xt, yt
 
 

@@ -40,7 +40,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _timing import machine_info, print_table, time_call, write_json  # noqa: E402
 
 from gpuksvm import backend as bk  # noqa: E402
-from gpuksvm.datasets import load_dataset  # noqa: E402
+from gpuksvm.datasets import load_dataset, subsample  # noqa: E402
 from gpuksvm.kernel_svc import KernelSVC  # noqa: E402
 from gpuksvm.linear_svm import LinearSVM  # noqa: E402
 from gpuksvm.kernels import Kernel  # noqa: E402
@@ -56,11 +56,8 @@ def _data(scale: str):
     X, y = load_dataset("ijcnn1", "train")
     Xt, yt = load_dataset("ijcnn1", "test")
     rs = np.random.RandomState(0)
-    if n_tr is not None:
-        idx = np.sort(rs.choice(X.shape[0], n_tr, replace=False))
-        X, y = X[idx], y[idx]
-        idx = np.sort(rs.choice(Xt.shape[0], n_te, replace=False))
-        Xt, yt = Xt[idx], yt[idx]
+    X, y = subsample(X, y, n_tr, rs)
+    Xt, yt = subsample(Xt, yt, n_te, rs)
     return X, y, Xt, yt
 
 

@@ -64,14 +64,13 @@ def load(name: str, scale: str, seed: int = 0):
     """(X_train, y_train, X_test, y_test) as dense float64 arrays."""
     rng = np.random.default_rng(seed)
     if name in ("ijcnn1", "adult"):
-        from gpuksvm.datasets import load_dataset
+        from gpuksvm.datasets import load_dataset, subsample
 
         X, y = load_dataset(name, "train")
         Xt, yt = load_dataset(name, "test")
         if scale == "small":
-            i = np.sort(rng.choice(X.shape[0], min(SMALL_TRAIN[name], X.shape[0]), replace=False))
-            j = np.sort(rng.choice(Xt.shape[0], min(SMALL_TEST, Xt.shape[0]), replace=False))
-            X, y, Xt, yt = X[i], y[i], Xt[j], yt[j]
+            X, y = subsample(X, y, SMALL_TRAIN[name], rng)
+            Xt, yt = subsample(Xt, yt, SMALL_TEST, rng)
         return X, y, Xt, yt
     if name == "digits":
         from sklearn.datasets import load_digits

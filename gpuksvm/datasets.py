@@ -38,6 +38,7 @@ __all__ = [
     "dataset_path",
     "load_dataset",
     "load_svmlight",
+    "subsample",
     "find_malformed_line",
     "make_checkerboard",
     "make_two_sines",
@@ -132,6 +133,16 @@ def load_svmlight(path: str | os.PathLike, n_features: int | None = None, *,
         where = f" at line {bad[0]}: {bad[1][:80]!r}" if bad else ""
         raise ValueError(f"{path}: malformed SVMlight data{where} ({exc})") from exc
     return (X.toarray() if dense else X), y
+
+
+def subsample(X: Any, y: Any, n: int | None, rng: Any) -> tuple[Any, Any]:
+    """``n`` rows drawn without replacement by ``rng`` (a NumPy ``Generator`` or
+    ``RandomState``), kept in their file order; all rows when ``n`` is None or
+    at least the row count."""
+    if n is None or n >= X.shape[0]:
+        return X, y
+    idx = np.sort(rng.choice(X.shape[0], size=n, replace=False))
+    return X[idx], y[idx]
 
 
 def load_dataset(name: str, split: str = "train", *, dense: bool = True,

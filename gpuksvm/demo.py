@@ -249,13 +249,6 @@ def _warm_up(device: bk.Device) -> float:
     return time.perf_counter() - t0
 
 
-def _subsample(X: np.ndarray, y: np.ndarray, n: int | None, rng: np.random.Generator):
-    if n is None or n >= X.shape[0]:
-        return X, y
-    idx = np.sort(rng.choice(X.shape[0], size=n, replace=False))
-    return X[idx], y[idx]
-
-
 def _parse_n(value: str) -> int | None | str:
     if str(value).lower() == "default":
         return "default"
@@ -302,7 +295,7 @@ def run_demo(*, methods: Sequence[str] | None = None, device: str = "auto",
         ``size``, ``size_desc``, ``peak_mem_mb`` (and ``gpu_mem_mb``) or ``error``.
     """
     import gpuksvm
-    from .datasets import load_dataset
+    from .datasets import load_dataset, subsample
 
     dev = bk.resolve_device(device)
     chosen = list(METHOD_LABELS if not methods else methods)
@@ -314,9 +307,9 @@ def run_demo(*, methods: Sequence[str] | None = None, device: str = "auto",
     n_test = default_n if n_test == "default" else n_test
     rng = np.random.default_rng(random_state)
     X, y = load_dataset("ijcnn1", "train")
-    X, y = _subsample(X, y, n_train, rng)
+    X, y = subsample(X, y, n_train, rng)
     Xt, yt = load_dataset("ijcnn1", "test")
-    Xt, yt = _subsample(Xt, yt, n_test, rng)
+    Xt, yt = subsample(Xt, yt, n_test, rng)
     warm = _warm_up(dev)
     measure = PeakMemory(memory).how
     result = {"dataset": "ijcnn1", "device": str(dev), "n_train": int(X.shape[0]),

@@ -64,3 +64,17 @@ def test_spheroid_stream():
     np.testing.assert_allclose(np.sum((X[600:] / ax) ** 2, axis=1), 1.0)
     with pytest.raises(ValueError):
         datasets.sphere_to_spheroid_stream(10, change_at=20)
+
+
+def test_subsample_keeps_file_order_and_is_reproducible():
+    from gpuksvm.datasets import subsample
+
+    X = np.arange(40.0).reshape(20, 2)
+    y = np.arange(20)
+    Xs, ys = subsample(X, y, 7, np.random.default_rng(3))
+    assert Xs.shape == (7, 2) and np.all(np.diff(ys) > 0) and np.array_equal(Xs[:, 0] / 2, ys)
+    Xs2, ys2 = subsample(X, y, 7, np.random.RandomState(3))      # RandomState works too
+    assert ys2.shape == (7,) and np.all(np.diff(ys2) > 0)
+    np.testing.assert_array_equal(subsample(X, y, 7, np.random.default_rng(3))[1], ys)
+    for n in (None, 20, 25):
+        assert subsample(X, y, n, np.random.default_rng(0))[1] is y
