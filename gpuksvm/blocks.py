@@ -38,6 +38,7 @@ import bz2
 import gzip
 import io
 import os
+from numbers import Integral
 from os import PathLike
 from typing import Any, Callable, Iterable, Iterator
 
@@ -45,6 +46,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from . import backend as bk
+from .validation import check_param
 
 __all__ = ["BlockSource", "ArrayBlockSource", "SVMLightBlockSource", "CallableBlockSource",
            "MappedBlockSource", "as_block_source"]
@@ -287,9 +289,7 @@ class SVMLightBlockSource(BlockSource):
 
 
 def _check_block_size(block_size: Any) -> int:
-    if isinstance(block_size, bool) or not isinstance(block_size, (int, np.integer)) or block_size < 1:
-        raise ValueError(f"block_size must be a positive integer, got {block_size!r}")
-    return int(block_size)
+    return int(check_param("block_size", block_size, Integral, low=1))
 
 
 def check_block(Xb: Any, n_features: int, device: Any, dtype: Any) -> Any:

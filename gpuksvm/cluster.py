@@ -25,6 +25,7 @@ the small difference in seeding quality.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from numbers import Integral
 from typing import Any
 
 import numpy as np
@@ -34,6 +35,7 @@ from sklearn.utils import check_random_state
 from . import backend as bk
 from .kernels import Kernel, kernel_block, row_sq_norms
 from .solvers._blas import NARROW_DIM, host_busy, one_blas_thread
+from .validation import check_choice, check_param
 
 __all__ = ["KMeansResult", "kmeans", "nearest_centers", "sample_rows", "take_rows"]
 
@@ -220,14 +222,10 @@ def kmeans(X: Any, n_clusters: int, *, n_iter: int = 5, init: str = "k-means++",
     >>> sorted(res.centers[:, 0].tolist())
     [0.0, 10.0]
     """
-    if isinstance(n_clusters, bool) or not isinstance(n_clusters, (int, np.integer)) or n_clusters < 1:
-        raise ValueError(f"n_clusters must be a positive integer, got {n_clusters!r}")
-    if isinstance(n_iter, bool) or not isinstance(n_iter, (int, np.integer)) or n_iter < 0:
-        raise ValueError(f"n_iter must be a non-negative integer, got {n_iter!r}")
-    if init not in ("k-means++", "random"):
-        raise ValueError(f"init must be 'k-means++' or 'random', got {init!r}")
-    if sample is not None and (isinstance(sample, bool) or int(sample) < 1):
-        raise ValueError(f"sample must be a positive integer or None, got {sample!r}")
+    check_param("n_clusters", n_clusters, Integral, low=1)
+    check_param("n_iter", n_iter, Integral, low=0)
+    check_choice("init", init, ("k-means++", "random"))
+    check_param("sample", sample, Integral, low=1, allow_none=True)
     dev = bk.resolve_device(device) if device is not None else bk.device_of(X)
     dt = bk.resolve_dtype(dtype, dev)
     rs = check_random_state(random_state)
