@@ -141,6 +141,12 @@ def platt_predict(decision_values: Any, A: Any, B: Any) -> np.ndarray:
     return np.where(z >= 0, ez / (1.0 + ez), 1.0 / (1.0 + ez))
 
 
+def _normalize_rows(P: np.ndarray) -> np.ndarray:
+    """Rows scaled to sum to 1; an all-zero row becomes uniform."""
+    s = P.sum(axis=1, keepdims=True)
+    return np.where(s > 0, P / np.where(s > 0, s, 1.0), 1.0 / P.shape[1])
+
+
 def couple_pairwise(R: np.ndarray) -> np.ndarray:
     """Class probabilities from pairwise ones (Wu, Lin & Weng 2004, method 2).
 
@@ -170,8 +176,7 @@ def couple_pairwise(R: np.ndarray) -> np.ndarray:
     rhs[:, K] = 1.0
     P = np.linalg.solve(M, rhs[..., None])[:, :K, 0]
     P = np.clip(P, 0.0, None)
-    s = P.sum(axis=1, keepdims=True)
-    return np.where(s > 0, P / np.where(s > 0, s, 1.0), 1.0 / K)
+    return _normalize_rows(P)
 
 
 def _check_proba(self: Any) -> bool:
@@ -253,8 +258,7 @@ class ProbabilityMixin:
         if scheme == "binary":
             return np.column_stack([1.0 - R[:, 0], R[:, 0]])
         if scheme == "ovr":
-            s = R.sum(axis=1, keepdims=True)
-            return np.where(s > 0, R / np.where(s > 0, s, 1.0), 1.0 / K)
+            return _normalize_rows(R)
         pair = np.full((D.shape[0], K, K), 0.5)
         for p, (i, j) in enumerate(problems):
             pair[:, i, j] = R[:, p]
