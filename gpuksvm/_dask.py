@@ -221,8 +221,7 @@ def row_chunked(X: Any, y: Any = None):
     return X, y
 
 
-def tree_reduce(parts: Sequence[Any], combine: Callable[[list], Any], *, fan_in: int = 8,
-                name: str = "combine") -> Any:
+def tree_reduce(parts: Sequence[Any], combine: Callable[[list], Any], *, fan_in: int = 8) -> Any:
     """Reduce delayed ``parts`` with a tree of delayed ``combine(list)`` calls (on the workers)."""
     import dask
 

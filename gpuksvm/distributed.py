@@ -496,7 +496,7 @@ def fit_llsvm(estimator: Any, X: Any, y: Any, sample_weight: Any = None, *, clie
     else:
         cache = bool(cache_features)
     if cache:
-        F = client.persist(F) if client is not None else F.persist()
+        (F,) = _persist(client, F)
     src = F if cache else X
     times["features"] = time.perf_counter() - t0
 
@@ -525,8 +525,6 @@ def fit_llsvm(estimator: Any, X: Any, y: Any, sample_weight: Any = None, *, clie
                                max_iter=int(est.max_iter), callback=callback)
     times["svm"] = time.perf_counter() - t0
     _fill_linear_svm(svm, res, classes, k, scaling, dev, dt)
-    if cache:
-        del F
     est._set_fitted(nmap, svm, dev, dt, times)
     _record_info(est, ledger, client, {"newton_iter": res.n_iter, "newton_converged": res.converged,
                                        "cache_features": cache, "n_chunks": len(y_chunks),
