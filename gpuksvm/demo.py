@@ -10,7 +10,7 @@ predict seconds, test accuracy, model size (#SV, core set, landmarks or budget)
 and peak memory.
 
 Sizes: the full training and test sets by default, on a GPU and on the CPU
-alike (the whole demo takes about 30 s on a 2-core CPU); ``--n-train`` and
+alike (the whole demo takes 30–40 s on a 2-core CPU); ``--n-train`` and
 ``--n-test`` draw random subsets, ``--tiny`` runs a seconds-long smoke test on
 2,000 / 2,000 rows.  The exact kernel SVM is O(n²): ``--svc-max-train`` caps
 its training rows on the CPU (shown in the ``n train`` column).
