@@ -56,7 +56,7 @@ from .kernels import make_kernel, row_sq_norms
 from .multiclass import binary_problems
 from .solvers.smo import PRECOMPUTED, solve_ovo
 from .svc_surface import (NOT_FINITE_MESSAGE, SVCSurfaceMixin, callable_gram, is_precomputed,
-                          is_user_callable, n_samples_of, sparse_like, warn_unconverged)
+                          is_user_callable, n_samples_of, shape_of, sparse_like, warn_unconverged)
 from .validation import check_choice, check_param, check_sample_weight, encode_classes, validate_X_y
 
 __all__ = ["KernelSVC"]
@@ -388,12 +388,12 @@ class KernelSVC(DeviceMixin, SVCSurfaceMixin, ProbabilityMixin, ClassifierMixin,
         n_rows = (None if is_precomputed(self.kernel_) or is_user_callable(self.kernel_)
                   else n_samples_of(self.support_vectors_))
         if (dual.shape != (max(K - 1, 1), n_sv) or n_support.shape != (K,) or n_support.sum() != n_sv
-                or np.shape(self.support_) != (n_sv,) or np.shape(self.intercept_) != (n_pairs,)
+                or shape_of(self.support_) != (n_sv,) or shape_of(self.intercept_) != (n_pairs,)
                 or (n_rows is not None and n_rows != n_sv)):
             raise ValueError(
                 f"The fitted model of {type(self).__name__} was altered: dual_coef_ {dual.shape}, "
-                f"n_support_ {n_support.tolist()}, support_ {np.shape(self.support_)}, "
-                f"support_vectors_ rows {n_rows}, intercept_ {np.shape(self.intercept_)} "
+                f"n_support_ {n_support.tolist()}, support_ {shape_of(self.support_)}, "
+                f"support_vectors_ rows {n_rows}, intercept_ {shape_of(self.intercept_)} "
                 f"do not fit {K} classes")
         if K == 2:
             return dual.T.copy()

@@ -75,7 +75,7 @@ from .solvers._blas import host_busy, one_blas_thread
 from .solvers.smo import PRECOMPUTED
 
 __all__ = ["SVCSurfaceMixin", "sparse_like", "warn_unconverged", "callable_gram", "NOT_FINITE_MESSAGE",
-           "is_precomputed", "is_user_callable", "n_samples_of"]
+           "is_precomputed", "is_user_callable", "n_samples_of", "shape_of"]
 
 #: scikit-learn's SVC message when the solution overflows (tests match it)
 NOT_FINITE_MESSAGE = ("The dual coefficients or intercepts are not finite. The input data may "
@@ -93,6 +93,11 @@ def is_user_callable(kernel: Any) -> bool:
 
 def n_samples_of(X: Any) -> int:
     return int(X.shape[0]) if hasattr(X, "shape") else len(X)
+
+
+def shape_of(a: Any) -> tuple:
+    """The shape of an array of any kind (NumPy, CuPy, sparse) or of a nested sequence."""
+    return tuple(a.shape) if hasattr(a, "shape") else np.shape(a)
 
 
 def sparse_like(M: np.ndarray, sparse: bool) -> Any:

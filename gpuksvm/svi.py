@@ -39,7 +39,7 @@ from .calibration import ProbabilityMixin
 from .kernels import Kernel, kernel_block, kernel_matvec, make_kernel
 from .multiclass import binary_problems, problem_rows
 from .solvers._blas import one_blas_thread
-from .svc_surface import SVCSurfaceMixin, sparse_like, warn_unconverged
+from .svc_surface import SVCSurfaceMixin, shape_of, sparse_like, warn_unconverged
 from .validation import check_choice, check_param, encode_classes, validate_X_y
 
 __all__ = ["SVI", "draw_subsets", "select_margin_rows", "closed_form_beta",
@@ -659,9 +659,9 @@ class SVI(DeviceMixin, SVCSurfaceMixin, ProbabilityMixin, ClassifierMixin, BaseE
         if bk.is_sparse(dual):
             dual = dual.toarray()
         n_sv = self.support_vectors_.shape[0]
-        if dual.shape != (len(self.problems_), n_sv) or np.shape(self.intercept_) != (dual.shape[0],):
+        if dual.shape != (len(self.problems_), n_sv) or shape_of(self.intercept_) != (dual.shape[0],):
             raise ValueError(f"The fitted model of SVI was altered: dual_coef_ {dual.shape}, "
-                             f"intercept_ {np.shape(self.intercept_)}, {n_sv} support vectors, "
+                             f"intercept_ {shape_of(self.intercept_)}, {n_sv} support vectors, "
                              f"{len(self.problems_)} binary problems")
         return bk.namespace_of(dual).ascontiguousarray(dual.T)
 
