@@ -28,7 +28,8 @@ test_sparse.py); ``test_collected_the_whole_suite`` fails if the count drops,
 e.g. because a new scikit-learn renamed things.  The fixture
 ``global_random_seed`` is scikit-learn's default, 42.  KernelSVC runs on the
 CPU here (``GPUKSVM_DEVICE=cpu``): the files compare with LIBSVM's float64
-numbers; the GPU paths are compared with the CPU in tests/test_kernel_svc.py.
+numbers; the GPU paths are compared with the CPU in tests/test_kernel_svc.py and
+tests/test_svc_dropin.py.
 """
 from __future__ import annotations
 
@@ -38,7 +39,6 @@ from pathlib import Path
 
 import pytest
 import sklearn
-from _pytest.mark.structures import Mark, ParameterSet
 
 from gpuksvm import KernelSVC
 
@@ -54,19 +54,20 @@ _EXPECTED_AT_LEAST = 135
 XFAIL = {
     # writes SVC's *private* `_dual_coef_` (LIBSVM's sign convention, the opposite of the
     # public binary `dual_coef_`) and expects predict to change.  KernelSVC has no private
-    # copy: its public `dual_coef_` is the model (tests/test_kernel_svc.py edits it).
+    # copy: its public `dual_coef_` is the model (tests/test_svc_dropin.py edits it).
     "test_svm::test_tweak_params": "writes SVC's private LIBSVM array _dual_coef_",
     # reads SVC's private `_gamma`; KernelSVC exposes the resolved kernel as `kernel_`
-    # (kernel_.gamma == 4 here, checked in tests/test_kernel_svc.py).
+    # (kernel_.gamma == 4 here, checked in tests/test_svc_dropin.py).
     "test_svm::test_gamma_scale": "reads SVC's private _gamma (KernelSVC: kernel_.gamma)",
     # corrupts SVC's private `_n_support` (the CVE-2020-28975 guard of the LIBSVM binding).
     # KernelSVC's predict reads the public n_support_, and refuses an altered one
-    # (tests/test_kernel_svc.py).
+    # (tests/test_svc_dropin.py).
     "test_svm::test_svc_raises_error_internal_representation":
         "alters SVC's private _n_support (a LIBSVM-binding guard)",
     # scikit-learn 1.9 deprecates SVC's `probability` parameter and `probA_`/`probB_` (in
     # favour of CalibratedClassifierCV); gpuksvm keeps Platt scaling (gpuksvm.calibration),
-    # so it does not emit scikit-learn's FutureWarnings.
+    # so it does not emit scikit-learn's FutureWarnings (and, as before, sets probA_/probB_
+    # only with probability=True, where SVC has empty arrays).
     "test_svm::test_probability_raises_futurewarning":
         "scikit-learn's own deprecation of SVC(probability=...) (FutureWarning)",
     "test_svm::test_svc_nusvc_probA_probB_deprecated":
@@ -107,23 +108,23 @@ def _load(name: str) -> tuple[types.ModuleType, set[str]]:
 
 
 def _holds_kernel_svc(value: object) -> bool:
-    if isinstance(value, ParameterSet):
+    if hasattr(value, "values") and hasattr(value, "marks"):  # a pytest.param(...)
         return any(_holds_kernel_svc(v) for v in value.values)
     if isinstance(value, (tuple, list)):
         return any(_holds_kernel_svc(v) for v in value)
     return value is KernelSVC or isinstance(value, KernelSVC)
 
 
-def _only_kernel_svc_cases(mark: Mark) -> tuple[Mark, int]:
+def _only_kernel_svc_cases(mark: pytest.Mark) -> pytest.Mark:
     """A parametrize mark restricted to the cases holding KernelSVC (all if none does)."""
     argnames, argvalues = mark.args[0], list(mark.args[1])
     keep = [i for i, v in enumerate(argvalues) if _holds_kernel_svc(v)]
     if not keep:
-        return mark, len(argvalues)
+        return mark
     kwargs = dict(mark.kwargs)
     if isinstance(kwargs.get("ids"), (list, tuple)):
         kwargs["ids"] = [kwargs["ids"][i] for i in keep]
-    return pytest.mark.parametrize(argnames, [argvalues[i] for i in keep], **kwargs).mark, len(keep)
+    return pytest.mark.parametrize(argnames, [argvalues[i] for i in keep], **kwargs).mark
 
 
 def _collect() -> dict[str, types.FunctionType]:
@@ -135,7 +136,7 @@ def _collect() -> dict[str, types.FunctionType]:
             copy = types.FunctionType(fn.__code__, fn.__globals__, name, fn.__defaults__, fn.__closure__)
             copy.__kwdefaults__ = fn.__kwdefaults__
             copy.__doc__ = fn.__doc__
-            marks = [_only_kernel_svc_cases(m)[0] if m.name == "parametrize" else m
+            marks = [_only_kernel_svc_cases(m) if m.name == "parametrize" else m
                      for m in getattr(fn, "pytestmark", [])]
             reason = XFAIL.get(f"{file}::{name}")
             if reason is not None:

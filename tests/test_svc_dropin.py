@@ -287,6 +287,11 @@ def test_max_iter_gives_one_svc_convergence_warning(solver):
         assert KernelSVC(solver=solver, device="cpu").fit(X, y).converged_.all()
 
 
+def test_gamma_scale_is_svc_gamma():
+    est = KernelSVC(device="cpu").fit([[0.0], [1.0]], [0, 1])
+    assert est.kernel_.gamma == pytest.approx(SVC().fit([[0.0], [1.0]], [0, 1])._gamma) == 4.0
+
+
 def test_overflowing_data_is_refused_with_svc_message():
     X = np.finfo(np.float64).max * np.random.default_rng(0).uniform(size=(10, 2))
     with pytest.raises(ValueError, match="The dual coefficients or intercepts are not finite"):
