@@ -302,7 +302,8 @@ def test_overflowing_data_is_refused_with_svc_message():
 def test_fitted_attributes_are_declared(tmp_path):
     X, y = _iris()
     fits = [KernelSVC(device="cpu").fit(X, y),
-            KernelSVC(kernel="linear", probability=True, random_state=0, device="cpu").fit(sp.csr_matrix(X), y),
+            KernelSVC(kernel="linear", probability=True, random_state=0,
+                      device="cpu").fit(sp.csr_matrix(X), y),
             KernelSVC(kernel="precomputed", device="cpu").fit(X @ X.T, y),
             KernelSVC(kernel=lambda A, B: A @ B.T, device="cpu").fit(X, y)]
     for est in fits:

@@ -22,9 +22,10 @@ Solvers (``method``)
 ``"libsvm"``
     scikit-learn's LIBSVM (CPU).  Batched problems run in parallel threads
     (LIBSVM releases the GIL); the one-vs-one problems of a labelled set
-    (:func:`solve_ovo`) are one LIBSVM call, scikit-learn SVC's own.  The host solvers run with one BLAS thread
-    (:mod:`gpuksvm.solvers._blas`: spinning BLAS workers otherwise steal the
-    cores from LIBSVM and from the parallel problems).
+    (:func:`solve_ovo`) are one LIBSVM call, scikit-learn SVC's own.  The
+    host solvers run with one BLAS thread (:mod:`gpuksvm.solvers._blas`:
+    spinning BLAS workers otherwise steal the cores from LIBSVM and from the
+    parallel problems).
 ``"smo"``
     Our own two-variable SMO on the host: WSS 2, a kernel-row LRU cache within
     ``cache_bytes``, optional shrinking (LIBSVM's rule, with the gradient
