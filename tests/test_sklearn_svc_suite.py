@@ -45,12 +45,16 @@ from gpuksvm import KernelSVC
 _SWAPPED = "_KernelSVC_for_SVC"
 _SKLEARN_TESTS = Path(sklearn.__file__).resolve().parent / "svm" / "tests"
 _FILES = ("test_svm", "test_sparse")
-#: how many SVC tests scikit-learn 1.9.1's two files hold (issue 18)
-_EXPECTED_AT_LEAST = 135
+#: the scikit-learn release the list below was made for, and how many SVC tests its two files
+#: hold (issue 18).  With another release the list still applies, not strictly (a listed
+#: test that passes is reported, not failed) and the count only has to be plausible.
+_LISTED_FOR = "1.9."
+_LISTED_RELEASE = sklearn.__version__.startswith(_LISTED_FOR)
+_EXPECTED_AT_LEAST = 135 if _LISTED_RELEASE else 100
 
 # ---------------------------------------------------------------------------------------------
 # The tests that check LIBSVM internals or scikit-learn's own deprecations rather than the
-# behaviour of an SVC.  They run, and are expected to fail (strict: a pass is reported).
+# behaviour of an SVC.  They run, and are expected to fail (strict: a pass is an error).
 XFAIL = {
     # writes SVC's *private* `_dual_coef_` (LIBSVM's sign convention, the opposite of the
     # public binary `dual_coef_`) and expects predict to change.  KernelSVC has no private
@@ -140,7 +144,7 @@ def _collect() -> dict[str, types.FunctionType]:
                      for m in getattr(fn, "pytestmark", [])]
             reason = XFAIL.get(f"{file}::{name}")
             if reason is not None:
-                marks.append(pytest.mark.xfail(reason=reason, strict=True).mark)
+                marks.append(pytest.mark.xfail(reason=reason, strict=_LISTED_RELEASE).mark)
             copy.pytestmark = marks
             tests[f"test_{file.removeprefix('test_')}__{name.removeprefix('test_')}"] = copy
     return tests
@@ -172,4 +176,5 @@ def global_random_seed() -> int:
 def test_collected_the_whole_suite():
     n = sum(_n_cases(fn) for fn in _TESTS.values())
     assert n >= _EXPECTED_AT_LEAST, f"only {n} SVC tests found in scikit-learn {sklearn.__version__}"
-    assert {k.split("::")[1] for k in XFAIL} <= {fn.__name__ for fn in _TESTS.values()}
+    if _LISTED_RELEASE:
+        assert {k.split("::")[1] for k in XFAIL} <= {fn.__name__ for fn in _TESTS.values()}
