@@ -115,7 +115,9 @@ class KernelSVC(DeviceMixin, SVCSurfaceMixin, ProbabilityMixin, ClassifierMixin,
     kernel_ : Kernel, "precomputed" or the callable
         The kernel with γ resolved.
     support_ : ndarray of int64 (n_SV,)
-        Indices of the support vectors in the training set, grouped by class.
+        Indices of the support vectors in the training set, grouped by class
+        (also with sample weights ≤ 0, whose rows SVC's ``support_`` skips
+        when it counts).
     support_vectors_ : array (n_SV, n_features)
         SciPy-sparse after a sparse fit on the CPU; empty (0, 0) for
         ``kernel="precomputed"`` and callable kernels (as SVC).
