@@ -59,16 +59,21 @@ class DeviceMixin:
     def _fitted_xp(self):
         return bk.get_namespace(self._fitted_device())
 
-    def _validated_input(self, X: Any, dtype: Any, *, keep_sparse: bool = True) -> tuple[Any, str]:
+    def _validated_input(self, X: Any, dtype: Any, *, keep_sparse: bool = True,
+                         refuse_sparse: bool = False) -> tuple[Any, str]:
         """Prediction input: validated against the fit, on the fitted device in ``dtype``.
 
         Returns ``(X_on_device, kind)`` where ``kind`` is the caller's array
         kind (for :func:`~gpuksvm.backend.as_kind`).  SciPy-sparse rows stay
         sparse on the CPU when ``keep_sparse``; a GPU gets them densified.
+        ``refuse_sparse``: sparse X is an error (a model fitted on dense X,
+        as scikit-learn's SVC).
         """
         from .validation import validate_X
 
         X, kind = validate_X(self, X, reset=False)
+        if refuse_sparse and bk.is_sparse(X):
+            raise ValueError(f"cannot use sparse input in {type(self).__name__!r} trained on dense data")
         dev = self._fitted_device()
         if bk.is_sparse(X):
             if keep_sparse and not dev.is_gpu:

@@ -37,6 +37,7 @@ from typing import Any
 
 import numpy as np
 from sklearn.base import clone
+from sklearn.exceptions import NotFittedError
 from sklearn.model_selection import StratifiedKFold
 from sklearn.utils import check_random_state
 from sklearn.utils._available_if import available_if
@@ -46,7 +47,7 @@ from . import backend as bk
 from ._dask import is_dask_collection
 from .multiclass import problem_rows
 
-__all__ = ["ProbabilityMixin", "fit_platt", "platt_predict", "couple_pairwise"]
+__all__ = ["ProbabilityMixin", "fit_platt", "platt_predict", "couple_pairwise", "take_rows"]
 
 _MIN_PROB = 1e-7
 
@@ -230,14 +231,16 @@ class ProbabilityMixin:
                                   random_state=int(rs.randint(np.iinfo(np.int32).max)))
             D = np.empty((n, len(problems)))
             sw = None if sample_weight is None else np.asarray(bk.to_host(sample_weight))
+            # a pairwise X (kernel="precomputed") is K(X, X): its columns follow the training rows
+            pairwise = self.__sklearn_tags__().input_tags.pairwise
             for train, test in skf.split(np.zeros(n), yidx):
                 est = clone(self).set_params(probability=False)
-                tr = _index(X, train)
+                tr = _fold_rows(X, train, train, pairwise)
                 if sw is None:
                     est.fit(tr, yh[train])
                 else:
                     est.fit(tr, yh[train], sample_weight=sw[train])
-                D[test] = est._binary_decisions(_index(X, test))
+                D[test] = est._binary_decisions(_fold_rows(X, test, train, pairwise))
         else:
             D = self._binary_decisions(X)
         A = np.empty(len(problems))
@@ -250,7 +253,9 @@ class ProbabilityMixin:
 
     # ---- prediction ----------------------------------------------------------------
     def _proba_host(self, X: Any) -> np.ndarray:
-        check_is_fitted(self, ("probA_", "probB_"))
+        check_is_fitted(self)
+        if not (hasattr(self, "probA_") and hasattr(self, "probB_")):
+            raise NotFittedError("predict_proba is not available when fitted with probability=False")
         scheme, problems = self._platt_problems()
         D = self._binary_decisions(X)
         R = platt_predict(D, self.probA_[None, :], self.probB_[None, :])
@@ -295,12 +300,23 @@ class ProbabilityMixin:
             return bk.as_kind(np.log(self._proba_host(X)), bk.array_kind(X))
 
 
-def _index(X: Any, rows: np.ndarray) -> Any:
+def _fold_rows(X: Any, rows: np.ndarray, train: np.ndarray, pairwise: bool) -> Any:
+    """Rows of X for a fold; of a pairwise X only the columns of the fold's training rows."""
+    Xr = take_rows(X, rows)
+    if pairwise:
+        cols = bk.namespace_of(Xr).asarray(train) if bk.is_gpu_array(Xr) else train
+        Xr = Xr[:, cols]
+    return Xr
+
+
+def take_rows(X: Any, rows: np.ndarray) -> Any:
+    """Rows of a sequence of samples, in its own kind (NumPy/CuPy array, sparse matrix,
+    DataFrame, list)."""
     if bk.is_gpu_array(X):
         xp = bk.namespace_of(X)
         return X[xp.asarray(rows)]
     if hasattr(X, "iloc"):
         return X.iloc[rows]
-    if isinstance(X, list):
+    if isinstance(X, (list, tuple)):
         return [X[i] for i in rows]
     return X[rows]

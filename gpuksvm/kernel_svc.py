@@ -18,26 +18,45 @@ with LIBSVM's conventions for ``support_``, ``support_vectors_``,
 be compared with :class:`sklearn.svm.SVC` entry by entry).  ``probability=True``
 adds Platt scaling with internal 5-fold CV (:mod:`gpuksvm.calibration`).
 
+KernelSVC is a drop-in for :class:`sklearn.svm.SVC` (issue 18; scikit-learn's
+own SVC tests run against it in ``tests/test_sklearn_svc_suite.py``): the same
+parameters (plus ``solver``, ``device``, ``dtype``), ``kernel="precomputed"``
+and callable kernels, ``coef_`` for the linear kernel, sparse ``dual_coef_``
+after a sparse fit, ``break_ties``, LIBSVM's vote on ties, SVC's errors and its
+``ConvergenceWarning``; the prediction surface is
+:class:`gpuksvm.svc_surface.SVCSurfaceMixin`, shared with SVI.
+
+Kernels given as data: ``kernel="precomputed"`` takes the (n, n) Gram matrix
+of the training rows at fit and K(X_test, X_train) at predict; a callable
+``kernel(A, B)`` is evaluated on the training rows once, as SVC does (the n×n
+Gram matrix is the one exception to "never materialize n×n": a black-box
+function of two sets of rows cannot be chunked inside a LIBSVM call), then
+solved as precomputed.  A callable runs on the CPU: with a GPU ``device`` the
+model falls back to the CPU with a warning (``fitted_device_`` says so); a
+precomputed Gram matrix is solved on the GPU by the working-set solver.
+
 Scaling: like every SMO solver, iteration counts grow quickly on unscaled
 features (large γ·‖x‖²) — standardize X first (e.g. ``StandardScaler``).
 """
 from __future__ import annotations
 
+import warnings
 from numbers import Integral, Real
 from typing import Any
 
 import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.utils.class_weight import compute_class_weight
-from sklearn.utils.validation import check_is_fitted
+from sklearn.utils.validation import check_consistent_length, column_or_1d
 
 from . import backend as bk
 from .base import DeviceMixin
 from .calibration import ProbabilityMixin
-from .kernels import kernel_matvec, make_kernel
-from .solvers._blas import host_busy, one_blas_thread
-from .multiclass import binary_problems, ovo_votes, ovr_decision_function, problem_rows
-from .solvers.smo import solve_batched
+from .kernels import make_kernel, row_sq_norms
+from .multiclass import binary_problems
+from .solvers.smo import PRECOMPUTED, solve_ovo
+from .svc_surface import (NOT_FINITE_MESSAGE, SVCSurfaceMixin, callable_gram, is_precomputed,
+                          is_user_callable, n_samples_of, shape_of, sparse_like, warn_unconverged)
 from .validation import check_choice, check_param, check_sample_weight, encode_classes, validate_X_y
 
 __all__ = ["KernelSVC"]
@@ -45,14 +64,18 @@ __all__ = ["KernelSVC"]
 SOLVERS = ("auto", "libsvm", "smo", "working_set")
 
 
-class KernelSVC(DeviceMixin, ProbabilityMixin, ClassifierMixin, BaseEstimator):
-    """Exact kernel C-SVC (hinge loss), one-vs-one for multi-class.
+class KernelSVC(DeviceMixin, SVCSurfaceMixin, ProbabilityMixin, ClassifierMixin, BaseEstimator):
+    """Exact kernel C-SVC (hinge loss), one-vs-one for multi-class; a drop-in for sklearn's SVC.
 
     Parameters
     ----------
     C : float, default=1.0
-        Box constraint of the dual (0 ≤ αᵢ ≤ C·wᵢ).
-    kernel : {"rbf", "poly", "linear", "sigmoid"} or Kernel, default="rbf"
+        Box constraint of the dual (0 ≤ αᵢ ≤ C·wᵢ); ``inf`` for a hard margin.
+    kernel : {"rbf", "poly", "linear", "sigmoid", "precomputed"}, Kernel or callable, default="rbf"
+        ``"precomputed"``: X is the Gram matrix (n_train × n_train at fit,
+        n_test × n_train at predict).  A callable ``kernel(A, B)`` returns the
+        (len(A), len(B)) kernel matrix of two sets of samples (any sequence:
+        arrays, sparse matrices, lists of strings); it runs on the CPU.
     gamma : "scale", "auto", "mean_dist" or float, default="scale"
     degree : int, default=3
     coef0 : float, default=0.0
@@ -60,7 +83,8 @@ class KernelSVC(DeviceMixin, ProbabilityMixin, ClassifierMixin, BaseEstimator):
         Stopping tolerance on the optimality gap m(α) − M(α) (LIBSVM's eps).
     max_iter : int, default=-1
         Cap on iterations (two-variable steps; working-set solver: outer
-        rounds) per binary problem; -1 for none.
+        rounds) per binary problem; -1 for none.  A problem stopped by it
+        raises a ``ConvergenceWarning`` (SVC's message) and shows in ``converged_``.
     cache_size : float, default=200
         Kernel-row cache in MB (``solver="libsvm"`` and ``"smo"``).
     shrinking : bool, default=True
@@ -71,6 +95,11 @@ class KernelSVC(DeviceMixin, ProbabilityMixin, ClassifierMixin, BaseEstimator):
         Enable :meth:`predict_proba` (Platt scaling, 5-fold internal CV).
     decision_function_shape : {"ovr", "ovo"}, default="ovr"
         Shape of :meth:`decision_function` for more than two classes.
+    break_ties : bool, default=False
+        More than two classes with ``decision_function_shape="ovr"``:
+        ``predict`` returns the arg-max of ``decision_function`` (votes, then
+        confidences) instead of LIBSVM's vote (most votes, then the lowest
+        class index).  True with ``"ovo"`` is an error at predict, as in SVC.
     solver : {"auto", "libsvm", "smo", "working_set"}, default="auto"
     device : str, default="auto"
     dtype : float32, float64 or None
@@ -83,13 +112,27 @@ class KernelSVC(DeviceMixin, ProbabilityMixin, ClassifierMixin, BaseEstimator):
     Attributes
     ----------
     classes_ : ndarray (n_classes,)
+    kernel_ : Kernel, "precomputed" or the callable
+        The kernel with γ resolved.
     support_ : ndarray of int64 (n_SV,)
-        Indices of the support vectors in the training set, grouped by class.
+        Indices of the support vectors in the training set, grouped by class
+        (also with sample weights ≤ 0, whose rows SVC's ``support_`` skips
+        when it counts).
     support_vectors_ : array (n_SV, n_features)
+        SciPy-sparse after a sparse fit on the CPU; empty (0, 0) for
+        ``kernel="precomputed"`` and callable kernels (as SVC).
+    X_fit_ : the training X as given (callable kernel only)
+        ``predict`` evaluates ``kernel(X, X_fit_)`` and uses its columns
+        ``support_`` — test × train, as SVC does.
     n_support_ : ndarray of int32 (n_classes,)
-    dual_coef_ : ndarray (n_classes − 1, n_SV)
+    dual_coef_ : ndarray or CSR matrix (n_classes − 1, n_SV)
         yᵢαᵢ in LIBSVM's one-vs-one layout (binary: oriented so that
-        decision > 0 means ``classes_[1]``, as in scikit-learn).
+        decision > 0 means ``classes_[1]``, as in scikit-learn); a CSR matrix
+        after a fit on sparse X.  It *is* the model: predictions are
+        computed from it (and ``intercept_``) at every call.
+    coef_ : array (n_classes·(n_classes−1)/2, n_features), linear kernel only
+        Read-only primal weights derived from ``dual_coef_`` (sparse after a
+        sparse fit).
     intercept_ : ndarray (n_classes·(n_classes−1)/2,)
     n_iter_ : ndarray of int (n_pairs,)
     objective_ : ndarray (n_pairs,)
@@ -97,9 +140,12 @@ class KernelSVC(DeviceMixin, ProbabilityMixin, ClassifierMixin, BaseEstimator):
     converged_ : ndarray of bool (n_pairs,)
     solver_ : str
         Engine that ran: "libsvm", "smo", "working_set-cpu" or "working_set-cuda".
+    shape_fit_ : tuple
+        Shape of the training X.
     probA_, probB_ : ndarray
         Platt sigmoid parameters per pair (``probability=True``).
     n_features_in_ : int
+        (n_train for ``kernel="precomputed"``; not set for a callable kernel.)
 
     Examples
     --------
@@ -112,11 +158,21 @@ class KernelSVC(DeviceMixin, ProbabilityMixin, ClassifierMixin, BaseEstimator):
     True
     """
 
+    #: Everything ``fit`` sets (model files declare these; ``probA_``/``probB_`` only with
+    #: ``probability=True``, ``n_features_in_``/``feature_names_in_`` as scikit-learn's
+    #: validation sets them, ``_fitted_on`` by :class:`~gpuksvm.base.DeviceMixin`).
+    #: ``coef_`` is a read-only property derived from ``dual_coef_``, not stored.
+    _FITTED_ATTRIBUTES = ("classes_", "kernel_", "support_", "support_vectors_", "n_support_",
+                          "dual_coef_", "intercept_", "n_iter_", "objective_", "converged_",
+                          "solver_", "shape_fit_", "X_fit_", "probA_", "probB_", "n_features_in_",
+                          "feature_names_in_", "_fitted_on")
+
     def __init__(self, C: float = 1.0, kernel: Any = "rbf", gamma: Any = "scale", degree: int = 3,
                  coef0: float = 0.0, tol: float = 1e-3, max_iter: int = -1, cache_size: float = 200,
                  shrinking: bool = True, class_weight: Any = None, probability: bool = False,
-                 decision_function_shape: str = "ovr", solver: str = "auto", device: str = "auto",
-                 dtype: Any = None, random_state: Any = None, verbose: int = 0) -> None:
+                 decision_function_shape: str = "ovr", break_ties: bool = False, solver: str = "auto",
+                 device: str = "auto", dtype: Any = None, random_state: Any = None,
+                 verbose: int = 0) -> None:
         self.C = C
         self.kernel = kernel
         self.gamma = gamma
@@ -129,6 +185,7 @@ class KernelSVC(DeviceMixin, ProbabilityMixin, ClassifierMixin, BaseEstimator):
         self.class_weight = class_weight
         self.probability = probability
         self.decision_function_shape = decision_function_shape
+        self.break_ties = break_ties
         self.solver = solver
         self.device = device
         self.dtype = dtype
@@ -137,7 +194,7 @@ class KernelSVC(DeviceMixin, ProbabilityMixin, ClassifierMixin, BaseEstimator):
 
     # ------------------------------------------------------------------ params
     def _check_params(self) -> None:
-        check_param("C", self.C, Real, low=0.0, closed="neither")
+        check_param("C", self.C, Real, low=0.0, closed="neither", allow_inf=True)
         check_param("tol", self.tol, Real, low=0.0, closed="neither")
         check_param("coef0", self.coef0, Real)
         check_param("degree", self.degree, Real, low=0.0)
@@ -149,9 +206,58 @@ class KernelSVC(DeviceMixin, ProbabilityMixin, ClassifierMixin, BaseEstimator):
         check_choice("solver", self.solver, SOLVERS)
         check_choice("shrinking", self.shrinking, (True, False))
         check_choice("probability", self.probability, (True, False))
+        check_choice("break_ties", self.break_ties, (True, False))
         if not (self.class_weight is None or self.class_weight == "balanced"
                 or isinstance(self.class_weight, dict)):
             raise ValueError(f"class_weight must be None, 'balanced' or a dict, got {self.class_weight!r}")
+
+    def _validated_training_data(self, X: Any, y: Any) -> tuple[Any, np.ndarray]:
+        """X and y checked as SVC does for this kernel (a callable gets X as given)."""
+        if is_user_callable(self.kernel):
+            check_consistent_length(X, y)
+            for attr in ("n_features_in_", "feature_names_in_"):  # no feature count to check
+                self.__dict__.pop(attr, None)
+            return X, np.asarray(column_or_1d(bk.to_host(y), warn=True))
+        if is_precomputed(self.kernel):
+            if bk.is_sparse(X):
+                raise TypeError("Sparse precomputed kernels are not supported.")
+            X, y, _ = validate_X_y(self, X, y, accept_sparse=False)
+            if X.shape[0] != X.shape[1]:
+                raise ValueError(f"Precomputed matrix must be a square matrix. Input is a "
+                                 f"{X.shape[0]}x{X.shape[1]} matrix.")
+            return X, y
+        X, y, _ = validate_X_y(self, X, y)
+        with np.errstate(over="ignore", invalid="ignore"):
+            sq = row_sq_norms(X)
+        if not bool(bk.namespace_of(sq).isfinite(sq).all()):
+            raise ValueError(f"{NOT_FINITE_MESSAGE} (‖x‖² overflows float64 for some rows of X, so "
+                             "their kernel values are inf or NaN.)")
+        return X, y
+
+    def _weights(self, sample_weight: Any, X: Any, y: np.ndarray, classes: np.ndarray,
+                 yidx: np.ndarray) -> tuple[np.ndarray | None, np.ndarray | None]:
+        """Sample and class weights (Cᵢ = C·class_weight[yᵢ]·sample_weightᵢ), with SVC's errors
+        when no row of positive weight is left for a class."""
+        sw = (None if sample_weight is None
+              else check_sample_weight(sample_weight, X, ensure_non_negative=False))
+        cw = (None if self.class_weight is None
+              else compute_class_weight(self.class_weight, classes=classes, y=y))
+        w = np.ones(yidx.shape[0]) if sw is None else sw
+        if cw is not None:
+            w = w * cw[yidx]
+        # LIBSVM leaves out the rows of weight ≤ 0 (their αᵢ are 0), so does every solver here
+        kept = w > 0
+        if not kept.any():
+            raise ValueError("Invalid input - all samples have zero or negative weights.")
+        left = np.unique(yidx[kept])
+        if left.size < 2:
+            raise ValueError("Invalid input - all samples with positive weights belong to the same "
+                             "class.")
+        if left.size < classes.shape[0]:
+            missing = classes[np.setdiff1d(np.arange(classes.shape[0]), left)]
+            raise ValueError(f"Invalid input - all samples of class(es) {missing.tolist()} have zero "
+                             "or negative weights.")
+        return sw, cw
 
     # ------------------------------------------------------------------ fit
     def fit(self, X: Any, y: Any, sample_weight: Any = None) -> "KernelSVC":
@@ -160,153 +266,150 @@ class KernelSVC(DeviceMixin, ProbabilityMixin, ClassifierMixin, BaseEstimator):
         Parameters
         ----------
         X : array-like or sparse matrix (CPU), shape (n_samples, n_features)
+            ``kernel="precomputed"``: the (n_samples, n_samples) Gram matrix;
+            a callable kernel: any sequence of samples it accepts.
         y : array-like (n_samples,)
         sample_weight : array-like (n_samples,), optional
-            Per-sample weights: Cᵢ = C·wᵢ.
+            Per-sample weights: Cᵢ = C·wᵢ; rows of weight ≤ 0 are left out
+            (as LIBSVM does).
 
         Returns
         -------
         self
         """
         self._check_params()
-        X, y, _kind = validate_X_y(self, X, y)
+        X, y = self._validated_training_data(X, y)
         classes, yidx = encode_classes(y)
-        n = X.shape[0]
-        w = check_sample_weight(sample_weight, X) if sample_weight is not None else np.ones(n)
-        if self.class_weight is not None:
-            cw = compute_class_weight(self.class_weight, classes=classes, y=y)
-            w = w * cw[yidx]
-        if not np.any(w > 0):
-            raise ValueError("all sample weights (times class weights) are zero")
-        weighted = not np.all(w == 1.0)
+        sw, cw = self._weights(sample_weight, X, y, classes, yidx)
         dev = self._device()
+        callable_kernel = is_user_callable(self.kernel)
+        if callable_kernel and dev.is_gpu:
+            warnings.warn(f"kernel={self.kernel!r} is a Python function, which runs on the CPU: "
+                          f"KernelSVC fits and predicts on the CPU instead of {dev} "
+                          "(fitted_device_ == 'cpu')", UserWarning, stacklevel=2)
+            dev = bk.CPU
         dt = bk.resolve_dtype(self.dtype, dev)
         if not dev.is_gpu and bk.is_gpu_array(X):
             X = bk.to_host(X)  # device="cpu" asked for explicitly: compute on the host
-        kern = make_kernel(self.kernel, self.gamma, self.degree, self.coef0, X)
-        if dev.is_gpu:
-            Xd = bk.to_device(X.toarray() if bk.is_sparse(X) and not bk.is_gpu_array(X) else X, dev, dt)
+        if callable_kernel:
+            kern, kernel_ = PRECOMPUTED, self.kernel
+            data = callable_gram(self.kernel, X, X)
+        elif is_precomputed(self.kernel):
+            kern = kernel_ = PRECOMPUTED
+            data = X
         else:
-            Xd = X
-        K = classes.shape[0]
-        # binary: classes_[1] is the positive class (decision > 0 → classes_[1]);
-        # LIBSVM's one-vs-one: in pair (i, j), i < j, class i is +1
-        subsets, labels = zip(*(problem_rows(yidx, i, j) for i, j in binary_problems(K, "ovo")))
-        # rows of zero weight have Cᵢ = 0: α stays 0, so they are left out
-        masks = [w[S] > 0 for S in subsets]
-        keep = [S[m] for S, m in zip(subsets, masks)]
-        labels = [lab[m] for lab, m in zip(labels, masks)]
-        results = solve_batched(Xd, labels, keep, kern, float(self.C), tol=float(self.tol),
-                                max_iter=None if self.max_iter == -1 else int(self.max_iter),
-                                device=dev, dtype=dt, sample_weight=w if weighted else None,
-                                method=self.solver, shrinking=bool(self.shrinking),
-                                cache_bytes=int(float(self.cache_size) * 2**20))
-        self.kernel_ = kern
-        self.classes_ = classes
-        self._build_model(X, Xd, yidx, results, dev, dt)
-        self.solver_ = results[0].solver
-        self.n_iter_ = np.array([r.n_iter for r in results], dtype=np.int64)
-        self.objective_ = np.array([r.objective for r in results])
-        self.converged_ = np.array([r.converged for r in results])
-        self.shape_fit_ = X.shape
+            kern = kernel_ = make_kernel(self.kernel, self.gamma, self.degree, self.coef0, X)
+            data = X
+        if dev.is_gpu:
+            data = bk.to_device(data.toarray() if bk.is_sparse(data) and not bk.is_gpu_array(data)
+                                else data, dev, dt)
+        max_iter = None if self.max_iter == -1 else int(self.max_iter)
+        # pair (lo, hi) is solved with +1 for hi; solver="libsvm" is one LIBSVM call, SVC's own
+        results = solve_ovo(data, yidx, kern, float(self.C), n_classes=classes.shape[0],
+                            tol=float(self.tol), max_iter=max_iter, device=dev, dtype=dt,
+                            sample_weight=None if sw is None else np.maximum(sw, 0.0),
+                            class_weight=cw, method=self.solver, shrinking=bool(self.shrinking),
+                            cache_bytes=int(float(self.cache_size) * 2**20), warn_convergence=False)
+        model = self._model(X, data, yidx, classes, results, kernel_, dev, dt)
+        self.__dict__.update(model)
         self._set_fitted_device(dev)
+        for attr in ("probA_", "probB_", "X_fit_"):  # from an earlier fit
+            if attr not in model:
+                self.__dict__.pop(attr, None)
+        warn_unconverged(results, max_iter, float(self.tol), "KernelSVC")
         if self.verbose:
             print(f"KernelSVC: solver={self.solver_}, {len(results)} binary problem(s), "
                   f"{self.support_.size} SVs, iterations={self.n_iter_.tolist()}, "
                   f"converged={bool(self.converged_.all())}")
         if self.probability:
-            self._fit_probability(X, y, sample_weight=w if weighted else None)
+            self._fit_probability(X, y, sample_weight=sample_weight)
         return self
 
-    def _build_model(self, X, Xd, yidx, results, dev, dt) -> None:
-        K = self.classes_.shape[0]
+    def _model(self, X: Any, data: Any, yidx: np.ndarray, classes: np.ndarray, results: list,
+               kernel_: Any, dev: bk.Device, dt: np.dtype) -> dict:
+        """The fitted attributes from the solved problems (LIBSVM's one-vs-one layout)."""
+        K = classes.shape[0]
+        sign = 1.0 if K == 2 else -1.0  # solve_ovo: +1 for the higher class of each pair
         coefs = [(np.asarray(r.support, dtype=np.int64),
-                  np.asarray(bk.to_host(r.dual_coef), dtype=np.float64).ravel()) for r in results]
+                  sign * np.asarray(bk.to_host(r.dual_coef), dtype=np.float64).ravel()) for r in results]
+        intercept = sign * np.array([r.intercept for r in results], dtype=np.float64)
+        if not (np.isfinite(intercept).all() and all(np.isfinite(c).all() for _, c in coefs)):
+            raise ValueError(NOT_FINITE_MESSAGE)
         union = np.unique(np.concatenate([s for s, _ in coefs])) if coefs else np.zeros(0, np.int64)
         # group by class, ascending index within a class (LIBSVM's order)
-        order = np.lexsort((union, yidx[union]))
-        sv = union[order]
+        sv = union[np.lexsort((union, yidx[union]))]
         pos = np.empty(yidx.shape[0], dtype=np.int64)
         pos[sv] = np.arange(sv.size)
-        n_sv = sv.size
-        W = np.zeros((n_sv, len(results)))      # coefficient of each SV in each problem
-        for p, (s, c) in enumerate(coefs):
-            W[pos[s], p] = c
-        dual = np.zeros((max(K - 1, 1), n_sv))
-        if K == 2:
-            dual[0] = W[:, 0]
-        else:
-            cls = yidx[sv]
-            for p, (i, j) in enumerate(binary_problems(K, "ovo")):
+        dual = np.zeros((max(K - 1, 1), sv.size))
+        cls = yidx[sv]
+        for p, ((i, j), (s, c)) in enumerate(zip(binary_problems(K, "ovo"), coefs)):
+            if K == 2:
+                dual[0, pos[s]] = c
+            else:
                 # LIBSVM layout: SVs of class i in row j−1, SVs of class j in row i
-                mi, mj = cls == i, cls == j
-                dual[j - 1, mi] = W[mi, p]
-                dual[i, mj] = W[mj, p]
-        self.support_ = sv
-        self.n_support_ = np.bincount(yidx[sv], minlength=K).astype(np.int32)
-        self.dual_coef_ = dual
-        self.intercept_ = np.array([r.intercept for r in results])
-        self._pair_coef = W
-        if dev.is_gpu:
-            self.support_vectors_ = Xd[bk.to_device(sv, dev)]
-            self._pair_coef = bk.to_device(W.astype(dt), dev)
+                col = pos[s]
+                of_i = cls[col] == i
+                dual[j - 1, col[of_i]] = c[of_i]
+                dual[i, col[~of_i]] = c[~of_i]
+        extra = {}
+        if is_user_callable(kernel_) or is_precomputed(kernel_):
+            # SVC's convention: no support vectors; predict takes kernel columns support_
+            support_vectors = bk.get_namespace(dev).empty((0, 0), dtype=dt if dev.is_gpu else np.float64)
+            if is_user_callable(kernel_):
+                extra["X_fit_"] = X
+        elif dev.is_gpu:
+            support_vectors = data[bk.to_device(sv, dev)]
         else:
-            self.support_vectors_ = X[sv]
+            support_vectors = X[sv]
+        return {
+            "classes_": classes, "kernel_": kernel_, "support_": sv,
+            "support_vectors_": support_vectors,
+            "n_support_": np.bincount(cls, minlength=K).astype(np.int32),
+            "dual_coef_": sparse_like(dual, bk.is_sparse(X) and not is_user_callable(kernel_)),
+            "intercept_": intercept, "solver_": results[0].solver,
+            "n_iter_": np.array([r.n_iter for r in results], dtype=np.int64),
+            "objective_": np.array([r.objective for r in results]),
+            "converged_": np.array([r.converged for r in results]),
+            "shape_fit_": X.shape if hasattr(X, "shape") else (n_samples_of(X),), **extra,
+        }
 
-    # ------------------------------------------------------------------ predict
-    def _raw_pairs(self, X: Any) -> tuple[np.ndarray, str]:
-        """Host (n, n_problems) pairwise decision values and the caller's array kind."""
-        check_is_fitted(self, "support_vectors_")
-        dev = self._fitted_device()
-        dt = self._pair_coef.dtype if dev.is_gpu else np.dtype(np.float64)
-        Xd, kind = self._validated_input(X, dt)
-        n_pairs = self.intercept_.shape[0]
-        if self.support_vectors_.shape[0] == 0:
-            D = np.zeros((Xd.shape[0], n_pairs))
-        else:
-            # on a busy host BLAS worker threads only spin (gpuksvm.solvers._blas)
-            with one_blas_thread(not dev.is_gpu and host_busy()):
-                D = kernel_matvec(Xd, self.support_vectors_, self._pair_coef, self.kernel_, dtype=dt)
-            D = np.asarray(bk.to_host(D), dtype=np.float64).reshape(Xd.shape[0], n_pairs)
-        return D + np.asarray(bk.to_host(self.intercept_))[None, :], kind
+    # ------------------------------------------------------------------ model (SVCSurfaceMixin)
+    def _problem_coef(self) -> np.ndarray:
+        """(n_SV, n_pairs) coefficients of each pair, unpacked from ``dual_coef_``'s LIBSVM layout.
 
-    def decision_function(self, X: Any):
-        """Decision values.
-
-        Binary: (n,), positive → ``classes_[1]``.  Multi-class: (n, K) one-vs-
-        rest shape (votes plus squashed confidences) or the raw (n, K(K−1)/2)
-        one-vs-one values with ``decision_function_shape="ovo"`` (pair (i, j):
-        positive → class i).
+        Pair (i, j): the SVs of class i carry ``dual_coef_[j − 1]``, those of
+        class j ``dual_coef_[i]``, every other SV 0.  Checks that the fitted
+        attributes still fit together (they are public and may be edited).
         """
-        D, kind = self._raw_pairs(X)
-        if self.classes_.shape[0] == 2:
-            out = D[:, 0]
-        elif self.decision_function_shape == "ovr":
-            out = ovr_decision_function(D, self.classes_.shape[0])
-        else:
-            out = D
-        return bk.as_kind(out, kind)
-
-    def predict(self, X: Any):
-        """Class labels (binary: sign of the decision; multi-class: one-vs-one voting,
-        ties to the lowest class index as in LIBSVM)."""
-        D, kind = self._raw_pairs(X)
-        K = self.classes_.shape[0]
+        dual = self.dual_coef_
+        dual = np.asarray(bk.to_host(dual.toarray() if bk.is_sparse(dual) else dual), dtype=np.float64)
+        K = len(self.classes_)
+        n_support = np.asarray(bk.to_host(self.n_support_)).astype(np.int64)
+        n_sv = dual.shape[1] if dual.ndim == 2 else -1
+        n_pairs = K * (K - 1) // 2
+        n_rows = (None if is_precomputed(self.kernel_) or is_user_callable(self.kernel_)
+                  else n_samples_of(self.support_vectors_))
+        if (dual.shape != (max(K - 1, 1), n_sv) or n_support.shape != (K,) or n_support.sum() != n_sv
+                or shape_of(self.support_) != (n_sv,) or shape_of(self.intercept_) != (n_pairs,)
+                or (n_rows is not None and n_rows != n_sv)):
+            raise ValueError(
+                f"The fitted model of {type(self).__name__} was altered: dual_coef_ {dual.shape}, "
+                f"n_support_ {n_support.tolist()}, support_ {shape_of(self.support_)}, "
+                f"support_vectors_ rows {n_rows}, intercept_ {shape_of(self.intercept_)} "
+                f"do not fit {K} classes")
         if K == 2:
-            idx = (D[:, 0] > 0).astype(np.int64)
-        else:
-            idx = np.argmax(ovo_votes(D, K), axis=1)
-        return bk.as_kind(self.classes_[idx], kind)
-
-    # ------------------------------------------------------------------ probability hooks
-    def _platt_problems(self):
-        K = self.classes_.shape[0]
-        return ("binary" if K == 2 else "ovo"), binary_problems(K, "ovo")
-
-    def _binary_decisions(self, X: Any) -> np.ndarray:
-        return self._raw_pairs(X)[0]
+            return dual.T.copy()
+        cls = np.repeat(np.arange(K), n_support)
+        W = np.zeros((n_sv, n_pairs))
+        for p, (i, j) in enumerate(binary_problems(K, "ovo")):
+            of_i, of_j = cls == i, cls == j
+            W[of_i, p] = dual[j - 1, of_i]
+            W[of_j, p] = dual[i, of_j]
+        return W
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
-        tags.input_tags.sparse = True
+        tags.input_tags.pairwise = is_precomputed(self.kernel)
+        tags.input_tags.sparse = not is_precomputed(self.kernel)
         return tags
+

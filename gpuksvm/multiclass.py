@@ -9,7 +9,8 @@ from itertools import combinations
 
 import numpy as np
 
-__all__ = ["binary_problems", "problem_rows", "ovo_votes", "ovr_decision_function"]
+__all__ = ["binary_problems", "problem_rows", "ovo_votes", "ovr_decision_function", "binary_predict",
+           "ovo_predict"]
 
 
 def binary_problems(n_classes: int, multi_class: str) -> list[tuple[int, int | None]]:
@@ -36,12 +37,19 @@ def problem_rows(yidx: np.ndarray, pos: int, neg: int | None) -> tuple[np.ndarra
     return rows, np.where(yidx[rows] == pos, 1.0, -1.0)
 
 
-def ovo_votes(pair_decisions: np.ndarray, n_classes: int) -> np.ndarray:
-    """(n, n_classes) one-vs-one vote counts: pair (i, j) votes i when its value is > 0, else j."""
+def ovo_votes(pair_decisions: np.ndarray, n_classes: int, *, zero_votes_first: bool = False) -> np.ndarray:
+    """(n, n_classes) one-vs-one vote counts: pair (i, j) votes i when its value is > 0, else j.
+
+    That is LIBSVM's rule (``svm_predict_values``: a value of exactly 0 votes
+    for j); ``zero_votes_first=True`` gives a 0 to i instead, the rule of
+    scikit-learn's one-vs-rest decision function (``_ovr_decision_function``,
+    which counts ``dec < 0`` as a vote for j).
+    """
     votes = np.zeros((pair_decisions.shape[0], n_classes))
     for p, (i, j) in enumerate(combinations(range(n_classes), 2)):
-        votes[:, i] += pair_decisions[:, p] > 0
-        votes[:, j] += pair_decisions[:, p] <= 0
+        first = pair_decisions[:, p] >= 0 if zero_votes_first else pair_decisions[:, p] > 0
+        votes[:, i] += first
+        votes[:, j] += ~first
     return votes
 
 
@@ -53,10 +61,36 @@ def ovr_decision_function(pair_decisions: np.ndarray, n_classes: int) -> np.ndar
     class gets its number of pairwise votes plus its summed pairwise
     confidences squashed into (−1/3, 1/3) by ``c / (3(|c| + 1))``, so the votes
     decide and the confidences only break ties (the LIBSVM/scikit-learn rule
-    of ``decision_function_shape="ovr"``).
+    of ``decision_function_shape="ovr"``, the same operations in the same
+    order, so equal pairwise values give equal scores; a pairwise value of
+    exactly 0 votes for i there).
     """
     conf = np.zeros((pair_decisions.shape[0], n_classes))
     for p, (i, j) in enumerate(combinations(range(n_classes), 2)):
         conf[:, i] += pair_decisions[:, p]
         conf[:, j] -= pair_decisions[:, p]
-    return ovo_votes(pair_decisions, n_classes) + conf / (3.0 * (np.abs(conf) + 1.0))
+    votes = ovo_votes(pair_decisions, n_classes, zero_votes_first=True)
+    return votes + conf / (3.0 * (np.abs(conf) + 1.0))
+
+
+def binary_predict(decisions: np.ndarray) -> np.ndarray:
+    """Class index (0 or 1) of binary decision values (positive → ``classes_[1]``).
+
+    A value of exactly 0 gives ``classes_[1]``, as LIBSVM/scikit-learn's SVC
+    (its internal value, −f, votes for the second class when it is not > 0).
+    """
+    return (np.asarray(decisions) >= 0).astype(np.int64)
+
+
+def ovo_predict(pair_decisions: np.ndarray, n_classes: int, *, break_ties: bool = False) -> np.ndarray:
+    """Class indices from one-vs-one decision values.
+
+    ``break_ties=False``: LIBSVM's vote — the class with most votes, the
+    lowest class index among tied classes (:func:`ovo_votes`).
+    ``break_ties=True``: the arg-max of :func:`ovr_decision_function`, whose
+    confidences separate classes with equal votes (scikit-learn's
+    ``SVC(break_ties=True)``).
+    """
+    if break_ties:
+        return np.argmax(ovr_decision_function(pair_decisions, n_classes), axis=1)
+    return np.argmax(ovo_votes(pair_decisions, n_classes), axis=1)

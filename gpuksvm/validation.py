@@ -114,22 +114,27 @@ def encode_classes(y: np.ndarray, *, min_classes: int = 2) -> tuple[np.ndarray, 
     return classes, idx.astype(np.int64)
 
 
-def check_sample_weight(sample_weight: Any, X: Any) -> np.ndarray:
-    """Host float64 weights (ones if ``None``); errors on negative/non-finite."""
+def check_sample_weight(sample_weight: Any, X: Any, *, ensure_non_negative: bool = True) -> np.ndarray:
+    """Host float64 weights (ones if ``None``); errors on non-finite values, and on negative
+    ones or all zeros unless ``ensure_non_negative=False`` (then the caller decides what rows
+    of weight ≤ 0 mean).  ``X`` may be any sequence of samples."""
     if bk.is_gpu_array(sample_weight):
         sample_weight = bk.to_host(sample_weight)
-    n = X.shape[0]
+    n = X.shape[0] if hasattr(X, "shape") else len(X)
     sw = _check_sample_weight(sample_weight, np.empty((n, 1)), dtype=np.float64,
-                              ensure_non_negative=True)
+                              ensure_non_negative=ensure_non_negative,
+                              allow_all_zero_weights=not ensure_non_negative)
     return np.asarray(sw, dtype=np.float64)
 
 
 def check_param(name: str, value: Any, kind: type | tuple = Real, *, low: float | None = None,
-                high: float | None = None, closed: str = "both", allow_none: bool = False) -> Any:
+                high: float | None = None, closed: str = "both", allow_none: bool = False,
+                allow_inf: bool = False) -> Any:
     """Check a numeric parameter and raise a clear ``ValueError`` otherwise.
 
     ``closed`` says which bounds are included: ``"both"``, ``"left"``,
-    ``"right"`` or ``"neither"``.
+    ``"right"`` or ``"neither"``.  ``allow_inf``: ±inf passes the finiteness
+    check (the bounds still apply).
     """
     if value is None and allow_none:
         return value
@@ -137,7 +142,8 @@ def check_param(name: str, value: Any, kind: type | tuple = Real, *, low: float 
     if isinstance(value, bool) or not isinstance(value, kinds):
         what = "an integer" if Integral in kinds and Real not in kinds else "a number"
         raise ValueError(f"{name} must be {what}, got {value!r}")
-    if isinstance(value, (float, np.floating)) and not np.isfinite(value):
+    if isinstance(value, (float, np.floating)) and not (np.isfinite(value)
+                                                       or (allow_inf and np.isinf(value))):
         raise ValueError(f"{name} must be finite, got {value!r}")
     lo_ok = low is None or (value >= low if closed in ("both", "left") else value > low)
     hi_ok = high is None or (value <= high if closed in ("both", "right") else value < high)
