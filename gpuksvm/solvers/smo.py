@@ -249,7 +249,6 @@ def _make_result(S: np.ndarray, alpha: np.ndarray, y: np.ndarray, b: float, obj:
 # =========================================================================== LIBSVM
 def _solve_libsvm(X: Any, ys: np.ndarray, S: np.ndarray, kernel: Kernel, C: float, tol: float,
                   max_iter: int | None, w: np.ndarray | None, cache_bytes: int | None) -> SMOResult:
-    from sklearn.exceptions import ConvergenceWarning
     from sklearn.svm import SVC
 
     if kernel.degree != int(kernel.degree):
@@ -264,12 +263,13 @@ def _solve_libsvm(X: Any, ys: np.ndarray, S: np.ndarray, kernel: Kernel, C: floa
     svc = SVC(C=C, kernel=kernel.name, gamma=kernel.gamma, degree=int(kernel.degree), coef0=kernel.coef0,
               tol=tol, max_iter=-1 if max_iter is None else max_iter, cache_size=cache_mb,
               shrinking=True)
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always", ConvergenceWarning)
-        svc.fit(Xs, ys, sample_weight=None if w is None else w[S])
-    converged = not any(issubclass(c.category, ConvergenceWarning) for c in caught)
-    for c in caught:  # hand the warnings on (recorded only to learn the convergence status)
-        warnings.warn_explicit(c.message, c.category, c.filename, c.lineno)
+    # the status comes from ``fit_status_``, not from catching LIBSVM's
+    # ConvergenceWarning: ``warnings.catch_warnings`` swaps process-wide state
+    # and is not thread-safe — in the parallel batch it left the caller's own
+    # warning capture replaced by a finished thread's (warnings raised after
+    # the batch, e.g. SVI's ExactFallbackWarning, went missing)
+    svc.fit(Xs, ys, sample_weight=None if w is None else w[S])
+    converged = int(svc.fit_status_) == 0
     sv_local = np.asarray(svc.support_, dtype=np.int64)
     # scikit-learn's public binary dual_coef_/intercept_ are oriented so f > 0 → +1
     coef = svc.dual_coef_
