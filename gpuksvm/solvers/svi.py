@@ -1,0 +1,440 @@
+"""SVI — kernel SVM training by support vector identification: the algorithm (SPEC §3).
+
+Mao, Fu, Wu & Hu, "Fast Kernel SVM Training via Support Vector Identification"
+(papers/svi-support-vector-identification.txt), Algorithm 1, per binary problem:
+
+1. draw M (``n_subsets``) disjoint random subsets of rate θ (``subset_rate``);
+2. train a kernel SVM (hinge loss, same C and kernel) on each subset — all the
+   sub-SVMs of all problems are one call of :func:`gpuksvm.solvers.smo.solve_batched`;
+3. average the M decision values over the problem's rows, eq. (1):
+   f̄(x) = (1/M) Σ_m f_m(x) — kernel mat-vecs against the union of the
+   sub-models' support vectors, never an n×SV matrix;
+4. keep the "margin support vectors", the rows with y·f̄(x) ≈ 1, here
+   ``|y f̄ − 1| ≤ margin_tol`` with the guards of :func:`select_margin_rows`;
+5. β and b in closed form from eqs. (5)–(9) on those s rows:
+   β = (I/(2C) + ΠK)⁻¹ Πy  (eq. 9),   b = (1/s) 1ᵀ(y − Kβ)  (eq. 7);
+6. predict sign(Σ_j β_j κ(x, x_j) + b).
+
+What the paper leaves open, each with the measured reason (2-core CPU shared
+with other jobs; test accuracy against scikit-learn's SVC on the same rows,
+``bench/svi_subset_rows.py``, ``bench/results/svi_subset_rows.json``):
+
+**Subsets sized from the problem** (:func:`plan_problem`).  The sub-SVMs must
+be large enough to locate the margin, whatever θ·n gives.  With M = 5 the SVI
+model's gap to SVC, two seeds each, was: ijcnn1 5.4–5.7 points with sub-SVMs
+of 100 rows, 1.7–3.0 with 400, 1.2–1.7 with 1,000, 0.5–1.0 with 2,000 and
+0.2–0.3 with 5,000 (θ = 0.1 of the full file, the paper's setting); adult
+2.1–2.4 with 1,000 rows, 1.5 with 2,000, 0.9 with 3,256; digits' one-vs-one
+pairs (≈ 240 rows, sub-SVMs of ≈ 24) 4–5 points.  Only the two-sine data
+(a smooth boundary) was within 0.5 point at 200 rows.  So every sub-SVM gets
+at least ``min_subset_rows`` = :data:`DEFAULT_MIN_SUBSET_ROWS` rows (θ is
+raised for the problem, up to 1/M), and a problem with fewer than
+``n_subsets · min_subset_rows`` rows is solved by the exact SVM: there it
+costs about as much as the ensemble (SVC on 2,000 ijcnn1 rows 0.27 s, on
+10,000 1.4 s) and SVI could not be accurate.
+
+**The ensemble check** (:func:`ensemble_check`).  Larger sub-SVMs are not
+always enough (ijcnn1 with 2,000-row sub-SVMs: 0.5–1.0 point below SVC; adult
+at any size: the least-squares step (5) on margin rows loses to the ensemble
+itself on this noisy set — the "oracle" of ``bench/svi_margin_tol.py``, steps
+4–5 on SVC's own decision values, is 0.5–0.7 point below SVC).  On a sample of
+the problem's rows, each scored only by the sub-models that did not train on
+it, two things are measured:
+
+* the sub-models' pairwise disagreement D (sign of f_m on rows neither model
+  saw).  Measured: ijcnn1 3.0–3.2 % with 5,000-row sub-SVMs (SVI within 0.3
+  point of SVC), 4.4–4.7 % with 2,000 (0.5–1.0 point below), 5.2–6.0 % with
+  1,000; two-sine 2.0–3.0 % from 2,000 rows (within 0.1 point); adult
+  4.4–4.9 %.  The check asks D ≤ :data:`MAX_SUBMODEL_DISAGREEMENT` (4 %);
+* the accuracy of the final model (steps 4–5) against the sub-models'
+  leave-subset-out average on the same rows, margin rows excluded.  Measured:
+  ijcnn1 and two-sine +0.0 to +0.3 point (the closed form helps), adult
+  −0.4 to −1.0 point.  The check asks for a loss of at most
+  :data:`MAX_HELD_OUT_LOSS` (0.25 point).
+
+A problem that fails is solved by the exact SVM (LIBSVM on the CPU, the
+batched working-set SMO on a GPU — the engine of :class:`gpuksvm.KernelSVC`),
+with an :class:`ExactFallbackWarning`; ``sub_models_[p]["check"]`` keeps the
+figures.
+
+**The margin cap** (``max_margin_sv``).  The s×s solve costs O(s³); when more
+rows than the cap lie in the band, the closest ones are kept, which changes
+the model (adult, 5,657 band rows capped at 5,000) — a :class:`MarginCapWarning`
+says so.
+
+**Row order.**  The subsets are drawn from the rows put in an order that does
+not depend on the order given (:func:`row_order_keys`: two random projections
+of each row, seeded by ``random_state``), then shuffled by ``random_state``;
+every solver sees its rows in that order.  The same rows in any order and the
+same seed give the same model (LIBSVM files are often sorted by label).
+
+Multi-class problems are split one-vs-one or one-vs-rest
+(:func:`gpuksvm.multiclass.binary_problems`); every problem is sized, checked
+and, if needed, solved exactly on its own.
+"""
+from __future__ import annotations
+
+import copy
+import time
+import warnings
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+from sklearn.utils import check_random_state
+
+from .. import backend as bk
+from ..kernels import Kernel
+from ..multiclass import binary_problems
+from ._blas import one_blas_thread
+from .smo import solve_batched
+from .svi_steps import (CHECK_MAX_ROWS, DEFAULT_MARGIN_TOL, DEFAULT_MAX_MARGIN_SV, DEFAULT_MIN_MARGIN_SV,
+                        DEFAULT_MIN_SUBSET_ROWS, MAX_HELD_OUT_LOSS, MAX_SUBMODEL_DISAGREEMENT, check_rows,
+                        class_orders, ensemble_check, problem_subsets, row_order_keys, select_margin_rows,
+                        solve_margin_problem, stack_margin_models, stack_submodels, submodel_values)
+
+__all__ = ["SVIParams", "SVIEnsemble", "SVIModel", "ExactFallbackWarning", "MarginCapWarning",
+           "assemble", "ensemble_stage", "margin_stage", "fit", "DEFAULT_MARGIN_TOL",
+           "DEFAULT_MAX_MARGIN_SV", "DEFAULT_MIN_MARGIN_SV", "DEFAULT_MIN_SUBSET_ROWS",
+           "MAX_SUBMODEL_DISAGREEMENT", "MAX_HELD_OUT_LOSS", "CHECK_MAX_ROWS"]
+
+#: When no binary problem has more margin SVs than this, the CPU solves of
+#: step 5 run with one BLAS thread: threaded BLAS on s ≲ 500 only adds hand-off
+#: costs (10× slower on a busy 2-core CPU, measured on digits' 45 pairs).
+_SERIAL_BLAS_MAX_S = 512
+
+
+class ExactFallbackWarning(UserWarning):
+    """SVI solved binary problems with the exact SVM instead of its ensemble."""
+
+
+class MarginCapWarning(UserWarning):
+    """``max_margin_sv`` cut the margin band of a binary problem (the model changed)."""
+
+
+@dataclass(frozen=True)
+class SVIParams:
+    """The parameters of one SVI fit (the estimator's, validated)."""
+
+    C: float
+    n_subsets: int = 5
+    subset_rate: float = 0.1
+    min_subset_rows: int = DEFAULT_MIN_SUBSET_ROWS
+    stratify: bool = True
+    margin_tol: float = DEFAULT_MARGIN_TOL
+    min_margin_sv: int = DEFAULT_MIN_MARGIN_SV
+    max_margin_sv: int | None = DEFAULT_MAX_MARGIN_SV
+    multi_class: str = "ovo"
+    ensemble_check: bool = True
+    tol: float = 1e-3
+    max_iter: int | None = None
+    random_state: Any = None
+    n_jobs: int | None = None
+    verbose: int = 0
+
+
+@dataclass
+class SVIModel:
+    """A fitted SVI model (what :func:`fit` returns and the estimator exposes)."""
+
+    problems: list[tuple[int, int | None]]
+    subsets: list[list[np.ndarray]]
+    sub_info: list[dict]
+    margin_rows: list[np.ndarray]
+    intercepts: np.ndarray
+    support: np.ndarray
+    coef: np.ndarray
+    solved_exactly: np.ndarray
+    margin_capped: np.ndarray
+    n_iter: np.ndarray
+    times: dict = field(default_factory=dict)
+
+
+def assemble(problems: list, subsets: list[list[np.ndarray]], sub_info: list[dict],
+             margin_rows: list[np.ndarray], betas: list[np.ndarray], intercepts: list[float],
+             params: SVIParams, times: dict) -> SVIModel:
+    """The fitted model from every problem's rows and coefficients, and the warnings.
+
+    Shared by the single-process and the Dask fit.  ``sub_info[p]["exact"]``
+    (None, ``"too_small"``, ``"no_mixed_subset"`` or ``"check"``) says whether
+    and why problem p was solved by the exact SVM; ``sub_info[p]["guard"] ==
+    "max"`` that ``max_margin_sv`` cut its band.  Either is announced by an
+    :class:`ExactFallbackWarning` / :class:`MarginCapWarning`.
+    """
+    support, coef = stack_margin_models(margin_rows, betas)
+    exact = np.array([info.get("exact") is not None for info in sub_info], dtype=bool)
+    capped = np.array([info.get("exact") is None and info.get("guard") == "max" for info in sub_info],
+                      dtype=bool)
+    P = len(problems)
+    if exact.any():
+        why = [info["exact"] for info in sub_info]
+        parts = []
+        n_small = why.count("too_small")
+        if n_small:
+            parts.append(f"{n_small} have fewer than n_subsets × min_subset_rows = "
+                         f"{params.n_subsets * params.min_subset_rows:,} rows (sub-SVMs of fewer than "
+                         f"{params.min_subset_rows:,} rows do not find the margin)")
+        n_mixed = why.count("no_mixed_subset")
+        if n_mixed:
+            parts.append(f"{n_mixed} have no subset holding both classes")
+        n_check = why.count("check")
+        if n_check:
+            failed = [info["check"]["failed"] for info in sub_info if info.get("exact") == "check"]
+            words = {"disagreement": f"sub-models disagree on more than "
+                                     f"{100 * MAX_SUBMODEL_DISAGREEMENT:g} % of held-out rows",
+                     "accuracy_loss": f"the closed-form model loses more than "
+                                      f"{100 * MAX_HELD_OUT_LOSS:g} point to the ensemble"}
+            parts.append(f"{n_check} failed the ensemble check (" + "; ".join(
+                f"{sum(code in f for f in failed)}: {text}" for code, text in words.items()
+                if any(code in f for f in failed)) + ")")
+        warnings.warn(f"SVI solved {int(exact.sum())} of {P} binary problem(s) with the exact SVM "
+                      f"instead of the sub-SVM ensemble: {'; '.join(parts)}. The model is the "
+                      f"exact SVM's there (its support vectors); see solved_exactly_ and "
+                      f"sub_models_[p]['check'].", ExactFallbackWarning, stacklevel=2)
+    if capped.any():
+        band = [sub_info[p]["n_candidates"] for p in np.flatnonzero(capped)]
+        warnings.warn(f"SVI capped the margin set of {int(capped.sum())} of {P} binary problem(s) at "
+                      f"max_margin_sv={params.max_margin_sv:,} rows ({min(band):,}–{max(band):,} rows "
+                      f"were in the band |y f̄ − 1| ≤ {params.margin_tol:g}): the model differs from "
+                      f"the uncapped one; raise max_margin_sv (None: no cap) or lower margin_tol. "
+                      f"See margin_capped_.", MarginCapWarning, stacklevel=2)
+    n_iter = np.array([max(info.get("exact_solver", info).get("n_iter") or [0]) for info in sub_info],
+                      dtype=np.int64)
+    return SVIModel(problems=problems, subsets=subsets, sub_info=sub_info, margin_rows=margin_rows,
+                    intercepts=np.asarray(intercepts, dtype=np.float64), support=support, coef=coef,
+                    solved_exactly=exact, margin_capped=capped, n_iter=n_iter, times=times)
+
+
+# --------------------------------------------------------------------------- the algorithm
+@dataclass
+class SVIEnsemble:
+    """Steps 1–3 of every binary problem: what :func:`margin_stage` turns into a model.
+
+    ``F[p]`` holds the decision values of problem p's sub-models on its rows
+    (``rows[p]``, ascending); ``exact[p]`` the exact SVM's solution of a
+    problem solved exactly from the start (None otherwise).
+    """
+
+    Xd: Any
+    yidx: np.ndarray
+    kernel: Kernel
+    device: bk.Device
+    dtype: np.dtype
+    params: SVIParams
+    orders: list[np.ndarray]
+    rank: np.ndarray
+    problems: list[tuple[int, int | None]]
+    rows: list[np.ndarray]
+    labels: list[np.ndarray]
+    subsets: list[list[np.ndarray]]
+    sub_info: list[dict]
+    F: list[np.ndarray | None]
+    exact: list[Any]
+    times: dict
+
+
+def _in_rank_order(rows: np.ndarray, rank: np.ndarray) -> np.ndarray:
+    """``rows`` in the order-independent order of :func:`row_order_keys`."""
+    return rows[np.argsort(rank[rows], kind="stable")]
+
+
+def _solve(Xd: Any, labels: list[np.ndarray], row_sets: list[np.ndarray],
+           kernel: Kernel, params: SVIParams, device: bk.Device, dtype: Any) -> list:
+    """One batched call of the SMO engine (sub-SVMs and exact problems alike)."""
+    if not row_sets:
+        return []
+    return solve_batched(Xd, labels, row_sets, kernel, float(params.C), tol=float(params.tol),
+                         max_iter=params.max_iter, device=device, dtype=dtype, n_jobs=params.n_jobs)
+
+
+def _host_model(r: Any) -> tuple[np.ndarray, np.ndarray, float]:
+    return (np.asarray(bk.to_host(r.support), dtype=np.int64).ravel(),
+            np.asarray(bk.to_host(r.dual_coef), dtype=np.float64).ravel(), float(r.intercept))
+
+
+def _solver_summary(res: list) -> dict:
+    return {"objective": [float(r.objective) for r in res], "n_iter": [int(r.n_iter) for r in res],
+            "converged": [bool(r.converged) for r in res]}
+
+
+def ensemble_stage(X: Any, Xd: Any, yidx: np.ndarray, kernel: Kernel, params: SVIParams,
+                   device: bk.Device, dtype: Any) -> SVIEnsemble:
+    """Steps 1–3 of every binary problem (and the exact solve of the problems too
+    small for an ensemble), all SMO problems in one batched call.
+
+    ``X`` is the validated input (host or device, for the row-order keys),
+    ``Xd`` its copy on the compute device, ``yidx`` the encoded labels.
+    """
+    times = {}
+    t0 = time.perf_counter()
+    rs = check_random_state(params.random_state)
+    keys = row_order_keys(X, rs)
+    orders = class_orders(yidx, stratify=params.stratify, keys=keys, random_state=rs)
+    rank = np.empty(yidx.shape[0], np.int64)
+    rank[np.lexsort((keys[:, 1], keys[:, 0]))] = np.arange(yidx.shape[0])
+    n_classes = int(yidx.max()) + 1
+    problems = binary_problems(n_classes, params.multi_class)
+    rows, labels, subsets, sub_info = [], [], [], []
+    for pos, neg in problems:
+        r, yp, subs, info = problem_subsets(yidx, orders, pos, neg, n_subsets=params.n_subsets,
+                                            subset_rate=params.subset_rate,
+                                            min_subset_rows=params.min_subset_rows)
+        rows.append(r)
+        labels.append(yp)
+        subsets.append(subs)
+        sub_info.append(info)
+    times["subsets"] = time.perf_counter() - t0
+
+    # step 2: the sub-SVMs of every problem and the exact SVMs of the problems
+    # too small for an ensemble, in ONE batched call; every solver sees its
+    # rows in the order-independent order
+    t0 = time.perf_counter()
+    yfull = [np.zeros(yidx.shape[0]) for _ in problems]
+    jobs, owner = [], []
+    for p in range(len(problems)):
+        yfull[p][rows[p]] = labels[p]
+        for S in (subsets[p] or [rows[p]]):
+            S = _in_rank_order(S, rank)
+            jobs.append((yfull[p][S], S))
+            owner.append(p)
+    if params.verbose:
+        n_sub = sum(len(s) for s in subsets)
+        print(f"[SVI] {n_sub} sub-SVMs and {sum(not s for s in subsets)} exact problem(s) of "
+              f"{len(problems)} in one batch")
+    res_all = _solve(Xd, [j[0] for j in jobs], [j[1] for j in jobs], kernel, params, device, dtype)
+    owner = np.asarray(owner)
+    results, exact = [], []
+    for p in range(len(problems)):
+        res = [res_all[i] for i in np.flatnonzero(owner == p)]
+        sub_info[p].update(_solver_summary(res))
+        exact.append(res[0] if not subsets[p] else None)
+        results.append([_host_model(r) for r in res] if subsets[p] else [])
+        sub_info[p]["n_support"] = [int(m[0].size) for m in results[p]]
+    times["sub_svms"] = time.perf_counter() - t0
+
+    # step 3: every sub-model on its problem's rows.  Problems over all rows
+    # (binary, one-vs-rest) share one kernel mat-vec against the union of their
+    # sub-models' SVs; each one-vs-one pair has its own (its rows only)
+    t0 = time.perf_counter()
+    F: list[np.ndarray | None] = [None] * len(problems)
+    n = yidx.shape[0]
+    full = [p for p in range(len(problems)) if results[p] and rows[p].shape[0] == n]
+    groups = ([full] if full else []) + [[p] for p in range(len(problems))
+                                         if results[p] and rows[p].shape[0] < n]
+    dev_of = bk.device_of(Xd)
+    for group in groups:
+        models = [m for p in group for m in results[p]]
+        union, W, b = stack_submodels(models)
+        Xsv = Xd[bk.to_device(union, dev_of)]
+        vals = submodel_values(Xd, None if rows[group[0]].shape[0] == n else rows[group[0]],
+                               Xsv, W, b, kernel, dtype)
+        j = 0
+        for p in group:
+            F[p] = vals[:, j:j + len(results[p])]
+            j += len(results[p])
+    times["ensemble"] = time.perf_counter() - t0
+    return SVIEnsemble(Xd=Xd, yidx=yidx, kernel=kernel, device=device, dtype=np.dtype(dtype),
+                       params=params, orders=orders, rank=rank, problems=problems, rows=rows,
+                       labels=labels, subsets=subsets, sub_info=sub_info, F=F, exact=exact, times=times)
+
+
+def margin_stage(ens: SVIEnsemble, margin_tol: float | None = None, *,
+                 ensemble_check_on: bool | None = None) -> SVIModel:
+    """Steps 4–5 of every problem, the ensemble check and the exact fallback.
+
+    ``margin_tol`` and ``ensemble_check_on`` override the parameters' (so that
+    ``bench/svi_margin_tol.py`` can study τ on one ensemble).
+    """
+    params = ens.params
+    tau = params.margin_tol if margin_tol is None else float(margin_tol)
+    checking = params.ensemble_check if ensemble_check_on is None else bool(ensemble_check_on)
+    sub_info = copy.deepcopy(ens.sub_info)
+    times = dict(ens.times)
+    Xd, kernel, dt = ens.Xd, ens.kernel, ens.dtype
+    dev_of = bk.device_of(Xd)
+    P = len(ens.problems)
+
+    t0 = time.perf_counter()
+    margin_rows: list[np.ndarray | None] = [None] * P
+    labels_sel: list[np.ndarray | None] = [None] * P
+    for p in range(P):                               # step 4, every ensemble problem
+        if ens.F[p] is None:
+            continue
+        fbar = ens.F[p].mean(axis=1)
+        yp = ens.labels[p]
+        margin = yp * fbar
+        sel, info = select_margin_rows(margin, yp, tau, min_sv=int(params.min_margin_sv),
+                                       max_sv=None if params.max_margin_sv is None
+                                       else int(params.max_margin_sv))
+        margin_rows[p] = ens.rows[p][sel]
+        labels_sel[p] = yp[sel]
+        sub_info[p].update(info)
+        sub_info[p]["ensemble_train_accuracy"] = float(np.mean(margin > 0))
+
+    # step 5, every ensemble problem.  Many small systems (one-vs-one): one BLAS thread each
+    betas: list[np.ndarray | None] = [None] * P
+    intercepts: list[float] = [0.0] * P
+    todo = [p for p in range(P) if margin_rows[p] is not None]
+    small = not ens.device.is_gpu and max([margin_rows[p].size for p in todo] or [0]) <= _SERIAL_BLAS_MAX_S
+    with one_blas_thread(small):
+        for p in todo:
+            betas[p], intercepts[p] = solve_margin_problem(
+                Xd[bk.to_device(margin_rows[p], dev_of)], labels_sel[p], kernel, params.C, dt)
+    times["solve"] = time.perf_counter() - t0
+
+    # the check: sub-models (leave-subset-out) against the closed-form model on
+    # a sample of each problem's rows; failures are solved by the exact SVM
+    t0 = time.perf_counter()
+    if checking:
+        for p in todo:
+            rows = ens.rows[p]
+            h = check_rows(rows, ens.orders)
+            at = np.searchsorted(rows, h)
+            inside = np.stack([np.isin(h, S) for S in ens.subsets[p]], axis=1)
+            f_model = submodel_values(Xd, h, Xd[bk.to_device(margin_rows[p], dev_of)],
+                                      betas[p][:, None], np.array([intercepts[p]]), kernel, dt)[:, 0]
+            result = ensemble_check(ens.F[p][at], inside, ens.labels[p][at], f_model,
+                                    np.isin(h, margin_rows[p]))
+            sub_info[p]["check"] = result
+            if not result["passed"]:
+                sub_info[p]["exact"] = "check"
+    failed = [p for p in todo if sub_info[p].get("exact") == "check"]
+    exact = list(ens.exact)
+    if failed:
+        yfull = np.zeros(ens.yidx.shape[0])
+        jobs = []
+        for p in failed:
+            yfull[ens.rows[p]] = ens.labels[p]
+            S = _in_rank_order(ens.rows[p], ens.rank)
+            jobs.append((yfull[S].copy(), S))
+        for p, r in zip(failed, _solve(Xd, [j[0] for j in jobs], [j[1] for j in jobs], kernel,
+                                       params, ens.device, dt)):
+            exact[p] = r
+            sub_info[p]["exact_solver"] = _solver_summary([r])
+    times["check"] = time.perf_counter() - t0
+
+    for p in range(P):
+        if exact[p] is not None:
+            sup, coef, b = _host_model(exact[p])
+            margin_rows[p], betas[p], intercepts[p] = sup, coef, b
+    return assemble(ens.problems, ens.subsets, sub_info, margin_rows, betas, intercepts, params, times)
+
+
+def fit(X: Any, Xd: Any, yidx: np.ndarray, kernel: Kernel, params: SVIParams, device: bk.Device,
+        dtype: Any) -> SVIModel:
+    """Fit SVI (Algorithm 1 with the sizing, check and fallback of the module docstring).
+
+    Parameters
+    ----------
+    X : (n, d) validated input (NumPy, CuPy or SciPy sparse)
+    Xd : X on the compute device in the working dtype
+    yidx : (n,) int class indices 0..K−1
+    kernel : Kernel with γ resolved
+    params : SVIParams
+    device, dtype : compute device and working dtype
+
+    Returns
+    -------
+    SVIModel
+    """
+    return margin_stage(ensemble_stage(X, Xd, yidx, kernel, params, device, dtype))
