@@ -94,7 +94,7 @@ from .svi_steps import (CHECK_MAX_ROWS, DEFAULT_MARGIN_TOL, DEFAULT_MAX_MARGIN_S
                         solve_margin_problem, stack_margin_models, stack_submodels, submodel_values)
 
 __all__ = ["SVIParams", "SVIEnsemble", "SVIModel", "ExactFallbackWarning", "MarginCapWarning",
-           "assemble", "ensemble_stage", "margin_stage", "fit", "DEFAULT_MARGIN_TOL",
+           "assemble", "ensemble_stage", "check_problem", "margin_stage", "fit", "DEFAULT_MARGIN_TOL",
            "DEFAULT_MAX_MARGIN_SV", "DEFAULT_MIN_MARGIN_SV", "DEFAULT_MIN_SUBSET_ROWS",
            "MAX_SUBMODEL_DISAGREEMENT", "MAX_HELD_OUT_LOSS", "CHECK_MAX_ROWS"]
 
@@ -338,6 +338,21 @@ def ensemble_stage(X: Any, Xd: Any, yidx: np.ndarray, kernel: Kernel, params: SV
                        labels=labels, subsets=subsets, sub_info=sub_info, F=F, exact=exact, times=times)
 
 
+def check_problem(ens: SVIEnsemble, p: int, margin_rows: np.ndarray, beta: np.ndarray,
+                  intercept: float) -> dict:
+    """:func:`~gpuksvm.solvers.svi_steps.ensemble_check` of problem ``p`` of ``ens`` for
+    its closed-form model (``margin_rows``, β, b), on the problem's check rows."""
+    rows = ens.rows[p]
+    h = check_rows(rows, ens.orders)
+    at = np.searchsorted(rows, h)
+    inside = np.stack([np.isin(h, S) for S in ens.subsets[p]], axis=1)
+    Xd = ens.Xd
+    XM = Xd[bk.to_device(margin_rows, bk.device_of(Xd))]
+    f_model = submodel_values(Xd, h, XM, beta[:, None], np.array([intercept]), ens.kernel, ens.dtype)
+    return ensemble_check(ens.F[p][at], inside, ens.labels[p][at], f_model[:, 0],
+                          np.isin(h, margin_rows))
+
+
 def margin_stage(ens: SVIEnsemble, margin_tol: float | None = None, *,
                  ensemble_check_on: bool | None = None) -> SVIModel:
     """Steps 4–5 of every problem, the ensemble check and the exact fallback.
@@ -387,14 +402,7 @@ def margin_stage(ens: SVIEnsemble, margin_tol: float | None = None, *,
     t0 = time.perf_counter()
     if checking:
         for p in todo:
-            rows = ens.rows[p]
-            h = check_rows(rows, ens.orders)
-            at = np.searchsorted(rows, h)
-            inside = np.stack([np.isin(h, S) for S in ens.subsets[p]], axis=1)
-            f_model = submodel_values(Xd, h, Xd[bk.to_device(margin_rows[p], dev_of)],
-                                      betas[p][:, None], np.array([intercepts[p]]), kernel, dt)[:, 0]
-            result = ensemble_check(ens.F[p][at], inside, ens.labels[p][at], f_model,
-                                    np.isin(h, margin_rows[p]))
+            result = check_problem(ens, p, margin_rows[p], betas[p], intercepts[p])
             sub_info[p]["check"] = result
             if not result["passed"]:
                 sub_info[p]["exact"] = "check"
