@@ -57,10 +57,10 @@ class SVI(DeviceMixin, ProbabilityMixin, ClassifierMixin, BaseEstimator):
     **Margin rule and its default.**  The paper writes "y f̄ ≈ 1" and leaves the
     tolerance open.  Here a row is a margin SV when ``|y f̄ − 1| ≤ margin_tol``,
     capped at ``max_margin_sv`` rows (the closest ones) and floored at
-    ``min_margin_sv`` (see :func:`~gpuksvm.solvers.svi_steps.select_margin_rows`).  τ trades accuracy for
-    size: a wider band keeps more rows, which both lengthens the s³ solve and
-    covers more of each class's region (far from every margin SV the decision
-    function falls back to b).  The default τ = 0.2 comes from
+    ``min_margin_sv`` (:func:`~gpuksvm.solvers.svi_steps.select_margin_rows`).
+    τ trades accuracy for size: a wider band keeps more rows, which both
+    lengthens the s³ solve and covers more of each class's region (far from
+    every margin SV the decision function falls back to b).  The default τ = 0.2 comes from
     ``bench/svi_margin_tol.py --scale paper`` (results in
     ``bench/results/svi_margin_tol.json``): for each dataset the sub-SVM
     ensemble (M = 5, θ = 0.1, the paper's algorithm: no subset sizing, no
@@ -123,7 +123,8 @@ class SVI(DeviceMixin, ProbabilityMixin, ClassifierMixin, BaseEstimator):
         ``n_subsets * min_subset_rows`` rows is solved by the exact SVM (with
         an :class:`ExactFallbackWarning`).  0: the paper's θ everywhere.
     stratify : bool, default=True
-        Draw every subset stratified by class (see :func:`draw_subsets`).
+        Draw every subset stratified by class
+        (:func:`~gpuksvm.solvers.svi_steps.draw_subsets`).
     margin_tol : float, default=0.2
         τ of the margin rule |y f̄ − 1| ≤ τ.
     max_margin_sv : int or None, default=5000
@@ -220,6 +221,9 @@ class SVI(DeviceMixin, ProbabilityMixin, ClassifierMixin, BaseEstimator):
     >>> clf.support_vectors_.shape[0] < 1000
     True
     """
+
+    #: the fitted attributes (:data:`gpuksvm.svi.FITTED_ATTRIBUTES`)
+    FITTED_ATTRIBUTES = FITTED_ATTRIBUTES
 
     def __init__(self, kernel: str | Kernel = "rbf", gamma: Any = "scale", degree: float = 3,
                  coef0: float = 0.0, C: float = 1.0, n_subsets: int = 5, subset_rate: float = 0.1,

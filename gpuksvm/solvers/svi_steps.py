@@ -28,8 +28,8 @@ from .. import linalg
 from ..kernels import Kernel, kernel_block, kernel_matvec
 from ..multiclass import problem_rows
 
-__all__ = ["order_directions", "project_rows", "row_order_keys", "class_orders", "take_blocks", "draw_subsets", "plan_problem",
-           "problem_subsets", "check_rows", "select_margin_rows", "closed_form_beta",
+__all__ = ["order_directions", "project_rows", "row_order_keys", "class_orders", "take_blocks",
+           "draw_subsets", "plan_problem", "problem_subsets", "check_rows", "select_margin_rows", "closed_form_beta",
            "solve_margin_problem", "stack_submodels", "average_submodels", "submodel_values",
            "ensemble_check", "stack_margin_models", "DEFAULT_MARGIN_TOL", "DEFAULT_MAX_MARGIN_SV",
            "DEFAULT_MIN_MARGIN_SV", "DEFAULT_MIN_SUBSET_ROWS", "MAX_SUBMODEL_DISAGREEMENT",
@@ -49,8 +49,9 @@ DEFAULT_MIN_SUBSET_ROWS = 2000
 #: that the ensemble check accepts (module docstring).
 MAX_SUBMODEL_DISAGREEMENT = 0.04
 #: Largest accuracy loss of the closed-form model against the sub-models'
-#: leave-subset-out average, on held-out rows, that the check accepts.
-MAX_HELD_OUT_LOSS = 0.0025
+#: leave-subset-out average, on held-out rows, that the check accepts
+#: (measured: ≤ +0.02 point where SVI was accurate, ≥ +0.22 on adult).
+MAX_HELD_OUT_LOSS = 0.001
 #: Rows of a problem the check scores (a stratified sample of them beyond it):
 #: 10,000 rows put the standard error of the paired accuracy difference near
 #: 0.1–0.2 point for the 1–3 % disagreement measured between the two models.
