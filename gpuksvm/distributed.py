@@ -53,13 +53,13 @@ from ._dask import (DistributedFitError, Ledger, compute, is_dask_collection, re
                     row_chunked, scheduler_context, tree_reduce)
 from .kernels import Kernel, make_kernel
 from .llsvm import feature_map, nystrom_maps
-from .multiclass import binary_problems, problem_rows
+from .multiclass import problem_rows
 from .solvers.linear import ovr_targets
 from .solvers.smo import solve_batched
-from .solvers.svi import assemble
-from .solvers.svi_steps import (average_submodels, check_rows, class_orders, ensemble_check,
-                                order_directions, problem_subsets, project_rows, select_margin_rows,
-                                solve_margin_problem, stack_submodels, submodel_values)
+from .solvers.svi import assemble, plan_problems
+from .solvers.svi_steps import (average_submodels, check_rows, ensemble_check, order_directions,
+                                project_rows, select_margin_rows, solve_margin_problem, stack_submodels,
+                                submodel_values)
 from .validation import encode_classes
 
 __all__ = ["is_dask_collection", "DistributedFitError", "fit_llsvm", "fit_svi", "fit_cvm",
@@ -815,19 +815,9 @@ def fit_svi(estimator: Any, X: Any, y: Any, *, client: Any = None) -> Any:
     with scheduler_context(client):
         kernel = make_kernel(est.kernel, est.gamma, est.degree, est.coef0, _host_chunks(X))
     C = params.C
-    orders = class_orders(yidx, stratify=params.stratify, keys=keys, random_state=rs)
-    rank = np.empty(n, np.int64)
-    rank[np.lexsort((keys[:, 1], keys[:, 0]))] = np.arange(n)
-    problems = binary_problems(classes.shape[0], params.multi_class)
-    rows, labels, subsets, sub_info = [], [], [], []
-    for pos, neg in problems:
-        r, yp, subs, info = problem_subsets(yidx, orders, pos, neg, n_subsets=params.n_subsets,
-                                            subset_rate=params.subset_rate,
-                                            min_subset_rows=params.min_subset_rows)
-        rows.append(r)
-        labels.append(yp)
-        subsets.append(subs)
-        sub_info.append(info)
+    plan = plan_problems(yidx, keys, params, rs)
+    orders, rank, problems = plan.orders, plan.rank, plan.problems
+    rows, labels, subsets, sub_info = plan.rows, plan.labels, plan.subsets, plan.sub_info
     ens_p = [p for p in range(len(problems)) if subsets[p]]
     small_p = [p for p in range(len(problems)) if not subsets[p]]
     times["subsets"] = time.perf_counter() - t0

@@ -95,7 +95,7 @@ from __future__ import annotations
 import copy
 import time
 import warnings
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 import numpy as np
@@ -112,7 +112,7 @@ from .svi_steps import (CHECK_MAX_ROWS, DEFAULT_MARGIN_TOL, DEFAULT_MAX_MARGIN_S
                         solve_margin_problem, stack_margin_models, stack_submodels, submodel_values)
 
 __all__ = ["SVIParams", "SVIEnsemble", "SVIModel", "ExactFallbackWarning", "MarginCapWarning",
-           "assemble", "ensemble_stage", "check_problem", "margin_stage", "fit", "DEFAULT_MARGIN_TOL",
+           "SVIPlan", "plan_problems", "assemble", "ensemble_stage", "check_problem", "margin_stage", "fit", "DEFAULT_MARGIN_TOL",
            "DEFAULT_MAX_MARGIN_SV", "DEFAULT_MIN_MARGIN_SV", "DEFAULT_MIN_SUBSET_ROWS",
            "MAX_SUBMODEL_DISAGREEMENT", "MAX_HELD_OUT_LOSS", "CHECK_MAX_ROWS"]
 
@@ -225,20 +225,9 @@ def assemble(problems: list, subsets: list[list[np.ndarray]], sub_info: list[dic
 
 # --------------------------------------------------------------------------- the algorithm
 @dataclass
-class SVIEnsemble:
-    """Steps 1–3 of every binary problem: what :func:`margin_stage` turns into a model.
+class SVIPlan:
+    """Step 1 of every binary problem (:func:`plan_problems`)."""
 
-    ``F[p]`` holds the decision values of problem p's sub-models on its rows
-    (``rows[p]``, ascending); ``exact[p]`` the exact SVM's solution of a
-    problem solved exactly from the start (None otherwise).
-    """
-
-    Xd: Any
-    yidx: np.ndarray
-    kernel: Kernel
-    device: bk.Device
-    dtype: np.dtype
-    params: SVIParams
     orders: list[np.ndarray]
     rank: np.ndarray
     problems: list[tuple[int, int | None]]
@@ -246,9 +235,49 @@ class SVIEnsemble:
     labels: list[np.ndarray]
     subsets: list[list[np.ndarray]]
     sub_info: list[dict]
-    F: list[np.ndarray | None]
-    exact: list[Any]
-    times: dict
+
+
+def plan_problems(yidx: np.ndarray, keys: np.ndarray, params: SVIParams, random_state: Any) -> SVIPlan:
+    """The binary problems, their rows and ±1 labels, and their subsets (empty: the
+    problem is solved exactly from the start), drawn from the row-order ``keys``
+    (:func:`~gpuksvm.solvers.svi_steps.row_order_keys`, drawn from the same
+    ``random_state`` first).  ``rank`` is every row's place in the key order.
+    Shared by the single-process and the Dask fit."""
+    orders = class_orders(yidx, stratify=params.stratify, keys=keys, random_state=random_state)
+    rank = np.empty(yidx.shape[0], np.int64)
+    rank[np.lexsort((keys[:, 1], keys[:, 0]))] = np.arange(yidx.shape[0])
+    problems = binary_problems(int(yidx.max()) + 1, params.multi_class)
+    plan = SVIPlan(orders=orders, rank=rank, problems=problems, rows=[], labels=[], subsets=[],
+                   sub_info=[])
+    for pos, neg in problems:
+        r, yp, subs, info = problem_subsets(yidx, orders, pos, neg, n_subsets=params.n_subsets,
+                                            subset_rate=params.subset_rate,
+                                            min_subset_rows=params.min_subset_rows)
+        plan.rows.append(r)
+        plan.labels.append(yp)
+        plan.subsets.append(subs)
+        plan.sub_info.append(info)
+    return plan
+
+
+@dataclass
+class SVIEnsemble(SVIPlan):
+    """Steps 1–3 of every binary problem: what :func:`margin_stage` turns into a model.
+
+    The plan (:class:`SVIPlan`), and: ``F[p]`` the decision values of problem
+    p's sub-models on its rows (``rows[p]``, ascending); ``exact[p]`` the exact
+    SVM's solution of a problem solved exactly from the start (None otherwise).
+    """
+
+    Xd: Any = None
+    yidx: np.ndarray | None = None
+    kernel: Kernel | None = None
+    device: bk.Device | None = None
+    dtype: np.dtype | None = None
+    params: SVIParams | None = None
+    F: list[np.ndarray | None] = field(default_factory=list)
+    exact: list[Any] = field(default_factory=list)
+    times: dict = field(default_factory=dict)
 
 
 def _in_rank_order(rows: np.ndarray, rank: np.ndarray) -> np.ndarray:
@@ -286,21 +315,9 @@ def ensemble_stage(X: Any, Xd: Any, yidx: np.ndarray, kernel: Kernel, params: SV
     times = {}
     t0 = time.perf_counter()
     rs = check_random_state(params.random_state)
-    keys = row_order_keys(X, rs)
-    orders = class_orders(yidx, stratify=params.stratify, keys=keys, random_state=rs)
-    rank = np.empty(yidx.shape[0], np.int64)
-    rank[np.lexsort((keys[:, 1], keys[:, 0]))] = np.arange(yidx.shape[0])
-    n_classes = int(yidx.max()) + 1
-    problems = binary_problems(n_classes, params.multi_class)
-    rows, labels, subsets, sub_info = [], [], [], []
-    for pos, neg in problems:
-        r, yp, subs, info = problem_subsets(yidx, orders, pos, neg, n_subsets=params.n_subsets,
-                                            subset_rate=params.subset_rate,
-                                            min_subset_rows=params.min_subset_rows)
-        rows.append(r)
-        labels.append(yp)
-        subsets.append(subs)
-        sub_info.append(info)
+    plan = plan_problems(yidx, row_order_keys(X, rs), params, rs)
+    rank, problems = plan.rank, plan.problems
+    rows, labels, subsets, sub_info = plan.rows, plan.labels, plan.subsets, plan.sub_info
     times["subsets"] = time.perf_counter() - t0
 
     # step 2: the sub-SVMs of every problem and the exact SVMs of the problems
@@ -351,9 +368,9 @@ def ensemble_stage(X: Any, Xd: Any, yidx: np.ndarray, kernel: Kernel, params: SV
             F[p] = vals[:, j:j + len(results[p])]
             j += len(results[p])
     times["ensemble"] = time.perf_counter() - t0
-    return SVIEnsemble(Xd=Xd, yidx=yidx, kernel=kernel, device=device, dtype=np.dtype(dtype),
-                       params=params, orders=orders, rank=rank, problems=problems, rows=rows,
-                       labels=labels, subsets=subsets, sub_info=sub_info, F=F, exact=exact, times=times)
+    return SVIEnsemble(**{f.name: getattr(plan, f.name) for f in fields(SVIPlan)}, Xd=Xd, yidx=yidx,
+                       kernel=kernel, device=device, dtype=np.dtype(dtype), params=params, F=F,
+                       exact=exact, times=times)
 
 
 def check_problem(ens: SVIEnsemble, p: int, margin_rows: np.ndarray, beta: np.ndarray,
