@@ -131,7 +131,12 @@ def main(argv: list[str] | None = None) -> dict:
                         "disagreement_pct", "loss_vs_ensemble_pp", "check_passed", "n_sv", "fit_s"])
     payload = {"benchmark": "svi_subset_rows", "scale": args.scale, "device_arg": args.device,
                "machine": machine_info(device), "n_subsets": N_SUBSETS, "seeds": seeds,
-               "results": results, "wall_s": time.perf_counter() - t0,
+               "rows": table,
+               "datasets": {res["dataset"]: {"params": res["params"], "n_train": res["n_train"],
+                                             "n_test": res["n_test"],
+                                             **{f"svc_{k}": v for k, v in res["svc"].items()}}
+                            for res in results},
+               "wall_s": time.perf_counter() - t0,
                "load_average_end": list(os.getloadavg()) if hasattr(os, "getloadavg") else None,
                "note": "2-core CPU shared with other jobs: times are for comparison within the run only"}
     print(f"wrote {write_json('svi_subset_rows', payload)}")

@@ -48,10 +48,11 @@ class SVI(DeviceMixin, ProbabilityMixin, ClassifierMixin, BaseEstimator):
     training rows lie on the margin (y f̄ ≈ 1); a regularized least-squares
     problem on those s rows (eq. 5) gives the final weights β in closed form
     (eq. 9) and the bias b (eq. 7).  On a binary problem where the ensemble
-    works the model keeps only the s margin SVs (ijcnn1: 1,263 vs SVC's
-    1,913), so prediction is cheaper than with the full SVM.  One-vs-one keeps
-    the union of every pair's margin SVs, which can exceed SVC's union (digits
-    with the paper's settings: 1,110 vs 518).  The algorithm is
+    works the model keeps only the s margin SVs (ijcnn1: 1,257 vs SVC's
+    1,913, ``bench/results/svi.json``), so prediction is cheaper than with the
+    full SVM.  One-vs-one keeps the union of every pair's margin SVs, which can
+    exceed SVC's union (digits with the paper's algorithm: 1,159 vs 458; with
+    the defaults its pairs are solved exactly and keep SVC's 459).  The algorithm is
     :func:`gpuksvm.solvers.svi.fit`; this class validates and calls it.
 
     **Margin rule and its default.**  The paper writes "y f̄ ≈ 1" and leaves the
