@@ -6,7 +6,9 @@ dataset ONCE (steps 1–3 do not depend on τ) and then redoes steps 4–5 for e
 τ of a grid, recording test accuracy, the number of margin SVs s, the time of
 the s×s solve and the prediction time, next to the full SVM (scikit-learn SVC)
 on the same rows.  Guards of the rule (``max_margin_sv`` cap, ``min_margin_sv``
-floor) are at their defaults and reported.
+floor) are at their defaults and reported.  The ensembles are the paper's
+(``min_subset_rows=0, ensemble_check=False``: θ-subsets whatever their size,
+no exact fallback), so the study is of steps 4–5 alone.
 
 Each dataset gets the ensembles of several seeds (``--seeds``).  For every τ
 the study also records the *oracle*: steps 4–5 applied to the exact SVM's
@@ -46,8 +48,10 @@ Writes ``bench/results/svi_margin_tol.json`` (``svi_margin_tol_M<M>.json`` with
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
 import time
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -58,7 +62,8 @@ from _timing import machine_info, print_table, write_json  # noqa: E402
 from svi import PARAMS, load  # noqa: E402  (bench/svi.py)
 
 from gpuksvm import backend as bk  # noqa: E402
-from gpuksvm.svi import DEFAULT_MARGIN_TOL, SVI  # noqa: E402
+from gpuksvm.solvers import svi as svi_solver  # noqa: E402
+from gpuksvm.svi import DEFAULT_MARGIN_TOL, SVI, MarginCapWarning  # noqa: E402
 
 TAUS = [0.02, 0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0]
 
@@ -87,13 +92,14 @@ def study(name: str, scale: str, device: str, taus: list[float], seeds: list[int
     F_svc = np.asarray(svc.decision_function(X), dtype=np.float64).reshape(X.shape[0], -1)
 
     dev = bk.resolve_device(device)
-    Xd = bk.to_device(X, dev) if dev.is_gpu else X
     Xtd = bk.to_device(Xt, dev) if dev.is_gpu else Xt
     rows, ens_s = [], []
 
-    def evaluate(est: SVI, state: dict, tau: float, seed: Any) -> dict:
+    def evaluate(est: SVI, fitted: tuple, ens: Any, tau: float, seed: Any) -> dict:
+        Xv, classes, yidx, kernel, dt = fitted
         t0 = time.perf_counter()
-        est._margin_stage(state, float(tau))
+        model = svi_solver.margin_stage(ens, float(tau))
+        est._set_model(model, classes, yidx, kernel, Xv[model.support], dev, dt)
         solve_s = time.perf_counter() - t0
         t0 = time.perf_counter()
         pred = np.asarray(bk.to_host(est.predict(Xtd)))
@@ -109,19 +115,26 @@ def study(name: str, scale: str, device: str, taus: list[float], seeds: list[int
                 "acc_gap_vs_SVC_pp": 100 * (ref["accuracy"] - acc)}
 
     for seed in seeds:
+        # the paper's algorithm (θ-subsets whatever their size, no ensemble check):
+        # the study is of steps 4–5 on a given ensemble
         est = SVI(kernel="rbf", device=device, random_state=seed, n_subsets=n_subsets,
-                  multi_class="ovo", **params)
+                  multi_class="ovo", min_subset_rows=0, ensemble_check=False, **params)
         est._check_params()
         t0 = time.perf_counter()
-        state = est._ensemble_stage(Xd, y)
+        Xv, _y, classes, yidx, Xd, kernel, dev_, dt = est._prepare(X, y)
+        ens = svi_solver.ensemble_stage(Xv, Xd, yidx, kernel, est._solver_params(), dev_, dt)
         ens_s.append(time.perf_counter() - t0)
-        for tau in taus:
-            rows.append(evaluate(est, state, tau, seed))
-        if seed == seeds[0]:
-            # the oracle: exact-SVM decision values in place of the ensemble's f̄
-            # (problem order and sign agree: pairs (i, j), i < j, positive = i)
-            oracle_state = dict(state, F=F_svc if multi else F_svc[:, :1])
-            oracle_rows = [dict(evaluate(est, oracle_state, tau, "oracle")) for tau in taus]
+        fitted = (Xv, classes, yidx, kernel, dt)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", MarginCapWarning)   # recorded in the guards column
+            for tau in taus:
+                rows.append(evaluate(est, fitted, ens, tau, seed))
+            if seed == seeds[0]:
+                # the oracle: exact-SVM decision values in place of the ensemble's f̄
+                # (problem order and sign agree: pairs (i, j), i < j, positive = i)
+                F_or = [F_svc[r, p:p + 1] if multi else F_svc[r, :1] for p, r in enumerate(ens.rows)]
+                oracle = dataclasses.replace(ens, F=F_or)
+                oracle_rows = [dict(evaluate(est, fitted, oracle, tau, "oracle")) for tau in taus]
     summary = []
     for tau in taus:
         sel = [r for r in rows if r["tau"] == tau]

@@ -316,7 +316,8 @@ class KernelSVC(DeviceMixin, SVCSurfaceMixin, ProbabilityMixin, ClassifierMixin,
         for attr in ("probA_", "probB_", "X_fit_"):  # from an earlier fit
             if attr not in model:
                 self.__dict__.pop(attr, None)
-        warn_unconverged(results, max_iter, float(self.tol), "KernelSVC")
+        warn_unconverged([r.converged for r in results], [r.max_iter_reached for r in results], max_iter,
+                         float(self.tol), "KernelSVC")
         if self.verbose:
             print(f"KernelSVC: solver={self.solver_}, {len(results)} binary problem(s), "
                   f"{self.support_.size} SVs, iterations={self.n_iter_.tolist()}, "

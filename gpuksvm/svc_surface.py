@@ -40,7 +40,8 @@ changes the predictions, as in scikit-learn.
 
 and the functions :func:`sparse_like` (``dual_coef_`` as CSR after a sparse
 fit), :func:`warn_unconverged` (one ``ConvergenceWarning`` with SVC's message
-when solvers stopped early) and :func:`callable_gram` (a user kernel's output,
+when solvers stopped early; defined in :mod:`gpuksvm.solvers.smo`, which the
+solvers share) and :func:`callable_gram` (a user kernel's output,
 checked).
 
 Adopting it (e.g. CVM)
@@ -52,19 +53,17 @@ in the bases; fit ``kernel_``, ``classes_``, ``support_``,
 checked against the other attributes) and, if not one-vs-one with an
 SVC-shaped decision function, :meth:`~SVCSurfaceMixin._multiclass_scheme` /
 :meth:`~SVCSurfaceMixin._decision_shape`; call :func:`warn_unconverged` with
-the solver results at the end of ``fit``; drop the estimator's own
+the solvers' ``converged`` / ``max_iter_reached`` at the end of ``fit``; drop the estimator's own
 ``decision_function``/``predict``.  A model whose f_p is not (1) (CVM's
 normalized kernel, its ρ-scaled one-vs-rest values) overrides
 :meth:`~SVCSurfaceMixin._problem_decisions` and keeps the rest.
 """
 from __future__ import annotations
 
-import warnings
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
-from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils.validation import check_is_fitted
 
 from . import backend as bk
@@ -72,7 +71,7 @@ from ._dask import is_dask_collection
 from .kernels import Kernel, kernel_matvec
 from .multiclass import binary_predict, binary_problems, ovo_predict, ovr_decision_function
 from .solvers._blas import host_busy, one_blas_thread
-from .solvers.smo import PRECOMPUTED
+from .solvers.smo import PRECOMPUTED, warn_unconverged
 
 __all__ = ["SVCSurfaceMixin", "sparse_like", "warn_unconverged", "callable_gram", "NOT_FINITE_MESSAGE",
            "is_precomputed", "is_user_callable", "n_samples_of", "shape_of"]
@@ -118,26 +117,6 @@ def callable_gram(kernel: Any, A: Any, B: Any) -> np.ndarray:
     if not np.isfinite(K).all():
         raise ValueError("the kernel function returned NaN or infinity")
     return K
-
-
-def warn_unconverged(results: Sequence[Any], max_iter: int | None, tol: float, owner: str) -> None:
-    """One ``ConvergenceWarning`` when some solver results did not converge.
-
-    ``results`` have ``converged`` and ``max_iter_reached``
-    (:class:`~gpuksvm.solvers.smo.SMOResult`).  When ``max_iter`` stopped a
-    solver the message starts with scikit-learn SVC's own sentence.
-    """
-    bad = [r for r in results if not r.converged]
-    if not bad:
-        return
-    if any(r.max_iter_reached for r in bad):
-        head = (f"Solver terminated early (max_iter={-1 if max_iter is None else int(max_iter)}).  "
-                "Consider pre-processing your data with StandardScaler or MinMaxScaler.")
-    else:
-        head = "Solver stopped making progress before reaching tol."
-    warnings.warn(f"{head} ({owner}: {len(bad)} of {len(results)} binary problem(s) stopped before "
-                  f"the optimality gap reached tol={tol:g}; converged_ records which.)",
-                  ConvergenceWarning, stacklevel=3)
 
 
 class SVCSurfaceMixin:

@@ -264,23 +264,78 @@ def test_local_scheduler_without_client(board, kw):
 # --------------------------------------------------------------------------- SVI
 def test_svi_distributed_equals_single_process(client):
     from gpuksvm.datasets import make_two_sines
-    from gpuksvm.svi import SVI
+    from gpuksvm.svi import SVI, MarginCapWarning
 
     X, y = make_two_sines(1500, random_state=0)
-    kw = dict(gamma=1.0, C=10.0, random_state=0, device="cpu", margin_tol=0.3, max_margin_sv=120)
-    ref = SVI(**kw).fit(X, y)
-    est = gd.fit_svi(SVI(**kw), *_dask(X, y, 400), client=client)
+    kw = dict(gamma=1.0, C=10.0, random_state=0, device="cpu", margin_tol=0.3, max_margin_sv=120,
+              min_subset_rows=100)
+    with pytest.warns(MarginCapWarning):
+        ref = SVI(**kw).fit(X, y)
+    with pytest.warns(MarginCapWarning):
+        est = gd.fit_svi(SVI(**kw), *_dask(X, y, 400), client=client)
+    assert not ref.solved_exactly_[0] and ref.sub_models_[0]["check"]["passed"]
     for a, b in zip(est.margin_support_, ref.margin_support_):
+        np.testing.assert_array_equal(a, b)
+    for a, b in zip(est.subsets_[0], ref.subsets_[0]):
         np.testing.assert_array_equal(a, b)
     np.testing.assert_array_equal(est.support_, ref.support_)
     np.testing.assert_allclose(est.dual_coef_, ref.dual_coef_, rtol=1e-6, atol=1e-8)
     np.testing.assert_allclose(est.intercept_, ref.intercept_, rtol=1e-6, atol=1e-8)
     for a, b in zip(est.sub_models_, ref.sub_models_):
         assert a["n_candidates"] == b["n_candidates"] and a["n_selected"] == b["n_selected"]
-    # no pass brought back more than the labels or the selected rows
-    assert est.dask_info_["max_result_bytes"] <= max(X.shape[0] * 8, 2 * X.nbytes // 5)
+        assert a["check"]["disagreement"] == pytest.approx(b["check"]["disagreement"])
+        assert a["check"]["accuracy_model"] == pytest.approx(b["check"]["accuracy_model"])
+    np.testing.assert_array_equal(est.margin_capped_, ref.margin_capped_)
+    # no pass brought back more than the labels and keys or the selected rows
+    assert est.dask_info_["max_result_bytes"] <= max(X.shape[0] * 24, 2 * X.nbytes // 5)
     d = gd.decision_function(est, da.from_array(X, chunks=(500, 2))).compute()
     np.testing.assert_allclose(d, ref.decision_function(X), rtol=1e-6, atol=1e-6)
+
+
+def test_svi_distributed_fallback_equals_single_process(client):
+    """Problems too small for the ensemble and ensembles that fail the check are
+    solved by the exact SVM on the workers, as in memory, with the same warning."""
+    from gpuksvm.datasets import make_two_sines
+    from gpuksvm.svi import SVI, ExactFallbackWarning
+
+    X, y = make_two_sines(1200, noise=0.35, random_state=0)
+    for kw, why in [({}, "too_small"), ({"min_subset_rows": 100}, "check")]:
+        kw = dict(gamma=1.0, C=10.0, random_state=0, device="cpu", **kw)
+        with pytest.warns(ExactFallbackWarning):
+            ref = SVI(**kw).fit(X, y)
+        with pytest.warns(ExactFallbackWarning):
+            est = gd.fit_svi(SVI(**kw), *_dask(X, y, 300), client=client)
+        assert est.sub_models_[0]["exact"] == ref.sub_models_[0]["exact"] == why
+        np.testing.assert_array_equal(est.solved_exactly_, [True])
+        np.testing.assert_array_equal(est.support_, ref.support_)
+        np.testing.assert_allclose(est.decision_function(X), ref.decision_function(X), rtol=1e-6,
+                                   atol=1e-6)
+
+
+def test_svi_distributed_reports_convergence_as_in_memory(client):
+    """converged_ and the one ConvergenceWarning of a fit come from the shared assembly, on
+    the client (a warning raised on a worker process would not reach the caller)."""
+    import warnings
+
+    from sklearn.exceptions import ConvergenceWarning
+
+    from gpuksvm.datasets import make_two_sines
+    from gpuksvm.svi import SVI
+
+    X, y = make_two_sines(1200, noise=0.35, random_state=0)
+    kw = dict(gamma=1.0, C=10.0, max_iter=50, random_state=0, device="cpu")
+    fitted = []
+    for fit in (lambda: SVI(**kw).fit(X, y),
+                lambda: gd.fit_svi(SVI(**kw), *_dask(X, y, 300), client=client)):
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            fitted.append(fit())
+        conv = [str(w.message) for w in caught if issubclass(w.category, ConvergenceWarning)]
+        assert len(conv) == 1 and conv[0].startswith("Solver terminated early (max_iter=50)")
+    ref, est = fitted
+    np.testing.assert_array_equal(est.converged_, [False])
+    np.testing.assert_array_equal(est.converged_, ref.converged_)
+    assert est.sub_models_[0]["max_iter_reached"] == ref.sub_models_[0]["max_iter_reached"] == [True]
 
 
 def test_svi_multiclass_distributed(client, rng):
@@ -288,7 +343,8 @@ def test_svi_multiclass_distributed(client, rng):
 
     X = np.vstack([c + 0.5 * rng.normal(size=(200, 2)) for c in ([0, 0], [3, 0], [0, 3])])
     y = np.repeat([0, 1, 2], 200)
-    kw = dict(gamma=0.5, C=1.0, random_state=1, device="cpu", multi_class="ovr")
+    kw = dict(gamma=0.5, C=1.0, random_state=1, device="cpu", multi_class="ovr", min_subset_rows=0,
+              ensemble_check=False)
     ref = SVI(**kw).fit(X, y)
     est = gd.fit_svi(SVI(**kw), *_dask(X, y, 150), client=client)
     np.testing.assert_array_equal(est.support_, ref.support_)
@@ -400,7 +456,8 @@ def test_svi_estimator_dispatches_dask_input(client):
 
     X, y = make_two_sines(800, random_state=1)
     Xd, yd = _dask(X, y, 200)
-    kw = dict(gamma=1.0, C=10.0, random_state=0, device="cpu", max_margin_sv=80)
+    kw = dict(gamma=1.0, C=10.0, random_state=0, device="cpu", max_margin_sv=80, min_subset_rows=0,
+              ensemble_check=False)
     ref = SVI(**kw).fit(X, y)
     est = SVI(**kw).fit(Xd, yd)
     assert hasattr(est, "dask_info_")

@@ -177,6 +177,27 @@ def test_max_iter_warns_and_reports_not_converged():
 
 
 # --------------------------------------------------------------------------- batched
+def test_parallel_libsvm_batch_leaves_the_callers_warning_capture_alone():
+    """``warnings.catch_warnings`` is not thread-safe: LIBSVM's threads each wrapped
+    their fit in one, and the last to leave put a finished thread's capture in
+    place of the caller's — warnings raised after the batch went missing."""
+    import warnings
+
+    X, y = _synthetic(1200)
+    k = Kernel("rbf", gamma=0.5)
+    subsets = [np.arange(i, 1200, 40) for i in range(40)]
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for _ in range(3):
+            solve_batched(X, y, subsets, k, 1.0, device="cpu", method="libsvm", n_jobs=2)
+            warnings.warn("after the batch", UserWarning)
+        res = solve_batched(X, y, subsets[:4], k, 10.0, max_iter=3, device="cpu", method="libsvm",
+                            n_jobs=2)
+    assert sum("after the batch" in str(w.message) for w in caught) == 3
+    assert sum(issubclass(w.category, ConvergenceWarning) for w in caught) == 4
+    assert not any(r.converged for r in res)
+
+
 @pytest.mark.parametrize("method,kw", [("libsvm", {})] + OWN)
 def test_batched_equals_sequential(method, kw):
     X, y = _synthetic(600, seed=7)

@@ -71,13 +71,17 @@ from typing import Any, Sequence
 import numpy as np
 import scipy.sparse as sp
 
+from sklearn.exceptions import ConvergenceWarning
+from sklearn.svm import SVC
+
 from .. import backend as bk
 from ..kernels import Kernel, kernel_block, kernel_diag
 from ..multiclass import problem_rows
 from ._blas import host_busy, one_blas_thread
 
 __all__ = ["SMOResult", "solve", "solve_batched", "solve_ovo", "solve_smo_host", "solve_working_set",
-           "solve_subproblems_host", "dual_objective", "METHODS", "PRECOMPUTED"]
+           "solve_subproblems_host", "dual_objective", "warn_unconverged", "svc_max_iter_message",
+           "METHODS", "PRECOMPUTED"]
 
 METHODS = ("auto", "libsvm", "smo", "working_set")
 _ETA_FLOOR = 1e-12
@@ -314,13 +318,56 @@ def _make_result(S: np.ndarray, alpha: np.ndarray, y: np.ndarray, b: float, obj:
 
 
 # =========================================================================== LIBSVM
+class _StatusSVC(SVC):
+    """scikit-learn's SVC that leaves its ConvergenceWarning to the caller.
+
+    Whether LIBSVM converged is its ``fit_status_`` (1: stopped at
+    ``max_iter``, its only early stop).  SVC itself warns from
+    ``_warn_from_fit_status``; silencing that warning with
+    ``warnings.catch_warnings`` is not thread-safe (it swaps process-wide
+    state: in the parallel batch a finished thread's capture replaced the
+    caller's, and warnings raised after the batch, e.g. SVI's
+    ExactFallbackWarning, went missing), so the hook is a no-op here and
+    :func:`_libsvm_fit` warns itself when asked.
+    """
+
+    def _warn_from_fit_status(self) -> None:
+        pass
+
+
+def svc_max_iter_message(max_iter: int | None) -> str:
+    """scikit-learn SVC's sentence for a solver stopped by ``max_iter`` (tests match it)."""
+    return (f"Solver terminated early (max_iter={-1 if max_iter is None else int(max_iter)}).  "
+            "Consider pre-processing your data with StandardScaler or MinMaxScaler.")
+
+
+def warn_unconverged(converged: Sequence[bool], max_iter_reached: Sequence[bool], max_iter: int | None,
+                     tol: float, owner: str) -> None:
+    """One ``ConvergenceWarning`` when some binary problems' solvers did not converge.
+
+    ``converged[p]`` / ``max_iter_reached[p]``: whether problem p's solver
+    reached ``tol`` / was stopped by ``max_iter`` (:class:`SMOResult`).  When
+    ``max_iter`` stopped one the message starts with scikit-learn SVC's own
+    sentence (:func:`svc_max_iter_message`).
+    """
+    bad = [p for p, ok in enumerate(converged) if not ok]
+    if not bad:
+        return
+    if any(max_iter_reached[p] for p in bad):
+        head = svc_max_iter_message(max_iter)
+    else:
+        head = "Solver stopped making progress before reaching tol."
+    warnings.warn(f"{head} ({owner}: {len(bad)} of {len(converged)} binary problem(s) stopped before "
+                  f"the optimality gap reached tol={tol:g}; converged_ records which.)",
+                  ConvergenceWarning, stacklevel=3)
+
+
 def _libsvm_fit(Xs: Any, labels: np.ndarray, kernel: Kernel | str, C: float, tol: float,
                 max_iter: int | None, w: np.ndarray | None, cache_bytes: int | None, warn: bool,
                 class_weight: dict | None = None) -> tuple[Any, bool]:
-    """scikit-learn's SVC (LIBSVM) fitted on host data; returns it and whether it converged."""
-    from sklearn.exceptions import ConvergenceWarning
-    from sklearn.svm import SVC
-
+    """scikit-learn's SVC (LIBSVM) fitted on host data; returns it and whether it converged
+    (``fit_status_``).  ``warn``: a ConvergenceWarning with SVC's message when ``max_iter``
+    stopped it (else the caller reports it)."""
     precomputed = _is_precomputed(kernel)
     if not precomputed and kernel.degree != int(kernel.degree):
         raise ValueError("LIBSVM needs an integer polynomial degree; use method='smo'")
@@ -331,15 +378,12 @@ def _libsvm_fit(Xs: Any, labels: np.ndarray, kernel: Kernel | str, C: float, tol
     params = ({"kernel": PRECOMPUTED} if precomputed else
               {"kernel": kernel.name, "gamma": kernel.gamma, "degree": int(kernel.degree),
                "coef0": kernel.coef0})
-    svc = SVC(C=C, tol=tol, max_iter=-1 if max_iter is None else max_iter, cache_size=cache_mb,
-              shrinking=True, class_weight=class_weight, **params)
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always", ConvergenceWarning)
-        svc.fit(Xs, labels, sample_weight=w)
-    converged = not any(issubclass(c.category, ConvergenceWarning) for c in caught)
-    for c in caught:  # hand the warnings on (recorded only to learn the convergence status)
-        if warn or not issubclass(c.category, ConvergenceWarning):
-            warnings.warn_explicit(c.message, c.category, c.filename, c.lineno)
+    svc = _StatusSVC(C=C, tol=tol, max_iter=-1 if max_iter is None else max_iter, cache_size=cache_mb,
+                     shrinking=True, class_weight=class_weight, **params)
+    svc.fit(Xs, labels, sample_weight=w)
+    converged = int(svc.fit_status_) == 0
+    if warn and not converged:
+        warnings.warn(svc_max_iter_message(max_iter), ConvergenceWarning, stacklevel=4)
     return svc, converged
 
 
@@ -350,7 +394,7 @@ def _libsvm_result(Xs: Any, S: np.ndarray, sv_local: np.ndarray, coef: np.ndarra
     sv_local, coef = sv_local[keep], coef[keep]
     order = np.argsort(sv_local, kind="stable")
     sv_local, coef = sv_local[order], coef[order]
-    # LIBSVM's only early stop is max_iter (fit_status_ 1 and the ConvergenceWarning)
+    # LIBSVM's only early stop is max_iter (fit_status_ 1)
     return SMOResult(support=S[sv_local], dual_coef=coef, intercept=float(intercept),
                      objective=dual_objective(Xs, sv_local, coef, kernel), n_iter=int(n_iter),
                      converged=converged, solver="libsvm", max_iter_reached=not converged)
@@ -532,16 +576,10 @@ def solve_smo_host(X: Any, y: np.ndarray, S: np.ndarray, kernel: Kernel | str, C
         reconstruct()
     if not converged and warn:
         warnings.warn(f"SMO stopped after max_iter={max_iter} steps before reaching tol={tol}",
-                      _convergence_warning(), stacklevel=3)
+                      ConvergenceWarning, stacklevel=3)
     b = _intercept_from_F(F, alpha, ys, Cv)
     return _make_result(S, alpha, ys, b, _objective_from_F(F, alpha, ys), it, converged, "smo",
                         max_iter_reached=not converged)
-
-
-def _convergence_warning():
-    from sklearn.exceptions import ConvergenceWarning
-
-    return ConvergenceWarning
 
 
 # =========================================================================== working set
@@ -832,7 +870,7 @@ def solve_working_set(X: Any, ys: list[np.ndarray], subs: list[np.ndarray], kern
         a, f, yy, c = alpha_h[p, :n_p], F_h[p, :n_p], y_h[p, :n_p], C_h[p, :n_p]
         if not converged[p] and warn:
             warnings.warn(f"working-set SMO on problem {p} stopped at gap {gap[p]:.3g} > tol={tol} "
-                          f"after {rounds[p]} rounds", _convergence_warning(), stacklevel=3)
+                          f"after {rounds[p]} rounds", ConvergenceWarning, stacklevel=3)
         out.append(_make_result(S, a, yy, _intercept_from_F(f, a, yy, c), _objective_from_F(f, a, yy),
                                 int(n_inner_tot[p]), bool(converged[p]), name, xp=xp,
                                 n_rounds=int(rounds[p]), dtype=dt,
