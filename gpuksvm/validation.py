@@ -7,6 +7,7 @@ checks on the device.  Nothing here modifies the caller's arrays.
 """
 from __future__ import annotations
 
+import os
 from numbers import Integral, Real
 from typing import Any, Iterable
 
@@ -24,6 +25,8 @@ __all__ = [
     "check_sample_weight",
     "check_param",
     "check_choice",
+    "check_allocation",
+    "physical_memory",
 ]
 
 _FLOATS = (np.float64, np.float32)
@@ -154,3 +157,32 @@ def check_choice(name: str, value: Any, options: Iterable) -> Any:
     if value not in options:
         raise ValueError(f"{name} must be one of {options}, got {value!r}")
     return value
+
+
+def physical_memory() -> int | None:
+    """Bytes of physical memory of this machine (None where the OS does not say)."""
+    try:
+        return int(os.sysconf("SC_PHYS_PAGES")) * int(os.sysconf("SC_PAGE_SIZE"))
+    except (ValueError, OSError, AttributeError):  # pragma: no cover - not POSIX
+        return None
+
+
+def _bytes_text(n: float) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB", "PiB"):
+        if n < 1024 or unit == "PiB":
+            return f"{n:.3g} {unit}"
+        n /= 1024
+    return f"{n:.3g} PiB"  # pragma: no cover
+
+
+def check_allocation(nbytes: float, what: str) -> None:
+    """Refuse, before allocating, a buffer larger than the machine's physical memory.
+
+    ``what`` says what the buffer is and which input or parameter sets its size
+    (e.g. ``"OKFEB buffers for budget=10**9 stored vectors"``); the ValueError
+    names it, so the user knows what to change.
+    """
+    total = physical_memory()
+    if total is not None and nbytes > total:
+        raise ValueError(f"{what} needs {_bytes_text(nbytes)}, more than the {_bytes_text(total)} of "
+                         "memory of this machine; reduce it")

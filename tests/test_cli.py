@@ -91,7 +91,7 @@ def test_info(tmp_path, capsys):
     capsys.readouterr()
     assert main(["info", model_file]) == 0
     text = capsys.readouterr().out
-    assert "gpuksvm.svi.SVI" in text and "gamma = 2.0" in text and "format version 1" in text
+    assert "gpuksvm.svi.SVI" in text and "gamma = 2.0" in text and "format version 2" in text
     assert "fitted attributes:" in text and "classes_: array (2,)" in text
     assert main(["info", "--json", model_file]) == 0
     info = json.loads(capsys.readouterr().out)
