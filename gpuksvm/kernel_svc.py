@@ -38,7 +38,8 @@ from .kernels import kernel_matvec, make_kernel
 from .solvers._blas import host_busy, one_blas_thread
 from .multiclass import binary_problems, ovo_votes, ovr_decision_function, problem_rows
 from .solvers.smo import solve_batched
-from .validation import check_choice, check_param, check_sample_weight, encode_classes, validate_X_y
+from .validation import (check_choice, check_class_weights, check_param, check_sample_weight,
+                         encode_classes, validate_X_y)
 
 __all__ = ["KernelSVC"]
 
@@ -176,8 +177,7 @@ class KernelSVC(DeviceMixin, ProbabilityMixin, ClassifierMixin, BaseEstimator):
         if self.class_weight is not None:
             cw = compute_class_weight(self.class_weight, classes=classes, y=y)
             w = w * cw[yidx]
-        if not np.any(w > 0):
-            raise ValueError("all sample weights (times class weights) are zero")
+        check_class_weights(classes, yidx, w)
         weighted = not np.all(w == 1.0)
         dev = self._device()
         dt = bk.resolve_dtype(self.dtype, dev)

@@ -253,7 +253,7 @@ def _solve_libsvm(X: Any, ys: np.ndarray, S: np.ndarray, kernel: Kernel, C: floa
     from sklearn.svm import SVC
 
     if kernel.degree != int(kernel.degree):
-        raise ValueError("LIBSVM needs an integer polynomial degree; use method='smo'")
+        raise ValueError(f"LIBSVM needs an integer polynomial degree, got degree={kernel.degree!r}")
     Xs = _host_rows(X, S)
     if not sp.issparse(Xs):
         Xs = np.ascontiguousarray(Xs, dtype=np.float64)
