@@ -1043,6 +1043,12 @@ class _OKFEBLearner(DeviceMixin, BaseEstimator):
         check_param("n_epochs", self.n_epochs, Integral, low=1)
         check_param("alpha", self.alpha, Real, low=0, closed="neither")
 
+    def _check_learner_size(self, n_outputs: int) -> None:
+        """The learner's weights are (rank + 1) × outputs: refuse an absurd rank before allocating."""
+        check_param("rank", self.rank, Integral, low=1)
+        check_allocation((int(self.rank) + 1) * n_outputs * 8,
+                         f"the online learner's weights for rank={self.rank}")
+
     def _stream(self, X: Any, y_rows: np.ndarray, first: bool) -> None:
         Q = self.extractor_.partial_fit_transform(X)
         self._learner_step(Q, y_rows)
@@ -1143,6 +1149,7 @@ class OKFEBClassifier(ClassifierMixin, _OKFEBLearner):
         self.classes_ = np.asarray(classes)
         self.extractor_ = self._extractor()
         n_out = 1 if len(self.classes_) == 2 else len(self.classes_)
+        self._check_learner_size(n_out)
         self._learner = Pegasos(int(self.rank), n_out, lam=float(self.alpha),
                                 fit_intercept=bool(self.fit_intercept))
 
@@ -1276,6 +1283,7 @@ class OKFEBRegressor(RegressorMixin, _OKFEBLearner):
     def _start(self) -> None:
         self._check_common()
         self.extractor_ = self._extractor()
+        self._check_learner_size(1)
         self._learner = RegularizedLMS(int(self.rank), step=float(self.learning_rate),
                                        alpha=float(self.alpha), normalized=bool(self.normalized))
 
