@@ -76,6 +76,7 @@ import os
 import re
 import secrets
 import stat
+import tokenize
 import zipfile
 import zlib
 from pathlib import Path
@@ -469,9 +470,12 @@ def _read_member(zf: zipfile.ZipFile, ref: str, spec: dict, path: Path) -> np.nd
                 raise ValueError("the array data has the wrong length")
     except ModelFormatError:
         raise
-    except (zipfile.BadZipFile, OSError, EOFError, ValueError, TypeError, SyntaxError, zlib.error,
+    except (zipfile.BadZipFile, OSError, EOFError, ValueError, TypeError, KeyError, SyntaxError,
+            tokenize.TokenError, OverflowError, RecursionError, MemoryError, zlib.error,
             NotImplementedError) as exc:
-        raise ModelFormatError(f"{path}: corrupted model file: cannot read array {name} ({exc})") from None
+        # (the .npy header is a Python literal: a damaged one fails in ast/tokenize)
+        raise ModelFormatError(f"{path}: corrupted model file: cannot read array {name} "
+                               f"({type(exc).__name__}: {exc})") from None
     a = flat.reshape(shape[::-1]).T if fortran else flat.reshape(shape)
     if _sha256(a) != spec["sha256"]:
         raise ModelFormatError(f"{path}: corrupted model file: array {name} does not match its "

@@ -455,13 +455,6 @@ def _problems_for(est: Any, dims: _Dims, path: str, scheme: str) -> None:
                 raise _fail(f"{path}.problems_[{i}]", f"class index out of range for {k} classes")
 
 
-def _check_indices(values: Any, bound: int | None, path: str) -> None:
-    if bound is None or not isinstance(values, np.ndarray) or values.size == 0:
-        return
-    if values.min() < 0 or values.max() >= bound:
-        raise _fail(path, f"index out of range [0, {bound})")
-
-
 def _check_linear(est: Any, dims: _Dims, path: str) -> None:
     k, m = dims.get("n_classes"), dims.get("n_outputs")
     if k is not None and m is not None and m != _n_outputs(k):
