@@ -14,8 +14,17 @@ chosen method and writes a model file (:mod:`gpuksvm.io`; default name
 ``<train_file>.model``).  ``predict`` writes one predicted label per line and
 prints ``Accuracy = 98.1% (981/1000) (classification)`` like ``svm-predict``
 (mean squared error and squared correlation for regressors).  ``info`` prints
-what a model file holds without running anything from it.  A malformed data
-file gives an error naming the file and the line.
+what a model file holds — validated against the closed model schema, without
+reading its arrays or running anything from it.
+
+Errors: every failure is one line ``gpuksvm <command>: error: <message>`` on
+stderr and exit status 1, never a traceback — a malformed data file names the
+file and the line; the model and output paths are checked before any work;
+sizes beyond the machine's memory are refused before allocating; a model whose
+predictions are not finite writes nothing.  ``train`` stores the training
+file's SVMlight index base in the model; ``predict`` reads the test file with
+that base (a file that contradicts it is refused, one that looks one-based for
+a zero-based model gets a warning).
 
 Methods (``-m``): ``llsvm`` (default), ``svc`` (exact kernel SVM), ``linear``,
 ``cvm``, ``one-class-cvm``, ``svi``, ``okfeb`` (classifier) and
@@ -158,9 +167,7 @@ def _read_data(path: str, *, n_features: int | None = None, zero_based: bool | s
 
     try:
         data = read_svmlight(path, n_features, zero_based=zero_based)
-    except FileNotFoundError as exc:
-        raise CLIError(str(exc))
-    except ValueError as exc:
+    except (FileNotFoundError, ValueError) as exc:
         raise CLIError(str(exc))
     X = data.X
     if X.shape[0] == 0:
