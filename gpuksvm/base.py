@@ -6,20 +6,72 @@
   ``device`` parameter;
 * ``to_device("cpu" | "gpu" | "cuda:N")`` — moves all fitted arrays;
 * pickling to host arrays, so a model fitted on a GPU predicts on a CPU-only
-  machine (it is restored on the CPU; call ``to_device("gpu")`` to move it).
+  machine (it is restored on the CPU; call ``to_device("gpu")`` to move it);
+* **all-or-nothing fits**: ``fit``, ``partial_fit`` and ``partial_fit_transform``
+  of every subclass are wrapped (:func:`keeps_state_on_error`) so that a call
+  that raises leaves the estimator exactly as it was before the call — the
+  previous model stays usable, never a mix of new and old attributes.
 
 Fitted arrays live on the device they were computed on; inputs to ``predict``
 are moved there, and outputs come back in the caller's kind of array.
 """
 from __future__ import annotations
 
-from typing import Any
+import copy
+import functools
+import threading
+from typing import Any, Callable
 
 import numpy as np
 
 from . import backend as bk
 
-__all__ = ["DeviceMixin", "move_arrays", "progress"]
+__all__ = ["DeviceMixin", "move_arrays", "progress", "keeps_state_on_error"]
+
+#: methods wrapped by keeps_state_on_error in every DeviceMixin subclass; fit replaces the
+#: fitted attributes (a shallow snapshot restores them), the partial_fit family updates
+#: buffers in place (a deep snapshot of the fitted state restores them)
+_TRANSACTIONAL = {"fit": False, "partial_fit": True, "partial_fit_transform": True}
+_active = threading.local()
+
+
+def keeps_state_on_error(method: Callable, *, deep: bool) -> Callable:
+    """Wrap a fitting method so that an exception restores the estimator's previous state.
+
+    Before the call the instance dictionary is snapshotted — shallowly for
+    ``fit`` (which assigns new fitted objects rather than mutating old ones), or
+    with the fitted state deep-copied (``deep=True``: methods that update
+    buffers in place, such as ``partial_fit``).  If the call raises (any
+    exception, KeyboardInterrupt included) the dictionary is put back and the
+    exception propagates.  Nested calls on the same object (``partial_fit``
+    calling ``partial_fit_transform``) take one snapshot.
+    """
+
+    @functools.wraps(method)
+    def wrapper(self, *args: Any, **kwargs: Any):
+        active = getattr(_active, "ids", None)
+        if active is None:
+            active = _active.ids = set()
+        if id(self) in active:
+            return method(self, *args, **kwargs)
+        state = self.__dict__
+        if deep:
+            params = set(type(self)._get_param_names()) if hasattr(type(self), "_get_param_names") else set()
+            saved = {k: (v if k in params else copy.deepcopy(v)) for k, v in state.items()}
+        else:
+            saved = dict(state)
+        active.add(id(self))
+        try:
+            return method(self, *args, **kwargs)
+        except BaseException:
+            state.clear()
+            state.update(saved)
+            raise
+        finally:
+            active.discard(id(self))
+
+    wrapper.__keeps_state__ = True
+    return wrapper
 
 
 def move_arrays(obj: Any, device: bk.Device) -> Any:
@@ -40,7 +92,14 @@ def move_arrays(obj: Any, device: bk.Device) -> Any:
 
 
 class DeviceMixin:
-    """Device handling for estimators with a ``device`` parameter."""
+    """Device handling for estimators with a ``device`` parameter, and all-or-nothing fits."""
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        for name, deep in _TRANSACTIONAL.items():
+            fn = cls.__dict__.get(name)
+            if callable(fn) and not getattr(fn, "__keeps_state__", False):
+                setattr(cls, name, keeps_state_on_error(fn, deep=deep))
 
     def _device(self) -> bk.Device:
         return bk.resolve_device(getattr(self, "device", "auto"))

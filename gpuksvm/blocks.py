@@ -19,7 +19,13 @@ SVMlight files only read each line's first token).
   compressed: ``block_size`` lines are read at a time and each block's lines
   are parsed by :func:`sklearn.datasets.load_svmlight_file`; a malformed line
   raises ``ValueError`` naming the file and the line number;
-* a zero-argument callable returning a fresh iterator of ``(Xb, yb)`` pairs.
+* a zero-argument callable returning a fresh iterator of ``(Xb, yb)`` pairs;
+* a list (or tuple) of ``(Xb, yb)`` pairs (an "iterable of blocks" that can be
+  read more than once; a one-shot generator cannot serve several passes and
+  is refused with a message saying so).
+
+Every block's ``yb`` must have one label per row of ``Xb``; a block that does
+not is a ``ValueError`` naming the block.
 
 Examples
 --------
@@ -34,10 +40,10 @@ Examples
 """
 from __future__ import annotations
 
-import bz2
-import gzip
 import io
 import os
+import warnings
+import zlib
 from numbers import Integral
 from os import PathLike
 from typing import Any, Callable, Iterable, Iterator
@@ -46,10 +52,12 @@ import numpy as np
 import scipy.sparse as sp
 
 from . import backend as bk
+from .datasets import (SVMLightIndexWarning, index_base_note, malformed, open_binary, svmlight_content,
+                       svmlight_line_error)
 from .validation import check_param
 
 __all__ = ["BlockSource", "ArrayBlockSource", "SVMLightBlockSource", "CallableBlockSource",
-           "MappedBlockSource", "as_block_source"]
+           "SequenceBlockSource", "MappedBlockSource", "as_block_source"]
 
 
 class BlockSource:
@@ -122,6 +130,22 @@ class ArrayBlockSource(BlockSource):
         return self.y.copy()
 
 
+def _checked_pairs(blocks: Iterable[Any]) -> Iterator[tuple[Any, Any]]:
+    """The ``(Xb, yb)`` pairs of one pass, each checked: a pair, one label per row."""
+    for i, item in enumerate(blocks):
+        if not (isinstance(item, tuple) and len(item) == 2):
+            raise ValueError(f"a block source must yield (X_block, y_block) pairs; block {i} is "
+                             f"a {type(item).__name__}")
+        Xb, yb = item
+        n_rows = Xb.shape[0] if hasattr(Xb, "shape") else len(Xb)
+        n_labels = yb.shape[0] if hasattr(yb, "shape") and len(yb.shape) else (
+            len(yb) if hasattr(yb, "__len__") else None)
+        if n_labels != n_rows:
+            raise ValueError(f"block {i}: X_block has {n_rows} rows but y_block has "
+                             f"{n_labels if n_labels is not None else 'no'} labels (one label per row)")
+        yield Xb, yb
+
+
 class CallableBlockSource(BlockSource):
     """Blocks from a zero-argument callable returning a fresh iterator of ``(Xb, yb)``."""
 
@@ -133,10 +157,36 @@ class CallableBlockSource(BlockSource):
         it = self.fn()
         if it is None:
             raise ValueError("the block-source callable returned None instead of an iterator")
-        for item in it:
-            if not (isinstance(item, tuple) and len(item) == 2):
-                raise ValueError("a block source must yield (X_block, y_block) pairs")
-            yield item
+        yield from _checked_pairs(it)
+
+
+class SequenceBlockSource(BlockSource):
+    """Blocks from a list (or tuple) of ``(Xb, yb)`` pairs, read again on every pass."""
+
+    def __init__(self, blocks: list | tuple, *, n_features: int | None = None):
+        if not blocks:
+            raise ValueError("the list of blocks is empty")
+        self.blocks = list(blocks)
+        first = self.blocks[0][0]
+        width = int(first.shape[1]) if hasattr(first, "shape") and len(first.shape) == 2 else None
+        if n_features is not None and width is not None and int(n_features) != width:
+            raise ValueError(f"n_features={n_features} but the first block has {width} columns")
+        self.n_features = width if n_features is None else int(n_features)
+
+    def __iter__(self) -> Iterator[tuple[Any, Any]]:
+        yield from _checked_pairs(self.blocks)
+
+
+def _is_block_list(data: Any) -> bool:
+    """A list/tuple of (X_block, y_block) pairs (X_block 2-D), not a list of rows."""
+    if not isinstance(data, (list, tuple)) or not data:
+        return False
+    first = data[0]
+    if not (isinstance(first, tuple) and len(first) == 2):
+        return False
+    Xb = first[0]
+    return sp.issparse(Xb) or bk.is_sparse(Xb) or len(getattr(Xb, "shape", ())) == 2 or (
+        isinstance(Xb, list) and bool(Xb) and isinstance(Xb[0], (list, tuple, np.ndarray)))
 
 
 class MappedBlockSource(BlockSource):
@@ -153,20 +203,6 @@ class MappedBlockSource(BlockSource):
 
     def labels(self) -> np.ndarray:
         return self.parent.labels()
-
-
-def _open_text(path: str):
-    low = path.lower()
-    if low.endswith(".bz2"):
-        return bz2.open(path, "rb")
-    if low.endswith(".gz"):
-        return gzip.open(path, "rb")
-    return open(path, "rb")
-
-
-def _content(line: bytes) -> bytes:
-    """A line without its comment and surrounding white space."""
-    return line.split(b"#", 1)[0].strip()
 
 
 class SVMLightBlockSource(BlockSource):
@@ -203,43 +239,45 @@ class SVMLightBlockSource(BlockSource):
 
     def _lines(self) -> Iterator[tuple[int, bytes]]:
         """(line number, content) of every data line."""
-        with _open_text(self.path) as fh:
-            for lineno, line in enumerate(fh, start=1):
-                c = _content(line)
-                if c:
-                    yield lineno, c
+        try:
+            with open_binary(self.path) as fh:
+                for lineno, line in enumerate(fh, start=1):
+                    c = svmlight_content(line)
+                    if c:
+                        yield lineno, c
+        except (OSError, EOFError, zlib.error) as exc:
+            raise ValueError(f"{self.path}: cannot read the file ({exc})") from None
 
-    def _error(self, lineno: int, what: str) -> ValueError:
-        return ValueError(f"{self.path}, line {lineno}: malformed SVMlight line ({what})")
+    def _error(self, lineno: int, what: str, text: bytes | None = None) -> ValueError:
+        shown = None if text is None else text.decode("utf-8", errors="replace")
+        return malformed(self.path, what, lineno, shown)
 
     def _scan(self) -> None:
-        """One pass: the largest feature index, whether indices are zero-based, and the
-        labels (kept for :meth:`labels` when all of them parse)."""
-        max_idx, min_idx = -1, None
-        labels: list[float] | None = []
+        """One pass: every line checked (file and line named on error), the largest feature
+        index, whether indices are zero-based, and the labels (kept for :meth:`labels`)."""
+        max_idx, n_zero, first_zero, n_lines = -1, 0, None, 0
+        labels: list[float] = []
+        zb = None if self.zero_based == "auto" else bool(self.zero_based)
         for lineno, c in self._lines():
+            why = svmlight_line_error(c, zero_based=zb)
+            if why is not None:
+                raise self._error(lineno, why, c)
             toks = c.split()
-            if labels is not None:
-                try:
-                    labels.append(float(toks[0]))
-                except ValueError:
-                    labels = None       # labels() reads the file again and names the line
-            for tok in toks[1:]:
-                key, sep, val = tok.partition(b":")
-                if not sep:
-                    raise self._error(lineno, f"token {tok.decode(errors='replace')!r} has no ':'")
-                if key == b"qid":
-                    continue
-                try:
-                    k = int(key)
-                except ValueError:
-                    raise self._error(lineno, f"bad feature index {key.decode(errors='replace')!r}") from None
-                max_idx = max(max_idx, k)
-                min_idx = k if min_idx is None else min(min_idx, k)
-        if labels:
-            self._labels = np.asarray(labels)
+            n_lines += 1
+            labels.append(float(toks[0]))
+            feats = [t for t in toks[1:] if not t.startswith(b"qid:")]
+            if feats:
+                lo = int(feats[0].partition(b":")[0])
+                max_idx = max(max_idx, int(feats[-1].partition(b":")[0]))
+                if lo == 0:
+                    n_zero += 1
+                    first_zero = lineno if first_zero is None else first_zero
+        self._labels = np.asarray(labels) if labels else None
         if self.zero_based == "auto":
-            self.zero_based = bool(min_idx == 0)
+            self.zero_based = n_zero > 0
+            note = index_base_note(self.path, n_zero, n_lines, first_zero)
+            if note:
+                warnings.warn(note, SVMLightIndexWarning, stacklevel=3)
         if self.n_features is None:
             if max_idx < 0:
                 raise ValueError(f"{self.path}: no feature found; pass n_features")
@@ -254,13 +292,15 @@ class SVMLightBlockSource(BlockSource):
 
         try:
             Xb, yb = load([c for _, c in chunk])
-        except Exception:  # find the offending line and name it
+            ok = bool(np.isfinite(Xb.data).all() and np.isfinite(yb).all())
+        except ValueError:
+            ok = False
+        if not ok:  # find the offending line and name it
             for lineno, c in chunk:
-                try:
-                    load([c])
-                except Exception as exc:  # noqa: BLE001 - re-raised with its position
-                    raise self._error(lineno, str(exc)) from exc
-            raise
+                why = svmlight_line_error(c, zero_based=self.zero_based, n_features=self.n_features)
+                if why is not None:
+                    raise self._error(lineno, why, c)
+            raise malformed(self.path, "a block does not parse", chunk[0][0])
         return Xb.tocsr(), np.asarray(yb)
 
     def __iter__(self) -> Iterator[tuple[Any, Any]]:
@@ -282,7 +322,7 @@ class SVMLightBlockSource(BlockSource):
             try:
                 out.append(float(tok))
             except ValueError:
-                raise self._error(lineno, f"bad label {tok.decode(errors='replace')!r}") from None
+                raise self._error(lineno, svmlight_line_error(c) or "bad label", c) from None
         if not out:
             raise ValueError(f"{self.path}: the file has no data line")
         return np.asarray(out)
@@ -307,8 +347,10 @@ def is_block_input(X: Any) -> bool:
     """Whether ``X`` is out-of-core input for :func:`as_block_source`: a
     :class:`BlockSource`, an SVMlight path, or a zero-argument callable
     returning an iterator of ``(X_block, y_block)``."""
-    if isinstance(X, (BlockSource, str, PathLike)):
+    if isinstance(X, (BlockSource, str, PathLike)) or _is_block_list(X):
         return True
+    if hasattr(X, "__next__") and not hasattr(X, "shape"):
+        return True    # a one-shot iterator: as_block_source explains what to pass instead
     return callable(X) and not hasattr(X, "shape")
 
 
@@ -318,7 +360,8 @@ def as_block_source(data: Any, y: Any = None, *, block_size: int = 5000,
 
     Parameters
     ----------
-    data : BlockSource, array / memmap / sparse matrix (with ``y``), SVMlight path, or callable
+    data : BlockSource, array / memmap / sparse matrix (with ``y``), SVMlight path, callable,
+        or list of ``(X_block, y_block)`` pairs
     y : labels, only with an array
     block_size : int
         Rows (or file lines) per block.
@@ -338,6 +381,14 @@ def as_block_source(data: Any, y: Any = None, *, block_size: int = 5000,
         if y is not None:
             raise ValueError("y must be None for a callable block source (it yields the labels)")
         return CallableBlockSource(data, n_features=n_features)
+    if _is_block_list(data):
+        if y is not None:
+            raise ValueError("y must be None for a list of (X_block, y_block) pairs (it holds the labels)")
+        return SequenceBlockSource(data, n_features=n_features)
+    if hasattr(data, "__next__") and not hasattr(data, "shape"):
+        raise TypeError("a generator or iterator can be read only once, but training reads the "
+                        "blocks several times; pass a list of (X_block, y_block) pairs or a "
+                        "zero-argument function returning a fresh iterator")
     if hasattr(data, "shape") or isinstance(data, (list, tuple)):
         src = ArrayBlockSource(data, y, block_size=block_size)
         if n_features is not None and int(n_features) != src.n_features:

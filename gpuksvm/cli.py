@@ -14,8 +14,17 @@ chosen method and writes a model file (:mod:`gpuksvm.io`; default name
 ``<train_file>.model``).  ``predict`` writes one predicted label per line and
 prints ``Accuracy = 98.1% (981/1000) (classification)`` like ``svm-predict``
 (mean squared error and squared correlation for regressors).  ``info`` prints
-what a model file holds without running anything from it.  A malformed data
-file gives an error naming the file and the line.
+what a model file holds — validated against the closed model schema, without
+reading its arrays or running anything from it.
+
+Errors: every failure is one line ``gpuksvm <command>: error: <message>`` on
+stderr and exit status 1, never a traceback — a malformed data file names the
+file and the line; the model and output paths are checked before any work;
+sizes beyond the machine's memory are refused before allocating; a model whose
+predictions are not finite writes nothing.  ``train`` stores the training
+file's SVMlight index base in the model; ``predict`` reads the test file with
+that base (a file that contradicts it is refused, one that looks one-based for
+a zero-based model gets a warning).
 
 Methods (``-m``): ``llsvm`` (default), ``svc`` (exact kernel SVM), ``linear``,
 ``cvm``, ``one-class-cvm``, ``svi``, ``okfeb`` (classifier) and
@@ -30,10 +39,13 @@ import ast
 import json
 import sys
 import time
+import warnings
 from pathlib import Path
 from typing import Any, Sequence
 
 import numpy as np
+
+from . import backend as bk
 
 __all__ = ["METHODS", "main", "make_estimator", "estimator_class", "parse_kernel"]
 
@@ -99,7 +111,7 @@ def parse_kernel(value: str) -> str:
 def _parse_value(text: str) -> Any:
     try:
         return ast.literal_eval(text)
-    except (ValueError, SyntaxError):
+    except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
         return text
 
 
@@ -148,22 +160,41 @@ def make_estimator(method: str, *, options: dict[str, Any] | None = None,
     return est.set_params(**params)
 
 
-def _load_data(path: str, n_features: int | None = None):
-    from .datasets import load_svmlight
+def _read_data(path: str, *, n_features: int | None = None, zero_based: bool | str = "auto"):
+    """(dense X, y, zero_based) of an SVMlight file; every problem is a CLIError naming the file."""
+    from .datasets import read_svmlight
+    from .validation import check_allocation
 
     try:
-        X, y = load_svmlight(path, n_features=n_features, dense=True)
-    except FileNotFoundError as exc:
+        data = read_svmlight(path, n_features, zero_based=zero_based)
+    except (FileNotFoundError, ValueError) as exc:
         raise CLIError(str(exc))
-    except ValueError as exc:
-        msg = str(exc)
-        if n_features is not None and "n_features" in msg:
-            raise CLIError(f"{path}: the file has feature indices beyond the model's "
-                           f"{n_features} features ({msg})")
-        raise CLIError(msg)
+    X = data.X
     if X.shape[0] == 0:
         raise CLIError(f"{path}: no data rows")
-    return X, y
+    try:
+        check_allocation(X.shape[0] * X.shape[1] * 8,
+                         f"{path}: the dense {X.shape[0]} x {X.shape[1]} data matrix (its width is "
+                         f"the largest feature index{_largest_index_line(path, X)})")
+    except ValueError as exc:
+        raise CLIError(str(exc))
+    return X.toarray(), data.y, data.zero_based
+
+
+def _largest_index_line(path: str, X: Any) -> str:
+    """", at line L" for the first line holding the largest feature index, when X is too wide."""
+    from .datasets import data_line_numbers
+    from .validation import physical_memory
+
+    total = physical_memory()
+    if total is None or X.shape[0] * X.shape[1] * 8 <= total:
+        return ""
+    hits = np.flatnonzero(X.indices == X.shape[1] - 1)
+    if not hits.size:
+        return ""
+    row = int(X.indptr.searchsorted(hits[0], side="right") - 1)
+    line = data_line_numbers(Path(path), {row}).get(row)
+    return f", {X.shape[1]}, at line {line}" if line else ""
 
 
 def _is_regressor(model: Any) -> bool:
@@ -173,6 +204,20 @@ def _is_regressor(model: Any) -> bool:
 
 def _is_outlier_detector(model: Any) -> bool:
     return type(model).__name__.startswith("OneClass")
+
+
+def _final_estimator(model: Any) -> Any:
+    steps = getattr(model, "steps", None)
+    return steps[-1][1] if steps else model
+
+
+def _check_writable(path: str, what: str) -> None:
+    from . import io
+
+    try:
+        io.check_writable(path)
+    except OSError as exc:
+        raise CLIError(f"cannot write the {what}: {exc}")
 
 
 # --------------------------------------------------------------------------- commands
@@ -191,18 +236,29 @@ def cmd_train(args: argparse.Namespace) -> int:
                "tol": args.tol, "device": args.device, "seed": args.seed,
                "verbose": 1 if args.verbose else None}
     est = make_estimator(args.method, options=options, extra=extra)
-    X, y = _load_data(args.train_file)
+    check = getattr(est, "_check_params", None)
+    if check is not None:  # bad parameter values are reported before the data are read
+        try:
+            check()
+        except ValueError as exc:
+            raise CLIError(f"{type(est).__name__}: {exc}")
+    model_file = args.model_file or (Path(args.train_file).name + ".model")
+    _check_writable(model_file, "model file")          # before hours of training, not after
+    X, y, zero_based = _read_data(args.train_file)
     t0 = time.perf_counter()
     try:
         if _is_outlier_detector(est):
             est.fit(X)
         else:
             est.fit(X, y)
-    except (ValueError, TypeError) as exc:
+    except (ValueError, TypeError, ArithmeticError, np.linalg.LinAlgError) as exc:
         raise CLIError(f"training {type(est).__name__} on {args.train_file} failed: {exc}")
     fit_s = time.perf_counter() - t0
-    model_file = args.model_file or (Path(args.train_file).name + ".model")
-    io.save(est, model_file)
+    try:
+        io.save(est, model_file, metadata={"svmlight_zero_based": bool(zero_based),
+                                           "svmlight_n_features": int(X.shape[1])})
+    except OSError as exc:
+        raise CLIError(f"cannot write the model file: {exc}")
     if not args.quiet:
         dev = getattr(est, "fitted_device_", "cpu")
         print(f"trained {type(est).__name__} on {X.shape[0]} rows x {X.shape[1]} features "
@@ -210,20 +266,53 @@ def cmd_train(args: argparse.Namespace) -> int:
     return 0
 
 
+def _test_data(path: str, model: Any, meta: dict):
+    """Read a test file with the training file's index base (a mismatch is refused or warned)."""
+    from .datasets import find_malformed_line
+
+    n_features = getattr(_final_estimator(model), "n_features_in_", None)
+    if n_features is None:
+        n_features = getattr(model, "n_features_in_", None)
+    trained_zb = meta.get("svmlight_zero_based")
+    if trained_zb is None:
+        return _read_data(path, n_features=n_features)[:2]
+    try:
+        X, y, _ = _read_data(path, n_features=n_features, zero_based=bool(trained_zb))
+    except CLIError as exc:
+        base = "zero-based (index 0 = first column)" if trained_zb else "one-based (LIBSVM's convention)"
+        raise CLIError(f"{exc}; the model was trained on a {base} SVMlight file")
+    if trained_zb and n_features and not X[:, 0].any() and find_malformed_line(
+            path, zero_based=False) is None:
+        warnings.warn(f"{path} never uses feature index 0, but the model was trained on a zero-based "
+                      "file (index 0 = first column); if this file is one-based, every column is "
+                      "shifted by one and the predictions are wrong", UserWarning, stacklevel=2)
+    return X, y
+
+
 def cmd_predict(args: argparse.Namespace) -> int:
     from . import io
 
     try:
         model = io.load(args.model_file, device=args.device)
+        meta = io.read_header(args.model_file).get("metadata", {})
     except (FileNotFoundError, io.ModelFormatError) as exc:
         raise CLIError(str(exc))
-    X, y = _load_data(args.test_file, n_features=getattr(model, "n_features_in_", None))
-    pred = np.asarray(model.predict(X))
-    out = Path(args.output_file)
+    _check_writable(args.output_file, "predictions")
+    X, y = _test_data(args.test_file, model, meta)
+    try:
+        pred = np.asarray(bk.to_host(model.predict(X)))
+    except (ValueError, TypeError, ArithmeticError, np.linalg.LinAlgError) as exc:
+        raise CLIError(f"predicting {args.test_file} with {args.model_file} failed: {exc}")
+    if pred.dtype.kind in "fc" and not np.isfinite(pred).all():
+        bad = int(np.flatnonzero(~np.isfinite(pred))[0])
+        raise CLIError(f"the model produced non-finite predictions (first at data row {bad + 1} of "
+                       f"{args.test_file}); nothing was written. The model is unusable: retrain it "
+                       "(for OK-FEB regressors, with a smaller learning_rate)")
     lines = [_fmt_label(v) for v in pred.reshape(-1)]
-    tmp = out.with_name(f".{out.name}.tmp")
-    tmp.write_text("\n".join(lines) + ("\n" if lines else ""))
-    tmp.replace(out)
+    try:
+        io.write_atomic(args.output_file, ("\n".join(lines) + ("\n" if lines else "")).encode())
+    except OSError as exc:
+        raise CLIError(f"cannot write the predictions: {exc}")
     if args.quiet:
         return 0
     if _is_regressor(model):
@@ -249,64 +338,31 @@ def cmd_info(args: argparse.Namespace) -> int:
     from . import io
 
     try:
-        header = io.read_header(args.model_file)
+        info = io.describe(args.model_file)
     except (FileNotFoundError, io.ModelFormatError) as exc:
         raise CLIError(str(exc))
-    tree = header["tree"]
-    state = tree.get("state", {}) if isinstance(tree, dict) else {}
-    fitted = {k: _describe(v, header["arrays"]) for k, v in state.items()
-              if k.endswith("_") and not k.startswith("_")}
-    info = {"file": str(args.model_file), "class": header.get("class"),
-            "format_version": header.get("format_version"),
-            "gpuksvm_version": header.get("gpuksvm_version"), "created": header.get("created"),
-            "fitted_device": header.get("fitted_device"), "params": header.get("params", {}),
-            "fitted": fitted,
-            "array_bytes": int(sum(int(np.prod(s["shape"])) * np.dtype(s["dtype"]).itemsize
-                                   for s in header["arrays"].values()))}
     if args.json:
         print(json.dumps(info, indent=2))
         return 0
     print(f"{info['file']}: {info['class']}")
     print(f"  format version {info['format_version']}, written by gpuksvm {info['gpuksvm_version']} "
           f"on {info['created']}, fitted on {info['fitted_device']}")
-    print(f"  {len(header['arrays'])} arrays, {info['array_bytes'] / 2**20:.3g} MiB")
+    print(f"  {info['n_arrays']} arrays, {info['array_bytes'] / 2**20:.3g} MiB "
+          "(validated against the closed model schema; arrays not read)")
     print("  parameters:")
     for k, v in info["params"].items():
         print(f"    {k} = {v}")
-    if fitted:
+    if info["fitted"]:
         print("  fitted attributes:")
-        for k, v in fitted.items():
+        for k, v in info["fitted"].items():
             print(f"    {k}: {v}")
+        if info["state"]:
+            print("  internal state: " + ", ".join(f"{k} ({v})" for k, v in info["state"].items()))
     else:
         print("  (not fitted)")
+    for k, v in info["metadata"].items():
+        print(f"  {k} = {v}")
     return 0
-
-
-def _describe(node: dict, arrays: dict) -> str:
-    """A one-line description of an encoded value (for ``info``)."""
-    t = node.get("t")
-    if t == "array":
-        spec = arrays.get(node.get("ref"), {})
-        return f"array {tuple(spec.get('shape', ()))} {np.dtype(spec.get('dtype', 'f8')).name}"
-    if t in ("int", "float", "bool", "str"):
-        return repr(node.get("v"))
-    if t in ("list", "tuple", "set"):
-        return f"{t} of {len(node.get('items', []))}"
-    if t == "dict":
-        return f"dict of {len(node.get('items', []))}"
-    if t in ("estimator", "dataclass", "object", "namedtuple"):
-        name = str(node.get("cls", "?")).split(":")[-1]
-        if t == "dataclass":
-            fields = ", ".join(f"{k}={_describe(v, arrays)}" for k, v in node.get("fields", {}).items())
-            return f"{name}({fields})"
-        return name
-    if t == "objarray":
-        return f"object array {tuple(node.get('shape', ()))}"
-    if t == "sparse":
-        return f"sparse {node.get('format')} {tuple(node.get('shape', ()))}"
-    if t == "none":
-        return "None"
-    return str(t)
 
 
 # --------------------------------------------------------------------------- parser
@@ -365,16 +421,40 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of ``gpuksvm`` / ``python -m gpuksvm``; returns the exit status."""
+    """Entry point of ``gpuksvm`` / ``python -m gpuksvm``; returns the exit status.
+
+    Every error is one line ``gpuksvm <command>: error: <message>`` on stderr
+    and exit status 1 (2 for a bad command line, as argparse does); warnings
+    are ``gpuksvm <command>: warning: <message>``.  No traceback is printed: an
+    error the CLI does not expect says so and asks for a bug report.
+    """
     ap = build_parser()
     args = ap.parse_args(None if argv is None else list(argv))
     if not getattr(args, "command", None):
         ap.print_help()
         return 2
+    from . import io
     from .backend import DeviceUnavailableError
 
-    try:
-        return int(args.func(args) or 0)
-    except (CLIError, DeviceUnavailableError) as exc:
-        print(f"gpuksvm {args.command}: error: {exc}", file=sys.stderr)
-        return 1
+    prog = f"gpuksvm {args.command}"
+
+    def show(message, category, filename, lineno, file=None, line=None):  # noqa: ANN001
+        print(f"{prog}: warning: {message}", file=sys.stderr)
+
+    with warnings.catch_warnings():
+        warnings.showwarning = show
+        try:
+            return int(args.func(args) or 0)
+        except (CLIError, DeviceUnavailableError, io.ModelFormatError) as exc:
+            msg = str(exc)
+        except (OSError, ValueError, TypeError, MemoryError, ArithmeticError,
+                np.linalg.LinAlgError) as exc:
+            msg = f"{exc}" if str(exc) else type(exc).__name__
+        except KeyboardInterrupt:
+            print(f"{prog}: interrupted", file=sys.stderr)
+            return 130
+        except Exception as exc:  # noqa: BLE001 - never a traceback; ask for a report instead
+            msg = (f"unexpected {type(exc).__name__}: {exc} (this is a bug in gpuksvm; please report "
+                   "it with the command line)")
+    print(f"{prog}: error: {msg}", file=sys.stderr)
+    return 1

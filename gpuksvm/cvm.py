@@ -59,6 +59,7 @@ _INIT_SAMPLE = 256          # rows per class looked at for the initial pair
 _ANNEAL_START = 1e-2        # loosest ε of the annealing schedule
 _ANNEAL_FACTOR = 0.1        # ε ← max(eps, ε·factor) each time the search converges
 _MAX_STALLS = 3             # consecutive searches returning a core vector before giving up
+_OUTLIER_SLACK_FACTOR = 3.0  # one-class: an outlier's slack exceeds this × the median SV slack
 
 
 class _CVMBase(DeviceMixin, BaseEstimator):
@@ -279,7 +280,12 @@ class _CVMBase(DeviceMixin, BaseEstimator):
             res = self._solve(Xd, None, None, kernel, xscale, dev, dt, rs)
             results = [res]
             self._store_model(Xd, results, False, xscale, dev, dt)
-            self.intercept_ = np.array([-res["rho"]])
+            # outlier threshold ρ − τ, τ = 3·median SV slack (see OneClassCVM; ρ itself would
+            # flag every support vector)
+            a_sv = res["alpha"][res["alpha"] > 0]
+            tau = _OUTLIER_SLACK_FACTOR * float(np.median(a_sv)) / float(self.C) if a_sv.size else 0.0
+            res["threshold"] = res["rho"] - tau
+            self.intercept_ = np.array([-res["threshold"]])
             self._set_one_class_fit(res)
         else:
             problems = binary_problems(self.classes_.shape[0], self.multi_class)
@@ -510,12 +516,27 @@ class OneClassCVM(OutlierMixin, _CVMBase):
     """One-class L2-SVM by the Core Vector Machine (novelty detection; CVM paper §3.2.1).
 
     The MEB dual with k̃ = κ + δᵢⱼ/C (eq. 7).  Like scikit-learn's
-    ``OneClassSVM``: ``score_samples(x) = Σαᵢκ(xᵢ, x)``, ``offset_ = ρ``,
+    ``OneClassSVM``: ``score_samples(x) = Σαᵢκ(xᵢ, x) = wᵀφ(x)``,
     ``decision_function = score_samples − offset_`` (negative for outliers) and
-    ``predict`` returns +1 (inlier) / −1 (outlier).  Training support vectors
-    lie on the ball surface with ξᵢ = αᵢ/C > 0, so they are exactly the
-    training rows with a negative decision value; C ↑ gives fewer of them
-    (C plays the role of 1/ν).
+    ``predict`` returns +1 (inlier) / −1 (outlier).
+
+    **The outlier threshold** is ``offset_ = ρ − τ`` with τ = 3·median(ξⱼ)
+    over the support vectors (ξⱼ = αⱼ/C): x is an outlier when its slack
+    ρ − wᵀφ(x) exceeds three times the typical support-vector slack.  The
+    paper's hyperplane wᵀφ(x) = ρ (eq. 7; ρ is kept as ``rho_``) is not used
+    as the threshold: with squared slacks *every* support vector has
+    ξⱼ = αⱼ/C > 0 and lies beyond it, and on data whose rows are not in general
+    position — duplicated rows, boolean features, few distinct values, a
+    low-dimensional cloud with constant columns — nearly every row is a
+    support vector, so every training row was an outlier (issue 14).  A
+    median-based factor (robust statistics' usual 3) is used because the
+    α-weighted mean slack is dominated by the outliers' own large α and
+    missed 1 of 10 planted outliers in ``tests/test_cvm.py``.  Measured on
+    200 rows, C = 1, outlier fractions with ρ → with ρ − τ: boolean 5-D 100 % →
+    0–0.5 %; 20 points × 10 copies 40 % → 0 %; 1-D normal plus two constant
+    columns 100 % → 7–12 %; 3-D normal 24 % → 2–3 %; 300 normal 2-D rows plus
+    10 planted far points: all 10 flagged (3 data seeds).  C ↑ still gives
+    fewer outliers (3-D normal, 400 rows: C = 0.1, 1, 10 → 5.5 %, 1.5 %, 0 %).
 
     Parameters
     ----------
@@ -532,9 +553,11 @@ class OneClassCVM(OutlierMixin, _CVMBase):
     dual_coef_ : ndarray (1, n_SV)
         α of the support vectors.
     offset_ : float
-        ρ = αᵀK̃α.
+        The outlier threshold ρ − τ (see above).
+    rho_ : ndarray (1,)
+        ρ = αᵀK̃α, the margin of the paper's hyperplane.
     intercept_ : ndarray (1,)
-        −ρ.
+        −offset_.
 
     Examples
     --------
@@ -587,7 +610,7 @@ class OneClassCVM(OutlierMixin, _CVMBase):
         self._check_common()
 
     def _set_one_class_fit(self, res: dict) -> None:
-        self.offset_ = float(res["rho"])
+        self.offset_ = float(res["threshold"])
 
     def score_samples(self, X: Any):
         """Σαᵢκ(xᵢ, x) (higher = more normal)."""
@@ -599,7 +622,7 @@ class OneClassCVM(OutlierMixin, _CVMBase):
         return bk.as_kind(D[:, 0], kind)
 
     def decision_function(self, X: Any):
-        """score_samples − ρ: negative for outliers."""
+        """score_samples − offset_: negative for outliers."""
         if is_dask_collection(X):  # issue 9: on a Dask cluster, X never gathered
             from . import distributed
 

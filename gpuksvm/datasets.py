@@ -7,7 +7,11 @@ train / 91,701 test rows, 22 features), ``"adult"`` (123 features) and
 ``"abalone"`` (8 features, regression) from SVMlight files.  Files not bundled
 are looked up in ``$GPUKSVM_DATA_DIR`` and then in ``shared/datasets`` beside
 the repository.  Parsing is delegated to scikit-learn; a malformed file raises
-a ``ValueError`` naming the file and the first bad line.
+a ``ValueError`` naming the file and the first bad line — including what
+scikit-learn lets through (NaN/inf values) or reports without a line
+(unsorted, duplicate or negative indices, ``1,2`` labels).  The index base is
+guessed as scikit-learn does, with a warning when one stray ``0:`` decides it
+(:func:`read_svmlight`).
 
 Generators
 ----------
@@ -23,21 +27,31 @@ from __future__ import annotations
 
 import bz2
 import gzip
+import math
 import os
-import re
+import warnings
+import zlib
+from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+import scipy.sparse as sp
 from sklearn.datasets import load_svmlight_file
 from sklearn.utils import check_random_state
+
+from .validation import check_allocation
 
 __all__ = [
     "DATASETS",
     "dataset_path",
     "load_dataset",
     "load_svmlight",
+    "read_svmlight",
+    "SVMLightData",
+    "SVMLightIndexWarning",
+    "svmlight_line_error",
     "subsample",
     "find_malformed_line",
     "make_checkerboard",
@@ -85,54 +99,254 @@ def dataset_path(name: str, split: str = "train") -> Path:
         "Set GPUKSVM_DATA_DIR to the folder holding it.")
 
 
-def _open_text(path: Path):
-    if path.suffix == ".bz2":
-        return bz2.open(path, "rt")
-    if path.suffix == ".gz":
-        return gzip.open(path, "rt")
-    return open(path, "rt")
+class SVMLightIndexWarning(UserWarning):
+    """An SVMlight file's index base was guessed from a few lines (see :func:`read_svmlight`)."""
 
 
-_TOKEN = re.compile(r"^-?\d+:[-+]?(\d+\.?\d*([eE][-+]?\d+)?|\.\d+([eE][-+]?\d+)?|nan|inf)$", re.I)
-_LABEL = re.compile(r"^[-+]?(\d+\.?\d*([eE][-+]?\d+)?|\.\d+([eE][-+]?\d+)?)(,[-+]?\d+\.?\d*)*$")
+def open_binary(path: str | os.PathLike):
+    """A binary file object of ``path``, decompressing ``.bz2`` / ``.gz`` on the fly."""
+    low = os.fspath(path).lower()
+    if low.endswith(".bz2"):
+        return bz2.open(path, "rb")
+    if low.endswith(".gz"):
+        return gzip.open(path, "rb")
+    return open(path, "rb")
 
 
-def check_svmlight_line(line: str) -> bool:
-    """True if ``line`` is a well-formed SVMlight line (or blank/comment)."""
-    body = line.split("#", 1)[0].strip()
-    if not body:
-        return True
-    toks = body.split()
-    if not _LABEL.match(toks[0]):
-        return False
+def svmlight_content(line: bytes) -> bytes:
+    """A line without its comment and surrounding white space (empty: no data on the line)."""
+    return line.split(b"#", 1)[0].strip()
+
+
+def _number(tok: bytes) -> float | None:
+    try:
+        return float(tok)
+    except ValueError:
+        return None
+
+
+def _shown(tok: bytes) -> str:
+    return repr(tok.decode("utf-8", errors="replace")[:40])
+
+
+def svmlight_line_error(content: bytes, *, zero_based: bool | None = None,
+                        n_features: int | None = None) -> str | None:
+    """Why a line (without its comment, see :func:`svmlight_content`) is not valid SVMlight data.
+
+    ``None`` for a valid line.  Checks what scikit-learn's parser checks and
+    what it lets through: one finite label (``1,2`` is a multi-label list, not
+    read here), an optional ``qid:N``, then ``index:value`` pairs with integer
+    indices that are non-negative (positive when ``zero_based`` is False),
+    strictly increasing, below ``n_features`` (after the base), and finite values.
+    """
+    if b"\x00" in content:
+        return "binary data, not an SVMlight text line"
+    try:
+        content.decode("utf-8")
+    except UnicodeDecodeError:
+        return "bytes that are not text (a binary file?)"
+    toks = content.split()
+    if not toks:
+        return None
+    label = _number(toks[0])
+    if label is None:
+        if b"," in toks[0] and all(_number(t) is not None for t in toks[0].split(b",")):
+            return (f"label {_shown(toks[0])} is a multi-label list; gpuksvm reads one label per line")
+        if b":" in toks[0]:
+            return f"the line starts with {_shown(toks[0])}, not with a label"
+        return f"label {_shown(toks[0])} is not a number"
+    if not math.isfinite(label):
+        return f"label {_shown(toks[0])} is not a finite number"
     rest = toks[1:]
-    if rest and rest[0].startswith("qid:"):
+    if rest and rest[0].startswith(b"qid:"):
+        try:
+            int(rest[0][4:])
+        except ValueError:
+            return f"bad query id {_shown(rest[0])}"
         rest = rest[1:]
-    return all(_TOKEN.match(t) for t in rest)
-
-
-def find_malformed_line(path: str | os.PathLike) -> tuple[int, str] | None:
-    """The first malformed line of an SVMlight file as ``(line_number, text)``."""
-    with _open_text(Path(path)) as fh:
-        for lineno, line in enumerate(fh, 1):
-            if not check_svmlight_line(line):
-                return lineno, line.rstrip("\n")
+    prev = -1
+    low = 1 if zero_based is False else 0
+    for tok in rest:
+        key, sep, val = tok.partition(b":")
+        if not sep:
+            return f"token {_shown(tok)} is not index:value"
+        try:
+            idx = int(key)
+        except ValueError:
+            return f"feature index {_shown(key)} is not an integer"
+        if idx < low:
+            return (f"feature index {idx} is negative" if idx < 0 else
+                    "feature index 0 in a one-based file (indices start at 1)")
+        if idx <= prev:
+            return (f"feature indices must be sorted and unique: {idx} comes after {prev}"
+                    if idx < prev else f"feature index {idx} appears twice")
+        prev = idx
+        if n_features is not None and idx - (0 if zero_based else 1) >= n_features:
+            return f"feature index {idx} is beyond the {n_features} features expected"
+        v = _number(val)
+        if v is None:
+            return f"value {_shown(val)} of feature {idx} is not a number"
+        if not math.isfinite(v):
+            return f"value {_shown(val)} of feature {idx} is not finite (NaN/inf are not allowed)"
     return None
 
 
-def load_svmlight(path: str | os.PathLike, n_features: int | None = None, *,
-                  dense: bool = True, dtype: Any = np.float64) -> tuple[Any, np.ndarray]:
-    """Load an SVMlight file (plain, .bz2 or .gz); parse errors name file and line."""
+def check_svmlight_line(line: str | bytes) -> bool:
+    """True if ``line`` is a well-formed SVMlight line (or blank/comment)."""
+    raw = line.encode("utf-8", errors="surrogateescape") if isinstance(line, str) else line
+    return svmlight_line_error(svmlight_content(raw)) is None
+
+
+def _lines(path: Path):
+    """(line number, raw line) of a file; unreadable compressed data is a ValueError naming the file."""
+    try:
+        with open_binary(path) as fh:
+            yield from enumerate(fh, 1)
+    except (OSError, EOFError, zlib.error) as exc:
+        raise ValueError(f"{path}: cannot read the file ({exc})") from None
+
+
+def find_malformed_line(path: str | os.PathLike, *, zero_based: bool | None = None,
+                        n_features: int | None = None) -> tuple[int, str, str] | None:
+    """The first malformed line of an SVMlight file: ``(line_number, text, reason)``, else None."""
+    for lineno, line in _lines(Path(path)):
+        why = svmlight_line_error(svmlight_content(line), zero_based=zero_based, n_features=n_features)
+        if why is not None:
+            return lineno, line.rstrip(b"\r\n").decode("utf-8", errors="replace"), why
+    return None
+
+
+def data_line_numbers(path: Path, rows: set[int]) -> dict[int, int]:
+    """File line numbers of the given data rows (0-based, blank/comment lines not counted)."""
+    out, row = {}, -1
+    for lineno, line in _lines(path):
+        if svmlight_content(line):
+            row += 1
+            if row in rows:
+                out[row] = lineno
+                if len(out) == len(rows):
+                    break
+    return out
+
+
+def malformed(path: Path, reason: str, lineno: int | None = None, text: str | None = None) -> ValueError:
+    """The ValueError every SVMlight reader raises: file, line and what is wrong."""
+    where = f", line {lineno}" if lineno is not None else ""
+    shown = f": {text[:80]!r}" if text else ""
+    return ValueError(f"{path}{where}: malformed SVMlight data ({reason}){shown}")
+
+
+def index_base_note(path: Path, n_zero_lines: int, n_lines: int, first_line: int | None) -> str | None:
+    """The warning text when index 0 appears on only some lines, so the file is read as zero-based."""
+    if n_zero_lines == 0 or 2 * n_zero_lines >= n_lines:
+        return None
+    at = f" (first at line {first_line})" if first_line is not None else ""
+    return (f"{path}: feature index 0 appears on only {n_zero_lines} of {n_lines} lines{at}, so the "
+            "whole file is read as zero-based (column j = index j). If the file is one-based "
+            "(LIBSVM's convention), those lines are wrong and every column is shifted by one: fix "
+            "them or pass zero_based=False.")
+
+
+@dataclass
+class SVMLightData:
+    """An SVMlight file as read by :func:`read_svmlight`.
+
+    Attributes
+    ----------
+    X : scipy.sparse.csr_matrix (n, n_features)
+    y : (n,) float64 labels
+    zero_based : bool — the index base the file was read with
+    n_zero_lines : int — lines that use feature index 0
+    """
+
+    X: Any
+    y: np.ndarray
+    zero_based: bool
+    n_zero_lines: int
+
+
+def read_svmlight(path: str | os.PathLike, n_features: int | None = None, *,
+                  zero_based: bool | str = "auto", dtype: Any = np.float64) -> SVMLightData:
+    """Read an SVMlight / LIBSVM file (plain, ``.bz2`` or ``.gz``) as a CSR matrix.
+
+    Parsing is scikit-learn's; every malformed line — bad tokens, unsorted,
+    duplicate or negative indices, multi-label lists such as ``1,2``, NaN or
+    infinite values, binary data — is a ``ValueError`` naming the file and the
+    line.
+
+    Parameters
+    ----------
+    path : str or path-like
+    n_features : int, optional
+        Number of columns; an index beyond it is an error naming the line.
+    zero_based : bool or "auto"
+        The index base.  "auto" reads the file as zero-based when some index
+        is 0 (as scikit-learn does) and then warns
+        (:class:`SVMLightIndexWarning`) when index 0 appears on fewer than half
+        of the lines: one stray ``0:`` would otherwise silently shift every
+        column of a one-based file.  ``False`` makes index 0 an error.
+    dtype : float dtype of X
+    """
     path = Path(path)
     if not path.exists():
         raise FileNotFoundError(f"no such file: {path}")
+    if path.is_dir():
+        raise ValueError(f"{path}: is a folder, not an SVMlight file")
+    if zero_based not in (True, False, "auto"):
+        raise ValueError(f"zero_based must be True, False or 'auto', got {zero_based!r}")
+
+    def bad_line(**kw: Any) -> ValueError:
+        found = find_malformed_line(path, **kw)
+        return malformed(path, found[2], found[0], found[1]) if found else None
+
     try:
-        X, y = load_svmlight_file(str(path), n_features=n_features, dtype=dtype)
+        with open_binary(path) as fh:
+            raw, y = load_svmlight_file(fh, dtype=dtype, zero_based=True)
+    except (OSError, EOFError, zlib.error) as exc:
+        raise ValueError(f"{path}: cannot read the file ({exc})") from None
     except ValueError as exc:
-        bad = find_malformed_line(path)
-        where = f" at line {bad[0]}: {bad[1][:80]!r}" if bad else ""
-        raise ValueError(f"{path}: malformed SVMlight data{where} ({exc})") from exc
-    return (X.toarray() if dense else X), y
+        raise (bad_line() or malformed(path, str(exc))) from None
+    raw = raw.tocsr()
+    y = np.asarray(y, dtype=np.float64)
+    if not (np.isfinite(raw.data).all() and np.isfinite(y).all()):
+        raise bad_line() or malformed(path, "NaN or infinite values")
+    zero_rows = np.unique(raw.indptr.searchsorted(np.flatnonzero(raw.indices == 0), side="right") - 1)
+    if zero_based is False and zero_rows.size:
+        raise bad_line(zero_based=False)
+    zb = bool(zero_rows.size) if zero_based == "auto" else bool(zero_based)
+    if zero_based == "auto" and zb:
+        first = data_line_numbers(path, {int(zero_rows[0])}).get(int(zero_rows[0]))
+        note = index_base_note(path, int(zero_rows.size), raw.shape[0], first)
+        if note:
+            warnings.warn(note, SVMLightIndexWarning, stacklevel=2)
+    X = raw if zb else raw[:, 1:]
+    if n_features is not None:
+        n_features = int(n_features)
+        if X.shape[1] > n_features:
+            raise bad_line(zero_based=zb, n_features=n_features) or malformed(
+                path, f"feature indices beyond the {n_features} features expected")
+        if X.shape[1] < n_features:
+            X = sp.csr_matrix((X.data, X.indices, X.indptr), shape=(X.shape[0], n_features))
+    return SVMLightData(X.tocsr(), y, zb, int(zero_rows.size))
+
+
+def load_svmlight(path: str | os.PathLike, n_features: int | None = None, *,
+                  dense: bool = True, dtype: Any = np.float64,
+                  zero_based: bool | str = "auto") -> tuple[Any, np.ndarray]:
+    """Load an SVMlight file (plain, .bz2 or .gz) as ``(X, y)``; see :func:`read_svmlight`.
+
+    With ``dense=True`` the size of the dense matrix is checked against the
+    machine's memory before it is allocated (a stray huge feature index would
+    otherwise ask for terabytes).
+    """
+    data = read_svmlight(path, n_features, zero_based=zero_based, dtype=dtype)
+    X = data.X
+    if dense:
+        check_allocation(X.shape[0] * X.shape[1] * np.dtype(dtype).itemsize,
+                         f"{path}: a dense {X.shape[0]} x {X.shape[1]} matrix (the largest feature "
+                         f"index sets the width)")
+        X = X.toarray()
+    return X, data.y
 
 
 def subsample(X: Any, y: Any, n: int | None, rng: Any) -> tuple[Any, Any]:

@@ -52,12 +52,13 @@ from sklearn.utils.validation import check_consistent_length, column_or_1d
 from . import backend as bk
 from .base import DeviceMixin
 from .calibration import ProbabilityMixin
-from .kernels import make_kernel, row_sq_norms
+from .kernels import make_kernel
 from .multiclass import binary_problems
 from .solvers.smo import PRECOMPUTED, solve_ovo
 from .svc_surface import (NOT_FINITE_MESSAGE, SVCSurfaceMixin, callable_gram, is_precomputed,
                           is_user_callable, n_samples_of, shape_of, sparse_like, warn_unconverged)
-from .validation import check_choice, check_param, check_sample_weight, encode_classes, validate_X_y
+from .validation import (check_choice, check_param, check_sample_weight, encode_classes, validate_X_y,
+                         WorkingRangeError, zero_weight_classes_message)
 
 __all__ = ["KernelSVC"]
 
@@ -226,12 +227,10 @@ class KernelSVC(DeviceMixin, SVCSurfaceMixin, ProbabilityMixin, ClassifierMixin,
                 raise ValueError(f"Precomputed matrix must be a square matrix. Input is a "
                                  f"{X.shape[0]}x{X.shape[1]} matrix.")
             return X, y
-        X, y, _ = validate_X_y(self, X, y)
-        with np.errstate(over="ignore", invalid="ignore"):
-            sq = row_sq_norms(X)
-        if not bool(bk.namespace_of(sq).isfinite(sq).all()):
-            raise ValueError(f"{NOT_FINITE_MESSAGE} (‖x‖² overflows float64 for some rows of X, so "
-                             "their kernel values are inf or NaN.)")
+        try:
+            X, y, _ = validate_X_y(self, X, y)
+        except WorkingRangeError as exc:  # SVC's sentence first (its tests match it)
+            raise WorkingRangeError(f"{NOT_FINITE_MESSAGE} ({exc})") from None
         return X, y
 
     def _weights(self, sample_weight: Any, X: Any, y: np.ndarray, classes: np.ndarray,
@@ -249,14 +248,16 @@ class KernelSVC(DeviceMixin, SVCSurfaceMixin, ProbabilityMixin, ClassifierMixin,
         kept = w > 0
         if not kept.any():
             raise ValueError("Invalid input - all samples have zero or negative weights.")
+        # SVC's sentence first (its tests match it), then the rule every estimator states
+        dead = zero_weight_classes_message(classes, yidx, w)
         left = np.unique(yidx[kept])
         if left.size < 2:
             raise ValueError("Invalid input - all samples with positive weights belong to the same "
-                             "class.")
-        if left.size < classes.shape[0]:
+                             f"class ({dead}).")
+        if dead:
             missing = classes[np.setdiff1d(np.arange(classes.shape[0]), left)]
             raise ValueError(f"Invalid input - all samples of class(es) {missing.tolist()} have zero "
-                             "or negative weights.")
+                             f"or negative weights ({dead}).")
         return sw, cw
 
     # ------------------------------------------------------------------ fit

@@ -93,13 +93,22 @@ class Kernel:
         object.__setattr__(self, "name", name)
         for attr in ("gamma", "degree", "coef0"):
             v = getattr(self, attr)
-            if not isinstance(v, (Real, np.floating, np.integer)) or not np.isfinite(v):
+            try:
+                ok = isinstance(v, (Real, np.floating, np.integer)) and not isinstance(v, bool) \
+                    and bool(np.isfinite(float(v)))
+            except OverflowError:
+                ok = False
+            if not ok:
                 raise ValueError(f"kernel {attr} must be a finite number, got {v!r}")
             object.__setattr__(self, attr, float(v))
         if name in ("rbf", "poly", "sigmoid") and self.gamma <= 0:
             raise ValueError(f"gamma must be > 0, got {self.gamma!r}")
         if name == "poly" and self.degree < 0:
             raise ValueError(f"degree must be >= 0, got {self.degree!r}")
+        if name == "poly" and self.degree != int(self.degree):
+            raise ValueError(f"degree must be a whole number for kernel='poly', got {self.degree!r}: "
+                             f"(γ xᵀz + c₀)^{self.degree:g} is not a real number where γ xᵀz + c₀ < 0, "
+                             "so the kernel values would be NaN")
 
     @property
     def code(self) -> int:
@@ -132,19 +141,31 @@ class Kernel:
 
 # --------------------------------------------------------------------------- gamma
 def _moments(X: Any) -> tuple[float, float, float]:
-    """mean of all entries, mean of squared entries, ‖mean row‖² (host floats)."""
+    """mean of all entries, mean of squared entries, ‖mean row‖² (host floats, in float64
+    whatever X's dtype: float32 squares of 1e20 would overflow)."""
     if sp.issparse(X) or bk.is_sparse(X):
         n, d = X.shape
-        mean_entry = float(X.sum()) / (n * d)
-        mean_sq = float(X.multiply(X).sum()) / (n * d)
-        colmean = np.asarray(bk.to_host(X.mean(axis=0))).ravel()
+        Xf = X.astype(np.float64) if X.dtype != np.float64 else X
+        mean_entry = float(Xf.sum()) / (n * d)
+        mean_sq = float(Xf.multiply(Xf).sum()) / (n * d)
+        colmean = np.asarray(bk.to_host(Xf.mean(axis=0))).ravel()
     else:
         xp = bk.namespace_of(X)
-        Xf = X.astype(xp.float64) if X.dtype.kind != "f" else X
-        mean_entry = float(Xf.mean())
-        mean_sq = float((Xf * Xf).mean())
-        colmean = bk.to_host(Xf.mean(axis=0))
+        Xf = X.astype(xp.float64) if X.dtype != xp.float64 else X
+        with np.errstate(over="ignore"):   # an overflow gives inf, which resolve_gamma reports
+            mean_entry = float(Xf.mean())
+            mean_sq = float((Xf * Xf).mean())
+            colmean = bk.to_host(Xf.mean(axis=0))
     return mean_entry, mean_sq, float(np.dot(colmean, colmean))
+
+
+def _resolved(gamma: float, rule: str, stat: str) -> float:
+    """A gamma computed from the data must be a positive finite number, else say what to change."""
+    if not (np.isfinite(gamma) and gamma > 0):
+        raise ValueError(f"gamma={rule!r} resolved to {gamma!r} ({stat}): the scale of X is outside what "
+                         "the kernel can use. Scale the features (e.g. "
+                         "sklearn.preprocessing.StandardScaler) or pass a numeric gamma.")
+    return float(gamma)
 
 
 def resolve_gamma(gamma: Any, X: Any = None) -> float:
@@ -169,7 +190,9 @@ def resolve_gamma(gamma: Any, X: Any = None) -> float:
         if gamma == "scale":
             mean_entry, mean_sq, _ = _moments(X)
             var = mean_sq - mean_entry**2
-            return 1.0 / (d * var) if var > 0 else 1.0
+            with np.errstate(over="ignore", divide="ignore"):
+                g = np.float64(1.0) / (np.float64(d) * np.float64(var))
+            return _resolved(float(g), gamma, f"1/(d·Var(X)) with Var(X) = {var:.3g}") if var > 0 else 1.0
         if gamma == "auto":
             return 1.0 / d
         if gamma == "mean_dist":
@@ -177,7 +200,10 @@ def resolve_gamma(gamma: Any, X: Any = None) -> float:
                 return 1.0
             _, mean_sq, colnorm = _moments(X)
             beta = 2.0 * n / (n - 1) * (mean_sq * d - colnorm)
-            return 1.0 / beta if beta > 0 else 1.0
+            with np.errstate(over="ignore", divide="ignore"):
+                g = np.float64(1.0) / np.float64(beta)
+            return _resolved(float(g), gamma, f"1/β with β = {beta:.3g} the mean squared distance") \
+                if beta > 0 else 1.0
         raise ValueError(f"gamma must be 'scale', 'auto', 'mean_dist' or a positive number, got {gamma!r}")
     if isinstance(gamma, bool) or not isinstance(gamma, (Real, np.floating, np.integer)):
         raise ValueError(f"gamma must be 'scale', 'auto', 'mean_dist' or a positive number, got {gamma!r}")

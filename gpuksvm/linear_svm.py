@@ -18,9 +18,10 @@ Engines (``solver``; the one that ran is in ``solver_``):
   (:func:`gpuksvm.solvers.linear.newton_squared_hinge`): Cholesky of
   H = I + 2C F̃_IᵀF̃_I for one dense problem of moderate width, Hessian-free
   Newton-CG (all one-vs-rest problems in the same GEMMs) otherwise;
-* ``"dcd"`` — dual coordinate descent with shrinking (Hsieh et al. 2008), both
-  losses, all one-vs-rest problems in the same sweeps
-  (:func:`gpuksvm.solvers.linear.dual_cd`);
+* ``"dual_cd"`` — dual coordinate descent with shrinking (Hsieh et al. 2008),
+  both losses, all one-vs-rest problems in the same sweeps
+  (:func:`gpuksvm.solvers.linear.dual_cd`); the old name ``"dcd"`` still works
+  with a ``FutureWarning``;
 * ``"liblinear"`` — scikit-learn's ``LinearSVC`` (LIBLINEAR), CPU only, with
   the same C, loss, class/sample weights and intercept column: its primal
   trust-region Newton (TRON) for the squared hinge when n > d (``solver_`` is
@@ -51,9 +52,21 @@ same ijcnn1 fit took 1.05 s.
 
 Multi-class: one-vs-rest, with LIBLINEAR's class-weight rule (in problem c only
 class c's weight applies).
+
+**Extreme costs.**  When C·(sample weight × class weight) is so large that
+C·n·max‖x̃ᵢ‖² exceeds 1e13, the regularizer weighs less than 1e-13 of the
+loss's curvature: the problem is numerically its C → ∞ limit (to far below
+any solver tolerance), Newton's Hessian I + 2C·F̃ᵀDF̃ can no longer resolve
+its identity part in float64, and beyond ~1e150 the products overflow (C =
+1e300 used to give an all-zero model).  Every cost is then multiplied by the same factor that
+brings the product to that bound — relative weights are kept, the solution is
+the same to the solver's tolerance — with a :class:`ScaledProblemWarning`, and
+``cost_scale_`` records the factor (1.0 otherwise).  Data whose squares
+overflow the working dtype are refused (:func:`gpuksvm.validation.check_working_range`).
 """
 from __future__ import annotations
 
+import math
 import warnings
 from numbers import Integral, Real
 from typing import Any
@@ -69,12 +82,18 @@ from .base import DeviceMixin
 from .blocks import as_block_source, is_block_input
 from .calibration import ProbabilityMixin
 from .solvers import linear as lin
-from .validation import (check_choice, check_param, check_sample_weight, encode_classes, validate_X,
-                         validate_X_y)
+from .validation import (check_choice, check_class_weights, check_param, check_sample_weight,
+                         encode_classes, max_row_sq_norm, validate_X, validate_X_y)
 
-__all__ = ["LinearSVM"]
+__all__ = ["LinearSVM", "ScaledProblemWarning"]
 
-SOLVERS = ("auto", "newton", "dcd", "liblinear", "sbm")
+SOLVERS = ("auto", "newton", "dual_cd", "liblinear", "sbm")
+#: C·n·max‖x̃‖² beyond which costs are scaled down (see "Extreme costs" in the module docstring)
+_COST_LIMIT = 1e13
+
+
+class ScaledProblemWarning(UserWarning):
+    """The costs were scaled down to the C → ∞ limit the solvers can represent (``cost_scale_``)."""
 
 
 class LinearSVM(DeviceMixin, ProbabilityMixin, ClassifierMixin, BaseEstimator):
@@ -85,7 +104,7 @@ class LinearSVM(DeviceMixin, ProbabilityMixin, ClassifierMixin, BaseEstimator):
     C : float, default 1.0
         Cost of the losses.
     loss : {"squared_hinge", "hinge"}
-    solver : {"auto", "newton", "dcd", "liblinear", "sbm"}
+    solver : {"auto", "newton", "dual_cd", "liblinear", "sbm"}
         See the module docstring; ``"sbm"`` on arrays reads them in
         ``block_size`` blocks (e.g. an ``np.memmap`` never fully loaded).
     fit_intercept : bool
@@ -121,8 +140,10 @@ class LinearSVM(DeviceMixin, ProbabilityMixin, ClassifierMixin, BaseEstimator):
     classes_ : (n_classes,) class labels
     coef_ : (1, d) or (n_classes, d) weights (on the fitting device)
     intercept_ : (1,) or (n_classes,)
-    solver_ : str — the engine that ran ("newton", "newton-cg", "dcd", "liblinear",
+    solver_ : str — the engine that ran ("newton", "newton-cg", "dual_cd", "liblinear",
         "liblinear-primal", "sbm")
+    cost_scale_ : float — factor applied to every cost C·weight (1.0 unless the costs were
+        extreme, see the module docstring)
     n_iter_ : int — Newton steps, DCD epochs or SBM passes (largest over problems)
     objective_ : (1,) or (n_classes,) host float64 primal objective of each binary problem
     converged_ : bool
@@ -167,9 +188,15 @@ class LinearSVM(DeviceMixin, ProbabilityMixin, ClassifierMixin, BaseEstimator):
     def _check_params(self) -> None:
         check_param("C", self.C, Real, low=0, closed="neither")
         check_choice("loss", self.loss, lin.LOSSES)
-        check_choice("solver", self.solver, SOLVERS)
+        if self.solver == "dcd":
+            warnings.warn("solver='dcd' is now called solver='dual_cd' (the README's name); 'dcd' "
+                          "will stop working in a future version", FutureWarning, stacklevel=3)
+        else:
+            check_choice("solver", self.solver, SOLVERS)
         check_choice("fit_intercept", self.fit_intercept, (True, False))
-        check_param("intercept_scaling", self.intercept_scaling, Real, low=0, closed="neither")
+        # the constant column's square enters every Gram product: keep it far from overflow
+        check_param("intercept_scaling", self.intercept_scaling, Real, low=0, high=1e150,
+                    closed="neither")
         check_param("tol", self.tol, Real, low=0, closed="neither")
         check_param("max_iter", self.max_iter, Integral, low=1)
         check_param("block_size", self.block_size, Integral, low=1, allow_none=True)
@@ -178,7 +205,7 @@ class LinearSVM(DeviceMixin, ProbabilityMixin, ClassifierMixin, BaseEstimator):
         check_choice("probability", self.probability, (True, False))
         if self.solver == "newton" and self.loss != "squared_hinge":
             raise ValueError("solver='newton' solves the squared hinge only; use loss='squared_hinge' "
-                             "or solver='dcd' / 'liblinear' for the hinge")
+                             "or solver='dual_cd' / 'liblinear' for the hinge")
         if not (self.class_weight is None or self.class_weight == "balanced"
                 or isinstance(self.class_weight, dict)):
             raise ValueError(f"class_weight must be None, 'balanced' or a dict, got {self.class_weight!r}")
@@ -198,10 +225,12 @@ class LinearSVM(DeviceMixin, ProbabilityMixin, ClassifierMixin, BaseEstimator):
         return compute_class_weight(self.class_weight, classes=classes, y=y, sample_weight=sw)
 
     def _choose(self, dev: bk.Device, X: Any) -> str:
+        if self.solver == "dcd":
+            return "dual_cd"
         if self.solver != "auto":
             return self.solver
         if dev.is_gpu:
-            return "newton" if self.loss == "squared_hinge" else "dcd"
+            return "newton" if self.loss == "squared_hinge" else "dual_cd"
         if self.loss == "hinge":
             return "liblinear"
         # Newton beats LIBLINEAR on dense and on narrow sparse data; on wide
@@ -231,10 +260,14 @@ class LinearSVM(DeviceMixin, ProbabilityMixin, ClassifierMixin, BaseEstimator):
         dt = bk.resolve_dtype(self.dtype, dev)
         solver = self._choose(dev, X)
         Y, S = lin.ovr_targets(y_idx, classes.shape[0], class_weight=cw, sample_weight=sw)
+        check_class_weights(classes, y_idx, S if classes.shape[0] == 2 else
+                            np.where(Y > 0, S, 0.0).sum(axis=1))
         s = self._scaling()
+        C, S, log_scale = self._scaled_costs(X, S, dt)
+        self.cost_scale_ = math.exp(log_scale)
         self.classes_ = classes
         if solver == "liblinear":
-            sol = self._fit_liblinear(X, y, sw, Y, S)
+            sol = self._fit_liblinear(X, y, sw, Y, S, C, log_scale)
             solver = sol.info["engine"]
             coef = bk.to_device(sol.coef, dev, dt)
             intercept = bk.to_device(sol.intercept, dev, dt)
@@ -242,14 +275,14 @@ class LinearSVM(DeviceMixin, ProbabilityMixin, ClassifierMixin, BaseEstimator):
             Xd = bk.to_device(X, dev, dt)
             if solver == "newton":
                 xp = bk.get_namespace(dev)
-                sol = lin.newton_squared_hinge(Xd, xp.asarray(Y, dtype=dt), float(self.C),
+                sol = lin.newton_squared_hinge(Xd, xp.asarray(Y, dtype=dt), C,
                                                sample_weight=xp.asarray(S, dtype=dt),
                                                intercept_scaling=s, tol=float(self.tol),
                                                max_iter=int(self.max_iter), verbose=self.verbose)
                 if sol.info["method"] == "cg":
                     solver = "newton-cg"
             else:
-                sol = lin.dual_cd(Xd, Y, float(self.C), self.loss, sample_weight=S, intercept_scaling=s,
+                sol = lin.dual_cd(Xd, Y, C, self.loss, sample_weight=S, intercept_scaling=s,
                                   tol=float(self.tol), max_iter=int(self.max_iter), shrinking=True,
                                   random_state=self.random_state)
                 self.dual_coef_ = sol.alpha
@@ -262,6 +295,31 @@ class LinearSVM(DeviceMixin, ProbabilityMixin, ClassifierMixin, BaseEstimator):
             self._fit_probability(X, y, sample_weight)
         return self
 
+    def _scaled_costs(self, X: Any, S: np.ndarray, dt: np.dtype) -> tuple[float, np.ndarray, float]:
+        """(C, cost multipliers, log of the factor) for the solvers; extreme costs scaled down
+        (module docstring).  The factor stays in log space: it can be below 1e-308."""
+        C = float(self.C)
+        s = self._scaling() or 0.0
+        top = float(S.max()) if S.size else 0.0
+        r = max_row_sq_norm(X) + s * s
+        limit = _COST_LIMIT
+        if top == 0.0 or r == 0.0:
+            return C, S, 0.0
+        # log-space: C·max(S)·n·r itself may overflow
+        log_load = math.log(C) + math.log(top) + math.log(X.shape[0]) + math.log(r)
+        if log_load <= math.log(limit):
+            return C, S, 0.0
+        log_scale = math.log(limit) - log_load
+        warnings.warn(f"LinearSVM: the costs C·weight (C={C:.3g}, weights up to {top:.3g}) make "
+                      f"C·n·max‖x‖² = 1e{log_load / math.log(10):.0f}, far beyond what the solvers can "
+                      f"represent; the problem is numerically its C → ∞ limit, so every cost was scaled "
+                      f"by 1e{log_scale / math.log(10):.0f} (relative weights kept; see cost_scale_)",
+                      ScaledProblemWarning, stacklevel=3)
+        # fold C into the multipliers: C·S·factor is moderate even when C or S alone is not
+        with np.errstate(divide="ignore"):
+            scaled = np.exp(np.log(S) + (math.log(C) + log_scale))
+        return 1.0, scaled, log_scale
+
     def _finish(self, coef: Any, intercept: Any, sol: lin.LinearSolution, solver: str,
                 dev: bk.Device) -> None:
         self.coef_ = coef
@@ -273,11 +331,11 @@ class LinearSVM(DeviceMixin, ProbabilityMixin, ClassifierMixin, BaseEstimator):
         self._set_fitted_device(dev)
 
     def _fit_liblinear(self, X: Any, y: np.ndarray, sw: np.ndarray | None, Y: np.ndarray,
-                       S: np.ndarray) -> lin.LinearSolution:
+                       S: np.ndarray, C: float, log_scale: float = 0.0) -> lin.LinearSolution:
         """LIBLINEAR through scikit-learn's LinearSVC (host, float64).
 
-        The same problem as the other engines: C, loss, class and sample
-        weights, and the regularized constant column ``intercept_scaling``
+        The same problem as the other engines: C (times ``cost_scale_``), loss,
+        class and sample weights, and the regularized constant column ``intercept_scaling``
         (LIBLINEAR's own bias feature).  Squared hinge with n > d runs
         LIBLINEAR's primal trust-region Newton, everything else its dual CD
         (scikit-learn's ``dual="auto"`` rule); ``info["engine"]`` says which.
@@ -292,7 +350,8 @@ class LinearSVM(DeviceMixin, ProbabilityMixin, ClassifierMixin, BaseEstimator):
         dual = not (self.loss == "squared_hinge" and X.shape[0] > X.shape[1])
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always", ConvergenceWarning)
-            ref = LinearSVC(C=float(self.C), loss=self.loss, dual=dual, tol=float(self.tol),
+            # LIBLINEAR forms C·weight in double precision: the scaled C is enough (module docstring)
+            ref = LinearSVC(C=math.exp(math.log(float(self.C)) + log_scale), loss=self.loss, dual=dual, tol=float(self.tol),
                             fit_intercept=bool(self.fit_intercept),
                             intercept_scaling=float(self.intercept_scaling), class_weight=cw,
                             max_iter=int(self.max_iter), random_state=seed).fit(X, y, sample_weight=sw)
@@ -302,7 +361,7 @@ class LinearSVM(DeviceMixin, ProbabilityMixin, ClassifierMixin, BaseEstimator):
         if not self.fit_intercept:
             intercept = np.zeros(coef.shape[0])
         # the objective of the problem the other engines solve (targets Y, costs S from fit)
-        obj = lin.primal_objective(coef, intercept if self.fit_intercept else None, X, Y, float(self.C),
+        obj = lin.primal_objective(coef, intercept if self.fit_intercept else None, X, Y, C,
                                    self.loss, S, intercept_scaling=self._scaling())
         return lin.LinearSolution(coef, intercept, obj, int(np.max(ref.n_iter_)), converged,
                                   info={"engine": "liblinear" if dual else "liblinear-primal"})
@@ -317,6 +376,14 @@ class LinearSVM(DeviceMixin, ProbabilityMixin, ClassifierMixin, BaseEstimator):
         labels = src.labels()
         classes, _ = encode_classes(labels)
         cw = self._class_weights(classes, labels)
+        if cw is not None:
+            check_class_weights(classes, np.searchsorted(classes, labels), cw[np.searchsorted(classes, labels)])
+        top = float(self.C) * (1.0 if cw is None else float(np.max(cw)))
+        if top > 1e100:
+            raise ValueError(f"C·class_weight = {top:.3g} is too large for out-of-core training (SBM's "
+                             "dual variables would overflow); use C ≤ 1e100 — at such costs the model "
+                             "is the C → ∞ limit anyway")
+        self.cost_scale_ = 1.0
         dev = self._device()
         dt = bk.resolve_dtype(self.dtype, dev)
         sol, classes, n_features = lin.sbm(

@@ -25,6 +25,18 @@ c = diag(Uᵀ K_Lzᵀ 𝓛 K_Lz U) from a labelled subset L, and 𝓛 = D − A 
 Laplacian of A_ij = 1 (same class) / −a (different classes); the map becomes
 M' = U diag(μ*)^{1/2}.
 
+**a = 1 by default — the paper's "𝓛 = D − yyᵀ in our case" (§IV).**  With
+a = 1 and balanced labels the degree matrix D = diag(yᵢ Σⱼ yⱼ) nearly vanishes
+and cⱼ ≈ −(yᵀK_Lz uⱼ)² ≤ 0: eq. (23) *raises* the weight of the eigen-
+directions aligned with the labels.  With a small a (SPEC §1 suggested 0.2)
+within-class pairs dominate, cⱼ > 0 and grows like |L|²·λⱼ², so at λ = 1 the
+update zeroes the *leading* directions and keeps the noisy small-eigenvalue
+ones (μ₀ = 1/λⱼ is largest there) — issue 14: on an easy 2-D Gaussian problem
+(2,000 rows, y = [x₁ + x₂ > 0]) a = 0.2 gave 65.7 % test accuracy at k = 100
+and 47.7 % at k = 10 (3-D, one direction left) while the Nyström spectrum gave
+99.7 % / 99.2 %; a = 1 gives 99.9 % / 99.3 % (2-D, 3-D, k = 10 and 100 all
+≥ 99.3 %; 10-D k = 100: 94.2 % vs Nyström 97.9 % at λ = 1, 97.7 % at λ = 1e3).
+
 Conventions (documented choices)
 --------------------------------
 * The bias is regularized (F augmented with a constant column, as LIBLINEAR
@@ -174,8 +186,20 @@ def nystrom_maps(Z: Any, kernels: Sequence[Kernel], *, eig_floor: float = 1e-10,
     Z = xp.asarray(Z, dtype=dt) if not bk.is_sparse(Z) else Z.toarray().astype(dt)
     k = Z.shape[0]
     Kzz = xp.empty((len(kernels), k, k), dtype=dt)
-    for i, kern in enumerate(kernels):  # SPEC §1 step 2
-        kernel_block(Z, Z, kern, dtype=dt, out=Kzz[i])
+    fmax = float(np.finfo(dt).max)
+    with np.errstate(over="ignore", invalid="ignore"):   # checked right below
+        for i, kern in enumerate(kernels):  # SPEC §1 step 2
+            if max(kern.gamma, abs(kern.coef0)) > fmax:
+                Kzz[i] = np.nan
+            else:
+                kernel_block(Z, Z, kern, dtype=dt, out=Kzz[i])
+    if not bool(bk.to_host(xp.isfinite(Kzz).all())):
+        bad = int(np.flatnonzero(~bk.to_host(xp.isfinite(Kzz).reshape(len(kernels), -1).all(axis=1)))[0])
+        kern = kernels[bad]
+        raise ValueError(f"the kernel matrix of the landmarks has inf/NaN values in {dt.name}: "
+                         f"kernel={kern.name!r}, gamma={kern.gamma:g}, degree={kern.degree:g}, "
+                         f"coef0={kern.coef0:g} give values outside the {dt.name} range on this data. "
+                         "Use a smaller gamma (or degree), scale the features, or dtype='float64'")
     # step 3: M = U Λ^{-1/2} with the floor, all kernels in one eigh call (on the CPU with
     # one BLAS thread up to k = 2048 or on a busy host: see gpuksvm.solvers._blas)
     with one_blas_thread(xp is np and (k <= 2048 or host_busy())):
@@ -276,8 +300,9 @@ class LLSVM(DeviceMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin, Clas
         |L|²·λⱼ², so small λ zeroes the leading directions first; λ → ∞ gives
         back LLSVM); the paper selects it from 1e-5 … 1e5 on validation data —
         do the same (``fit_llsvm_grid`` makes that cheap).
-    a : float
-        Between-class weight of LLSVM2's A (eq. 17).
+    a : float, default 1.0
+        Between-class weight of LLSVM2's A (eq. 17); 1 is the paper's
+        𝓛 = D − yyᵀ (see the module docstring for why smaller values fail).
     class_weight : dict, "balanced" or None
     tol, max_iter : float, int
         Linear SVM stopping rule.
@@ -335,7 +360,7 @@ class LLSVM(DeviceMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin, Clas
                  kmeans_iter: int = 5, kmeans_init: str = "k-means++",
                  kmeans_sample: int | None = 20000, eig_floor: float = 1e-10, C: float = 1.0,
                  loss: str = "squared_hinge", solver: str = "auto", spectrum: str = "nystrom",
-                 n_labeled: int = 100, spectrum_reg: float = 1.0, a: float = 0.2,
+                 n_labeled: int = 100, spectrum_reg: float = 1.0, a: float = 1.0,
                  class_weight: Any = None, tol: float = 1e-4, max_iter: int = 1000,
                  block_size: int | None = None, probability: bool = False,
                  device: str = "auto", dtype: Any = "float32", random_state: Any = None,

@@ -82,7 +82,8 @@ from .kernels import Kernel, _epilogue_host, kernel_block, kernel_diag, kernel_m
 from .solvers._blas import one_blas_thread
 from .solvers.linear import ovr_targets
 from .solvers.online import Pegasos, RegularizedLMS
-from .validation import check_choice, check_param, encode_classes, validate_X, validate_X_y
+from .validation import (check_allocation, check_choice, check_param, encode_classes, validate_X,
+                         validate_X_y)
 
 __all__ = ["OKFEB", "OKFEBClassifier", "OKFEBRegressor", "windowed_kernel_error", "batch_objective"]
 
@@ -297,6 +298,10 @@ class OKFEB(DeviceMixin, TransformerMixin, BaseEstimator):
         online = self.mode != "batch"
         cap = (int(self.budget) + int(self.batch_size)) if self.mode == "budget" else 64
         xp, dt = self._xp, self._dt
+        check_allocation((cap * (d + 2 * int(self.rank) + (cap if online else 0) + 4)
+                          + 3 * int(self.rank) ** 2) * np.dtype(dt).itemsize,
+                         f"OK-FEB's buffers for budget={self.budget}, rank={self.rank}, "
+                         f"batch_size={self.batch_size} and {d} features")
         self._S = xp.zeros((cap, d), dtype=dt)
         self._sn = xp.zeros(cap, dtype=dt)
         self._A = xp.zeros((cap, self.rank), dtype=dt)
@@ -375,14 +380,39 @@ class OKFEB(DeviceMixin, TransformerMixin, BaseEstimator):
             Mreg.flat[::r + 1] += float(self.reg)
             L, info = _lapack(dt)[0](Mreg, lower=1, clean=1, overwrite_a=1)
             if info != 0:
-                raise np.linalg.LinAlgError("AᵀK_SA + λI is not positive definite")
+                raise self._not_positive_definite(C)
         else:
             C = (C + C.T) * 0.5
-            L = linalg.cho_factor(C + float(self.reg) * xp.eye(r, dtype=dt))
+            try:
+                L = linalg.cho_factor(C + float(self.reg) * xp.eye(r, dtype=dt))
+            except np.linalg.LinAlgError:
+                raise self._not_positive_definite(C) from None
         self._P, self._C, self._L = P, C, L
         # lazily derived matrices (W, C^{1/2}); a dict filled in place so that
         # transform leaves the estimator's attributes unchanged
         self._cache = {}
+
+    def _not_positive_definite(self, C: Any) -> ValueError:
+        """Why AᵀK_SA + λI lost positive definiteness, and what to change."""
+        where = f"after {getattr(self, 'n_seen_', 0)} samples"
+        if not bool(bk.to_host(self._xp.isfinite(C).all())):
+            return ValueError(f"OK-FEB diverged {where}: the subspace A became inf/NaN. Reduce "
+                              f"step_size (now {self.step_size!r}) or use step_decay > 0"
+                              + (f"; kernel values of this size ({self.kernel_.name}, degree="
+                                 f"{self.kernel_.degree:g}) also overflow: lower the degree or scale X"
+                                 if self.kernel_.name == "poly" else ""))
+        if not self.kernel_.is_psd:
+            return ValueError(f"OK-FEB failed {where}: kernel={self.kernel_.name!r} is not positive "
+                              "semi-definite, so AᵀK_SA + λI (eq. 11) lost positive definiteness. Use "
+                              "kernel='rbf', 'poly' or 'linear', or a larger reg (λ, now "
+                              f"{self.reg!r}) with the sigmoid kernel")
+        m = self._m
+        kmax = float(bk.to_host(self._xp.abs(self._K[:m, :m]).max())) if m and self._K is not None else 0.0
+        return ValueError(f"OK-FEB failed {where}: AᵀK_SA + λI (eq. 11) is not positive definite in "
+                          f"{np.dtype(self._dt).name} (kernel values up to {kmax:.3g}); increase reg "
+                          f"(λ, now {self.reg!r}), scale X"
+                          + (", lower the polynomial degree" if self.kernel_.name == "poly" else "")
+                          + (" or use dtype='float64'" if np.dtype(self._dt) == np.float32 else ""))
 
     @property
     def _W(self):
@@ -476,7 +506,7 @@ class OKFEB(DeviceMixin, TransformerMixin, BaseEstimator):
         if xp is np:
             Qt, info = _lapack(self._dt)[1](self._L, U.T, lower=1)   # eq. (11b)
             if info != 0:
-                raise np.linalg.LinAlgError(f"potrs failed (info={info})")
+                raise self._not_positive_definite(self._C)
             Q = Qt.T
         else:
             Q = linalg.cho_solve(self._L, U.T).T                     # eq. (11b)
@@ -830,7 +860,7 @@ class OKFEB(DeviceMixin, TransformerMixin, BaseEstimator):
             U = Kc @ self._A[:m]                                              # Aᵀk per row
             Qt, info = potrs(self._L, U.T, lower=1)                           # eq. (11b)
             if info != 0:
-                raise np.linalg.LinAlgError(f"potrs failed (info={info})")
+                raise self._not_positive_definite(self._C)
             Q = Qt.T
             e = np.einsum("ij,ij->i", Q, U)                                    # eq. (6b):
             e += reg * np.einsum("ij,ij->i", Q, Q)                             # e = κ − qᵀu − λ‖q‖²
@@ -894,11 +924,11 @@ class OKFEB(DeviceMixin, TransformerMixin, BaseEstimator):
 
     # ------------------------------------------------------------------ public API
     def _validate(self, X: Any, reset: bool) -> tuple[Any, str]:
-        X, kind = validate_X(self, X, reset=reset, accept_sparse=False)
+        X, kind = validate_X(self, X, reset=reset)
         return X, kind
 
     def _to_dev(self, X: Any) -> Any:
-        return bk.to_device(X, self._fitted_device(), self._dt)
+        return bk.to_device(_dense(X, self._dt), self._fitted_device(), self._dt)
 
     def fit(self, X: Any, y: Any = None) -> "OKFEB":
         """Reset, then run one pass of the chosen algorithm over the rows of X."""
@@ -980,8 +1010,17 @@ class OKFEB(DeviceMixin, TransformerMixin, BaseEstimator):
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
-        tags.input_tags.sparse = False
+        tags.input_tags.sparse = True
         return tags
+
+
+def _dense(X: Any, dt: Any) -> Any:
+    """OK-FEB stores and streams dense rows: SciPy/CuPy sparse input is densified (size checked)."""
+    if not bk.is_sparse(X):
+        return X
+    check_allocation(X.shape[0] * X.shape[1] * np.dtype(dt).itemsize,
+                     f"densifying the sparse {X.shape[0]} x {X.shape[1]} input for OK-FEB")
+    return X.toarray()
 
 
 # =========================================================================== learners
@@ -1004,6 +1043,12 @@ class _OKFEBLearner(DeviceMixin, BaseEstimator):
         check_param("n_epochs", self.n_epochs, Integral, low=1)
         check_param("alpha", self.alpha, Real, low=0, closed="neither")
 
+    def _check_learner_size(self, n_outputs: int) -> None:
+        """The learner's weights are (rank + 1) × outputs: refuse an absurd rank before allocating."""
+        check_param("rank", self.rank, Integral, low=1)
+        check_allocation((int(self.rank) + 1) * n_outputs * 8,
+                         f"the online learner's weights for rank={self.rank}")
+
     def _stream(self, X: Any, y_rows: np.ndarray, first: bool) -> None:
         Q = self.extractor_.partial_fit_transform(X)
         self._learner_step(Q, y_rows)
@@ -1019,7 +1064,7 @@ class _OKFEBLearner(DeviceMixin, BaseEstimator):
 
     def _features(self, X: Any) -> np.ndarray:
         check_is_fitted(self, "extractor_")
-        X, _ = validate_X(self, X, reset=False, accept_sparse=False)     # checked once, here
+        X, _ = validate_X(self, X, reset=False)     # checked once, here
         fe = self.extractor_
         return bk.to_host(fe._transform(fe._to_dev(X)))
 
@@ -1104,6 +1149,7 @@ class OKFEBClassifier(ClassifierMixin, _OKFEBLearner):
         self.classes_ = np.asarray(classes)
         self.extractor_ = self._extractor()
         n_out = 1 if len(self.classes_) == 2 else len(self.classes_)
+        self._check_learner_size(n_out)
         self._learner = Pegasos(int(self.rank), n_out, lam=float(self.alpha),
                                 fit_intercept=bool(self.fit_intercept))
 
@@ -1111,7 +1157,7 @@ class OKFEBClassifier(ClassifierMixin, _OKFEBLearner):
         self._learner.partial_fit(Q, Y)
 
     def fit(self, X: Any, y: Any) -> "OKFEBClassifier":
-        X, y, _ = validate_X_y(self, X, y, accept_sparse=False)
+        X, y, _ = validate_X_y(self, X, y)
         classes, _ = encode_classes(y)
         self._start(classes)
         self._epochs(X, self._targets(y))
@@ -1122,11 +1168,11 @@ class OKFEBClassifier(ClassifierMixin, _OKFEBLearner):
         unless every label occurs in it)."""
         first = not hasattr(self, "extractor_")
         if first:
-            X, y, _ = validate_X_y(self, X, y, accept_sparse=False)
+            X, y, _ = validate_X_y(self, X, y)
             classes, _ = encode_classes(y if classes is None else np.asarray(classes))
             self._start(classes)
         else:
-            X, kind = validate_X(self, X, reset=False, accept_sparse=False)
+            X, kind = validate_X(self, X, reset=False)
             y = np.ravel(bk.to_host(y))
             if y.shape[0] != X.shape[0]:
                 raise ValueError(f"X has {X.shape[0]} rows but y has {y.shape[0]}")
@@ -1158,7 +1204,7 @@ class OKFEBClassifier(ClassifierMixin, _OKFEBLearner):
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
-        tags.input_tags.sparse = False
+        tags.input_tags.sparse = True
         # one online pass over a few hundred rows: scikit-learn's fixed accuracy bar does not apply
         tags.classifier_tags.poor_score = True
         return tags
@@ -1229,19 +1275,29 @@ class OKFEBRegressor(RegressorMixin, _OKFEBLearner):
     def _check_common(self) -> None:
         check_param("n_epochs", self.n_epochs, Integral, low=1)
         check_param("alpha", self.alpha, Real, low=0)
-        check_param("learning_rate", self.learning_rate, Real, low=0, closed="neither")
+        if self.normalized:   # normalized LMS converges for 0 < μ < 2 only
+            check_param("learning_rate", self.learning_rate, Real, low=0, high=2, closed="neither")
+        else:
+            check_param("learning_rate", self.learning_rate, Real, low=0, closed="neither")
 
     def _start(self) -> None:
         self._check_common()
         self.extractor_ = self._extractor()
+        self._check_learner_size(1)
         self._learner = RegularizedLMS(int(self.rank), step=float(self.learning_rate),
                                        alpha=float(self.alpha), normalized=bool(self.normalized))
 
     def _learner_step(self, Q: Any, y: np.ndarray) -> None:
         self._learner.partial_fit(Q, y)
+        if not np.isfinite(self._learner.w).all():   # a diverged model predicts NaN: refuse it
+            raise ValueError(f"OKFEBRegressor diverged: the LMS weights became inf/NaN within "
+                             f"{self._learner.t} samples. Reduce learning_rate (now "
+                             f"{self.learning_rate!r}"
+                             + ("; the normalized LMS needs 0 < learning_rate < 2" if self.normalized
+                                else "; or use normalized=True") + ") or scale y")
 
     def fit(self, X: Any, y: Any) -> "OKFEBRegressor":
-        X, y, _ = validate_X_y(self, X, y, accept_sparse=False, y_numeric=True)
+        X, y, _ = validate_X_y(self, X, y, y_numeric=True)
         self._start()
         self._epochs(X, np.asarray(y, dtype=np.float64))
         return self
@@ -1249,10 +1305,10 @@ class OKFEBRegressor(RegressorMixin, _OKFEBLearner):
     def partial_fit(self, X: Any, y: Any) -> "OKFEBRegressor":
         first = not hasattr(self, "extractor_")
         if first:
-            X, y, _ = validate_X_y(self, X, y, accept_sparse=False, y_numeric=True)
+            X, y, _ = validate_X_y(self, X, y, y_numeric=True)
             self._start()
         else:
-            X, _ = validate_X(self, X, reset=False, accept_sparse=False)
+            X, _ = validate_X(self, X, reset=False)
             y = np.ravel(bk.to_host(y)).astype(np.float64)
             if y.shape[0] != X.shape[0]:
                 raise ValueError(f"X has {X.shape[0]} rows but y has {y.shape[0]}")
@@ -1277,6 +1333,6 @@ class OKFEBRegressor(RegressorMixin, _OKFEBLearner):
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
-        tags.input_tags.sparse = False
+        tags.input_tags.sparse = True
         tags.regressor_tags.poor_score = True
         return tags

@@ -4,9 +4,16 @@ NumPy, SciPy-sparse, pandas and list inputs go through scikit-learn's
 ``validate_data`` (so error messages and ``n_features_in_`` /
 ``feature_names_in_`` follow scikit-learn exactly); CuPy inputs get the same
 checks on the device.  Nothing here modifies the caller's arrays.
+
+Finite is judged in the estimator's *working* dtype (:func:`check_working_range`):
+a value of 1e39 is finite in float64 but inf in float32, and rows whose
+squared norm overflows the working dtype make every kernel value and Gram
+product NaN — both are refused with a message naming the dtype and what to
+change, at fit and at predict.
 """
 from __future__ import annotations
 
+import os
 from numbers import Integral, Real
 from typing import Any, Iterable
 
@@ -24,6 +31,13 @@ __all__ = [
     "check_sample_weight",
     "check_param",
     "check_choice",
+    "check_allocation",
+    "physical_memory",
+    "check_working_range",
+    "WorkingRangeError",
+    "check_class_weights", "zero_weight_classes_message",
+    "working_dtype",
+    "max_row_sq_norm",
 ]
 
 _FLOATS = (np.float64, np.float32)
@@ -49,6 +63,87 @@ def _check_gpu_array(X: Any, *, name: str, ensure_2d: bool = True) -> Any:
     return X
 
 
+def working_dtype(estimator: Any) -> np.dtype:
+    """The float dtype ``estimator`` computes in (its ``dtype`` on its fitted or chosen device)."""
+    device = getattr(estimator, "_fitted_on", None) or getattr(estimator, "device", "auto")
+    try:
+        return bk.resolve_dtype(getattr(estimator, "dtype", None), device)
+    except Exception:  # an invalid or unavailable device/dtype is reported by fit itself
+        return np.dtype(np.float64)
+
+
+def _abs_max(data: Any) -> float:
+    if data.size == 0:
+        return 0.0
+    xp = bk.namespace_of(data)
+    if data.dtype.kind == "b":
+        return float(bool(xp.any(data)))
+    hi, lo = float(data.max()), float(data.min())
+    return max(abs(hi), abs(lo))
+
+
+def max_row_sq_norm(X: Any, *, block_rows: int = 65536) -> float:
+    """max_i ‖xᵢ‖² in float64 without overflow in the squares (inf if it exceeds float64)."""
+    data = X.data if bk.is_sparse(X) else X
+    amax = _abs_max(data)
+    if amax == 0.0 or not np.isfinite(amax):
+        return 0.0 if amax == 0.0 else float("inf")
+    best = 0.0
+    for s in range(0, X.shape[0], block_rows):
+        B = X[s:s + block_rows]
+        if bk.is_sparse(B):
+            B = B.astype(np.float64) / amax
+            sq = B.multiply(B).sum(axis=1)
+        else:
+            B = B.astype(np.float64) / amax
+            sq = (B * B).sum(axis=1)
+        best = max(best, float(sq.max()) if sq.size else 0.0)
+    with np.errstate(over="ignore"):
+        return float(np.float64(best) * np.float64(amax) * np.float64(amax))
+
+
+class WorkingRangeError(ValueError):
+    """Input values finite as given but not usable in the working dtype
+    (raised by :func:`check_working_range`)."""
+
+
+def check_working_range(X: Any, dtype: Any, *, name: str = "X", owner: str = "") -> None:
+    """Refuse values that are finite in the input but not usable in the working ``dtype``.
+
+    Two checks: every value must be finite once cast to ``dtype`` (1e39 is inf
+    in float32), and the largest squared row norm must stay below 1/16 of the
+    dtype's maximum — kernels compute ‖x‖² + ‖z‖² − 2xᵀz and Gram matrices
+    sum xxᵀ, so beyond that every kernel value or Hessian entry is inf/NaN.
+    Costs one min/max pass (and a row-norm pass only for very large values).
+    """
+    dt = np.dtype(dtype)
+    if dt.kind != "f":
+        return
+    data = X.data if bk.is_sparse(X) else X
+    if data.size == 0 or data.dtype.kind not in "fiub":
+        return
+    fmax = float(np.finfo(dt).max)
+    who = f" ({owner} computes in {dt.name})" if owner else f" (the working dtype {dt.name})"
+    amax = _abs_max(data)
+    fix = ("Scale the features (e.g. sklearn.preprocessing.StandardScaler)"
+           + ("" if dt == np.float64 else " or pass dtype='float64'"))
+    if amax > fmax:
+        raise WorkingRangeError(f"Input {name} has values up to {amax:.3g}, beyond the largest {dt.name} "
+                         f"({fmax:.3g}){who}: they would become inf. {fix}.")
+    limit = fmax / 16
+    if amax * amax * X.shape[1] <= limit:
+        return
+    sq = max_row_sq_norm(X)
+    if not sq <= limit:
+        raise WorkingRangeError(f"Input {name} has rows with squared norm {sq:.3g}, beyond what {dt.name} "
+                         f"can hold in kernel and Gram computations ({limit:.3g}){who}: kernel "
+                         f"values and Gram products would be inf or NaN. {fix}.")
+
+
+def _check_range_of(estimator: Any, X: Any) -> None:
+    check_working_range(X, working_dtype(estimator), owner=type(estimator).__name__)
+
+
 def validate_X(estimator: Any, X: Any, *, reset: bool, accept_sparse: bool = True,
                dtype: Any = _FLOATS) -> tuple[Any, str]:
     """Validate ``X`` for ``fit`` (``reset=True``) or predict (``reset=False``).
@@ -64,9 +159,11 @@ def validate_X(estimator: Any, X: Any, *, reset: bool, accept_sparse: bool = Tru
         if X.dtype not in (np.float32, np.float64):
             X = X.astype(np.float64)
         _check_n_features(estimator, X.shape[1], reset)
+        _check_range_of(estimator, X)
         return X, kind
     X = validate_data(estimator, X, reset=reset, accept_sparse="csr" if accept_sparse else False,
                       dtype=dtype, ensure_all_finite=True)
+    _check_range_of(estimator, X)
     return X, kind
 
 
@@ -100,6 +197,7 @@ def validate_X_y(estimator: Any, X: Any, y: Any, *, accept_sparse: bool = True,
     X, y = validate_data(estimator, X, y, accept_sparse="csr" if accept_sparse else False,
                          dtype=dtype, ensure_all_finite=True, y_numeric=y_numeric,
                          multi_output=False)
+    _check_range_of(estimator, X)
     return X, np.asarray(y), kind
 
 
@@ -127,6 +225,33 @@ def check_sample_weight(sample_weight: Any, X: Any, *, ensure_non_negative: bool
     return np.asarray(sw, dtype=np.float64)
 
 
+def check_class_weights(classes: np.ndarray, y_idx: np.ndarray, weights: np.ndarray) -> None:
+    """One rule for every estimator: each class needs a positive total weight.
+
+    ``weights`` are the per-row costs (sample weight × class weight).  A class
+    whose rows all weigh zero cannot be learned (its rows constrain nothing),
+    so a ``ValueError`` names it instead of a silently one-sided model.
+    """
+    message = zero_weight_classes_message(classes, y_idx, weights)
+    if message:
+        raise ValueError(message)
+
+
+def zero_weight_classes_message(classes: np.ndarray, y_idx: np.ndarray, weights: np.ndarray) -> str:
+    """The message of :func:`check_class_weights` ("" when every class has positive weight).
+
+    Rows of negative weight count as zero (LIBSVM drops them).
+    """
+    w = np.clip(np.asarray(weights, dtype=np.float64).reshape(len(y_idx), -1).max(axis=1), 0, None)
+    total = np.bincount(np.asarray(y_idx, dtype=np.int64), weights=w, minlength=len(classes))
+    dead = [classes[i] for i in np.flatnonzero(~(total > 0))]
+    if not dead:
+        return ""
+    names = ", ".join(repr(c.item() if hasattr(c, "item") else c) for c in dead)
+    return (f"every row of class {names} has zero weight (sample_weight × class_weight): a class "
+            "with no weight cannot be learned; give its rows positive weight or drop the class")
+
+
 def check_param(name: str, value: Any, kind: type | tuple = Real, *, low: float | None = None,
                 high: float | None = None, closed: str = "both", allow_none: bool = False,
                 allow_inf: bool = False) -> Any:
@@ -145,6 +270,9 @@ def check_param(name: str, value: Any, kind: type | tuple = Real, *, low: float 
     if isinstance(value, (float, np.floating)) and not (np.isfinite(value)
                                                        or (allow_inf and np.isinf(value))):
         raise ValueError(f"{name} must be finite, got {value!r}")
+    if isinstance(value, (int, np.integer)) and abs(int(value)) >= 2 ** 63:
+        raise ValueError(f"{name} is too large: an integer of {int(value).bit_length()} bits "
+                         "(at most 64-bit integers are accepted)")
     lo_ok = low is None or (value >= low if closed in ("both", "left") else value > low)
     hi_ok = high is None or (value <= high if closed in ("both", "right") else value < high)
     if not (lo_ok and hi_ok):
@@ -160,3 +288,32 @@ def check_choice(name: str, value: Any, options: Iterable) -> Any:
     if value not in options:
         raise ValueError(f"{name} must be one of {options}, got {value!r}")
     return value
+
+
+def physical_memory() -> int | None:
+    """Bytes of physical memory of this machine (None where the OS does not say)."""
+    try:
+        return int(os.sysconf("SC_PHYS_PAGES")) * int(os.sysconf("SC_PAGE_SIZE"))
+    except (ValueError, OSError, AttributeError):  # pragma: no cover - not POSIX
+        return None
+
+
+def _bytes_text(n: float) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB", "PiB"):
+        if n < 1024 or unit == "PiB":
+            return f"{n:.3g} {unit}"
+        n /= 1024
+    return f"{n:.3g} PiB"  # pragma: no cover
+
+
+def check_allocation(nbytes: float, what: str) -> None:
+    """Refuse, before allocating, a buffer larger than the machine's physical memory.
+
+    ``what`` says what the buffer is and which input or parameter sets its size
+    (e.g. ``"OKFEB buffers for budget=10**9 stored vectors"``); the ValueError
+    names it, so the user knows what to change.
+    """
+    total = physical_memory()
+    if total is not None and nbytes > total:
+        raise ValueError(f"{what} needs {_bytes_text(nbytes)}, more than the {_bytes_text(total)} of "
+                         "memory of this machine; reduce it")

@@ -6,6 +6,7 @@ import pytest
 import scipy.sparse as sp
 from sklearn.datasets import dump_svmlight_file, load_svmlight_file
 
+from gpuksvm.datasets import SVMLightIndexWarning
 from gpuksvm.blocks import (ArrayBlockSource, BlockSource, CallableBlockSource, SVMLightBlockSource,
                             as_block_source)
 
@@ -69,16 +70,18 @@ def test_svmlight_zero_based_detected_once(tmp_path):
     # the first block alone has no index 0; the decision is made for the whole file
     path = tmp_path / "z.svm"
     path.write_text("1 1:1.0\n-1 2:2.0\n1 0:3.0\n")
-    X, y, _ = _stack(as_block_source(path, block_size=2))
+    with pytest.warns(SVMLightIndexWarning, match=r"z\.svm: feature index 0 appears on only 1 of 3 "
+                      r"lines \(first at line 3\)"):
+        src = as_block_source(path, block_size=2)
+    X, y, _ = _stack(src)
     np.testing.assert_allclose(X, [[0, 1, 0], [0, 0, 2], [3, 0, 0]])
 
 
 def test_svmlight_malformed_line_names_file_and_line(tmp_path):
     path = tmp_path / "bad.svm"
     path.write_text("# header\n1 1:0.5 2:1\n-1 1:0.25\n\n1 3:abc\n-1 2:1\n")
-    src = SVMLightBlockSource(path, block_size=10, n_features=3)
     with pytest.raises(ValueError, match=r"bad\.svm, line 5"):
-        list(src)
+        list(SVMLightBlockSource(path, block_size=10, n_features=3))
     path2 = tmp_path / "bad2.svm"
     path2.write_text("1 1:1\n1 2:2\n-1 x:1\n")
     with pytest.raises(ValueError, match=r"bad2\.svm, line 3"):

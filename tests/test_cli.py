@@ -3,8 +3,11 @@ from __future__ import annotations
 
 import importlib
 import json
+import re
 import subprocess
 import sys
+import tracemalloc
+import zipfile
 
 import numpy as np
 import pytest
@@ -91,7 +94,7 @@ def test_info(tmp_path, capsys):
     capsys.readouterr()
     assert main(["info", model_file]) == 0
     text = capsys.readouterr().out
-    assert "gpuksvm.svi.SVI" in text and "gamma = 2.0" in text and "format version 1" in text
+    assert "gpuksvm.svi.SVI" in text and "gamma = 2.0" in text and "format version 2" in text
     assert "fitted attributes:" in text and "classes_: array (2,)" in text
     assert main(["info", "--json", model_file]) == 0
     info = json.loads(capsys.readouterr().out)
@@ -171,3 +174,169 @@ def test_python_m_gpuksvm_runs():
     assert res.returncode == 0
     for cmd in ("train", "predict", "info", "demo"):
         assert cmd in res.stdout
+
+
+# ----------------------------------------------------------------------------- issue 14: messages
+def _run(argv, capsys):
+    rc = main(argv)
+    cap = capsys.readouterr()
+    return rc, cap.out, cap.err
+
+
+def _err_line(err, command):
+    """The one error line: 'gpuksvm <command>: error: ...', no traceback."""
+    assert "Traceback" not in err
+    lines = [ln for ln in err.splitlines() if ": error: " in ln]
+    assert len(lines) == 1 and lines[0].startswith(f"gpuksvm {command}: error: "), err
+    return lines[0]
+
+
+def test_output_paths_that_cannot_be_written_are_errors_before_work(tmp_path, capsys, monkeypatch):
+    train, model_file = _model(tmp_path)
+    capsys.readouterr()
+    # predictions into a missing folder / onto a folder
+    for out in (tmp_path / "nope" / "p.txt", tmp_path):
+        rc, _, err = _run(["predict", train, model_file, str(out)], capsys)
+        assert rc == 1 and "cannot write the predictions" in _err_line(err, "predict")
+    # the model path is checked before the data are read and the model trained
+    import gpuksvm.cli as cli
+
+    def no_training(*a, **k):
+        raise AssertionError("the data were read before the model path was checked")
+
+    monkeypatch.setattr(cli, "_read_data", no_training)
+    for bad in (tmp_path / "nope" / "m.npz", tmp_path):
+        rc, _, err = _run(["train", "-m", "linear", train, str(bad)], capsys)
+        line = _err_line(err, "train")
+        assert rc == 1 and "cannot write the model file" in line
+
+
+@pytest.mark.parametrize("content,match", [
+    (b"1 1:0.5 2:1\n-1 1:nan 2:1\n", r"bad\.svm, line 2.*not finite"),
+    (b"1 1:0.5 2:1\n-1 2:1 1:3\n", r"bad\.svm, line 2.*sorted and unique"),
+    (b"1 1:0.5 2:1\n-1 1:1 1:3\n", r"bad\.svm, line 2.*appears twice"),
+    (b"1 1:0.5 2:1\n-1 -1:1 2:3\n", r"bad\.svm, line 2.*negative"),
+    (b"1 1:0.5 2:1\n1,2 1:1 2:3\n", r"bad\.svm, line 2.*multi-label"),
+    (b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR" + bytes(range(256)), r"bad\.svm, line 1.*binary"),
+], ids=["nan", "unsorted", "duplicate", "negative", "multilabel", "binary"])
+@pytest.mark.parametrize("command", ["train", "predict"])
+def test_malformed_files_name_file_and_line_in_train_and_predict(tmp_path, capsys, content, match, command):
+    bad = tmp_path / "bad.svm"
+    bad.write_bytes(content)
+    if command == "train":
+        argv = ["train", "-m", "linear", str(bad), str(tmp_path / "m.npz")]
+    else:
+        train, model_file = _model(tmp_path)
+        capsys.readouterr()
+        argv = ["predict", str(bad), model_file, str(tmp_path / "o.txt")]
+    rc, _, err = _run(argv, capsys)
+    assert rc == 1
+    assert re.search(match, _err_line(err, command))
+    assert not (tmp_path / "o.txt").exists()
+
+
+def test_huge_feature_index_refused_before_allocating(tmp_path, capsys):
+    """A feature index of 2e9 made the CLI try to allocate n × 2e9 floats (terabytes)."""
+    bad = tmp_path / "wide.svm"
+    bad.write_text("1 1:0.5 2:1\n-1 1:0.2 2000000000:1\n" * 3)
+    tracemalloc.start()
+    try:
+        rc, _, err = _run(["train", "-m", "linear", str(bad), str(tmp_path / "m.npz")], capsys)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    line = _err_line(err, "train")
+    assert rc == 1 and "wide.svm" in line and "largest feature index" in line and "line 2" in line
+    assert peak < 50 * 2 ** 20
+
+
+def test_not_gzip_and_binary_files_name_the_file(tmp_path, capsys):
+    fake = tmp_path / "data.svm.gz"
+    fake.write_text("1 1:0.5\n")
+    rc, _, err = _run(["train", "-m", "linear", str(fake), str(tmp_path / "m.npz")], capsys)
+    assert rc == 1 and "data.svm.gz: cannot read the file" in _err_line(err, "train")
+
+
+def test_absurd_set_sizes_refused_before_allocating(tmp_path, capsys):
+    X, y = zoo_data("binary", n=60)
+    train = _write(tmp_path / "t.svm", X, y)
+    for setting in ("budget=1000000000000", "rank=1000000000000"):
+        rc, _, err = _run(["train", "-m", "okfeb", "--device", "cpu", "--set", setting, train,
+                           str(tmp_path / "m.npz")], capsys)
+        assert rc == 1 and "of memory of this machine" in _err_line(err, "train")
+
+
+def test_diverging_regressor_is_an_error_and_nan_predictions_are_never_written(tmp_path, capsys):
+    """OKFEBRegressor(learning_rate=1e6) trained into NaN; the CLI wrote 'nan' lines and exited 0."""
+    X, y = zoo_data("regression", n=120)
+    train = _write(tmp_path / "r.svm", X, y)
+    rc, _, err = _run(["train", "-m", "okfeb-regressor", "--device", "cpu", "--set", "learning_rate=1e6",
+                       "--set", "normalized=False", train, str(tmp_path / "m.npz")], capsys)
+    assert rc == 1 and "diverged" in _err_line(err, "train")
+    assert not (tmp_path / "m.npz").exists()
+    # a model that predicts NaN (weights damaged after training) is refused at predict
+    model = make_estimator("okfeb-regressor", options={"device": "cpu", "seed": 0}).fit(X, y)
+    model._learner.w[:] = np.nan
+    io.save(model, tmp_path / "nan.npz")
+    out = tmp_path / "pred.txt"
+    rc, _, err = _run(["predict", train, str(tmp_path / "nan.npz"), str(out)], capsys)
+    assert rc == 1 and "non-finite predictions" in _err_line(err, "predict")
+    assert not out.exists()
+
+
+def test_index_base_recorded_and_checked(tmp_path, capsys):
+    """One stray '0:' made a one-based file zero-based and shifted every column silently."""
+    X, y = zoo_data("binary", n=200)
+    one = tmp_path / "one.svm"
+    dump_svmlight_file(X, y, str(one), zero_based=False)
+    lines = one.read_text().splitlines()
+    lines[6] = lines[6].split(" ", 1)[0] + " 0:1.0 " + lines[6].split(" ", 1)[1]
+    stray = tmp_path / "stray.svm"
+    stray.write_text("\n".join(lines) + "\n")
+    rc, _, err = _run(["train", "-m", "linear", "--device", "cpu", stray.as_posix(),
+                       str(tmp_path / "z.npz")], capsys)
+    assert rc == 0
+    assert "gpuksvm train: warning: " in err and "index 0 appears on only 1 of 200 lines (first at " \
+        "line 7)" in err
+    assert io.read_header(tmp_path / "z.npz")["metadata"]["svmlight_zero_based"] is True
+    rc, _, err = _run(["predict", str(one), str(tmp_path / "z.npz"), str(tmp_path / "p.txt")], capsys)
+    assert "gpuksvm predict: warning: " in err and "never uses feature index 0" in err
+    # a one-based model refuses a test file with index 0, naming the line
+    rc, _, err = _run(["train", "-m", "linear", "--device", "cpu", str(one), str(tmp_path / "o.npz")],
+                      capsys)
+    assert rc == 0 and io.read_header(tmp_path / "o.npz")["metadata"]["svmlight_zero_based"] is False
+    rc, _, err = _run(["predict", str(stray), str(tmp_path / "o.npz"), str(tmp_path / "p.txt")], capsys)
+    line = _err_line(err, "predict")
+    assert rc == 1 and "stray.svm, line 7" in line and "one-based" in line
+
+
+def test_info_and_predict_refuse_tampered_models(tmp_path, capsys):
+    train, model_file = _model(tmp_path)
+    capsys.readouterr()
+    bad = tmp_path / "tampered.npz"
+    with zipfile.ZipFile(model_file) as zin, zipfile.ZipFile(bad, "w") as zout:
+        for name in zin.namelist():
+            data = zin.read(name)
+            if name == "header.json":
+                h = json.loads(data)
+                h["model"]["fitted"]["n_iter_"] = 10 ** 40
+                data = json.dumps(h).encode()
+            zout.writestr(name, data)
+    for argv, cmd in ((["info", str(bad)], "info"),
+                      (["predict", train, str(bad), str(tmp_path / "o.txt")], "predict")):
+        rc, _, err = _run(argv, capsys)
+        assert rc == 1 and "64 bits" in _err_line(err, cmd)
+
+
+def test_unexpected_errors_are_one_line_not_a_traceback(tmp_path, capsys, monkeypatch):
+    import gpuksvm.cli as cli
+
+    train, model_file = _model(tmp_path)
+    capsys.readouterr()
+
+    def broken(*a, **k):
+        raise KeyError("internal")
+
+    monkeypatch.setattr(cli, "_test_data", broken)
+    rc, _, err = _run(["predict", train, model_file, str(tmp_path / "o.txt")], capsys)
+    assert rc == 1 and "bug in gpuksvm" in _err_line(err, "predict")

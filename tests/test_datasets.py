@@ -78,3 +78,64 @@ def test_subsample_keeps_file_order_and_is_reproducible():
     np.testing.assert_array_equal(subsample(X, y, 7, np.random.default_rng(3))[1], ys)
     for n in (None, 20, 25):
         assert subsample(X, y, n, np.random.default_rng(0))[1] is y
+
+
+BAD_LINES = {
+    "unsorted": (b"-1 2:1 1:3", "sorted and unique"),
+    "duplicate": (b"-1 1:1 1:3", "appears twice"),
+    "negative": (b"-1 -1:1 2:3", "negative"),
+    "multilabel": (b"1,2 1:1 2:3", "multi-label"),
+    "nan": (b"-1 1:nan 2:1", "not finite"),
+    "inf": (b"-1 1:1 2:-inf", "not finite"),
+    "nan-label": (b"nan 1:1", "label .* not a finite number"),
+    "no-label": (b"1:2 3:4", "not with a label"),
+    "float-index": (b"-1 1.5:2", "not an integer"),
+    "binary": (b"\x00\x01\x02\xff\xfe", "binary"),
+}
+
+
+def _reader_calls(path):
+    from gpuksvm.blocks import SVMLightBlockSource
+
+    return {
+        "load_svmlight": lambda: datasets.load_svmlight(path),
+        "load_svmlight(n_features)": lambda: datasets.load_svmlight(path, n_features=4),
+        "SVMLightBlockSource": lambda: list(SVMLightBlockSource(path, block_size=2)),
+        "SVMLightBlockSource(n_features)": lambda: list(SVMLightBlockSource(path, block_size=2,
+                                                                            n_features=4, zero_based=False)),
+    }
+
+
+@pytest.mark.parametrize("case", sorted(BAD_LINES))
+@pytest.mark.parametrize("reader", ["load_svmlight", "load_svmlight(n_features)", "SVMLightBlockSource",
+                                    "SVMLightBlockSource(n_features)"])
+def test_every_reader_names_file_and_line(tmp_path, case, reader):
+    """Issue 14: unsorted/duplicate/negative indices, '1,2' labels and NaN values were reported
+    without a line (or not at all: NaN loaded silently) by the in-memory reader."""
+    line, reason = BAD_LINES[case]
+    path = tmp_path / "bad.svm"
+    path.write_bytes(b"1 1:0.5 2:1\n# a comment\n-1 1:0.25\n" + line + b"\n1 2:1\n")
+    with pytest.raises(ValueError, match=rf"bad\.svm, line 4: malformed SVMlight data \(.*{reason}"):
+        _reader_calls(path)[reader]()
+
+
+def test_stray_zero_index_warns_and_is_recorded(tmp_path):
+    path = tmp_path / "stray.svm"
+    path.write_text("".join(f"{(-1) ** i} 1:{i} 3:1\n" for i in range(20)) + "1 0:1 2:1\n")
+    with pytest.warns(datasets.SVMLightIndexWarning, match=r"index 0 appears on only 1 of 21 lines "
+                      r"\(first at line 21\).*zero_based=False"):
+        data = datasets.read_svmlight(path)
+    assert data.zero_based and data.n_zero_lines == 1 and data.X.shape == (21, 4)
+    with pytest.raises(ValueError, match=r"line 21.*index 0 in a one-based file"):
+        datasets.read_svmlight(path, zero_based=False)
+
+
+def test_bad_compressed_files_name_the_file(tmp_path):
+    fake = tmp_path / "d.svm.gz"
+    fake.write_text("1 1:1\n")
+    with pytest.raises(ValueError, match=r"d\.svm\.gz: cannot read the file"):
+        datasets.load_svmlight(fake)
+    fakebz = tmp_path / "d.svm.bz2"
+    fakebz.write_text("1 1:1\n")
+    with pytest.raises(ValueError, match=r"d\.svm\.bz2: cannot read the file"):
+        datasets.load_svmlight(fakebz)

@@ -1,11 +1,16 @@
 """Model files (gpuksvm.io): round trips, corruption, future versions, atomic writes."""
 from __future__ import annotations
 
+import gc
 import json
+import os
 import pickle
+import stat
 import subprocess
 import sys
+import tracemalloc
 import zipfile
+from pathlib import Path
 
 import joblib
 import numpy as np
@@ -16,18 +21,21 @@ from sklearn.linear_model import LogisticRegression
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 
-from gpuksvm import io
+from gpuksvm import LLSVM, SVI, LinearSVM, io
 from gpuksvm.backend import CPU, Device
 from gpuksvm.kernels import Kernel
 
 from _estimator_zoo import ZOO, compare_fitted, fitted_zoo_model, outputs
 
 # ----------------------------------------------------------------------------- helpers
+DATA = Path(__file__).parent / "data"
 
 
-def _dummy_with(**attrs):
-    """A scikit-learn estimator carrying arbitrary fitted attributes (to test the tree encoding)."""
-    est = DummyClassifier(strategy="most_frequent").fit(np.zeros((4, 1)), [0, 0, 1, 1])
+def _linear(**attrs):
+    """A small fitted LinearSVM (plus any attributes to test what saving refuses)."""
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(40, 3))
+    est = LinearSVM(device="cpu").fit(X, (X[:, 0] > 0).astype(int))
     for k, v in attrs.items():
         setattr(est, k, v)
     return est
@@ -45,83 +53,242 @@ def _rewrite_header(src, dst, mutate):
             zout.writestr(name, data)
 
 
-# ----------------------------------------------------------------------------- tree encoding
-def test_typed_tree_round_trip(tmp_path):
-    rs = np.random.RandomState(3)
-    rs.rand(5)
-    gen = np.random.default_rng(4)
-    gen.random(3)
-    attrs = dict(
-        f64_=np.arange(12, dtype=np.float64).reshape(3, 4), f32_=np.ones(3, np.float32),
-        i8_=np.array([1, -2], np.int8), b_=np.array([True, False]), u_=np.array(["a", "bc"]),
-        empty_=np.zeros((0, 3)), fortran_=np.asfortranarray(np.arange(6.0).reshape(2, 3)),
-        scalar_=np.float32(1.5), npint_=np.int64(7), pyint_=12345678901234567890, nan_=float("nan"),
-        inf_=-np.inf, s_="text", none_=None, t_=(1, "x", 2.5), set_={1, 2}, bytes_=b"\x00\xff",
-        dict_={"a": np.arange(3), 3: [np.eye(2), {"deep": (None, True)}], ("x", 1): "tuplekey"},
-        kernel_=Kernel("poly", gamma=0.5, degree=2, coef0=1.0), device_=Device("cpu"),
-        dtype_=np.dtype(np.float32), dtype_type_=np.float64, rs_=rs, gen_=gen,
-        obj_=np.array(["a", 1, None], dtype=object), csr_=sp.random(5, 4, density=0.5, format="csr",
-                                                                     random_state=0),
-        coo_=sp.coo_matrix(np.eye(3)), complex_=1 + 2j,
-        nested_=[LogisticRegression(C=2.0).fit(np.array([[0.0], [1.0], [2.0], [3.0]]), [0, 0, 1, 1])],
-    )
-    est = _dummy_with(**attrs)
-    path = tmp_path / "tree.npz"
-    io.save(est, path)
-    back = io.load(path)
-    assert type(back) is DummyClassifier and back.get_params() == est.get_params()
-    for k, v in attrs.items():
-        w = getattr(back, k)
-        if k in ("rs_", "gen_"):
-            assert type(w) is type(v)
-            a = v.random(4) if k == "gen_" else v.rand(4)
-            b = w.random(4) if k == "gen_" else w.rand(4)
-            np.testing.assert_array_equal(a, b)  # same stream position
-        elif k in ("csr_", "coo_"):
-            assert w.format == v.format
-            np.testing.assert_array_equal(w.toarray(), v.toarray())
-        elif k == "nested_":
-            np.testing.assert_array_equal(w[0].coef_, v[0].coef_)
-            assert w[0].C == 2.0
-        elif k == "nan_":
-            assert np.isnan(w)
-        elif isinstance(v, np.ndarray):
-            assert w.dtype == v.dtype and w.shape == v.shape
-            np.testing.assert_array_equal(w, v)
-        elif k == "dict_":
-            np.testing.assert_array_equal(w["a"], v["a"])
-            np.testing.assert_array_equal(w[3][0], np.eye(2))
-            assert w[3][1] == {"deep": (None, True)} and w[("x", 1)] == "tuplekey"
-        else:
-            assert w == v and type(w) is type(v), k
+# ----------------------------------------------------------------------------- closed format
+def test_parameter_kinds_round_trip(tmp_path):
+    """Parameters beyond JSON scalars: a Kernel, a NumPy dtype type, a RandomState, landmarks,
+    a class_weight dict with integer keys, inf."""
+    rng = np.random.default_rng(1)
+    X = rng.normal(size=(120, 2))
+    y = (X[:, 0] * X[:, 1] > 0).astype(int)
+    rs = np.random.RandomState(5)
+    rs.rand(3)
+    est = LLSVM(kernel=Kernel("rbf", gamma=0.7), landmarks=X[:15].copy(), dtype=np.float64,
+                class_weight={0: 1.0, 1: 2.5}, random_state=rs, device="cpu").fit(X, y)
+    back = io.load(io.save(est, tmp_path / "p.npz"))
+    p, q = est.get_params(), back.get_params()
+    assert q["kernel"] == p["kernel"] and q["class_weight"] == {0: 1.0, 1: 2.5}
+    np.testing.assert_array_equal(q["landmarks"], p["landmarks"])
+    assert np.dtype(q["dtype"]) == np.float64
+    np.testing.assert_array_equal(q["random_state"].rand(4), p["random_state"].rand(4))
+    np.testing.assert_array_equal(back.decision_function(X), est.decision_function(X))
+    svm = LinearSVM(C=1e300, device="cpu")
+    assert io.load(io.save(svm, tmp_path / "u.npz")).get_params() == svm.get_params()
 
 
 def test_file_is_plain_npz_without_pickle(tmp_path):
-    est = _dummy_with(w_=np.arange(4.0))
+    est = _linear()
     path = io.save(est, tmp_path / "m.npz")
     with np.load(path, allow_pickle=False) as npz:
         assert "header.json" in npz.files
         header = json.loads(npz["header.json"])
-        ref = header["tree"]["state"]["w_"]["ref"]
-        np.testing.assert_array_equal(npz[ref], np.arange(4.0))
-    assert header["format"] == "gpuksvm-model" and header["format_version"] == io.FORMAT_VERSION
-    assert header["class"] == "sklearn.dummy.DummyClassifier"
+        ref = header["model"]["fitted"]["coef_"]["array"]
+        np.testing.assert_array_equal(npz[ref], est.coef_)
+    assert header["format"] == "gpuksvm-model" and header["format_version"] == io.FORMAT_VERSION == 2
+    assert header["class"] == header["model"]["estimator"] == "gpuksvm.linear_svm.LinearSVM"
 
 
 def test_pipeline_round_trip(tmp_path):
     rng = np.random.default_rng(0)
-    X = rng.normal(size=(60, 3))
-    y = (X[:, 0] + X[:, 1] > 0).astype(int)
-    pipe = make_pipeline(StandardScaler(), LogisticRegression()).fit(X, y)
+    X = rng.normal(size=(60, 3)) * [1.0, 10.0, 100.0]
+    y = (X[:, 0] + X[:, 1] / 10 > 0).astype(int)
+    pipe = make_pipeline(StandardScaler(), LinearSVM(device="cpu")).fit(X, y)
     back = io.load(io.save(pipe, tmp_path / "p.npz"))
-    np.testing.assert_array_equal(back.predict_proba(X), pipe.predict_proba(X))
+    assert [type(s) for _, s in back.steps] == [StandardScaler, LinearSVM]
+    np.testing.assert_array_equal(back.decision_function(X), pipe.decision_function(X))
 
 
-def test_unsupported_object_is_a_clear_type_error(tmp_path):
-    est = _dummy_with(fn_=lambda x: x)
-    with pytest.raises(TypeError, match="fn_"):
-        io.save(est, tmp_path / "bad.npz")
+def test_save_refuses_what_the_format_cannot_hold(tmp_path):
+    # another library's estimator, an undeclared attribute, a callable: TypeError, nothing written
+    with pytest.raises(TypeError, match="DummyClassifier"):
+        io.save(DummyClassifier().fit(np.zeros((2, 1)), [0, 1]), tmp_path / "a.npz")
+    with pytest.raises(TypeError, match="attribute 'fn_' of LinearSVM is not declared"):
+        io.save(_linear(fn_=lambda x: x), tmp_path / "b.npz")
+    with pytest.raises(TypeError, match="LogisticRegression"):
+        io.save(make_pipeline(StandardScaler(), LogisticRegression()).fit(np.eye(3), [0, 1, 1]),
+                tmp_path / "c.npz")
     assert not list(tmp_path.iterdir())  # nothing left behind
+
+
+def _victim(tmp_path):
+    victim = tmp_path / "precious.txt"
+    victim.write_text("do not delete")
+    return victim
+
+
+def test_issue14_exploit_file_deleting_payload_is_refused(tmp_path):
+    """Issue 14: a genuine model with a hidden private attribute of class
+    ``tempfile._TemporaryFileCloser`` (reached as ``gpuksvm.io:tempfile...``) deleted an
+    arbitrary file when the loaded model was freed.  The file is refused; nothing is deleted."""
+    victim = _victim(tmp_path)
+    bad = tmp_path / "exploit.npz"
+    _rewrite_header(DATA / "v1_exploit.npz", bad,
+                    lambda h: h["tree"]["state"]["_payload"]["state"]["name"].update(v=str(victim)))
+    refused = None
+    try:
+        model = io.load(bad)
+        del model
+    except io.ModelFormatError as exc:
+        refused = exc
+    gc.collect()
+    assert victim.exists() and victim.read_text() == "do not delete", "loading deleted a file"
+    assert refused is not None and "_TemporaryFileCloser" in str(refused)
+
+
+@pytest.mark.parametrize("payload", [
+    {"estimator": "gpuksvm.io:tempfile._TemporaryFileCloser", "fitted": {}},
+    {"estimator": "tempfile._TemporaryFileCloser", "fitted": {}},
+    {"t": "object", "cls": "gpuksvm.io:tempfile._TemporaryFileCloser", "state": {}},
+    {"estimator": "gpuksvm.okfeb.OKFEB", "params": {}, "fitted": {}},   # a real class, undeclared name
+    3,
+], ids=["walk", "name", "v1-node", "registered-class", "plain-value"])
+def test_undeclared_attribute_refused_whatever_its_value(tmp_path, payload):
+    src = io.save(_linear(), tmp_path / "ok.npz")
+    bad = tmp_path / "bad.npz"
+    _rewrite_header(src, bad, lambda h: h["model"]["fitted"].update(_payload=payload))
+    with pytest.raises(io.ModelFormatError, match="_payload"):
+        io.load(bad)
+    with pytest.raises(io.ModelFormatError, match="_payload"):
+        io.describe(bad)
+
+
+def test_nested_estimator_must_be_the_declared_class(tmp_path):
+    X = np.random.default_rng(0).normal(size=(80, 2))
+    y = (X[:, 0] > 0).astype(int)
+    src = io.save(LLSVM(n_landmarks=8, device="cpu", random_state=0).fit(X, y), tmp_path / "l.npz")
+    okfeb = {"estimator": "gpuksvm.okfeb.OKFEB", "params": {}, "fitted": {}}
+    bad = tmp_path / "bad.npz"
+    _rewrite_header(src, bad, lambda h: h["model"]["fitted"].update(svm_=okfeb))
+    with pytest.raises(io.ModelFormatError, match=r"svm_: expected LinearSVM, got OKFEB"):
+        io.load(bad)
+
+
+def test_pipeline_steps_only_registered_estimators(tmp_path):
+    pipe = make_pipeline(StandardScaler(), LinearSVM(device="cpu")).fit(np.eye(4), [0, 1, 0, 1])
+    src = io.save(pipe, tmp_path / "p.npz")
+    bad = tmp_path / "bad.npz"
+
+    def mutate(h):
+        h["model"]["params"]["steps"][1]["tuple"][1] = {"estimator": "sklearn.svm.SVC", "params": {},
+                                                        "fitted": {}}
+
+    _rewrite_header(src, bad, mutate)
+    with pytest.raises(io.ModelFormatError, match="'sklearn.svm.SVC' is not one a gpuksvm model file"):
+        io.load(bad)
+
+
+def test_header_class_must_match_the_tree_and_info_shows_the_tree(tmp_path, capsys):
+    from gpuksvm.cli import main
+
+    src = io.save(_linear(), tmp_path / "ok.npz")
+    bad = tmp_path / "lying.npz"
+    _rewrite_header(src, bad, lambda h: h.update({"class": "gpuksvm.svi.SVI"}))
+    with pytest.raises(io.ModelFormatError, match="class 'gpuksvm.svi.SVI' is not the model's"):
+        io.load(bad)
+    assert main(["info", str(bad)]) == 1
+    assert "gpuksvm info: error:" in capsys.readouterr().err
+    assert main(["info", str(src)]) == 0
+    assert capsys.readouterr().out.splitlines()[0].endswith(": gpuksvm.linear_svm.LinearSVM")
+
+
+@pytest.mark.parametrize("mutate,match", [
+    (lambda h: h["model"]["fitted"].update(n_iter_=10 ** 30), "64 bits"),
+    (lambda h: h["model"]["fitted"].update(coef_="zero"), "coef_: expected an array"),
+    (lambda h: h["model"]["fitted"].update(coef_={"array": "a0", "t": "object"}), "unexpected keys"),
+    (lambda h: h["model"]["fitted"].update(coef_={"array": "a0", "tuple": []}), "exactly one kind"),
+    (lambda h: h["model"]["fitted"].update(classes_=[1, 2]), "class labels"),
+    (lambda h: h["model"]["params"].update(C=-1.0), "invalid parameters for LinearSVM: C must be"),
+    (lambda h: h["model"]["params"].update(nonsense=1), "no parameter"),
+    (lambda h: h["model"].update(estimator=["x"] * 3), "is not one a gpuksvm model file"),
+    (lambda h: h.update(arrays={"a0": {"dtype": "|O", "shape": [1], "sha256": "0" * 64}}), "not allowed"),
+    (lambda h: h.update(arrays={"../x": {"dtype": "<f8", "shape": [1], "sha256": "0" * 64}}), "bad array name"),
+    (lambda h: h.update(model=json.loads("[" * 100 + "]" * 100)), "expected an estimator node"),
+    (lambda h: h.update(extra=1), "unknown entries"),
+], ids=["huge-int", "wrong-node-type", "extra-key", "two-kinds", "list-not-array", "bad-param", "unknown-param",
+        "bad-class-name", "object-dtype", "path-name", "deep-list", "unknown-header-key"])
+def test_malformed_values_are_model_format_errors(tmp_path, mutate, match):
+    src = io.save(_linear(), tmp_path / "ok.npz")
+    bad = tmp_path / "bad.npz"
+    _rewrite_header(src, bad, mutate)
+    for fn in (io.load, io.describe):
+        with pytest.raises(io.ModelFormatError, match=match):
+            fn(bad)
+
+
+def test_inconsistent_shapes_are_refused(tmp_path):
+    """A model that loads predicts: dimensions named in the schema must agree."""
+    est = _linear()
+    est.coef_ = np.zeros((1, 5))          # 5 weights, but n_features_in_ is 3
+    with pytest.raises(TypeError, match="dimension 'n_features_in_' is 5 here but 3"):
+        io.save(est, tmp_path / "m.npz")
+
+
+def test_deeply_nested_header_is_a_model_format_error(tmp_path):
+    """Issue 14: '[' * 200000 as the header gave a raw RecursionError."""
+    bad = tmp_path / "deep.npz"
+    with zipfile.ZipFile(bad, "w") as zf:
+        zf.writestr(io.HEADER_MEMBER, "[" * 200000)
+    with pytest.raises(io.ModelFormatError, match="nested too deeply"):
+        io.load(bad)
+    with pytest.raises(io.ModelFormatError):
+        io.read_header(bad)
+
+
+def test_huge_int_in_a_version_1_file_is_a_model_format_error(tmp_path):
+    """Issue 14: a huge integer with a NumPy dtype gave a raw OverflowError."""
+    bad = tmp_path / "v1big.npz"
+    _rewrite_header(DATA / "v1_linear.npz", bad,
+                    lambda h: h["tree"]["state"].update(n_iter_={"t": "int", "v": 10 ** 30, "dtype": "<i8"}))
+    with pytest.raises(io.ModelFormatError, match="64 bits"):
+        io.load(bad)
+
+
+def test_member_size_checked_before_reading(tmp_path):
+    """Issue 14: a 1.5 MB file decompressing to 1.6 GB took 3 GB of memory before being refused.
+    A member whose declared size does not match the header's array is refused unread."""
+    src = io.save(_linear(), tmp_path / "ok.npz")
+    bomb = tmp_path / "bomb.npz"
+    big = 64 * 2 ** 20
+    with zipfile.ZipFile(src) as zin, zipfile.ZipFile(bomb, "w", zipfile.ZIP_DEFLATED) as zout:
+        for name in zin.namelist():
+            if name == "a0.npy":
+                with zout.open(name, "w", force_zip64=True) as fh:
+                    np.lib.format.write_array_header_1_0(fh, {"descr": "<f8", "fortran_order": False,
+                                                             "shape": (big // 8,)})
+                    chunk = bytes(2 ** 20)
+                    for _ in range(big // 2 ** 20):
+                        fh.write(chunk)
+            else:
+                zout.writestr(name, zin.read(name))
+    assert bomb.stat().st_size < 2 * 2 ** 20
+    tracemalloc.start()
+    try:
+        with pytest.raises(io.ModelFormatError, match="a0.npy"):
+            io.load(bomb)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 20 * 2 ** 20, f"peak {peak / 2**20:.0f} MiB while refusing a bomb"
+
+
+def test_extra_members_refused(tmp_path):
+    src = io.save(_linear(), tmp_path / "ok.npz")
+    bad = tmp_path / "extra.npz"
+    with zipfile.ZipFile(src) as zin, zipfile.ZipFile(bad, "w") as zout:
+        for name in zin.namelist():
+            zout.writestr(name, zin.read(name))
+        zout.writestr("../../evil.sh", b"rm -rf /")
+    with pytest.raises(io.ModelFormatError, match="members the header does not list"):
+        io.load(bad)
+
+
+# ----------------------------------------------------------------------------- format version 1
+@pytest.mark.parametrize("name", ["linear", "llsvm", "okfeb_classifier"])
+def test_version_1_files_load_through_the_closed_path(name):
+    """Files written by gpuksvm 87b6a68 (format 1) load and predict exactly as then."""
+    model = io.load(DATA / f"v1_{name}.npz")
+    X = np.load(DATA / "v1_X.npy")
+    np.testing.assert_array_equal(model.decision_function(X), np.load(DATA / f"v1_{name}_decision.npy"))
+    assert io.describe(DATA / f"v1_{name}.npz")["format_version"] == 1
 
 
 # ----------------------------------------------------------------------------- every estimator
@@ -184,7 +351,8 @@ def test_gpu_fitted_state_loads_on_cpu_only_machine(tmp_path):
 # ----------------------------------------------------------------------------- bad files
 @pytest.fixture
 def saved(tmp_path):
-    est = _dummy_with(w_=np.arange(1000.0), k_=Kernel("rbf", gamma=2.0))
+    X = np.random.default_rng(0).normal(size=(300, 2))
+    est = SVI(gamma=2.0, device="cpu", random_state=0).fit(X, (X[:, 0] * X[:, 1] > 0).astype(int))
     return io.save(est, tmp_path / "ok.npz")
 
 
@@ -199,9 +367,9 @@ def test_truncated_file_rejected(saved, tmp_path):
 def test_flipped_bytes_rejected(saved, tmp_path):
     data = bytearray(saved.read_bytes())
     with zipfile.ZipFile(saved) as zf:
-        info = zf.getinfo("a0.npy")
+        info = max(zf.infolist(), key=lambda i: i.compress_size)
     # damage the stored array payload (past the local header and the .npy header)
-    pos = info.header_offset + 30 + len(info.filename) + len(info.extra) + 200
+    pos = info.header_offset + 30 + len(info.filename) + len(info.extra) + 100
     data[pos] ^= 0xFF
     data[pos + 1] ^= 0xFF
     bad = tmp_path / "flipped.npz"
@@ -216,8 +384,9 @@ def test_tampered_array_fails_checksum(saved, tmp_path):
         for name in zin.namelist():
             data = zin.read(name)
             if name == "a0.npy":
+                a = np.lib.format.read_array(__import__("io").BytesIO(data))
                 buf = __import__("io").BytesIO()
-                np.lib.format.write_array(buf, np.arange(1000.0) + 1)
+                np.lib.format.write_array(buf, a + 1)
                 data = buf.getvalue()
             zout.writestr(name, data)
     with pytest.raises(io.ModelFormatError, match="checksum"):
@@ -241,7 +410,7 @@ def test_future_version_rejected(saved, tmp_path):
     bad = tmp_path / "future.npz"
     _rewrite_header(saved, bad, lambda h: h.update(format_version=io.FORMAT_VERSION + 1,
                                                    gpuksvm_version="9.0"))
-    with pytest.raises(io.ModelFormatError, match=r"format version 2 .*newer gpuksvm.*Upgrade"):
+    with pytest.raises(io.ModelFormatError, match=r"format version 3 .*newer gpuksvm.*Upgrade"):
         io.load(bad)
     with pytest.raises(io.ModelFormatError, match="newer"):
         io.read_header(bad)
@@ -249,19 +418,16 @@ def test_future_version_rejected(saved, tmp_path):
 
 def test_foreign_class_refused(saved, tmp_path):
     bad = tmp_path / "evil.npz"
-
-    def mutate(h):
-        h["tree"]["state"]["k_"]["cls"] = "os:system"
-
-    _rewrite_header(saved, bad, mutate)
-    with pytest.raises(io.ModelFormatError, match="refusing to load class 'os:system'"):
+    _rewrite_header(saved, bad, lambda h: h["model"]["fitted"].update(
+        kernel_={"estimator": "os:system", "params": {}, "fitted": {}}))
+    with pytest.raises(io.ModelFormatError, match="class 'os:system' is not one"):
         io.load(bad)
 
 
 def test_malformed_tree_rejected(saved, tmp_path):
     bad = tmp_path / "tree.npz"
-    _rewrite_header(saved, bad, lambda h: h["tree"]["state"].update(w_={"t": "array", "ref": "a99"}))
-    with pytest.raises(io.ModelFormatError, match="missing array"):
+    _rewrite_header(saved, bad, lambda h: h["model"]["fitted"].update(support_={"array": "a99"}))
+    with pytest.raises(io.ModelFormatError, match="array 'a99' that the file does not list"):
         io.load(bad)
 
 
@@ -278,12 +444,11 @@ def test_failed_write_keeps_old_file(saved, tmp_path, monkeypatch):
         real(zf, name, a)
 
     monkeypatch.setattr(io, "_write_member", crashing)
-    new = _dummy_with(w_=np.zeros(5), v_=np.ones(5))
     with pytest.raises(OSError, match="simulated"):
-        io.save(new, saved)
+        io.save(_linear(), saved)
     assert saved.read_bytes() == before
     assert sorted(p.name for p in tmp_path.iterdir()) == ["ok.npz"]  # no temp file left
-    np.testing.assert_array_equal(io.load(saved).w_, np.arange(1000.0))
+    assert type(io.load(saved)) is SVI
 
 
 def test_killed_process_never_leaves_partial_model(saved, tmp_path):
@@ -291,25 +456,61 @@ def test_killed_process_never_leaves_partial_model(saved, tmp_path):
     before = saved.read_bytes()
     code = f"""
 import os, numpy as np
-from sklearn.dummy import DummyClassifier
-from gpuksvm import io
+from gpuksvm import io, LinearSVM
 real = io._write_member
 def dying(zf, name, a):
     real(zf, name, a)
     os._exit(3)          # the process dies with the archive half written
 io._write_member = dying
-est = DummyClassifier().fit(np.zeros((2, 1)), [0, 1])
-est.big_ = np.ones(100000); est.more_ = np.zeros(10)
+X = np.random.default_rng(0).normal(size=(1000, 50))
+est = LinearSVM(device="cpu").fit(X, (X[:, 0] > 0).astype(int))
 io.save(est, {str(saved)!r})
 """
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert res.returncode == 3, res.stderr
     assert saved.read_bytes() == before
-    np.testing.assert_array_equal(io.load(saved).w_, np.arange(1000.0))
+    assert type(io.load(saved)) is SVI
     leftovers = [p for p in tmp_path.iterdir() if p.name != "ok.npz"]
     assert all(p.name.startswith(".ok.npz.") and p.name.endswith(".tmp") for p in leftovers)
 
 
 def test_save_replaces_existing_file(saved):
-    io.save(_dummy_with(w_=np.full(3, 7.0)), saved)
-    np.testing.assert_array_equal(io.load(saved).w_, np.full(3, 7.0))
+    est = _linear()
+    io.save(est, saved)
+    np.testing.assert_array_equal(io.load(saved).coef_, est.coef_)
+
+
+def test_overwrite_keeps_the_file_mode(tmp_path):
+    """Issue 14: the temporary file's 0600 replaced the target's mode."""
+    path = tmp_path / "m.npz"
+    path.write_bytes(b"old")
+    os.chmod(path, 0o640)
+    io.save(_linear(), path)
+    assert stat.S_IMODE(path.stat().st_mode) == 0o640
+    new = tmp_path / "new.npz"
+    io.save(_linear(), new)
+    umask = os.umask(0)
+    os.umask(umask)
+    assert stat.S_IMODE(new.stat().st_mode) == 0o666 & ~umask
+
+
+def test_save_through_a_symlink_writes_its_target(tmp_path):
+    """Issue 14: saving to a symlink replaced the link by a regular file."""
+    real = tmp_path / "models" / "current.npz"
+    real.parent.mkdir()
+    real.write_bytes(b"old")
+    link = tmp_path / "model.npz"
+    link.symlink_to(real)
+    est = _linear()
+    io.save(est, link)
+    assert link.is_symlink() and os.readlink(link) == str(real)
+    np.testing.assert_array_equal(io.load(real).coef_, est.coef_)
+    assert sorted(p.name for p in real.parent.iterdir()) == ["current.npz"]
+
+
+def test_save_errors_are_clear(tmp_path):
+    with pytest.raises(FileNotFoundError, match="folder .*nope does not exist"):
+        io.save(_linear(), tmp_path / "nope" / "m.npz")
+    with pytest.raises(IsADirectoryError, match="is a folder"):
+        io.save(_linear(), tmp_path)
+    assert list(tmp_path.iterdir()) == []

@@ -173,8 +173,8 @@ def test_primal_objective_formula(rng):
 
 
 # --------------------------------------------------------------------------- vs LIBLINEAR
-@pytest.mark.parametrize("loss,solver", [("squared_hinge", "newton"), ("squared_hinge", "dcd"),
-                                         ("hinge", "dcd"), ("hinge", "auto")])
+@pytest.mark.parametrize("loss,solver", [("squared_hinge", "newton"), ("squared_hinge", "dual_cd"),
+                                         ("hinge", "dual_cd"), ("hinge", "auto")])
 def test_synthetic_matches_liblinear(loss, solver):
     X, y = _synthetic(400)
     Xt, yt = _synthetic(1000, seed=1)
@@ -194,11 +194,11 @@ def test_real_subsamples_match_liblinear(name, loss):
     ref = _reference(X, y, loss=loss, C=0.5)
     inputs = [X] + ([sp.csr_matrix(X)] if name == "adult" else [])
     for Xin in inputs:
-        for solver in ("auto", "dcd") if loss == "hinge" else ("auto", "newton", "dcd"):
+        for solver in ("auto", "dual_cd") if loss == "hinge" else ("auto", "newton", "dual_cd"):
             est = LinearSVM(C=0.5, loss=loss, solver=solver, tol=1e-4, max_iter=20000, device="cpu",
                             random_state=0).fit(Xin, y)
             _assert_matches(est, ref, X, y, Xt, yt)
-            assert est.solver_ in ("newton", "newton-cg", "dcd", "liblinear")
+            assert est.solver_ in ("newton", "newton-cg", "dual_cd", "liblinear")
 
 
 def _wide_sparse(n, d=600, seed=0):
@@ -213,7 +213,7 @@ def test_auto_solver_names_engine():
     assert LinearSVM(device="cpu").fit(X, y).solver_ == "newton"
     assert LinearSVM(device="cpu").fit(sp.csr_matrix(X), y).solver_ == "newton-cg"
     assert LinearSVM(loss="hinge", device="cpu").fit(X, y).solver_ == "liblinear"
-    assert LinearSVM(loss="hinge", solver="dcd", device="cpu").fit(X, y).solver_ == "dcd"
+    assert LinearSVM(loss="hinge", solver="dual_cd", device="cpu").fit(X, y).solver_ == "dual_cd"
     # wide sparse data go to LIBLINEAR: its DCD when n < d, its primal Newton when n > d
     Xw, yw = _wide_sparse(300)
     assert LinearSVM(device="cpu").fit(Xw, yw).solver_ == "liblinear"
@@ -230,7 +230,7 @@ def test_wide_sparse_engines_match_liblinear(n):
     X, y = _wide_sparse(n)
     Xt, yt = _wide_sparse(1500, seed=1)
     ref = _reference(X, y, loss="squared_hinge", C=2.0)
-    for solver in ("auto", "newton", "dcd"):
+    for solver in ("auto", "newton", "dual_cd"):
         est = LinearSVM(C=2.0, solver=solver, tol=1e-5, max_iter=20000, device="cpu",
                         random_state=0).fit(X, y)
         _assert_matches(est, ref, X, y, Xt, yt)
@@ -276,7 +276,7 @@ def test_blas_threads_narrow_or_busy_host(monkeypatch):
     assert [p["num_threads"] for p in threadpool_info() if p["user_api"] == "blas"] == before
 
 
-@pytest.mark.parametrize("solver", ["newton", "dcd", "liblinear"])
+@pytest.mark.parametrize("solver", ["newton", "dual_cd", "liblinear"])
 def test_multiclass_one_vs_rest(solver):
     X, y = _synthetic(240, d=6, classes=4, noise=0.8)
     Xt, yt = _synthetic(1000, d=6, classes=4, noise=0.8, seed=1)
@@ -300,7 +300,7 @@ def test_class_and_sample_weights_match_liblinear(loss, n_classes):
     for cw in ({0: 3.0, 1: 0.5}, "balanced"):
         ref = _reference(X, y, loss=loss, C=1.0, class_weight=cw, sample_weight=sw)
         # (multi-class DCD is covered by test_multiclass_one_vs_rest)
-        for solver in ("auto", "dcd") if n_classes == 2 else ("auto",):
+        for solver in ("auto", "dual_cd") if n_classes == 2 else ("auto",):
             est = LinearSVM(C=1.0, loss=loss, solver=solver, class_weight=cw, tol=1e-5,
                             max_iter=20000, device="cpu", random_state=0).fit(X, y, sample_weight=sw)
             _assert_matches(est, ref, X, y, Xt, yt, sample_weight=sw, class_weight=cw)
@@ -440,8 +440,8 @@ def test_bad_input_errors():
 def test_no_input_modification_reproducible_and_pickle():
     X, y = _synthetic(200, d=4)
     X0, y0 = X.copy(), y.copy()
-    a = LinearSVM(loss="hinge", solver="dcd", random_state=3, device="cpu").fit(X, y)
-    b = LinearSVM(loss="hinge", solver="dcd", random_state=3, device="cpu").fit(X, y)
+    a = LinearSVM(loss="hinge", solver="dual_cd", random_state=3, device="cpu").fit(X, y)
+    b = LinearSVM(loss="hinge", solver="dual_cd", random_state=3, device="cpu").fit(X, y)
     np.testing.assert_array_equal(a.coef_, b.coef_)
     np.testing.assert_array_equal(X, X0)
     np.testing.assert_array_equal(y, y0)
@@ -466,7 +466,7 @@ def test_probability_platt():
 def test_nonconvergence_warns():
     X, y = _synthetic(300, d=5, noise=2.0)
     with pytest.warns(ConvergenceWarning):
-        LinearSVM(C=100.0, loss="hinge", solver="dcd", max_iter=2, device="cpu").fit(X, y)
+        LinearSVM(C=100.0, loss="hinge", solver="dual_cd", max_iter=2, device="cpu").fit(X, y)
 
 
 def test_check_estimator():
@@ -488,8 +488,8 @@ def test_check_estimator():
 
 # --------------------------------------------------------------------------- GPU
 @pytest.mark.gpu
-@pytest.mark.parametrize("loss,solver", [("squared_hinge", "newton"), ("squared_hinge", "dcd"),
-                                         ("hinge", "dcd")])
+@pytest.mark.parametrize("loss,solver", [("squared_hinge", "newton"), ("squared_hinge", "dual_cd"),
+                                         ("hinge", "dual_cd")])
 def test_gpu_matches_cpu(gpu, loss, solver):
     X, y = _synthetic(500, d=12, classes=3)
     kw = dict(C=1.0, loss=loss, solver=solver, tol=1e-6, max_iter=20000, random_state=0)

@@ -115,6 +115,9 @@ class Pegasos:
 class RegularizedLMS:
     """Leaky normalized LMS regression on streamed feature vectors.
 
+    A step too large for the data makes the weights diverge to inf/NaN without
+    a warning; check ``np.isfinite(model.w)`` after :meth:`partial_fit`.
+
     Parameters
     ----------
     n_features : int
@@ -163,11 +166,14 @@ class RegularizedLMS:
         if self.fit_intercept:
             shrink[-1] = 1.0
         denom = (np.einsum("ij,ij->i", X, X) + 1e-8) if self.normalized else np.ones(X.shape[0])
-        for i in range(X.shape[0]):
-            x = X[i]
-            err = y[i] - x @ w
-            w *= shrink
-            w += (mu * err / denom[i]) * x
+        # a step too large for the data diverges to inf/NaN weights: no warnings here, the
+        # caller checks np.isfinite(self.w) (OKFEBRegressor turns it into a clear error)
+        with np.errstate(over="ignore", invalid="ignore"):
+            for i in range(X.shape[0]):
+                x = X[i]
+                err = y[i] - x @ w
+                w *= shrink
+                w += (mu * err / denom[i]) * x
         self.t += X.shape[0]
         return self
 

@@ -370,7 +370,7 @@ def _libsvm_fit(Xs: Any, labels: np.ndarray, kernel: Kernel | str, C: float, tol
     stopped it (else the caller reports it)."""
     precomputed = _is_precomputed(kernel)
     if not precomputed and kernel.degree != int(kernel.degree):
-        raise ValueError("LIBSVM needs an integer polynomial degree; use method='smo'")
+        raise ValueError(f"LIBSVM needs an integer polynomial degree, got degree={kernel.degree!r}")
     if sp.issparse(Xs) and (Xs.indices.dtype != np.int32 or Xs.indptr.dtype != np.int32):
         Xs = sp.csr_matrix((Xs.data, Xs.indices.astype(np.int32), Xs.indptr.astype(np.int32)),
                            shape=Xs.shape)  # LIBSVM takes 32-bit indices only

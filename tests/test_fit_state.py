@@ -1,0 +1,144 @@
+"""A fit that fails leaves the previous fitted state intact — for every estimator (issue 14).
+
+One shared mechanism (gpuksvm.base.keeps_state_on_error, applied to every
+DeviceMixin subclass) is tested here on all estimators: with a failure of the
+input (a single class after validation already saw a new width) and with a
+failure injected late in the algorithm.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from gpuksvm import base
+from gpuksvm.cvm import CVM, OneClassCVM
+from gpuksvm.kernel_svc import KernelSVC
+from gpuksvm.linear_svm import LinearSVM
+from gpuksvm.llsvm import LLSVM
+from gpuksvm.okfeb import OKFEB, OKFEBClassifier, OKFEBRegressor
+from gpuksvm.svi import SVI
+
+from _estimator_zoo import compare_fitted
+
+ESTIMATORS = {
+    "LinearSVM": lambda: LinearSVM(device="cpu"),
+    "KernelSVC": lambda: KernelSVC(gamma=1.0, device="cpu"),
+    "LLSVM": lambda: LLSVM(n_landmarks=10, device="cpu", random_state=0),
+    "CVM": lambda: CVM(gamma=1.0, device="cpu", random_state=0),
+    "OneClassCVM": lambda: OneClassCVM(gamma=1.0, device="cpu", random_state=0),
+    "SVI": lambda: SVI(gamma=1.0, device="cpu", random_state=0),
+    "OKFEB": lambda: OKFEB(rank=4, budget=8, device="cpu", random_state=0),
+    "OKFEBClassifier": lambda: OKFEBClassifier(rank=4, budget=8, device="cpu", random_state=0),
+    "OKFEBRegressor": lambda: OKFEBRegressor(rank=4, budget=8, device="cpu", random_state=0),
+}
+UNSUPERVISED = {"OneClassCVM", "OKFEB"}
+
+
+def _data(name, n=120, d=2, seed=0):
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n, d))
+    y = X[:, 0] + 0.5 * X[:, 1] if name == "OKFEBRegressor" else (X[:, 0] > 0).astype(int)
+    return X, y
+
+
+def _fit(est, name, X, y):
+    return est.fit(X) if name in UNSUPERVISED else est.fit(X, y)
+
+
+def _outputs(est, X):
+    fn = getattr(est, "decision_function", None) or getattr(est, "predict", None) or est.transform
+    if type(est) is OKFEBRegressor:
+        fn = est.predict
+    elif type(est) is OKFEB:
+        fn = est.transform
+    return np.asarray(fn(X))
+
+
+def _snapshot(est):
+    import copy
+
+    return copy.deepcopy(vars(est))
+
+
+def _assert_unchanged(est, before, X, ref):
+    assert set(vars(est)) == set(before), "attributes were added or removed by the failed fit"
+    compare_fitted(before, vars(est))
+    np.testing.assert_array_equal(_outputs(est, X), ref)
+
+
+@pytest.mark.parametrize("name", sorted(ESTIMATORS))
+def test_failed_refit_with_bad_input_keeps_the_model(name):
+    """Issue 14: a re-fit on 3-column data with one class set n_features_in_ = 3 and kept the
+    old 2-column model."""
+    est = ESTIMATORS[name]()
+    X, y = _data(name)
+    _fit(est, name, X, y)
+    ref = _outputs(est, X)
+    before = _snapshot(est)
+    X3 = np.random.default_rng(1).normal(size=(5, 3))
+    with pytest.raises(ValueError):
+        if name == "OKFEBRegressor":
+            est.fit(X3, np.array([0.0, 1.0, np.nan, 2.0, 3.0]))   # NaN target
+        elif name in UNSUPERVISED:
+            X3[4, 2] = np.inf if name == "OKFEB" else X3[4, 2]
+            est.fit(X3[:1] if name == "OneClassCVM" else X3)        # 1 row / inf
+        else:
+            est.fit(X3, np.zeros(5))                                  # one class
+    _assert_unchanged(est, before, X, ref)
+
+
+@pytest.mark.parametrize("name", sorted(ESTIMATORS))
+def test_failure_late_in_the_fit_keeps_the_model(name, monkeypatch):
+    """A failure injected after the new model was partly built (where fits record the fitted
+    device) leaves every attribute as before."""
+    est = ESTIMATORS[name]()
+    X, y = _data(name)
+    _fit(est, name, X, y)
+    ref = _outputs(est, X)
+    before = _snapshot(est)
+
+    def boom(self, device):
+        raise RuntimeError("injected failure")
+
+    monkeypatch.setattr(base.DeviceMixin, "_set_fitted_device", boom)
+    X3, y3 = _data(name, n=60, d=3, seed=2)
+    with pytest.raises(RuntimeError, match="injected"):
+        _fit(est, name, X3, y3)
+    monkeypatch.undo()
+    _assert_unchanged(est, before, X, ref)
+
+
+@pytest.mark.parametrize("name", ["OKFEB", "OKFEBClassifier", "OKFEBRegressor"])
+def test_failed_partial_fit_keeps_the_stream_state(name, monkeypatch):
+    """partial_fit updates buffers in place; a failure mid-update restores them."""
+    est = ESTIMATORS[name]()
+    X, y = _data(name, n=200)
+    _fit(est, name, X[:100], y[:100])
+    ref = _outputs(est, X)
+    before = _snapshot(est)
+    calls = {"n": 0}
+    real = OKFEB._add_one_host
+
+    def flaky(self, *args, **kwargs):
+        calls["n"] += 1
+        if calls["n"] == 3:
+            raise RuntimeError("injected failure")
+        return real(self, *args, **kwargs)
+
+    monkeypatch.setattr(OKFEB, "_add_one_host", flaky)
+    with pytest.raises(RuntimeError, match="injected"):
+        if name == "OKFEB":
+            est.partial_fit(X[100:])
+        else:
+            est.partial_fit(X[100:], y[100:])
+    assert calls["n"] == 3
+    monkeypatch.undo()
+    _assert_unchanged(est, before, X, ref)
+
+
+def test_every_estimator_fit_is_wrapped():
+    for name, make in ESTIMATORS.items():
+        cls = type(make())
+        assert getattr(cls.fit, "__keeps_state__", False), name
+        if hasattr(cls, "partial_fit"):
+            assert getattr(cls.partial_fit, "__keeps_state__", False), name
