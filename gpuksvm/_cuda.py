@@ -42,6 +42,15 @@ def cuda_sources() -> list[Path]:
     return sorted(cuda_source_dir().glob("*.cu"))
 
 
+def nvrtc_options(src_dir: Path | None = None) -> tuple[str, ...]:
+    """The options gpuksvm passes to ``cupy.RawModule`` (CuPy appends ``-arch`` and ``-ftz=true``).
+
+    ``tests/test_cuda_sources.py`` compiles every source with exactly these
+    options and the real NVRTC for several architectures.
+    """
+    return ("-std=c++14", f"-I{src_dir if src_dir is not None else cuda_source_dir()}")
+
+
 _lock = threading.Lock()
 _modules: dict[tuple[str, int], object] = {}
 
@@ -64,7 +73,7 @@ def _module(name: str):
             raise CudaCompileError(f"no CUDA source {path}")
         code = path.read_text()
         try:
-            mod = cupy.RawModule(code=code, options=("-std=c++14", f"-I{src_dir}"))
+            mod = cupy.RawModule(code=code, options=nvrtc_options(src_dir))
             mod.compile()
         except Exception as exc:  # CompileException, NVRTC missing, ...
             raise CudaCompileError(
