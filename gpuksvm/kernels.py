@@ -29,6 +29,7 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
+from . import _cuda
 from . import backend as bk
 
 __all__ = [
@@ -265,8 +266,6 @@ def _epilogue_gpu(G, xn, zn, kernel: Kernel):
     """In-place fused pass on a CuPy block (kernels_cuda/kernel_block.cu)."""
     if kernel.name == "linear":
         return G
-    from . import _cuda
-
     xp = bk.namespace_of(G)
     n, k = G.shape
     if xn is not None:
@@ -401,8 +400,6 @@ def _check_out(out: Any, shape: tuple[int, int], dt: np.dtype, xp) -> None:
 
 def _tiled_block_gpu(Xb, Z, xn, zn, out_rows, kernel: Kernel) -> None:
     """One-pass tiled kernel block on the GPU (kernels_cuda/kernel_block.cu)."""
-    from . import _cuda
-
     n, d = Xb.shape
     k = Z.shape[0]
     # a 16×16 block computes a 64×64 tile; row tiles beyond gridDim.y are looped over
@@ -487,8 +484,6 @@ def kernel_matvec(X: Any, Z: Any, V: Any, kernel: Kernel | str = "rbf", *, dtype
 
 
 def _fused_matvec_gpu(X, Z, V, out, kernel: Kernel) -> None:
-    from . import _cuda
-
     n, d = X.shape
     k, m = V.shape
     shared = _FUSED_TILE * (d + m) * X.itemsize

@@ -37,6 +37,7 @@ from typing import Any
 import numpy as np
 from scipy.linalg import lapack as _lapack
 
+from .. import _cuda
 from .. import backend as bk
 from ..kernels import Kernel, kernel_block, kernel_diag
 
@@ -556,8 +557,6 @@ class GpuScanner(_ScannerBase):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, xp=bk.get_namespace("cuda"), **kwargs)
-        from .. import _cuda
-
         xp = self.xp
         # every array argument of cvm_furthest in the scanner's dtype, C-contiguous (const T*)
         self.Xc = xp.ascontiguousarray(self.X, dtype=self.dtype)

@@ -58,6 +58,7 @@ from typing import Any, Sequence
 import numpy as np
 import scipy.sparse as sp
 
+from .. import _cuda
 from .. import backend as bk
 from ..kernels import Kernel, kernel_block, kernel_diag
 from ._blas import host_busy, one_blas_thread
@@ -482,8 +483,6 @@ def solve_subproblems_host(Kww: np.ndarray, yw: np.ndarray, Cw: np.ndarray, aw: 
 
 def _solve_subproblems_cuda(Kww, yw, Cw, aw, Fw, active, tol: float, max_inner: int):
     """One launch: one thread block per problem (kernels_cuda/smo.cu)."""
-    from .. import _cuda
-
     xp = bk.namespace_of(Kww)
     P, ws = yw.shape
     dt = Kww.dtype

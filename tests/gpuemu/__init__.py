@@ -10,3 +10,68 @@
 ``tests/conftest.py`` picks the mode: a real GPU when CuPy finds one, else this
 emulation (needs g++), else the ``gpu`` tests skip with the reason.
 """
+from __future__ import annotations
+
+import contextlib
+import importlib
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Iterator
+
+__all__ = ["FAKE_DIR", "install", "prebuild", "emulated_gpu", "describe"]
+
+FAKE_DIR = Path(__file__).resolve().parent / "fake"
+
+
+def install():
+    """Make ``import cupy`` / ``import cupyx`` give the stand-in (a real CuPy already imported is
+    dropped from ``sys.modules``); returns the fake ``cupy`` module."""
+    mod = sys.modules.get("cupy")
+    if mod is not None and getattr(mod, "GPUEMU", False):
+        return mod
+    for name in [m for m in sys.modules if m.split(".")[0] in ("cupy", "cupyx", "cupy_backends")]:
+        del sys.modules[name]
+    if str(FAKE_DIR) not in sys.path:
+        sys.path.insert(0, str(FAKE_DIR))
+    importlib.invalidate_caches()
+    return importlib.import_module("cupy")
+
+
+def prebuild(max_workers: int = 2) -> list[Path]:
+    """Build the emulator library of every ``kernels_cuda`` source now, in parallel (cached)."""
+    from gpuksvm import _cuda
+
+    from . import build
+
+    src = _cuda.cuda_source_dir()
+    with ThreadPoolExecutor(max_workers) as pool:   # g++ runs in subprocesses: threads suffice
+        jobs = [pool.submit(build.build, p.read_text(), "kern.cu", [src]) for p in _cuda.cuda_sources()]
+        return [j.result() for j in jobs]
+
+
+@contextlib.contextmanager
+def emulated_gpu() -> Iterator[object]:
+    """Within the block gpuksvm sees one CUDA device: the stand-in CuPy and the CPU emulator."""
+    from gpuksvm import backend
+
+    cupy = install()
+    saved = backend._cupy_or_none
+    backend._cupy_or_none = lambda: cupy
+    try:
+        yield cupy
+    finally:
+        backend._cupy_or_none = saved
+
+
+def describe() -> str:
+    """One line on what the emulation checks here (compiler, NVRTC)."""
+    from . import build, launcher, nvrtc
+
+    try:
+        nv = "NVRTC %d.%d compile check" % nvrtc.version()
+    except nvrtc.NvrtcUnavailable:
+        nv = "no NVRTC compile check (pip install nvidia-cuda-nvrtc)"
+    s = launcher.settings
+    return (f"{build.compiler()} with UBSan, guard pages {'on' if s.guard else 'off'}, "
+            f"thread order {s.order} (seed {s.seed}), {nv}")

@@ -352,9 +352,6 @@ inline int min(int a, int b) { return a < b ? a : b; }
 inline int max(int a, int b) { return a > b ? a : b; }
 inline long long min(long long a, long long b) { return a < b ? a : b; }
 inline long long max(long long a, long long b) { return a > b ? a : b; }
-inline float expf(float v) { return std::exp(v); }
-inline float powf(float b, float e) { return std::pow(b, e); }
-inline float tanhf(float v) { return std::tanh(v); }
 
 // bit casts
 inline float __int_as_float(int v) { float f; memcpy(&f, &v, 4); return f; }
