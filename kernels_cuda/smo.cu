@@ -111,7 +111,8 @@ __device__ void smo_subproblem(const T* __restrict__ Kww, const T* __restrict__ 
         if (tid == j) a = (t == ub_j) ? ((y > T(0)) ? T(0) : c) : a - y * t;
         f -= t * (Kit - Kjt);
         ++it;
-        __syncthreads();
+        // no barrier needed here: s_ub_i/s_ub_j/s_step_j are written next after three block
+        // reductions of the next step, each of which synchronizes (checked by the mutation test)
     }
     if (valid) alpha[off] = a;
     if (tid == 0) { n_inner[p] = it; gap0[p] = g0; }

@@ -109,15 +109,20 @@ def check_smo(cp, dtype, P, ws, pad, seed=4):
     assert max(_relerr(a_d.get(), a_h), _relerr(g_d.get(), g_h)) <= TOL[dtype] * 100
 
 
-def check_cvm(cp, dtype, kern, n, d, m, labels, scale, subset, seed=5):
+def check_cvm(cp, dtype, kern, n, d, m, labels, scale, subset, seed=5, far_row=None):
+    """``far_row``: that row is moved far from the others (and kept out of the core set), so it
+    is the furthest point of a one-class problem: the arg-min then sits at a chosen thread of a
+    chosen block (a block-reduction bug that loses high slots cannot hide)."""
     rng = np.random.default_rng(seed)
     X = rng.normal(size=(n, d))
+    if far_row is not None:
+        X[far_row] = 10.0
     y = np.where(rng.random(n) < 0.5, -1.0, 1.0) if labels else None
     xscale = 1.0 / np.sqrt(1.0 + rng.random(n)) if scale else None
     host = meb.HostScanner(X.astype(dtype), y, kern, None if xscale is None else xscale.astype(dtype), 2.0, dtype)
     # the GPU scanner gets float64 inputs: it must cast them to its dtype at the kernel boundary
     dev = meb.GpuScanner(cp.asarray(X), y, kern, None if xscale is None else cp.asarray(xscale), 2.0, dtype)
-    core = rng.choice(n, size=m, replace=False)
+    core = rng.choice(np.setdiff1d(np.arange(n), [] if far_row is None else [far_row]), size=m, replace=False)
     for s in (host, dev):
         for i in core:
             s.append(int(i))
@@ -132,6 +137,8 @@ def check_cvm(cp, dtype, kern, n, d, m, labels, scale, subset, seed=5):
     assert abs(sh - sd) / max(1.0, abs(sh)) <= tol and _relerr(gd, gh) <= tol
     if dtype == np.float64:
         assert ih == i_d and np.array_equal(ah, ad)
+    if far_row is not None:
+        assert ih == far_row
 
 
 # ----------------------------------------------------------------------------- the twin tests
@@ -179,6 +186,13 @@ def test_smo_subproblem(gpu, dtype, P, ws, pad):
     (600, 200, 4, True, False, True), (2000, 33, 130, False, True, True)])
 def test_cvm_furthest(gpu, dtype, kern, n, d, m, labels, scale, subset):
     check_cvm(gpu, dtype, kern, n, d, m, labels, scale, subset)
+
+
+@pytest.mark.parametrize("n,far_row", [(256, 200), (40_000, 150 * 255 + 3)],
+                         ids=["thread 200 of one block", "block 150 of 157"])
+def test_cvm_furthest_in_high_slots(gpu, n, far_row):
+    """The minimum held by a high thread (first reduction) or a high block (last-block reduction)."""
+    check_cvm(gpu, np.float64, KERNELS[0], n, 1, 3, False, False, False, far_row=far_row)
 
 
 # ----------------------------------------------------------------------------- mutation check
@@ -242,6 +256,12 @@ PROBES = {
         ("cvm f64 rbf n=300 m=7", lambda cp: check_cvm(cp, np.float64, KERNELS[0], 300, 5, 7, True, False, False)),
         ("cvm f64 poly n=2000 m=130 subset",
          lambda cp: check_cvm(cp, np.float64, KERNELS[1], 2000, 33, 130, False, True, True)),
+        ("cvm f64 rbf n=257 (ragged groups)", lambda cp: check_cvm(cp, np.float64, KERNELS[0], 257, 1, 1,
+                                                                  False, False, False)),
+        ("cvm f64 min at thread 200", lambda cp: check_cvm(cp, np.float64, KERNELS[0], 256, 1, 3, False, False,
+                                                           False, far_row=200)),
+        ("cvm f64 min in block 150", lambda cp: check_cvm(cp, np.float64, KERNELS[0], 40_000, 1, 3, False,
+                                                          False, False, far_row=150 * 255 + 3)),
     ],
 }
 
