@@ -7,6 +7,8 @@ GPU mode (``GPUKSVM_TEST_GPU``: ``auto`` (default), ``real``, ``emulated``, ``of
   emulator of ``kernels_cuda`` (``tests/gpuemu``; needs g++);
 * ``off`` / no GPU and no C++ compiler — the ``gpu`` tests are skipped, with the reason.
 
+In the emulated mode ``gpu`` tests also marked ``slow`` are skipped unless ``GPUEMU_FULL=1``.
+
 The pytest header says which mode ran.  At the end the launches of every
 ``extern "C"`` kernel are printed and written to ``.gpu-test-report.json``; a run
 of the whole suite fails if some kernel was never launched.
@@ -57,12 +59,19 @@ def pytest_report_header(config):
     return f"gpu tests: SKIPPED ({GPU_SKIP_REASON})"
 
 
+#: GPUEMU_FULL=1: also the gpu tests marked slow (and the full mutation sweep) in the emulated mode
+EMULATED_FULL = os.environ.get("GPUEMU_FULL") == "1"
+
+
 def pytest_collection_modifyitems(config, items):
-    if GPU_MODE != "skip":
+    if GPU_MODE == "skip":
+        skip = pytest.mark.skip(reason=f"gpu test skipped: {GPU_SKIP_REASON}")
+    elif GPU_MODE == "emulated" and not EMULATED_FULL:
+        skip = pytest.mark.skip(reason="slow on the emulated GPU (host-bound): GPUEMU_FULL=1 runs it")
+    else:
         return
-    skip = pytest.mark.skip(reason=f"gpu test skipped: {GPU_SKIP_REASON}")
     for item in items:
-        if "gpu" in item.keywords:
+        if "gpu" in item.keywords and (GPU_MODE == "skip" or "slow" in item.keywords):
             item.add_marker(skip)
 
 

@@ -10,7 +10,6 @@ a kernel, one at a time, makes one of these checks fail.
 from __future__ import annotations
 
 import json
-import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,7 +23,7 @@ from gpuksvm import kernels as K
 from gpuksvm.kernels import Kernel
 from gpuksvm.solvers import meb, smo
 
-from conftest import GPU_MODE
+from conftest import EMULATED_FULL, GPU_MODE
 
 pytestmark = pytest.mark.gpu
 
@@ -290,8 +289,8 @@ def _mutated_dir(tmp_path: Path, mutant: Mutant) -> Path:
 def test_mutant_is_caught(gpu, mutant, tmp_path, monkeypatch):
     if GPU_MODE != "emulated":
         pytest.skip("the mutation check runs on the emulator")
-    if mutant.name not in CI_MUTANTS and os.environ.get("GPUEMU_FULL_MUTATION") != "1":
-        pytest.skip("full mutation sweep: GPUEMU_FULL_MUTATION=1 (CI runs one barrier and one bound per source)")
+    if mutant.name not in CI_MUTANTS and not EMULATED_FULL:
+        pytest.skip("full mutation sweep: GPUEMU_FULL=1 (CI runs one barrier and one bound per source)")
     src = _mutated_dir(tmp_path, mutant)
     monkeypatch.setattr(_cuda, "cuda_source_dir", lambda: src)
     monkeypatch.setattr(_cuda, "_modules", {})

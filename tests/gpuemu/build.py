@@ -30,7 +30,7 @@ from gpuksvm._cuda import kernel_signatures
 
 HERE = Path(__file__).resolve().parent
 HEADER = HERE / "gpuemu.h"
-FLAGS = ("-std=c++17", "-fPIC", "-shared", "-O1", "-g", "-w", "-ffp-contract=off",
+FLAGS = ("-std=c++17", "-fPIC", "-shared", "-O1", "-g", "-w", "-ffp-contract=off", "-U_FORTIFY_SOURCE",
          "-fsanitize=undefined,bounds", "-fsanitize-undefined-trap-on-error", "-fno-omit-frame-pointer")
 
 _EXTERN_SHARED = re.compile(r"extern\s+__shared__\s+([\w\s]+?)\s+(\w+)\s*\[\s*\]\s*;")
@@ -89,8 +89,9 @@ def trampolines(code: str, source_name: str) -> str:
         "    return gpuemu::launch(gpuemu_table[k], args, dim3(gx, gy, gz), dim3(bx, by, bz), smem, order, seed, ftz);",
         "}",
         'extern "C" const char* gpuemu_report() { return gpuemu::S().report.c_str(); }',
-        'extern "C" void gpuemu_fault(int* sig, void** addr, void** pc) {',
+        'extern "C" void gpuemu_fault(int* sig, void** addr, void** pc, int* where) {',
         "    *sig = gpuemu::F().sig; *addr = gpuemu::F().addr; *pc = (void*)gpuemu::F().pc;",
+        "    *where = gpuemu::classify(gpuemu::F().addr);",
         "}",
     ]
     return "\n".join(lines) + "\n"

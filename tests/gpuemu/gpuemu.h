@@ -4,7 +4,8 @@
 //   * Blocks run one after another.  So `__shared__` storage is ordinary static
 //     storage (build.py rewrites the declarations) and dynamic shared memory is
 //     one buffer, reused by every block.
-//   * Inside a block every CUDA thread is a fiber (ucontext) with its own stack.
+//   * Inside a block every CUDA thread is a fiber with its own stack (started with
+//     makecontext, then switched with _setjmp/_longjmp: no signal-mask syscall per switch).
 //     A fiber runs until it reaches __syncthreads() or returns; the scheduler
 //     resumes the fibers waiting at a barrier only when no fiber of the block can
 //     run any more.  Between two barriers the fibers run in forward, reverse or a
@@ -69,7 +70,8 @@ constexpr unsigned kMaxThreads = 1024;
 constexpr size_t kMaxDynamicShared = 48 * 1024;
 
 struct Fiber {
-    ucontext_t ctx;
+    ucontext_t start;        // entry context (used once per block)
+    jmp_buf jb;              // where the fiber resumes after a barrier
     uint3 tid;
     int state = kReady;
     int barrier_line = 0;
@@ -80,7 +82,8 @@ struct State {
     dim3 grid, block;
     uint3 bidx;
     Fiber* cur = nullptr;
-    ucontext_t sched;
+    jmp_buf sched;           // the scheduler, resumed when a fiber waits or ends
+    unsigned char* smem_guard = nullptr;   // the PROT_NONE page after dynamic shared memory
     void (*body)(void**) = nullptr;
     void** args = nullptr;
     unsigned char* dyn_smem = nullptr;
@@ -126,7 +129,7 @@ inline void syncthreads(int line) {
     Fiber* f = s.cur;
     f->state = kAtBarrier;
     f->barrier_line = line;
-    swapcontext(&f->ctx, &s.sched);
+    if (!_setjmp(f->jb)) _longjmp(s.sched, 1);
 }
 
 // static __shared__ poisoning: the first thread of a block to reach the declaration fills it
@@ -195,7 +198,7 @@ inline void fiber_entry() {
     State& s = S();
     s.body(s.args);
     s.cur->state = kDone;
-    swapcontext(&s.cur->ctx, &s.sched);
+    _longjmp(s.sched, 1);   // never returns: the stack is reused by the next block
 }
 
 inline std::vector<Fiber>& fibers(unsigned n) {
@@ -240,20 +243,26 @@ inline void run_block(unsigned nt, std::vector<Fiber>& fs, std::mt19937& rng, st
         Fiber& f = fs[t];
         f.tid = {t % s.block.x, (t / s.block.x) % s.block.y, t / (s.block.x * s.block.y)};
         f.state = kReady;
-        getcontext(&f.ctx);
-        f.ctx.uc_stack.ss_sp = f.stack;
-        f.ctx.uc_stack.ss_size = kStackBytes;
-        f.ctx.uc_link = nullptr;
-        makecontext(&f.ctx, fiber_entry, 0);
+        f.barrier_line = -1;     // not started
+        getcontext(&f.start);
+        f.start.uc_stack.ss_sp = f.stack;
+        f.start.uc_stack.ss_size = kStackBytes;
+        f.start.uc_link = nullptr;
+        makecontext(&f.start, fiber_entry, 0);
     }
+    ucontext_t here;
     for (unsigned live = nt; live;) {
         for (unsigned t = 0; t < nt; ++t) order[t] = t;
         if (s.order == kReverse) std::reverse(order.begin(), order.end());
         else if (s.order == kRandom) std::shuffle(order.begin(), order.end(), rng);
         for (unsigned t : order) {
-            if (fs[t].state != kReady) continue;
-            s.cur = &fs[t];
-            swapcontext(&s.sched, &fs[t].ctx);
+            Fiber& f = fs[t];
+            if (f.state != kReady) continue;
+            s.cur = &f;
+            if (!_setjmp(s.sched)) {
+                if (f.barrier_line < 0) swapcontext(&here, &f.start);   // first run: enter on its stack
+                else _longjmp(f.jb, 1);
+            }
         }
         unsigned waiting = 0, done = 0;
         int line = -1;
@@ -279,6 +288,18 @@ inline void run_block(unsigned nt, std::vector<Fiber>& fs, std::mt19937& rng, st
     }
 }
 
+// Where a faulting address lies: 1 the guard page after dynamic shared memory, 2 the guard page
+// below a fiber stack (stack overflow), 0 elsewhere.
+inline int classify(const void* a) {
+    const unsigned char* p = static_cast<const unsigned char*>(a);
+    const size_t pg = page_size();
+    State& s = S();
+    if (s.smem_guard && p >= s.smem_guard && p < s.smem_guard + pg) return 1;
+    for (const Fiber& f : fibers(0))
+        if (f.stack && p >= reinterpret_cast<unsigned char*>(f.stack) - pg && p < reinterpret_cast<unsigned char*>(f.stack)) return 2;
+    return 0;
+}
+
 // Returns 0 (ran), 1 (diagnostics in the report), 2 (fault: see fault_info).
 inline int launch(void (*body)(void**), void** args, dim3 grid, dim3 block, size_t smem, int order,
                   unsigned seed, int ftz) {
@@ -295,6 +316,7 @@ inline int launch(void (*body)(void**), void** args, dim3 grid, dim3 block, size
     static size_t smem_total = 0;
     if (smem_base) munmap(smem_base, smem_total);
     s.dyn_smem = guarded_tail(smem, &smem_base, &smem_total);
+    s.smem_guard = s.dyn_smem + smem;
     const unsigned nt = block.x * block.y * block.z;
     std::vector<Fiber>& fs = fibers(nt);
     std::vector<unsigned> perm(nt);

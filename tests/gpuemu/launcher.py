@@ -216,8 +216,8 @@ class Kernel:
         return report
 
     def _fault_report(self, spans: list[_Span]) -> str:
-        sig, addr, pc = ctypes.c_int(), ctypes.c_void_p(), ctypes.c_void_p()
-        self.module.lib.gpuemu_fault(ctypes.byref(sig), ctypes.byref(addr), ctypes.byref(pc))
+        sig, addr, pc, where = ctypes.c_int(), ctypes.c_void_p(), ctypes.c_void_p(), ctypes.c_int()
+        self.module.lib.gpuemu_fault(ctypes.byref(sig), ctypes.byref(addr), ctypes.byref(pc), ctypes.byref(where))
         a = addr.value or 0
         if sig.value == 4:       # SIGILL: a UBSan check (trap mode) failed
             return f"undefined behaviour (UBSan check) at {_source_line(pc.value or 0)}"
@@ -227,9 +227,11 @@ class Kernel:
                 names = ", ".join(str(self.params[i]) for i, _ in s.members)
                 return (f"access {a - g0} bytes past the end of argument(s) {names} "
                         f"at {_source_line(pc.value or 0)}")
-        what = {11: "SIGSEGV", 7: "SIGBUS", 8: "SIGFPE"}.get(sig.value, f"signal {sig.value}")
-        return (f"{what} at address {a:#x} (past dynamic shared memory, a fiber stack overflow, or memory "
-                f"not given to the kernel) at {_source_line(pc.value or 0)}")
+        what = {11: "SIGSEGV", 7: "SIGBUS", 8: "SIGFPE (integer division by zero?)"}.get(sig.value,
+                                                                                    f"signal {sig.value}")
+        place = {1: "past the end of dynamic shared memory", 2: "a CUDA thread's stack overflowed (256 KiB)"}.get(
+            where.value, "memory not given to the kernel")
+        return f"{what} at address {a:#x}: {place}, at {_source_line(pc.value or 0)}"
 
     # ------------------------------------------------------------------ launch
     def __call__(self, grid: Any, block: Any, args: Any, shared_mem: int = 0, stream: Any = None,
