@@ -78,8 +78,7 @@ def pytest_collection_modifyitems(config, items):
 @pytest.fixture(scope="session")
 def _emulator():
     """The emulator libraries of every CUDA source, built once (in parallel, cached on disk)."""
-    gpuemu.prebuild()
-    return gpuemu.install()
+    return gpuemu.prebuild()
 
 
 @pytest.fixture

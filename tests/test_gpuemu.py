@@ -6,7 +6,6 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-import gpuemu
 from gpuemu import build, dispatch, launcher
 from gpuksvm import _cuda
 
@@ -155,7 +154,6 @@ extern "C" __global__ void dyn_shared(float* out, int n) {
 def probes():
     if build.compiler() is None:
         pytest.skip("no C++ compiler")
-    gpuemu.install()
     mod = launcher.Module(PROBE_SRC, "probe.cu", [], view_of=lambda x: x._a if hasattr(x, "_a") else None)
     return mod
 
@@ -274,3 +272,13 @@ def test_launch_geometry_rules(cp, name, block, match):
     module = "kernel_matvec" if name.startswith("kernel_matvec") else module
     with pytest.raises(_cuda.KernelLaunchError, match=match):
         _cuda.launch(module, name, (1,), block, ())
+
+
+def test_cupy_is_absent_outside_gpu_tests():
+    """Outside a gpu test the machine looks like one without CuPy (no leak of the stand-in)."""
+    import sys
+
+    from gpuemu import FAKE_DIR
+
+    assert not getattr(sys.modules.get("cupy"), "GPUEMU", False)
+    assert str(FAKE_DIR) not in sys.path

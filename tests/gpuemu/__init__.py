@@ -19,23 +19,45 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Iterator
 
-__all__ = ["FAKE_DIR", "install", "prebuild", "emulated_gpu", "describe"]
+__all__ = ["FAKE_DIR", "install", "uninstall", "prebuild", "emulated_gpu", "describe"]
 
 FAKE_DIR = Path(__file__).resolve().parent / "fake"
 
 
+_fake_modules: dict = {}     # the stand-in's modules while they are not installed
+
+
+def _cupy_modules() -> list[str]:
+    return [m for m in sys.modules if m.split(".")[0] in ("cupy", "cupyx", "cupy_backends")]
+
+
 def install():
     """Make ``import cupy`` / ``import cupyx`` give the stand-in (a real CuPy already imported is
-    dropped from ``sys.modules``); returns the fake ``cupy`` module."""
+    dropped from ``sys.modules``); returns the fake ``cupy`` module.  Its modules are kept
+    between :func:`install` / :func:`uninstall` pairs (and so its caches)."""
     mod = sys.modules.get("cupy")
     if mod is not None and getattr(mod, "GPUEMU", False):
         return mod
-    for name in [m for m in sys.modules if m.split(".")[0] in ("cupy", "cupyx", "cupy_backends")]:
+    for name in _cupy_modules():
         del sys.modules[name]
     if str(FAKE_DIR) not in sys.path:
         sys.path.insert(0, str(FAKE_DIR))
+    if _fake_modules:
+        sys.modules.update(_fake_modules)
+        return sys.modules["cupy"]
     importlib.invalidate_caches()
     return importlib.import_module("cupy")
+
+
+def uninstall() -> None:
+    """Back to a machine without CuPy: ``import cupy`` fails again."""
+    mod = sys.modules.get("cupy")
+    if mod is None or not getattr(mod, "GPUEMU", False):
+        return
+    for name in _cupy_modules():
+        _fake_modules[name] = sys.modules.pop(name)
+    while str(FAKE_DIR) in sys.path:
+        sys.path.remove(str(FAKE_DIR))
 
 
 def prebuild(max_workers: int = 2) -> list[Path]:
@@ -52,16 +74,44 @@ def prebuild(max_workers: int = 2) -> list[Path]:
 
 @contextlib.contextmanager
 def emulated_gpu() -> Iterator[object]:
-    """Within the block gpuksvm sees one CUDA device: the stand-in CuPy and the CPU emulator."""
+    """Within the block gpuksvm sees one CUDA device: the stand-in CuPy and the CPU emulator.
+
+    Outside it, ``import cupy`` fails as on a machine without CuPy.  The emulated device exists
+    in this process only, so inside the block Dask computes with threads and a default
+    ``distributed`` client (whose workers are other processes, without the stand-in) is hidden:
+    ``distributed.default_client()`` answers "no client", as in a process that made none."""
     from gpuksvm import backend
 
     cupy = install()
     saved = backend._cupy_or_none
     backend._cupy_or_none = lambda: cupy
     try:
-        yield cupy
+        with _local_dask():
+            yield cupy
     finally:
         backend._cupy_or_none = saved
+        uninstall()
+
+
+@contextlib.contextmanager
+def _local_dask() -> Iterator[None]:
+    try:
+        import dask
+        import distributed
+    except ImportError:
+        yield
+        return
+
+    def no_client():
+        raise ValueError("No clients found (gpuemu: the emulated GPU is local to this process)")
+
+    saved = distributed.default_client
+    distributed.default_client = no_client
+    try:
+        with dask.config.set(scheduler="threads"):
+            yield
+    finally:
+        distributed.default_client = saved
 
 
 def describe() -> str:
