@@ -30,6 +30,13 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
+# bench/dask.py is named like the dask package: import the real one with bench/ off sys.path
+# (python puts a script's folder first), then put bench/ back for _timing and report
+sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != HERE]
+try:
+    import dask  # noqa: F401
+except ImportError:
+    pass
 sys.path.insert(0, str(HERE))
 import _timing  # noqa: E402
 from report import run_benchmark  # noqa: E402  (bench/report.py: same loading and error capture)

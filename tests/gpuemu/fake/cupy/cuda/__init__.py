@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import contextlib
+import time
 
 from gpuemu.dispatch import dispatch as _dispatch
 
@@ -74,11 +75,13 @@ Stream.null = Stream(null=True)
 
 
 class Event:
+    """A CUDA event: records the host clock (the emulated device runs synchronously)."""
+
     def __init__(self, block=False, disable_timing=False, interprocess=False):
-        pass
+        self.time = None
 
     def record(self, stream=None):
-        pass
+        self.time = time.perf_counter()
 
     def synchronize(self):
         _dispatch("sync", "Event.synchronize", lambda: None, (), {}, sync=True)
@@ -89,7 +92,8 @@ def get_current_stream(device_id=None):
 
 
 def get_elapsed_time(start_event, end_event):
-    return 0.0
+    """Milliseconds between two recorded events (host time of the emulation: not a GPU figure)."""
+    return (end_event.time - start_event.time) * 1e3
 
 
 def is_available():
