@@ -70,8 +70,8 @@ def pytest_collection_modifyitems(config, items):
         skip = pytest.mark.skip(reason="slow on the emulated GPU (host-bound): GPUEMU_FULL=1 runs it")
     else:
         return
-    for item in items:
-        if "gpu" in item.keywords and (GPU_MODE == "skip" or "slow" in item.keywords):
+    for item in items:   # markers, not keywords: a parameter id "gpu" is not a gpu test
+        if item.get_closest_marker("gpu") and (GPU_MODE == "skip" or item.get_closest_marker("slow")):
             item.add_marker(skip)
 
 
@@ -141,6 +141,9 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
     if GPU_MODE == "skip":
         tr.write_sep("=", f"GPU tests SKIPPED: {GPU_SKIP_REASON}", yellow=True, bold=True)
         return
+    if GPU_MODE == "emulated":
+        tr.write_line("gpu tests ran EMULATED (no GPU): fake CuPy + kernels_cuda on the CPU emulator; "
+                      + gpuemu.describe())
     tr.write_sep("=", f"GPU mode: {GPU_MODE.upper()} - kernel launches per extern \"C\" kernel")
     for name in sorted(all_kernels() | set(counts)):
         tr.write_line(f"  {name:<26} {counts.get(name, 0):>7}")
