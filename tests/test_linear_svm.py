@@ -489,7 +489,7 @@ def test_check_estimator():
 # --------------------------------------------------------------------------- GPU
 @pytest.mark.gpu
 @pytest.mark.parametrize("loss,solver", [("squared_hinge", "newton"), ("squared_hinge", "dual_cd"),
-                                         ("hinge", "dual_cd")])
+                                         pytest.param("hinge", "dual_cd", marks=pytest.mark.slow)])  # ~6,400 epochs
 def test_gpu_matches_cpu(gpu, loss, solver):
     X, y = _synthetic(500, d=12, classes=3)
     kw = dict(C=1.0, loss=loss, solver=solver, tol=1e-6, max_iter=20000, random_state=0)
