@@ -22,6 +22,8 @@ __all__ = [
     "validate_X_y",
     "encode_classes",
     "check_sample_weight",
+    "class_counts",
+    "class_weight_vector",
     "check_param",
     "check_choice",
 ]
@@ -122,6 +124,58 @@ def check_sample_weight(sample_weight: Any, X: Any) -> np.ndarray:
     sw = _check_sample_weight(sample_weight, np.empty((n, 1)), dtype=np.float64,
                               ensure_non_negative=True)
     return np.asarray(sw, dtype=np.float64)
+
+
+def class_counts(y_idx: np.ndarray, n_classes: int, sample_weight: np.ndarray | None = None) -> np.ndarray:
+    """Rows per class, each counted with its sample weight (float64, length ``n_classes``)."""
+    return np.bincount(np.asarray(y_idx, dtype=np.int64), weights=sample_weight,
+                       minlength=int(n_classes)).astype(np.float64)
+
+
+def class_weight_vector(class_weight: Any, classes: np.ndarray,
+                        counts: np.ndarray | None = None) -> np.ndarray | None:
+    """Per-class multipliers of C: the one rule of every estimator and every fit path.
+
+    Parameters
+    ----------
+    class_weight : None, "balanced" or dict {label: weight}
+    classes : (n_classes,) sorted class labels
+    counts : (n_classes,) rows per class weighted by their sample weights
+        (:func:`class_counts`; a distributed fit sums them over its chunks).
+        Needed for "balanced" only.
+
+    Returns
+    -------
+    None (no class weights) or (n_classes,) float64.  "balanced" gives
+    Σ counts / (n_classes · counts[c]) — scikit-learn's
+    ``compute_class_weight(..., sample_weight=sw)`` and LinearSVC's rule, so
+    rows count with their sample weights; a dict gives its value for the
+    classes it names and 1 elsewhere, and naming a label that is not a class
+    is an error.
+    """
+    if class_weight is None:
+        return None
+    classes = np.asarray(classes)
+    if isinstance(class_weight, str):
+        if class_weight != "balanced":
+            raise ValueError(f"class_weight must be None, 'balanced' or a dict, got {class_weight!r}")
+        if counts is None:
+            raise ValueError("class_weight='balanced' needs the class counts")
+        counts = np.asarray(counts, dtype=np.float64)
+        if counts.shape != (classes.shape[0],) or not np.all(counts > 0):
+            raise ValueError("class_weight='balanced' needs a positive (weighted) count for every "
+                             f"class, got {counts.tolist()}")
+        return counts.sum() / (classes.shape[0] * counts)
+    if not isinstance(class_weight, dict):
+        raise ValueError(f"class_weight must be None, 'balanced' or a dict, got {class_weight!r}")
+    unknown = [c for c in class_weight if not np.any(classes == c)]
+    if unknown:
+        raise ValueError(f"class_weight names classes not in y: {sorted(unknown, key=str)}")
+    out = np.ones(classes.shape[0])
+    for c, val in class_weight.items():
+        check_param(f"class_weight[{c!r}]", val, Real, low=0.0)
+        out[np.flatnonzero(classes == c)[0]] = float(val)
+    return out
 
 
 def check_param(name: str, value: Any, kind: type | tuple = Real, *, low: float | None = None,
