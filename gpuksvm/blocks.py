@@ -49,7 +49,7 @@ from . import backend as bk
 from .validation import check_param
 
 __all__ = ["BlockSource", "ArrayBlockSource", "SVMLightBlockSource", "CallableBlockSource",
-           "MappedBlockSource", "as_block_source"]
+           "MappedBlockSource", "LinearMapBlockSource", "as_block_source"]
 
 
 class BlockSource:
@@ -153,6 +153,57 @@ class MappedBlockSource(BlockSource):
 
     def labels(self) -> np.ndarray:
         return self.parent.labels()
+
+
+class LinearMapBlockSource(BlockSource):
+    """Feature blocks F_b = base_fn(X_b) · T of a parent source, with T a fixed matrix.
+
+    LLSVM out of core: ``base_fn`` = K(·, Z) and T = M, so F_b = K(X_b, Z) M.
+    Iterating yields ``(F_b, y_b)`` (in ``dtype``); a solver that only needs
+    sums of products of rows (:class:`gpuksvm.solvers.linear.StreamOracle`)
+    iterates :meth:`base` instead and applies T to its small statistics, so no
+    pass forms F (an n·k² product).
+
+    Parameters
+    ----------
+    parent : BlockSource
+    base_fn : callable X_block → B_block (p columns, any device)
+    transform : (p, d) array T
+    sample : (X_rows, y_rows), optional
+        A uniform random sample of the parent's rows (raw rows, not features),
+        which a solver may use for a warm start.
+    labels : all labels in pass order, if already read (else the parent's)
+    max_rows : int, optional — cut every parent block into pieces of at most
+        this many rows before ``base_fn`` (bounds the memory of B).
+    dtype : dtype of the yielded feature blocks (default: T's)
+    """
+
+    def __init__(self, parent: BlockSource, base_fn: Callable[[Any], Any], transform: Any, *,
+                 sample: tuple[Any, Any] | None = None, labels: np.ndarray | None = None,
+                 max_rows: int | None = None, dtype: Any = None):
+        self.parent = parent
+        self.base_fn = base_fn
+        self.transform = transform
+        self.sample = sample
+        self._labels = None if labels is None else np.ravel(np.asarray(labels))
+        self.max_rows = None if max_rows is None else _check_block_size(max_rows)
+        self.dtype = np.dtype(dtype or transform.dtype)
+        self.n_features = int(transform.shape[1])
+
+    def base(self) -> Iterator[tuple[Any, Any]]:
+        """One pass yielding ``(base_fn(X_piece), y_piece)``."""
+        for Xb, yb in self.parent:
+            step = self.max_rows or max(int(Xb.shape[0]), 1)
+            for a in range(0, int(Xb.shape[0]), step):
+                yield self.base_fn(Xb[a:a + step]), yb[a:a + step]
+
+    def __iter__(self) -> Iterator[tuple[Any, Any]]:
+        for Bb, yb in self.base():
+            xp = bk.namespace_of(Bb)
+            yield (Bb @ xp.asarray(self.transform, dtype=Bb.dtype)).astype(self.dtype, copy=False), yb
+
+    def labels(self) -> np.ndarray:
+        return self._labels.copy() if self._labels is not None else self.parent.labels()
 
 
 def _open_text(path: str):

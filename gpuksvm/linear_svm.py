@@ -27,8 +27,16 @@ Engines (``solver``; the one that ran is in ``solver_``):
   then ``"liblinear-primal"``), its dual coordinate descent otherwise
   (``"liblinear"``) — scikit-learn's ``dual="auto"`` rule;
 * ``"sbm"`` — selective block minimization out of core
-  (:func:`gpuksvm.solvers.linear.sbm`); used automatically when ``fit`` gets a
-  :class:`gpuksvm.blocks.BlockSource` or an SVMlight file path.
+  (:func:`gpuksvm.solvers.linear.sbm`).
+
+Out of core (``fit`` gets a :class:`gpuksvm.blocks.BlockSource` or an SVMlight
+file path): the squared hinge with ``solver="auto"`` or ``"newton"`` runs the
+in-memory Newton solver over the streamed blocks
+(:func:`gpuksvm.solvers.linear.newton_stream`, ``solver_ = "newton-stream"``:
+two passes per Newton step, dim × dim statistics per pass, the same stopping
+rule and line search, so the same solution as in memory) when the features
+are at most 2,048 wide; the hinge loss, wider features and the other solvers
+run SBM.
 
 ``solver="auto"`` (the engine that ran is always in ``solver_``):
 
@@ -61,7 +69,6 @@ from typing import Any
 import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.exceptions import ConvergenceWarning
-from sklearn.utils.class_weight import compute_class_weight
 from sklearn.utils.validation import check_is_fitted
 
 from . import backend as bk
@@ -69,8 +76,8 @@ from .base import DeviceMixin
 from .blocks import as_block_source, is_block_input
 from .calibration import ProbabilityMixin
 from .solvers import linear as lin
-from .validation import (check_choice, check_param, check_sample_weight, encode_classes, validate_X,
-                         validate_X_y)
+from .validation import (check_choice, check_param, check_sample_weight, class_counts,
+                         class_weight_vector, encode_classes, validate_X, validate_X_y)
 
 __all__ = ["LinearSVM"]
 
@@ -122,8 +129,9 @@ class LinearSVM(DeviceMixin, ProbabilityMixin, ClassifierMixin, BaseEstimator):
     coef_ : (1, d) or (n_classes, d) weights (on the fitting device)
     intercept_ : (1,) or (n_classes,)
     solver_ : str — the engine that ran ("newton", "newton-cg", "dcd", "liblinear",
-        "liblinear-primal", "sbm")
+        "liblinear-primal", "sbm", "newton-stream")
     n_iter_ : int — Newton steps, DCD epochs or SBM passes (largest over problems)
+    n_passes_ : int — passes over the data (out-of-core fits only)
     objective_ : (1,) or (n_classes,) host float64 primal objective of each binary problem
     converged_ : bool
     n_features_in_ : int
@@ -186,16 +194,12 @@ class LinearSVM(DeviceMixin, ProbabilityMixin, ClassifierMixin, BaseEstimator):
     def _scaling(self) -> float | None:
         return float(self.intercept_scaling) if self.fit_intercept else None
 
-    def _class_weights(self, classes: np.ndarray, y: np.ndarray,
+    def _class_weights(self, classes: np.ndarray, y_idx: np.ndarray,
                        sw: np.ndarray | None = None) -> np.ndarray | None:
-        """Per-class multipliers of C ("balanced" counts rows by their sample weights, as LinearSVC)."""
-        if self.class_weight is None:
-            return None
-        if isinstance(self.class_weight, dict):
-            unknown = set(self.class_weight) - set(classes.tolist())
-            if unknown:
-                raise ValueError(f"class_weight names classes not in y: {sorted(unknown, key=str)}")
-        return compute_class_weight(self.class_weight, classes=classes, y=y, sample_weight=sw)
+        """Per-class multipliers of C (:func:`gpuksvm.validation.class_weight_vector`:
+        "balanced" counts rows by their sample weights, as LinearSVC)."""
+        counts = class_counts(y_idx, classes.shape[0], sw) if self.class_weight == "balanced" else None
+        return class_weight_vector(self.class_weight, classes, counts)
 
     def _choose(self, dev: bk.Device, X: Any) -> str:
         if self.solver != "auto":
@@ -216,17 +220,17 @@ class LinearSVM(DeviceMixin, ProbabilityMixin, ClassifierMixin, BaseEstimator):
         ----------
         X : array-like (NumPy, CuPy, SciPy sparse) of shape (n, d), or a
             :class:`gpuksvm.blocks.BlockSource` / SVMlight file path (trained
-            out of core by SBM; ``y`` must then be None).
+            out of core; ``y`` must then be None).
         y : (n,) labels
         sample_weight : (n,) non-negative multipliers of C (arrays only)
         """
         self._check_params()
         if is_block_input(X) or self.solver == "sbm":
-            return self._fit_sbm(X, y, sample_weight)
+            return self._fit_blocks(X, y, sample_weight)
         X, y, _ = validate_X_y(self, X, y)
         classes, y_idx = encode_classes(y)
         sw = None if sample_weight is None else check_sample_weight(sample_weight, X)
-        cw = self._class_weights(classes, y, sw)
+        cw = self._class_weights(classes, y_idx, sw)
         dev = self._device()
         dt = bk.resolve_dtype(self.dtype, dev)
         solver = self._choose(dev, X)
@@ -245,7 +249,8 @@ class LinearSVM(DeviceMixin, ProbabilityMixin, ClassifierMixin, BaseEstimator):
                 sol = lin.newton_squared_hinge(Xd, xp.asarray(Y, dtype=dt), float(self.C),
                                                sample_weight=xp.asarray(S, dtype=dt),
                                                intercept_scaling=s, tol=float(self.tol),
-                                               max_iter=int(self.max_iter), verbose=self.verbose)
+                                               max_iter=int(self.max_iter), random_state=self.random_state,
+                                               verbose=self.verbose)
                 if sol.info["method"] == "cg":
                     solver = "newton-cg"
             else:
@@ -260,6 +265,14 @@ class LinearSVM(DeviceMixin, ProbabilityMixin, ClassifierMixin, BaseEstimator):
                           "increase max_iter or scale the data", ConvergenceWarning, stacklevel=2)
         if self.probability:
             self._fit_probability(X, y, sample_weight)
+        return self
+
+    def _from_solution(self, sol: lin.LinearSolution, classes: np.ndarray, n_features: int, solver: str,
+                       dev: bk.Device, dt: Any) -> "LinearSVM":
+        """The fitted state from a solution found outside :meth:`fit` (the Dask fit's Newton)."""
+        self.classes_ = np.asarray(classes)
+        self.n_features_in_ = int(n_features)
+        self._finish(bk.to_device(sol.coef, dev, dt), bk.to_device(sol.intercept, dev, dt), sol, solver, dev)
         return self
 
     def _finish(self, coef: Any, intercept: Any, sol: lin.LinearSolution, solver: str,
@@ -307,7 +320,8 @@ class LinearSVM(DeviceMixin, ProbabilityMixin, ClassifierMixin, BaseEstimator):
         return lin.LinearSolution(coef, intercept, obj, int(np.max(ref.n_iter_)), converged,
                                   info={"engine": "liblinear" if dual else "liblinear-primal"})
 
-    def _fit_sbm(self, X: Any, y: Any, sample_weight: Any) -> "LinearSVM":
+    def _fit_blocks(self, X: Any, y: Any, sample_weight: Any) -> "LinearSVM":
+        """Out of core: Newton over the streamed blocks (squared hinge, ≤ 2,048 wide) or SBM."""
         if sample_weight is not None:
             raise ValueError("sample_weight is not supported with out-of-core (block source) input")
         if self.probability:
@@ -315,19 +329,33 @@ class LinearSVM(DeviceMixin, ProbabilityMixin, ClassifierMixin, BaseEstimator):
                              "out-of-core (block source) input")
         src = as_block_source(X, y, block_size=int(self.block_size or 5000))
         labels = src.labels()
-        classes, _ = encode_classes(labels)
-        cw = self._class_weights(classes, labels)
+        classes, y_idx = encode_classes(labels)
+        cw = self._class_weights(classes, y_idx)
         dev = self._device()
         dt = bk.resolve_dtype(self.dtype, dev)
-        sol, classes, n_features = lin.sbm(
-            src, float(self.C), self.loss, n_passes=int(self.n_passes), cache_drop=float(self.cache_drop),
-            labels=labels, classes=classes, class_weight=cw, intercept_scaling=self._scaling(),
-            tol=float(self.tol), inner_max_iter=min(int(self.max_iter), 50),
-            random_state=self.random_state, device=dev, dtype=dt, verbose=self.verbose)
-        self.classes_ = classes
-        self.n_features_in_ = n_features
-        self.dual_coef_ = sol.alpha
-        self._finish(sol.coef, sol.intercept, sol, "sbm", dev)
+        width = src.n_features
+        if (self.solver in ("auto", "newton") and self.loss == "squared_hinge"
+                and (width is None or width < lin.STREAM_MAX_DIM)):
+            sol, classes, n_features = lin.newton_stream(
+                src, float(self.C), labels=labels, classes=classes, class_weight=cw,
+                intercept_scaling=self._scaling(), tol=float(self.tol), max_iter=int(self.max_iter),
+                device=dev, verbose=self.verbose)
+            self._from_solution(sol, classes, n_features, "newton-stream", dev, dt)
+            self.n_passes_ = int(sol.info["n_passes"])
+            if not sol.converged:
+                warnings.warn(f"LinearSVM (newton-stream) did not converge in max_iter={self.max_iter} "
+                              "Newton steps; increase max_iter", ConvergenceWarning, stacklevel=3)
+        else:
+            sol, classes, n_features = lin.sbm(
+                src, float(self.C), self.loss, n_passes=int(self.n_passes), cache_drop=float(self.cache_drop),
+                labels=labels, classes=classes, class_weight=cw, intercept_scaling=self._scaling(),
+                tol=float(self.tol), inner_max_iter=min(int(self.max_iter), 50),
+                random_state=self.random_state, device=dev, dtype=dt, verbose=self.verbose)
+            self.dual_coef_ = sol.alpha
+            self.classes_ = classes
+            self.n_features_in_ = n_features
+            self._finish(sol.coef, sol.intercept, sol, "sbm", dev)
+            self.n_passes_ = int(sol.n_iter) + 1       # and the objective's pass
         return self
 
     # ------------------------------------------------------------------ predict

@@ -19,8 +19,8 @@ from sklearn.svm import LinearSVC
 from gpuksvm import backend as bk
 from gpuksvm.blocks import as_block_source
 from gpuksvm.linear_svm import LinearSVM
-from gpuksvm.solvers.linear import (dual_cd, newton_squared_hinge, ovr_targets, primal_objective,
-                                    sbm)
+from gpuksvm.solvers.linear import (dual_cd, newton_squared_hinge, newton_stream, ovr_targets,
+                                    primal_objective, sbm)
 
 GAP = 1e-3
 
@@ -337,7 +337,7 @@ def test_sbm_memmap_equals_in_memory(tmp_path, loss, tol_obj):
     Xmm = _memmap(tmp_path, X)
     kw = dict(C=0.05, loss=loss, device="cpu", random_state=0)
     mem = LinearSVM(tol=1e-7, max_iter=100000, **kw).fit(X, y)        # exact in-memory engine
-    ooc = LinearSVM(n_passes=6, max_iter=50, block_size=150, tol=1e-4, **kw)
+    ooc = LinearSVM(solver="sbm", n_passes=6, max_iter=50, block_size=150, tol=1e-4, **kw)
     ooc.fit(as_block_source(Xmm, y, block_size=150))
     assert ooc.solver_ == "sbm" and ooc.n_features_in_ == 20 and ooc.n_iter_ == 6
     assert abs(ooc.objective_[0] - mem.objective_[0]) / mem.objective_[0] <= tol_obj
@@ -349,6 +349,28 @@ def test_sbm_memmap_equals_in_memory(tmp_path, loss, tol_obj):
     np.testing.assert_allclose(again.coef_, ooc.coef_)
 
 
+@pytest.mark.parametrize("classes", [2, 3])
+def test_newton_stream_equals_in_memory(tmp_path, classes):
+    # issue 15 item 5: out of core, the squared hinge runs the in-memory Newton solver
+    # (same line search and stopping rule) over the streamed blocks: the same optimum
+    X, y = _synthetic(900, d=12, classes=classes, noise=0.8)
+    Xmm = _memmap(tmp_path, X)
+    kw = dict(C=0.3, device="cpu", tol=1e-8, class_weight={1: 1.5})
+    mem = LinearSVM(**kw).fit(X, y)
+    ooc = LinearSVM(block_size=200, **kw).fit(as_block_source(Xmm, y, block_size=200))
+    assert ooc.solver_ == "newton-stream" and ooc.converged_ and ooc.n_features_in_ == 12
+    assert ooc.n_passes_ == 2 * ooc.n_iter_ + 1
+    np.testing.assert_allclose(ooc.objective_, mem.objective_, rtol=1e-9)
+    np.testing.assert_allclose(ooc.coef_, mem.coef_, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(ooc.objective_, _objectives(ooc, ooc, X, y, class_weight={1: 1.5})[0],
+                               rtol=1e-9)
+    sol, cls, d = newton_stream(as_block_source(X, y, block_size=300), 0.3, tol=1e-8,
+                                class_weight=None)
+    assert d == 12 and sol.converged
+    with pytest.raises(TypeError, match="BlockSource"):
+        newton_stream(X, 1.0)
+
+
 def test_sbm_memory_bound(tmp_path):
     """tracemalloc peak of one SBM pass over a memmap vs the data size and an in-memory fit."""
     X, y = _ooc_data(8000, 60)
@@ -358,15 +380,17 @@ def test_sbm_memory_bound(tmp_path):
     LinearSVM(C=0.05, device="cpu").fit(np.array(Xmm), y)
     peak_mem = tracemalloc.get_traced_memory()[1]
     tracemalloc.stop()
-    tracemalloc.start()
-    ooc = LinearSVM(C=0.05, n_passes=1, max_iter=2, device="cpu", random_state=0)
-    ooc.fit(as_block_source(Xmm, y, block_size=200))
-    peak_ooc = tracemalloc.get_traced_memory()[1]
-    tracemalloc.stop()
-    # a block, the cache and O(n) duals/labels: well under the data (X.nbytes = 3.84 MB)
-    assert peak_ooc < 0.3 * X.nbytes
-    assert peak_ooc < 0.3 * peak_mem
-    assert ooc.score(X, y) > 0.9
+    for kw in (dict(solver="sbm", n_passes=1, max_iter=2), dict(solver="auto")):
+        tracemalloc.start()
+        ooc = LinearSVM(C=0.05, device="cpu", random_state=0, **kw)
+        ooc.fit(as_block_source(Xmm, y, block_size=200))
+        peak_ooc = tracemalloc.get_traced_memory()[1]
+        tracemalloc.stop()
+        # a block, the cache (SBM) or the Gram (Newton) and O(n) per-row numbers: well
+        # under the data (X.nbytes = 3.84 MB)
+        assert peak_ooc < 0.3 * X.nbytes
+        assert peak_ooc < 0.3 * peak_mem
+        assert ooc.score(X, y) > 0.9
 
 
 @pytest.mark.parametrize("classes", [2, 3])
@@ -376,7 +400,7 @@ def test_sbm_svmlight_file(tmp_path, classes):
     dump_svmlight_file(X, y, str(path))
     kw = dict(C=0.1, device="cpu", random_state=0)
     mem = LinearSVM(tol=1e-8, **kw).fit(X, y)
-    ooc = LinearSVM(n_passes=6, block_size=150, max_iter=50, tol=1e-4, **kw).fit(str(path))
+    ooc = LinearSVM(solver="sbm", n_passes=6, block_size=150, max_iter=50, tol=1e-4, **kw).fit(str(path))
     assert ooc.solver_ == "sbm" and ooc.coef_.shape == (1 if classes == 2 else 3, 8)
     np.testing.assert_array_equal(ooc.classes_, np.arange(classes))
     gap = np.abs(ooc.objective_ - mem.objective_) / mem.objective_
@@ -403,7 +427,10 @@ def test_sbm_function_and_errors(tmp_path):
         return iter([(X[:200], yv)])
 
     with pytest.raises(ValueError, match="same rows"):
-        LinearSVM(n_passes=3, device="cpu").fit(as_block_source(shifting, n_features=20))
+        LinearSVM(solver="sbm", n_passes=3, device="cpu").fit(as_block_source(shifting, n_features=20))
+    state["k"] = 0
+    with pytest.raises(ValueError, match="same rows"):
+        LinearSVM(device="cpu").fit(as_block_source(shifting, n_features=20))
     with pytest.raises(ValueError, match="sample_weight"):
         LinearSVM(device="cpu").fit(src, sample_weight=np.ones(600))
     with pytest.raises(ValueError, match="y must be None"):
@@ -515,6 +542,8 @@ def test_gpu_newton_cg_and_sbm(gpu):
         sol = newton_squared_hinge(gpu.asarray(X), gpu.asarray(Y), 0.5, tol=1e-8, method=method)
         np.testing.assert_allclose(sol.objective, ref.objective, rtol=1e-6)
     kw = dict(C=0.05, tol=1e-4, random_state=0, n_passes=6, max_iter=50)
-    cpu = LinearSVM(device="cpu", **kw).fit(as_block_source(X, y, block_size=150))
-    g = LinearSVM(device="gpu", dtype="float64", **kw).fit(as_block_source(X, y, block_size=150))
-    np.testing.assert_allclose(g.objective_, cpu.objective_, rtol=1e-3)
+    for solver, rtol in (("sbm", 1e-3), ("auto", 1e-9)):
+        cpu = LinearSVM(device="cpu", solver=solver, **kw).fit(as_block_source(X, y, block_size=150))
+        g = LinearSVM(device="gpu", solver=solver, dtype="float64", **kw).fit(
+            as_block_source(X, y, block_size=150))
+        np.testing.assert_allclose(g.objective_, cpu.objective_, rtol=rtol)
