@@ -12,7 +12,17 @@ factor F with F Fᵀ = K.  The Nyström factor of rank k (TNNLS eq. 10–12) is
 
 so LLSVM (Algorithm 1) is: pick landmarks Z (k-means centres), build M, train a
 linear SVM on F (our :class:`~gpuksvm.linear_svm.LinearSVM`: dual coordinate
-descent, primal Newton, or SBM out of core), predict wᵀ(K(x, Z) M) + b.
+descent or primal Newton; out of core the same Newton solver over streamed
+kernel blocks, or SBM for the hinge loss), predict wᵀ(K(x, Z) M) + b.
+
+Out of core (``fit`` on a :class:`~gpuksvm.blocks.BlockSource` or a file):
+one pass draws the random sample (landmarks, map), then every Newton pass
+streams the kernel rows K(X_b, Z) and accumulates only (k+1) × (k+1)
+statistics per problem, with M applied to those statistics rather than to the
+rows (the n·k² product F = K M is never formed), in float64 (M amplifies the
+round-off of the K-space sums by 1/λ_min).  Warm-started on the sample, it
+converges to the in-memory solution in a few passes (SBM's passes did not:
+issue 15).
 
 Proposition 2 (TNNLS eq. 24–25): the same linear SVM solves the reduced SVM
 min ½μᵀK_zzμ + ½b² + CΣξ exactly, with μ = M β.  The fitted ``dual_coef_`` is
@@ -606,7 +616,8 @@ class LLSVM(DeviceMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin, Clas
 
         k = int(Z64.shape[0])
         fsrc = LinearMapBlockSource(src, kernel_rows, nmap.map, sample=(Xs, ys), labels=np.concatenate(labels),
-                                    max_rows=bk.plan_rows(1 << 30, 3 * k * 8, dev), dtype=dt)
+                                    max_rows=bk.plan_rows(1 << 30, 3 * k * 8, dev, max_rows=4096),
+                                    dtype=dt)
         svm = self._linear_svm().fit(fsrc)
         t3 = _clock(dev)
         times = dict(landmarks=t1 - t0, map=t2 - t1, features=0.0, svm=t3 - t2)

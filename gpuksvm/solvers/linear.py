@@ -931,9 +931,17 @@ def _cg(matvec, R: Any, tol: Any, max_iter: int, active: Any) -> tuple[Any, int]
 
 
 def _choose_method(X: Design, m: int) -> str:
-    """Cholesky for dense designs up to 2048 wide whose m float64 Grams fit the memory budget."""
+    """Cholesky for dense designs up to 2048 wide whose m float64 Grams fit the memory budget;
+    several problems on few rows (dim² > 150·n) take CG.
+
+    A Cholesky step costs about m·dim³/3, a CG step m·n·dim per iteration
+    (tens of them): with few rows CG wins (digits, 1,257 × 1,001, 10 classes:
+    Cholesky 2.8 s, CG 0.12 s), with many Cholesky does (60,000 × 1,001,
+    10 classes: 10 s vs 45 s).  A single problem keeps Cholesky.
+    """
     fits = m * X.dim * X.dim * 8 <= bk.memory_budget(bk.device_of(X.F if not X.sparse else X.F.data))
-    return "cholesky" if (not X.sparse and X.dim <= STREAM_MAX_DIM and fits) else "cg"
+    few_rows = m > 1 and X.dim * X.dim > 150 * X.n
+    return "cholesky" if (not X.sparse and X.dim <= STREAM_MAX_DIM and fits and not few_rows) else "cg"
 
 
 def newton_squared_hinge(F: Any, Y: Any, C: float, *, sample_weight: Any = None,
@@ -965,8 +973,9 @@ def newton_squared_hinge(F: Any, Y: Any, C: float, *, sample_weight: Any = None,
         active sets allow (:class:`DesignOracle`).  "cg" solves with conjugate
         gradients using only F·V and Fᵀ·U products (all problems batched).
         "auto": Cholesky for dense F with dim ≤ 2048 whose Grams fit the
-        memory budget, CG otherwise.  (Measured on the 2-core box, 60,000 ×
-        1,001 float32, 10 one-vs-rest problems: CG 45 s, Cholesky 10 s.)
+        memory budget, CG otherwise and for several problems on few rows
+        (:func:`_choose_method`; measured on the 2-core box, 60,000 × 1,001
+        float32, 10 one-vs-rest problems: CG 45 s, Cholesky 10 s).
     W0 : (dim, m) warm start, optional
     warm_start : bool
         Without W0, and for n ≥ 10·dim, start from the solution on a random
@@ -1331,16 +1340,24 @@ def newton_stream(source: Any, C: float, *, labels: np.ndarray | None = None,
 
     def blocks():
         for off, Bb in _pass_blocks(base(), labels):
-            yield off, check_block(Bb, p, dev, np.float64)
+            if mapped:       # base_fn's rows come from checked blocks: only place and dtype
+                if Bb.shape[1] != p:
+                    raise ValueError(f"a base block has {Bb.shape[1]} columns, expected {p}")
+                yield off, bk.to_device(Bb, dev, np.float64)
+            else:
+                yield off, check_block(Bb, p, dev, np.float64)
 
     oracle = StreamOracle(blocks, Y, float(C) * S, transform=T, n_features=p, scale=intercept_scaling)
     W0 = None
     sample = getattr(source, "sample", None)
     if warm_start and sample is not None and sample[0].shape[0] < n:
         Xs, ys = sample
-        if mapped:
-            Bs = check_block(source.base_fn(Xs), p, dev, np.float64)
-            Fs = Bs @ bk.namespace_of(Bs).asarray(T, dtype=np.float64)
+        if mapped:   # F of the sample in the source's dtype, piece by piece (B is float64)
+            step = source.max_rows or Xs.shape[0]
+            Fs = bk.get_namespace(dev).concatenate([
+                (check_block(source.base_fn(Xs[a:a + step]), p, dev, np.float64)
+                 @ bk.to_device(T, dev, np.float64)).astype(source.dtype)
+                for a in range(0, Xs.shape[0], step)])
         else:
             Fs = check_block(Xs, p, dev, np.float64)
         Ys, Ss = ovr_targets(np.searchsorted(classes, np.ravel(bk.to_host(ys))), n_classes,
