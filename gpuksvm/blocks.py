@@ -190,17 +190,27 @@ class LinearMapBlockSource(BlockSource):
         self.dtype = np.dtype(dtype or transform.dtype)
         self.n_features = int(transform.shape[1])
 
+    def _pieces(self, Xb: Any) -> Iterator[tuple[int, int]]:
+        step = self.max_rows or max(int(Xb.shape[0]), 1)
+        for a in range(0, int(Xb.shape[0]), step):
+            yield a, min(a + step, int(Xb.shape[0]))
+
     def base(self) -> Iterator[tuple[Any, Any]]:
-        """One pass yielding ``(base_fn(X_piece), y_piece)``."""
+        """One pass yielding ``(base_fn(X_piece), y_piece)`` (pieces of at most ``max_rows``)."""
         for Xb, yb in self.parent:
-            step = self.max_rows or max(int(Xb.shape[0]), 1)
-            for a in range(0, int(Xb.shape[0]), step):
-                yield self.base_fn(Xb[a:a + step]), yb[a:a + step]
+            for a, b in self._pieces(Xb):
+                yield self.base_fn(Xb[a:b]), yb[a:b]
 
     def __iter__(self) -> Iterator[tuple[Any, Any]]:
-        for Bb, yb in self.base():
-            xp = bk.namespace_of(Bb)
-            yield (Bb @ xp.asarray(self.transform, dtype=Bb.dtype)).astype(self.dtype, copy=False), yb
+        """The parent's blocks as features F_b (computed piece by piece, in ``dtype``)."""
+        for Xb, yb in self.parent:
+            parts = []
+            for a, b in self._pieces(Xb):
+                Bb = self.base_fn(Xb[a:b]).astype(self.dtype, copy=False)
+                xp = bk.namespace_of(Bb)
+                parts.append(Bb @ xp.asarray(self.transform, dtype=self.dtype))
+            if parts:
+                yield (parts[0] if len(parts) == 1 else bk.namespace_of(parts[0]).concatenate(parts)), yb
 
     def labels(self) -> np.ndarray:
         return self._labels.copy() if self._labels is not None else self.parent.labels()

@@ -35,31 +35,25 @@ def _checkerboard():
     return X, y, Xt, yt
 
 
-def _blobs3():
+def _blobs(centers, scale: float, n_train: int, n_test: int = 3000):
     rng = np.random.default_rng(0)
-    centers = np.array([[0.0, 0.0, 0.0], [2.0, 0.5, 0.0], [0.5, 2.0, 1.0]])
+    centers = np.asarray(centers, dtype=float)
 
     def draw(n):
-        y = rng.integers(0, 3, size=n)
-        return centers[y] + 0.8 * rng.normal(size=(n, 3)), y
+        y = rng.integers(0, centers.shape[0], size=n)
+        return centers[y] + scale * rng.normal(size=(n, centers.shape[1])), y
 
-    X, y = draw(900)
-    Xt, yt = draw(3000)
-    return X, y, Xt, yt
+    return (*draw(n_train), *draw(n_test))
+
+
+def _blobs3():
+    """Three overlapping classes."""
+    return _blobs([[0.0, 0.0, 0.0], [2.0, 0.5, 0.0], [0.5, 2.0, 1.0]], 0.8, 900)
 
 
 def _separated3():
     """Three classes far apart: a model built from one class's rows cannot tell the others apart."""
-    rng = np.random.default_rng(0)
-    centers = np.array([[0.0, 0.0], [4.0, 0.0], [2.0, 3.464]])
-
-    def draw(n):
-        y = rng.integers(0, 3, size=n)
-        return centers[y] + 0.6 * rng.normal(size=(n, 2)), y
-
-    X, y = draw(1200)
-    Xt, yt = draw(3000)
-    return X, y, Xt, yt
+    return _blobs([[0.0, 0.0], [4.0, 0.0], [2.0, 3.464]], 0.6, 1200)
 
 
 DATA: dict[str, Callable[[], tuple]] = {"checkerboard": _checkerboard, "blobs3": _blobs3,

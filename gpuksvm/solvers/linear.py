@@ -383,6 +383,24 @@ class NewtonOracle:
         return {}
 
 
+class _GramOracle(NewtonOracle):
+    """Oracles that hold one float64 Gram per problem on the host: a Cholesky step each."""
+
+    _g0: Any = None
+
+    def _gram(self, c: int) -> np.ndarray:
+        raise NotImplementedError
+
+    def grad0_norm(self) -> np.ndarray:
+        return self._g0
+
+    def direction(self, G: np.ndarray, active: np.ndarray) -> np.ndarray:
+        P = np.zeros_like(G)
+        for c in np.flatnonzero(active):
+            P[:, c] = _cholesky_step(self._gram(int(c)), G[:, c])
+        return P
+
+
 def _cholesky_step(gram: Any, g: Any, rebuild: Any = None) -> Any:
     """−(I + 2·gram)⁻¹ g; on a lost positive definiteness, ``rebuild()`` gives a float64 Gram.
 
@@ -682,7 +700,7 @@ class DesignOracle(NewtonOracle):
         return {"method": self.method, "cg_iter": self.cg_iter, "gram_rows": int(self.gram_rows)}
 
 
-class StreamOracle(NewtonOracle):
+class StreamOracle(_GramOracle):
     """Newton statistics over row blocks read one at a time (out of core, SPEC §1).
 
     The features are F = B T: rows B of a *base* design streamed in blocks
@@ -814,18 +832,11 @@ class StreamOracle(NewtonOracle):
                 self._H[c] = np.zeros((self.dim, self.dim))
             else:
                 self._H[c] = self._gram_to_features(self._grams[c])
-        self._W = W
         f = 0.5 * (W * W).sum(axis=0) + loss
         return f, G
 
-    def grad0_norm(self) -> np.ndarray:
-        return self._g0
-
-    def direction(self, G: np.ndarray, active: np.ndarray) -> np.ndarray:
-        P = np.zeros_like(G)
-        for c in np.flatnonzero(active):
-            P[:, c] = _cholesky_step(self._H[c], G[:, c])
-        return P
+    def _gram(self, c: int) -> np.ndarray:
+        return self._H[c]
 
     def line_start(self, W: np.ndarray, P: np.ndarray) -> None:
         V = None
@@ -843,7 +854,7 @@ class StreamOracle(NewtonOracle):
         return {"method": "cholesky", "gram_rows": int(self.gram_rows)}
 
 
-class ReducedOracle(NewtonOracle):
+class ReducedOracle(_GramOracle):
     """Newton statistics from reductions over row groups (Dask chunks): only sums travel.
 
     Parameters
@@ -885,15 +896,8 @@ class ReducedOracle(NewtonOracle):
         f = 0.5 * (W * W).sum(axis=0) + np.asarray(st["loss"], dtype=np.float64)
         return f, G
 
-    def grad0_norm(self) -> np.ndarray:
-        return self._g0
-
-    def direction(self, G: np.ndarray, active: np.ndarray) -> np.ndarray:
-        P = np.zeros_like(G)
-        for c in np.flatnonzero(active):
-            P[:, c] = _cholesky_step(linalg.symmetrize(np.asarray(self._hess[c], dtype=np.float64)),
-                                     G[:, c])
-        return P
+    def _gram(self, c: int) -> np.ndarray:
+        return linalg.symmetrize(np.asarray(self._hess[c], dtype=np.float64))
 
     def line_start(self, W: np.ndarray, P: np.ndarray) -> None:
         self._WP = (W, P)
