@@ -359,7 +359,8 @@ def test_newton_stream_equals_in_memory(tmp_path, classes):
     mem = LinearSVM(**kw).fit(X, y)
     ooc = LinearSVM(block_size=200, **kw).fit(as_block_source(Xmm, y, block_size=200))
     assert ooc.solver_ == "newton-stream" and ooc.converged_ and ooc.n_features_in_ == 12
-    assert ooc.n_passes_ == 2 * ooc.n_iter_ + 1
+    # two passes per Newton step, one when the step is the full Newton step (t = 1)
+    assert ooc.n_iter_ + 1 <= ooc.n_passes_ <= 2 * ooc.n_iter_ + 1
     np.testing.assert_allclose(ooc.objective_, mem.objective_, rtol=1e-9)
     np.testing.assert_allclose(ooc.coef_, mem.coef_, rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(ooc.objective_, _objectives(ooc, ooc, X, y, class_weight={1: 1.5})[0],

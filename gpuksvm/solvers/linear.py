@@ -716,9 +716,18 @@ class StreamOracle(_GramOracle):
       left I since the previous pass (all active rows on the first); the
       Hessian is then I + 2 T̃ᵀ(B̃_IᵀD B̃_I)T̃ (T̃ = T ⊕ 1);
     * :meth:`line_start` — one pass: z = F̃p; the line search then runs on the
-      stored o and z (n × m host floats, as SBM stores its n × m duals).
+      stored o and z (n × m host floats, as SBM stores its n × m duals).  The
+      same pass prepares the next :meth:`evaluate` for any step t in
+      [0, ``t_max``]: a row's margin 1 − yᵢ(oᵢ + t zᵢ) = αᵢ − t βᵢ is linear
+      in t, so rows active (or inactive) at both ends of the bracket are so
+      for every t in it — their loss, gradient and Gram changes are sums with
+      coefficients polynomial in t, accumulated now — and only the rows that
+      change sign inside it are kept (their base rows, up to ``spare_blocks``
+      times the largest block: the memory stays a few blocks) to be settled
+      once t is known.
 
-    So a Newton step costs two passes.  In float64 throughout: with T = M =
+    So a Newton step costs one pass, or two when the step leaves the bracket or
+    too many rows are undecided.  In float64 throughout: with T = M =
     U Λ^{-1/2} the base statistics are multiplied by ‖M‖² ≈ 1/λ_min, which
     float32 sums could not survive.
 
@@ -729,10 +738,13 @@ class StreamOracle(_GramOracle):
     transform : (p, d) array or None
     n_features : int — p, the width of the base rows (needed when ``transform`` is None)
     scale : float or None — the constant column's value
+    t_max : float — the bracket [0, t_max] of steps prepared by :meth:`line_start`
+    spare_blocks : float — undecided base rows kept per step, in largest blocks
     """
 
     def __init__(self, blocks: Any, Y: np.ndarray, CS: np.ndarray, *, transform: Any = None,
-                 n_features: int | None = None, scale: float | None = 1.0):
+                 n_features: int | None = None, scale: float | None = 1.0, t_max: float = 2.0,
+                 spare_blocks: float = 1.0):
         self.blocks = blocks
         self.Y = np.asarray(Y, dtype=np.float64)
         self.CS = np.asarray(CS, dtype=np.float64)
@@ -753,6 +765,9 @@ class StreamOracle(_GramOracle):
         self._grams: list = [None] * m          # base-space Grams (p̃ × p̃), blocks' device
         self._g0 = None
         self._H = [None] * m
+        self._spec = None
+        self._t = None
+        self.t_max, self.spare_blocks = float(t_max), float(spare_blocks)
         self.gram_rows = 0
 
     def _base_map(self, W: np.ndarray, xp: Any) -> Any:
@@ -786,66 +801,153 @@ class StreamOracle(_GramOracle):
         out[d, d] = G[p, p]
         return out
 
-    def evaluate(self, W: np.ndarray, active: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        first = self._g0 is None
-        todo = np.flatnonzero(active)
-        gB = g0B = None
-        loss = np.zeros(self.m)
-        V = None
-        for off, Bb in self.blocks():
-            B = Design(Bb, self.scale)
-            xp = B.xp
-            if V is None:
-                V = self._base_map(W, xp)
-            rows = slice(off, off + B.n)
-            Yb, Cb = xp.asarray(self.Y[rows]), xp.asarray(self.CS[rows])
-            O = B.dot(V)
-            marg = 1.0 - Yb * O
-            act = marg > 0
-            r = Cb * Yb * marg * act
-            part = B.tdot(r)
-            gB = part if gB is None else gB + part
-            loss += np.asarray(bk.to_host((Cb * marg * marg * act).sum(axis=0)))
-            if first:
-                part = B.tdot(Cb * Yb)
-                g0B = part if g0B is None else g0B + part
-            act_h = np.asarray(bk.to_host(act))
-            for c in todo:
-                chg = act_h[:, c] != self._prev[rows, c]
-                if not chg.any():
-                    continue
+    def _block_stats(self, B: Design, rows: slice, O: Any, todo: np.ndarray, st: dict) -> None:
+        """Loss, base gradient and Gram changes (against ``_prev``) of one block at outputs O."""
+        xp = B.xp
+        Yb, Cb = xp.asarray(self.Y[rows]), xp.asarray(self.CS[rows])
+        marg = 1.0 - Yb * O
+        act = marg > 0
+        part = B.tdot(Cb * Yb * marg * act)
+        st["g"] = part if st["g"] is None else st["g"] + part
+        st["loss"] += np.asarray(bk.to_host((Cb * marg * marg * act).sum(axis=0)), dtype=np.float64)
+        if "g0" in st:
+            part = B.tdot(Cb * Yb)
+            st["g0"] = part if st["g0"] is None else st["g0"] + part
+        act_h = np.asarray(bk.to_host(act))
+        st["act"][rows] = act_h
+        for c in todo:
+            chg = act_h[:, c] != self._prev[rows, c]
+            if chg.any():
                 w = xp.where(act[:, c], Cb[:, c], -Cb[:, c])
                 upd = B.signed_gram(w, xp.asarray(np.flatnonzero(chg)))
-                self._grams[c] = upd if self._grams[c] is None else self._grams[c] + upd
-                self._prev[rows, c] = act_h[:, c]
-                self.gram_rows += int(chg.sum())
-            self.o[rows] = np.asarray(bk.to_host(O))
-        self.n_passes += 1
-        if gB is None:
-            raise ValueError("the block source yielded no data")
-        G = W - 2.0 * self._to_features(np.asarray(bk.to_host(gB), dtype=np.float64))
+                st["grams"][c] = upd if st["grams"][c] is None else st["grams"][c] + upd
+                st["gram_rows"] += int(chg.sum())
+
+    def _new_stats(self, todo: np.ndarray, first: bool = False) -> dict:
+        st = {"g": None, "loss": np.zeros(self.m), "act": np.zeros((self.n, self.m), dtype=bool),
+              "grams": [None] * self.m, "gram_rows": 0, "todo": todo}
         if first:
-            g0 = 2.0 * self._to_features(np.asarray(bk.to_host(g0B), dtype=np.float64))
+            st["g0"] = None
+        return st
+
+    def evaluate(self, W: np.ndarray, active: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        todo = np.flatnonzero(active)
+        st = self._settle(todo)
+        if st is None:
+            st = self._new_stats(todo, first=self._g0 is None)
+            V = None
+            for off, Bb in self.blocks():
+                B = Design(Bb, self.scale)
+                if V is None:
+                    V = self._base_map(W, B.xp)
+                rows = slice(off, off + B.n)
+                O = B.dot(V)
+                self._block_stats(B, rows, O, todo, st)
+                self.o[rows] = np.asarray(bk.to_host(O))
+            self.n_passes += 1
+            if st["g"] is None:
+                raise ValueError("the block source yielded no data")
+        if st.get("g0") is not None:
+            g0 = 2.0 * self._to_features(np.asarray(bk.to_host(st["g0"]), dtype=np.float64))
             self._g0 = np.sqrt((g0 * g0).sum(axis=0))
-        for c in todo:
-            if self._grams[c] is None:     # no active row yet: H = I
-                self._H[c] = np.zeros((self.dim, self.dim))
-            else:
-                self._H[c] = self._gram_to_features(self._grams[c])
-        f = 0.5 * (W * W).sum(axis=0) + loss
+        G = W - 2.0 * self._to_features(np.asarray(bk.to_host(st["g"]), dtype=np.float64))
+        for c in todo:                  # the Grams now follow the activity at W
+            if st["grams"][c] is not None:
+                self._grams[c] = st["grams"][c] if self._grams[c] is None else self._grams[c] + st["grams"][c]
+            self._prev[:, c] = st["act"][:, c]
+            self._H[c] = (np.zeros((self.dim, self.dim)) if self._grams[c] is None     # no active row: H = I
+                          else self._gram_to_features(self._grams[c]))
+        self.gram_rows += st["gram_rows"]
+        f = 0.5 * (W * W).sum(axis=0) + st["loss"]
         return f, G
 
     def _gram(self, c: int) -> np.ndarray:
         return self._H[c]
 
     def line_start(self, W: np.ndarray, P: np.ndarray) -> None:
+        """One pass: z = F̃p, and the next :meth:`evaluate` prepared for t ∈ [0, t_max]."""
+        todo = np.flatnonzero(np.any(P != 0, axis=0))
+        sp = {"gA": None, "gB": None, "L": np.zeros((3, self.m)), "grams": [None] * self.m,
+              "gram_rows": 0, "rows": [], "B": [], "nbytes": 0, "full": False, "todo": todo}
+        budget = 0
         V = None
         for off, Bb in self.blocks():
             B = Design(Bb, self.scale)
+            xp = B.xp
             if V is None:
-                V = self._base_map(P, B.xp)
-            self.z[off:off + B.n] = np.asarray(bk.to_host(B.dot(V)))
+                V = self._base_map(P, xp)
+            rows = slice(off, off + B.n)
+            budget = max(budget, int(self.spare_blocks * B.n * B.dim * 8))
+            z = np.asarray(bk.to_host(B.dot(V)), dtype=np.float64)
+            self.z[rows] = z
+            Yh, Ch = self.Y[rows], self.CS[rows]
+            alpha, beta = 1.0 - Yh * self.o[rows], Yh * z          # margin at t: α − tβ
+            hi = alpha - self.t_max * beta
+            sure = (alpha > 0) & (hi > 0)
+            undecided = (alpha > 0) != (hi > 0)
+            a, b = Ch * Yh * alpha * sure, Ch * z * sure          # r(t) = a − t b on the sure rows
+            for key, val in (("gA", a), ("gB", b)):
+                part = B.tdot(xp.asarray(val))
+                sp[key] = part if sp[key] is None else sp[key] + part
+            sp["L"] += np.stack([(Ch * alpha * alpha * sure).sum(axis=0), (Ch * alpha * beta * sure).sum(axis=0),
+                                 (Ch * beta * beta * sure).sum(axis=0)])
+            Cd = xp.asarray(Ch)
+            for c in todo:              # Gram changes of the decided rows
+                prev = self._prev[rows, c]
+                chg = (sure[:, c] & ~prev) | (~(sure[:, c] | undecided[:, c]) & prev)
+                if chg.any():
+                    w = xp.where(xp.asarray(sure[:, c]), Cd[:, c], -Cd[:, c])
+                    upd = B.signed_gram(w, xp.asarray(np.flatnonzero(chg)))
+                    sp["grams"][c] = upd if sp["grams"][c] is None else sp["grams"][c] + upd
+                    sp["gram_rows"] += int(chg.sum())
+            keep = np.flatnonzero(undecided[:, todo].any(axis=1))
+            if keep.size and not sp["full"]:
+                kept = B.take(xp.asarray(keep))
+                nbytes = kept.n * kept.dim * 8
+                if sp["nbytes"] + nbytes > budget:
+                    sp["full"] = True       # too many undecided rows: evaluate will read the data
+                    sp["rows"], sp["B"] = [], []
+                else:
+                    sp["rows"].append(off + keep)
+                    sp["B"].append(kept)
+                    sp["nbytes"] += nbytes
         self.n_passes += 1
+        self._spec = None if sp["gA"] is None or sp["full"] else sp
+
+    def line_accept(self, t: Any) -> None:
+        self._t = np.asarray(bk.to_host(t), dtype=np.float64)
+
+    def _settle(self, todo: np.ndarray) -> dict | None:
+        """The statistics at W + tP from :meth:`line_start`'s pass, if t stayed in the bracket."""
+        sp, t = self._spec, self._t
+        self._spec = self._t = None
+        if sp is None or t is None or np.any(t < 0) or np.any(t > self.t_max) \
+                or not set(todo.tolist()) <= set(sp["todo"].tolist()):
+            return None
+        o1 = self.o + t[None, :] * self.z
+        alpha, beta = 1.0 - self.Y * self.o, self.Y * self.z
+        hi = alpha - self.t_max * beta
+        act = ((alpha > 0) & (hi > 0)) | (((alpha > 0) != (hi > 0)) & (alpha - t[None, :] * beta > 0))
+        xp = bk.namespace_of(sp["gA"])
+        td = xp.asarray(t)
+        g = sp["gA"] - sp["gB"] * td[None, :]
+        loss = sp["L"][0] - 2.0 * t * sp["L"][1] + t * t * sp["L"][2]
+        grams, gram_rows = list(sp["grams"]), sp["gram_rows"]
+        for rows, B in zip(sp["rows"], sp["B"]):    # the undecided rows, now decided by t
+            Yh, Ch, a_r = self.Y[rows], self.CS[rows], act[rows]
+            marg = 1.0 - Yh * o1[rows]
+            und = (alpha[rows] > 0) != (hi[rows] > 0)
+            g = g + B.tdot(xp.asarray(Ch * Yh * marg * (und & a_r)))
+            loss = loss + (Ch * marg * marg * (und & a_r)).sum(axis=0)
+            for c in todo:
+                chg = und[:, c] & (a_r[:, c] != self._prev[rows, c])
+                if chg.any():
+                    w = xp.where(xp.asarray(a_r[:, c]), xp.asarray(Ch[:, c]), -xp.asarray(Ch[:, c]))
+                    upd = B.signed_gram(w, xp.asarray(np.flatnonzero(chg)))
+                    grams[c] = upd if grams[c] is None else grams[c] + upd
+                    gram_rows += int(chg.sum())
+        self.o = o1
+        return {"g": g, "loss": loss, "act": act, "grams": grams, "gram_rows": gram_rows}
 
     def line_derivs(self, t: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         return line_derivatives(self.o, self.z, self.Y, self.CS, t)
