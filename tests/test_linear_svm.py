@@ -372,6 +372,31 @@ def test_newton_stream_equals_in_memory(tmp_path, classes):
         newton_stream(X, 1.0)
 
 
+def test_stream_oracle_one_pass_steps_equal_two_pass_steps():
+    # the line-search pass prepares the next evaluation for t in [0, t_max]; with no
+    # room for undecided rows (spare_blocks=0: only steps that leave every row decided)
+    # or a bracket no step fits (t_max=0: none) steps read the data twice — the
+    # iterates are the same
+    from gpuksvm.solvers.linear import StreamOracle, newton_solve
+
+    X, y = _synthetic(1200, d=9, classes=3, noise=1.0)
+    Y, S = ovr_targets(y, 3, class_weight=np.array([1.0, 2.0, 0.5]))
+
+    def blocks():
+        for a in range(0, 1200, 250):
+            yield a, X[a:a + 250]
+
+    sols = [newton_solve(StreamOracle(blocks, Y, 0.7 * S, n_features=9, **kw), tol=1e-9, max_iter=100)
+            for kw in ({}, {"spare_blocks": 0.0}, {"t_max": 0.0})]
+    for sol in sols[1:]:
+        np.testing.assert_allclose(sol.objective, sols[0].objective, rtol=1e-11)
+        np.testing.assert_allclose(sol.info["W"], sols[0].info["W"], rtol=1e-7, atol=1e-10)
+    assert sols[2].info["n_passes"] == 2 * sols[2].n_iter + 1
+    assert sols[0].info["n_passes"] < sols[1].info["n_passes"] <= 2 * sols[1].n_iter + 1
+    ref = newton_squared_hinge(X, Y, 0.7, sample_weight=S, tol=1e-9)
+    np.testing.assert_allclose(sols[0].objective, ref.objective, rtol=1e-9)
+
+
 def test_sbm_memory_bound(tmp_path):
     """tracemalloc peak of one SBM pass over a memmap vs the data size and an in-memory fit."""
     X, y = _ooc_data(8000, 60)
