@@ -1460,10 +1460,10 @@ def newton_stream(source: Any, C: float, *, labels: np.ndarray | None = None,
         Xs, ys = sample
         if mapped:   # F of the sample in the source's dtype, piece by piece (B is float64)
             step = source.max_rows or Xs.shape[0]
-            Fs = bk.get_namespace(dev).concatenate([
-                (check_block(source.base_fn(Xs[a:a + step]), p, dev, np.float64)
-                 @ bk.to_device(T, dev, np.float64)).astype(source.dtype)
-                for a in range(0, Xs.shape[0], step)])
+            Td = bk.to_device(T, dev, np.float64)
+            Fs = bk.get_namespace(dev).empty((Xs.shape[0], Td.shape[1]), dtype=source.dtype)
+            for a in range(0, Xs.shape[0], step):
+                Fs[a:a + step] = check_block(source.base_fn(Xs[a:a + step]), p, dev, np.float64) @ Td
         else:
             Fs = check_block(Xs, p, dev, np.float64)
         Ys, Ss = ovr_targets(np.searchsorted(classes, np.ravel(bk.to_host(ys))), n_classes,
@@ -1473,6 +1473,7 @@ def newton_stream(source: Any, C: float, *, labels: np.ndarray | None = None,
                                      sample_weight=xs.asarray(Ss), intercept_scaling=intercept_scaling,
                                      tol=1e-3, max_iter=50, warm_start=False)
         W0 = np.asarray(bk.to_host(start.info["W"]), dtype=np.float64)
+        del Fs, start                   # the sample's features are not needed in the passes
     sol = newton_solve(oracle, W0, tol=tol, max_iter=max_iter, verbose=verbose, callback=callback)
     sol.info["warm_start_rows"] = 0 if W0 is None else int(sample[0].shape[0])
     return sol, classes, oracle.d
