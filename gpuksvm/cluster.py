@@ -1,7 +1,8 @@
 """Device-generic k-means for landmark selection (LLSVM, SPEC §1 step 1).
 
 The LLSVM papers pick Nyström landmarks as k-means centres computed
-"approximately using only a few iterations" on at most the first 20,000 rows:
+"approximately using only a few iterations" on at most 20,000 rows (the papers
+take the first ones; LLSVM draws them at random with :class:`RowReservoir`):
 k-means landmarks give a smaller Nyström error ‖K − K̃‖ than random rows
 (AISTATS 2012 §3; TNNLS 2018 §III), which is what the SVM accuracy depends on
 (their Theorem 1).  This module provides exactly that and nothing more:
