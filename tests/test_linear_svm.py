@@ -131,6 +131,20 @@ def test_multiclass_newton_shares_the_gram_and_equals_per_class_solutions(class_
     np.testing.assert_allclose(est.objective_, joint.objective, rtol=1e-9)
 
 
+def test_newton_warm_start_draws_from_random_state():
+    # issue 16: the warm start's random tenth of the rows came from default_rng(0)
+    # whatever random_state said; now random_state draws it (same seed: same bits)
+    X, y = _synthetic(4000, d=20, noise=1.0)
+    Y = np.where(y == 1, 1.0, -1.0)
+    a, b, c = (newton_squared_hinge(X, Y, 1.0, tol=1e-3, random_state=rs) for rs in (0, 0, 1))
+    np.testing.assert_array_equal(a.coef, b.coef)
+    assert not np.array_equal(a.coef, c.coef)
+    np.testing.assert_allclose(a.objective, c.objective, rtol=1e-6)
+    e0, e1 = (LinearSVM(tol=1e-3, random_state=rs, device="cpu").fit(X, y) for rs in (0, 1))
+    assert not np.array_equal(e0.coef_, e1.coef_)
+    np.testing.assert_allclose(e0.objective_, e1.objective_, rtol=1e-6)
+
+
 def test_newton_rebuilds_a_non_pd_hessian_in_float64(monkeypatch):
     # float32 Grams (or their up/downdates) can lose positive definiteness at large
     # n·C (seen at 800K rows × 1000 features): the step then rebuilds the Gram in
