@@ -13,12 +13,18 @@ Cᵢ = C · sample_weightᵢ (the estimator folds class weights into the weights
 
 Solvers
 -------
-:func:`newton_squared_hinge`
-    Primal Newton for the L2-loss (Keerthi & DeCoste 2005; SPEC §1): active
-    set I = {i: yᵢfᵢ < 1}, Hessian H = I + 2C F̃_Iᵀ D F̃_I, one Cholesky
-    (:func:`gpuksvm.linalg.cho_factor`) per step, or Hessian-free Newton-CG
-    (only F·V and Fᵀ·U products, all problems batched in the same GEMMs);
-    exact line search on the piecewise-quadratic 1-D objective.
+:func:`newton_solve`
+    THE primal Newton method for the L2-loss (Keerthi & DeCoste 2005; SPEC
+    §1): active set I = {i: yᵢfᵢ < 1}, Hessian H = I + 2C F̃_Iᵀ D F̃_I, one
+    Cholesky (:func:`gpuksvm.linalg.cho_factor`) per step (or Hessian-free
+    Newton-CG in memory), exact line search on the piecewise-quadratic 1-D
+    objective, LIBLINEAR's stopping rule.  The rows are reached through a
+    :class:`NewtonOracle`, so every fit path shares the solver:
+    :func:`newton_squared_hinge` (rows in memory, :class:`DesignOracle`;
+    one-vs-rest problems share one Gram where their active sets allow),
+    :func:`newton_stream` (blocks streamed from disk, :class:`StreamOracle`,
+    dim × dim statistics per pass) and the Dask fit
+    (:class:`ReducedOracle` over map-reduce sums, :mod:`gpuksvm.distributed`).
 :func:`dual_cd`
     Dual coordinate descent with shrinking (Hsieh et al. 2008, Algorithm 1 and
     3) for both losses.  Coordinates are visited in a random permutation, in
