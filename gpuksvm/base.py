@@ -25,6 +25,7 @@ from typing import Any, Callable
 import numpy as np
 
 from . import backend as bk
+from .validation import validate_X
 
 __all__ = ["DeviceMixin", "move_arrays", "progress", "keeps_state_on_error"]
 
@@ -128,8 +129,6 @@ class DeviceMixin:
         ``refuse_sparse``: sparse X is an error (a model fitted on dense X,
         as scikit-learn's SVC).
         """
-        from .validation import validate_X
-
         X, kind = validate_X(self, X, reset=False)
         if refuse_sparse and bk.is_sparse(X):
             raise ValueError(f"cannot use sparse input in {type(self).__name__!r} trained on dense data")

@@ -35,9 +35,7 @@ a Python literal when it parses as one, else as a string).
 from __future__ import annotations
 
 import argparse
-import ast
 import json
-import sys
 import time
 import warnings
 from pathlib import Path
@@ -46,6 +44,16 @@ from typing import Any, Sequence
 import numpy as np
 
 from . import backend as bk
+from . import demo, io
+from .command import CLIError, parse_literal, run_command
+from .cvm import CVM, OneClassCVM
+from .datasets import data_line_numbers, find_malformed_line, read_svmlight
+from .kernel_svc import KernelSVC
+from .linear_svm import LinearSVM
+from .llsvm import LLSVM
+from .okfeb import OKFEBClassifier, OKFEBRegressor
+from .svi import SVI
+from .validation import check_allocation, physical_memory
 
 __all__ = ["METHODS", "main", "make_estimator", "estimator_class", "parse_kernel"]
 
@@ -60,6 +68,8 @@ METHODS = {
     "okfeb": "OKFEBClassifier",
     "okfeb-regressor": "OKFEBRegressor",
 }
+_CLASSES = {cls.__name__: cls for cls in (LLSVM, KernelSVC, LinearSVM, CVM, OneClassCVM, SVI,
+                                          OKFEBClassifier, OKFEBRegressor)}
 _METHOD_ALIASES = {"kernelsvc": "svc", "ksvc": "svc", "exact": "svc", "linearsvm": "linear",
                    "okfeb-classifier": "okfeb", "oneclass-cvm": "one-class-cvm"}
 
@@ -84,35 +94,19 @@ _OPTION_FLAGS = {"kernel": "-t", "C": "-c", "gamma": "-g", "degree": "-d", "coef
                  "verbose": "-v"}
 
 
-class CLIError(Exception):
-    """A user error on the command line (printed without a traceback)."""
-
-
 def estimator_class(method: str) -> type:
     """The estimator class of a CLI method name (``llsvm``, ``svc``, ...)."""
     key = method.strip().lower().replace("_", "-")
     key = _METHOD_ALIASES.get(key, key)
     if key not in METHODS:
         raise CLIError(f"unknown method {method!r}; choose one of: {', '.join(METHODS)}")
-    import gpuksvm
-
-    try:
-        return getattr(gpuksvm, METHODS[key])
-    except (ImportError, AttributeError) as exc:
-        raise CLIError(f"method {key!r} ({METHODS[key]}) is not available in this installation: {exc}")
+    return _CLASSES[METHODS[key]]
 
 
 def parse_kernel(value: str) -> str:
     """``-t`` accepts LIBSVM's numbers (0 linear, 1 poly, 2 rbf, 3 sigmoid) or names."""
     v = str(value).strip().lower()
     return _KERNEL_CODES.get(v, v)
-
-
-def _parse_value(text: str) -> Any:
-    try:
-        return ast.literal_eval(text)
-    except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
-        return text
 
 
 def _number(text: str) -> Any:
@@ -162,8 +156,8 @@ def make_estimator(method: str, *, options: dict[str, Any] | None = None,
 
 def _read_data(path: str, *, n_features: int | None = None, zero_based: bool | str = "auto"):
     """(dense X, y, zero_based) of an SVMlight file; every problem is a CLIError naming the file."""
-    from .datasets import read_svmlight
-    from .validation import check_allocation
+
+
 
     try:
         data = read_svmlight(path, n_features, zero_based=zero_based)
@@ -183,8 +177,8 @@ def _read_data(path: str, *, n_features: int | None = None, zero_based: bool | s
 
 def _largest_index_line(path: str, X: Any) -> str:
     """", at line L" for the first line holding the largest feature index, when X is too wide."""
-    from .datasets import data_line_numbers
-    from .validation import physical_memory
+
+
 
     total = physical_memory()
     if total is None or X.shape[0] * X.shape[1] * 8 <= total:
@@ -212,7 +206,6 @@ def _final_estimator(model: Any) -> Any:
 
 
 def _check_writable(path: str, what: str) -> None:
-    from . import io
 
     try:
         io.check_writable(path)
@@ -222,14 +215,13 @@ def _check_writable(path: str, what: str) -> None:
 
 # --------------------------------------------------------------------------- commands
 def cmd_train(args: argparse.Namespace) -> int:
-    from . import io
 
     extra = {}
     for item in args.set or []:
         if "=" not in item:
             raise CLIError(f"--set expects name=value, got {item!r}")
         k, v = item.split("=", 1)
-        extra[k.strip()] = _parse_value(v.strip())
+        extra[k.strip()] = parse_literal(v.strip())
     options = {"kernel": parse_kernel(args.kernel) if args.kernel is not None else None,
                "C": args.C, "gamma": _number(args.gamma) if args.gamma is not None else None,
                "degree": args.degree, "coef0": args.coef0, "landmarks": args.landmarks,
@@ -268,7 +260,7 @@ def cmd_train(args: argparse.Namespace) -> int:
 
 def _test_data(path: str, model: Any, meta: dict):
     """Read a test file with the training file's index base (a mismatch is refused or warned)."""
-    from .datasets import find_malformed_line
+
 
     n_features = getattr(_final_estimator(model), "n_features_in_", None)
     if n_features is None:
@@ -290,7 +282,6 @@ def _test_data(path: str, model: Any, meta: dict):
 
 
 def cmd_predict(args: argparse.Namespace) -> int:
-    from . import io
 
     try:
         model = io.load(args.model_file, device=args.device)
@@ -335,7 +326,6 @@ def _fmt_label(v: Any) -> str:
 
 
 def cmd_info(args: argparse.Namespace) -> int:
-    from . import io
 
     try:
         info = io.describe(args.model_file)
@@ -411,7 +401,6 @@ def build_parser() -> argparse.ArgumentParser:
     inf.add_argument("model_file")
     inf.set_defaults(func=cmd_info)
 
-    from . import demo
 
     dm = sub.add_parser("demo", help="train every method on the bundled ijcnn1 data, print one table",
                         description=demo.__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -433,28 +422,5 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not getattr(args, "command", None):
         ap.print_help()
         return 2
-    from . import io
-    from .backend import DeviceUnavailableError
 
-    prog = f"gpuksvm {args.command}"
-
-    def show(message, category, filename, lineno, file=None, line=None):  # noqa: ANN001
-        print(f"{prog}: warning: {message}", file=sys.stderr)
-
-    with warnings.catch_warnings():
-        warnings.showwarning = show
-        try:
-            return int(args.func(args) or 0)
-        except (CLIError, DeviceUnavailableError, io.ModelFormatError) as exc:
-            msg = str(exc)
-        except (OSError, ValueError, TypeError, MemoryError, ArithmeticError,
-                np.linalg.LinAlgError) as exc:
-            msg = f"{exc}" if str(exc) else type(exc).__name__
-        except KeyboardInterrupt:
-            print(f"{prog}: interrupted", file=sys.stderr)
-            return 130
-        except Exception as exc:  # noqa: BLE001 - never a traceback; ask for a report instead
-            msg = (f"unexpected {type(exc).__name__}: {exc} (this is a bug in gpuksvm; please report "
-                   "it with the command line)")
-    print(f"{prog}: error: {msg}", file=sys.stderr)
-    return 1
+    return run_command(f"gpuksvm {args.command}", args.func, args)

@@ -46,10 +46,11 @@ from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted
 
 from . import backend as bk
-from ._dask import is_dask_collection
 from .base import DeviceMixin
 from .kernels import Kernel, kernel_matvec, make_kernel
 from .multiclass import binary_problems, ovr_decision_function, problem_rows
+from .scaleout.cvm import fit_cvm
+from .scaleout.dispatch import dask_dispatch
 from .solvers.meb import SimplexMEB, kernel_scale, make_scanner
 from .validation import check_choice, check_param, encode_classes, validate_X, validate_X_y
 
@@ -127,7 +128,7 @@ class _CVMBase(DeviceMixin, BaseEstimator):
         kt = 1.0 + 1.0 / C + (1.0 if y is not None else 0.0)     # κ̃ (κ = 1 after normalization)
         sample = self.sample_size
         exact = sample is None or n_c <= int(sample) * int(self.n_tries)
-        # a distributed row source brings its own furthest-point search (gpuksvm.distributed)
+        # a distributed row source brings its own furthest-point search (gpuksvm.scaleout.cvm)
         factory = getattr(X, "__gpuksvm_scanner__", None)
         scanner = (factory(y, kernel, xscale, C, dt, dev) if factory is not None
                    else make_scanner(X, y, kernel, xscale, C, dt, dev))
@@ -272,7 +273,7 @@ class _CVMBase(DeviceMixin, BaseEstimator):
         """The core-set fits on prepared rows and the fitted attributes.
 
         ``Xd`` is the device array, or a distributed row source
-        (:mod:`gpuksvm.distributed`); ``yi`` the encoded labels (``classes_``
+        (:mod:`gpuksvm.scaleout`); ``yi`` the encoded labels (``classes_``
         already set), or None for the one-class task.
         """
         self.kernel_ = kernel
@@ -445,12 +446,9 @@ class CVM(ClassifierMixin, _CVMBase):
         self.random_state = random_state
         self.verbose = verbose
 
+    @dask_dispatch(fit_cvm)
     def fit(self, X: Any, y: Any = None) -> "CVM":
         """Fit the CVM on (X, y); with ``task="one_class"`` y is ignored."""
-        if is_dask_collection(X):  # issue 9: on a Dask cluster, X never gathered
-            from . import distributed
-
-            return distributed.fit_cvm(self, X, y)
         self._check_params()
         rs = check_random_state(self.random_state)
         if self.task == "one_class":
@@ -474,6 +472,7 @@ class CVM(ClassifierMixin, _CVMBase):
         D, kind = self._kernel_expansion(X)
         return D + self.intercept_[None, :], kind
 
+    @dask_dispatch()
     def decision_function(self, X: Any):
         """Decision values f(x) = Σαᵢyᵢκ(xᵢ, x) + b.
 
@@ -481,10 +480,6 @@ class CVM(ClassifierMixin, _CVMBase):
         Multi-class: (n, n_classes) scores whose arg-max is the prediction (ovo:
         votes + squashed confidences; ovr: f/ρ per class).
         """
-        if is_dask_collection(X):  # issue 9: on a Dask cluster, X never gathered
-            from . import distributed
-
-            return distributed.decision_function(self, X)
         D, kind = self._raw(X)
         if self.task == "one_class" or len(self.classes_) == 2:
             out = D[:, 0]
@@ -494,12 +489,9 @@ class CVM(ClassifierMixin, _CVMBase):
             out = ovr_decision_function(D, len(self.classes_))
         return bk.as_kind(out, kind)
 
+    @dask_dispatch()
     def predict(self, X: Any):
         """Predicted labels (±1 for the one-class task)."""
-        if is_dask_collection(X):  # issue 9: on a Dask cluster, X never gathered
-            from . import distributed
-
-            return distributed.predict(self, X)
         D, kind = self._raw(X)
         if self.task == "one_class":
             return bk.as_kind(np.where(D[:, 0] >= 0, 1, -1), kind)
@@ -594,12 +586,9 @@ class OneClassCVM(OutlierMixin, _CVMBase):
         self.random_state = random_state
         self.verbose = verbose
 
+    @dask_dispatch(fit_cvm)
     def fit(self, X: Any, y: Any = None) -> "OneClassCVM":
         """Fit on X (y is ignored)."""
-        if is_dask_collection(X):  # issue 9: on a Dask cluster, X never gathered
-            from . import distributed
-
-            return distributed.fit_cvm(self, X)
         self._check_params()
         rs = check_random_state(self.random_state)
         X, _ = validate_X(self, X, reset=True)
@@ -612,29 +601,20 @@ class OneClassCVM(OutlierMixin, _CVMBase):
     def _set_one_class_fit(self, res: dict) -> None:
         self.offset_ = float(res["threshold"])
 
+    @dask_dispatch()
     def score_samples(self, X: Any):
         """Σαᵢκ(xᵢ, x) (higher = more normal)."""
-        if is_dask_collection(X):  # issue 9: on a Dask cluster, X never gathered
-            from . import distributed
-
-            return distributed.score_samples(self, X)
         D, kind = self._kernel_expansion(X)
         return bk.as_kind(D[:, 0], kind)
 
+    @dask_dispatch()
     def decision_function(self, X: Any):
         """score_samples − offset_: negative for outliers."""
-        if is_dask_collection(X):  # issue 9: on a Dask cluster, X never gathered
-            from . import distributed
-
-            return distributed.decision_function(self, X)
         D, kind = self._kernel_expansion(X)
         return bk.as_kind(D[:, 0] - self.offset_, kind)
 
+    @dask_dispatch()
     def predict(self, X: Any):
         """+1 for inliers, −1 for outliers."""
-        if is_dask_collection(X):  # issue 9: on a Dask cluster, X never gathered
-            from . import distributed
-
-            return distributed.predict(self, X)
         D, kind = self._kernel_expansion(X)
         return bk.as_kind(np.where(D[:, 0] - self.offset_ >= 0, 1, -1), kind)

@@ -84,6 +84,7 @@ from typing import Any
 
 import numpy as np
 
+from ._version import __version__
 from .model_schema import (ARRAY_DTYPE_RE, ArrayInfo, ModelFormatError, decode_model, describe_value,
                            encode_model, entry_for, translate_v1)
 
@@ -246,8 +247,6 @@ def save(model: Any, path: str | os.PathLike, *, metadata: dict | None = None) -
     >>> bool((gpuksvm.load(p).predict(X) == clf.predict(X)).all())
     True
     """
-    from . import __version__
-
     path = Path(path)
     if entry_for(model) is None:
         raise TypeError(f"cannot save a {type(model).__module__}.{type(model).__qualname__}: the gpuksvm "

@@ -95,56 +95,13 @@ from .base import DeviceMixin
 from .blocks import as_block_source, is_block_input
 from .calibration import ProbabilityMixin
 from .solvers import linear as lin
+from .solvers.cost_scaling import ScaledProblemWarning, extreme_cost_scale, scaled_costs
 from .validation import (check_choice, check_param, check_sample_weight, class_counts,
                          class_weight_vector, encode_classes, max_row_sq_norm, validate_X, validate_X_y)
 
 __all__ = ["LinearSVM", "ScaledProblemWarning", "extreme_cost_scale", "scaled_costs"]
 
 SOLVERS = ("auto", "newton", "dual_cd", "liblinear", "sbm")
-#: C·n·max‖x̃‖² beyond which costs are scaled down (see "Extreme costs" in the module docstring)
-_COST_LIMIT = 1e13
-
-
-class ScaledProblemWarning(UserWarning):
-    """The costs were scaled down to the C → ∞ limit the solvers can represent (``cost_scale_``)."""
-
-
-def extreme_cost_scale(C: float, top: float, n: int, r: float, *, owner: str = "LinearSVM",
-                       stacklevel: int = 2) -> float:
-    """Log of the factor that every cost C·weight is multiplied by ("Extreme costs" in the
-    module docstring): 0.0 unless C·top·n·r > ``_COST_LIMIT``, else a
-    :class:`ScaledProblemWarning` and the factor that brings the product to that bound.
-
-    ``top`` is the largest weight (sample weight × class weight), ``n`` the number of
-    rows and ``r`` max‖x̃ᵢ‖² (the constant column's s² included).  In log space: the
-    product itself may overflow and the factor can be below 1e-308.
-    """
-    if not math.isfinite(r):
-        raise ValueError(f"{owner}: the squared row norms of the features exceed float64 ({r}); "
-                         "scale the features (e.g. sklearn.preprocessing.StandardScaler)")
-    if top == 0.0 or r == 0.0:
-        return 0.0
-    log_load = math.log(C) + math.log(top) + math.log(n) + math.log(r)
-    if log_load <= math.log(_COST_LIMIT):
-        return 0.0
-    log_scale = math.log(_COST_LIMIT) - log_load
-    warnings.warn(f"{owner}: the costs C·weight (C={C:.3g}, weights up to {top:.3g}) make "
-                  f"C·n·max‖x‖² = 1e{log_load / math.log(10):.0f}, far beyond what the solvers can "
-                  f"represent; the problem is numerically its C → ∞ limit, so every cost was scaled "
-                  f"by 1e{log_scale / math.log(10):.0f} (relative weights kept; see cost_scale_)",
-                  ScaledProblemWarning, stacklevel=stacklevel + 1)
-    return log_scale
-
-
-def scaled_costs(C: float, S: np.ndarray, log_scale: float) -> tuple[float, np.ndarray]:
-    """(C, multipliers S) with the factor exp(``log_scale``) of :func:`extreme_cost_scale`
-    applied: C is folded into S, since C·S·factor is moderate even when C or S alone is not."""
-    if log_scale == 0.0:
-        return C, S
-    with np.errstate(divide="ignore"):
-        return 1.0, np.exp(np.log(S) + (math.log(C) + log_scale))
-
-
 class LinearSVM(DeviceMixin, ProbabilityMixin, ClassifierMixin, BaseEstimator):
     """L2-regularized linear SVM (squared hinge or hinge loss), one-vs-rest.
 

@@ -80,7 +80,6 @@ from __future__ import annotations
 
 import time
 import warnings
-from dataclasses import dataclass, replace
 from numbers import Integral, Real
 from typing import Any, Sequence
 
@@ -92,202 +91,19 @@ from sklearn.utils.metaestimators import available_if
 from sklearn.utils.validation import check_is_fitted
 
 from . import backend as bk
-from . import linalg
-from ._dask import is_dask_collection
 from .base import DeviceMixin
 from .blocks import LinearMapBlockSource, as_block_source, check_block, is_block_input
 from .cluster import RowReservoir, kmeans, random_row_sample, sample_rows, take_rows
-from .solvers._blas import host_busy, one_blas_thread
 from .kernels import Kernel, kernel_block, kernel_matvec, make_kernel
+from .linear_svm import LinearSVM
+from .nystrom import NystromMap, feature_map, nystrom_maps, spectrum_objective, supervised_spectrum
+from .scaleout.dispatch import dask_dispatch
+from .scaleout.llsvm import fit_llsvm
 from .validation import (check_choice, check_param, check_sample_weight, encode_classes,
                          max_row_sq_norm, validate_X_y)
 
 __all__ = ["LLSVM", "NystromMap", "nystrom_maps", "supervised_spectrum", "spectrum_objective",
            "fit_llsvm_grid"]
-
-
-# --------------------------------------------------------------------------- maps
-@dataclass
-class NystromMap:
-    """A rank-k empirical kernel map x ↦ K(x, Z) M with M = U diag(spectrum)^{1/2}.
-
-    Attributes
-    ----------
-    kernel : Kernel
-    landmarks : (k, d) array Z
-    eigvals : (k,) eigenvalues of K_zz after the floor (ascending)
-    eigvecs : (k, k) eigenvectors U
-    spectrum : (k,) weights s with M = U diag(s)^{1/2} (Nyström: 1/eigvals)
-    map : (k, k) array M
-    n_kept : number of eigenvalues at or above the floor
-    """
-
-    kernel: Kernel
-    landmarks: Any
-    eigvals: Any
-    eigvecs: Any
-    spectrum: Any
-    map: Any
-    n_kept: int
-
-    def with_spectrum(self, spectrum: Any) -> "NystromMap":
-        """The same eigenbasis with new weights: M' = U diag(spectrum)^{1/2} (LLSVM2 step 4)."""
-        xp = bk.namespace_of(self.eigvecs)
-        s = xp.asarray(spectrum, dtype=self.eigvecs.dtype)
-        return replace(self, spectrum=s, map=self.eigvecs * xp.sqrt(s)[None, :])
-
-    def transform(self, X: Any, *, block_rows: int | None = None) -> Any:
-        """F = K(X, Z) M, computed in row blocks (the n × k kernel block is never stored)."""
-        return feature_map(X, self.landmarks, self.map, self.kernel, block_rows=block_rows)
-
-    def feature_sq_norm_bound(self, max_sq_norm: float) -> float:
-        """An upper bound of ‖K(x, Z) M‖² over the rows with ‖x‖² ≤ ``max_sq_norm``.
-
-        ‖F_x‖² = Σⱼ sⱼ (uⱼᵀk_x)², and since K is PSD the Schur complement of
-        K_zz in the Gram matrix of [Z; x] gives Σⱼ (uⱼᵀk_x)²/λⱼ ≤ κ(x, x) (the
-        floor only raises λⱼ), so ‖F_x‖² ≤ maxⱼ(sⱼλⱼ) · max κ(x, x) — for the
-        Nyström spectrum (s = 1/λ) max κ(x, x) itself (1 for RBF).  The extreme-cost
-        rule of :class:`~gpuksvm.linear_svm.LinearSVM` uses it out of core, where
-        max‖F_x‖² itself would cost a pass forming F (inf if it overflows).
-        """
-        ratio = float(bk.to_host((self.spectrum.astype(np.float64) * self.eigvals.astype(np.float64)).max()))
-        with np.errstate(over="ignore", invalid="ignore"):
-            return float(np.float64(max(ratio, 0.0)) * np.float64(self.kernel.max_diag(max_sq_norm)))
-
-
-def _effective_floor(eig_floor: float, dtype: Any) -> float:
-    """The relative eigenvalue floor for maps in ``dtype`` (module docstring)."""
-    if np.dtype(dtype) == np.float32:
-        return max(float(eig_floor), float(np.finfo(np.float32).eps))
-    return float(eig_floor)
-
-
-def feature_map(X: Any, Z: Any, M: Any, kernel: Kernel, *, block_rows: int | None = None) -> Any:
-    """F = K(X, Z) · M in row blocks sized to the memory budget (SPEC §1 step 4).
-
-    :func:`~gpuksvm.kernels.kernel_matvec` with a row plan for a k-wide output
-    (each row holds its kernel block row and its F row).
-    """
-    dt = np.dtype(M.dtype)
-    if block_rows is None:
-        block_rows = bk.plan_rows(X.shape[0], (2 * Z.shape[0] + X.shape[1]) * dt.itemsize, bk.device_of(M))
-    return kernel_matvec(X, Z, M, kernel, dtype=dt, block_rows=block_rows, method="blocked")
-
-
-def nystrom_maps(Z: Any, kernels: Sequence[Kernel], *, eig_floor: float = 1e-10,
-                 dtype: Any = None) -> list[NystromMap]:
-    """Nyström maps of several kernels on the same landmarks, with ONE batched eigh.
-
-    This is the fast path for model selection over γ (or degree, …): the
-    ``b`` matrices K_zz are stacked ``(b, k, k)`` and decomposed together
-    (:func:`gpuksvm.linalg.inv_sqrt_psd`; batched cuSOLVER on a GPU).
-
-    Parameters
-    ----------
-    Z : (k, d) landmarks (NumPy or CuPy; the maps live on Z's device)
-    kernels : sequence of Kernel
-    eig_floor : float
-        Relative eigenvalue floor (see the module docstring).
-    dtype : float32 or float64, optional (default: Z's dtype)
-
-    Returns
-    -------
-    list of NystromMap, one per kernel
-
-    Examples
-    --------
-    >>> import numpy as np
-    >>> from gpuksvm.kernels import Kernel
-    >>> from gpuksvm.llsvm import nystrom_maps
-    >>> Z = np.random.default_rng(0).normal(size=(20, 3))
-    >>> maps = nystrom_maps(Z, [Kernel("rbf", gamma=g) for g in (0.1, 1.0)])
-    >>> F = maps[1].transform(Z)
-    >>> bool(np.allclose(F @ F.T, Kernel("rbf", gamma=1.0)(Z), atol=1e-6))
-    True
-    """
-    kernels = list(kernels)
-    if not kernels:
-        raise ValueError("nystrom_maps needs at least one kernel")
-    for kern in kernels:
-        if not isinstance(kern, Kernel):
-            raise ValueError(f"expected Kernel objects, got {kern!r}")
-        if not kern.is_psd:
-            raise ValueError(f"the Nyström map needs a PSD kernel; {kern.name!r} is not")
-    check_param("eig_floor", eig_floor, Real, low=0.0)
-    dt = np.dtype(dtype) if dtype is not None else np.dtype(Z.dtype)
-    xp = bk.namespace_of(Z)
-    Z = xp.asarray(Z, dtype=dt) if not bk.is_sparse(Z) else Z.toarray().astype(dt)
-    Z64 = Z.astype(np.float64)
-    k = Z.shape[0]
-    # K_zz in float64 (module docstring); its values must also fit the working dtype, in which
-    # the maps and every K(X, Z) row are formed
-    Kzz = xp.empty((len(kernels), k, k), dtype=np.float64)
-    fmax = float(np.finfo(dt).max)
-    with np.errstate(over="ignore", invalid="ignore"):   # checked right below
-        for i, kern in enumerate(kernels):  # SPEC §1 step 2
-            if max(kern.gamma, abs(kern.coef0)) > fmax:
-                Kzz[i] = np.nan
-            else:
-                kernel_block(Z64, Z64, kern, dtype=np.float64, out=Kzz[i])
-    in_range = xp.abs(Kzz) <= fmax                      # False for inf and NaN
-    if not bool(bk.to_host(in_range.all())):
-        bad = int(np.flatnonzero(~bk.to_host(in_range.reshape(len(kernels), -1).all(axis=1)))[0])
-        kern = kernels[bad]
-        raise ValueError(f"the kernel matrix of the landmarks has inf/NaN values in {dt.name}: "
-                         f"kernel={kern.name!r}, gamma={kern.gamma:g}, degree={kern.degree:g}, "
-                         f"coef0={kern.coef0:g} give values outside the {dt.name} range on this data. "
-                         "Use a smaller gamma (or degree), scale the features, or dtype='float64'")
-    # step 3: M = U Λ^{-1/2} with the floor, all kernels in one eigh call (on the CPU with
-    # one BLAS thread up to k = 2048 or on a busy host: see gpuksvm.solvers._blas)
-    with one_blas_thread(xp is np and (k <= 2048 or host_busy())):
-        M, w, kept = linalg.inv_sqrt_psd(Kzz, floor=_effective_floor(eig_floor, dt), mode="clip")
-    U = (M * xp.sqrt(w)[:, None, :]).astype(dt)
-    M, w = M.astype(dt), w.astype(dt)
-    kept = bk.to_host(kept)
-    return [NystromMap(kernel=kern, landmarks=Z, eigvals=w[i], eigvecs=U[i], spectrum=1.0 / w[i],
-                       map=M[i], n_kept=int(kept[i])) for i, kern in enumerate(kernels)]
-
-
-# --------------------------------------------------------------------------- LLSVM2
-def supervised_spectrum(nmap: NystromMap, X_lab: Any, y_lab: Any, *, reg: float,
-                        a: float = 0.2) -> tuple[Any, Any, Any]:
-    """LLSVM2's learned spectrum (TNNLS eq. 17–23).
-
-    Parameters
-    ----------
-    nmap : NystromMap (its eigvecs U and eigvals Λ are used)
-    X_lab : (l, d) labelled rows (on the map's device); y_lab : (l,) labels (host)
-    reg : float
-        λ of eq. (18)/(19), > 0.
-    a : float
-        Weight −a of between-class pairs in A (eq. 17).
-
-    Returns
-    -------
-    mu : (k,) μ* = max(0, μ₀ − c/(2λ))        (eq. 23)
-    c : (k,) c = diag(Uᵀ K_Lzᵀ 𝓛 K_Lz U)       (eq. 18)
-    mu0 : (k,) μ₀ = diag(Λ⁻¹)
-    """
-    check_param("spectrum_reg", reg, Real, low=0.0, closed="neither")
-    check_param("a", a, Real, low=0.0)
-    xp = bk.namespace_of(nmap.eigvecs)
-    dt = nmap.eigvecs.dtype
-    y_lab = np.asarray(bk.to_host(y_lab)).ravel()
-    same = y_lab[:, None] == y_lab[None, :]
-    A = np.where(same, 1.0, -float(a))                         # eq. (17)
-    lap = np.diag(A.sum(axis=1)) - A                           # 𝓛 = D − A
-    G = kernel_block(X_lab, nmap.landmarks, nmap.kernel, dtype=dt) @ nmap.eigvecs  # K_Lz U
-    lap = xp.asarray(lap, dtype=dt)
-    c = xp.sum(G * (lap @ G), axis=0)                          # diag(Gᵀ 𝓛 G)
-    mu0 = 1.0 / nmap.eigvals
-    mu = xp.maximum(mu0 - c / (2.0 * reg), 0)                  # eq. (23)
-    return mu, c, mu0
-
-
-def spectrum_objective(mu: Any, c: Any, mu0: Any, reg: float) -> float:
-    """The objective cᵀμ + λ‖μ − μ₀‖² that eq. (23) minimizes over μ ≥ 0 (eq. 18–19)."""
-    xp = bk.namespace_of(mu)
-    return float(bk.to_host(c @ mu + reg * xp.sum((mu - mu0) ** 2)))
 
 
 # --------------------------------------------------------------------------- estimator
@@ -457,8 +273,6 @@ class LLSVM(DeviceMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin, Clas
             raise ValueError(f"kernel must be 'rbf', 'poly', 'linear' or a PSD Kernel, got {self.kernel!r}")
 
     def _linear_svm(self, C: float | None = None):
-        from .linear_svm import LinearSVM
-
         return LinearSVM(C=self.C if C is None else C, loss=self.loss, solver=self.solver,
                          fit_intercept=True, intercept_scaling=1.0, class_weight=self.class_weight,
                          tol=self.tol, max_iter=self.max_iter, block_size=self.block_size,
@@ -573,6 +387,7 @@ class LLSVM(DeviceMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin, Clas
         return self
 
     # ------------------------------------------------------------------ fit
+    @dask_dispatch(fit_llsvm)
     def fit(self, X: Any, y: Any = None, sample_weight: Any = None) -> "LLSVM":
         """Fit on arrays, or out of core on a block source / SVMlight file path.
 
@@ -587,10 +402,6 @@ class LLSVM(DeviceMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin, Clas
         y : array-like of labels (``None`` for a block source)
         sample_weight : array-like, optional (arrays only)
         """
-        if is_dask_collection(X):  # issue 9: train on a Dask cluster without gathering X
-            from . import distributed
-
-            return distributed.fit_llsvm(self, X, y, sample_weight)
         self._check_params()
         if is_block_input(X):
             return self._fit_blocks(X, y, sample_weight)
@@ -675,25 +486,19 @@ class LLSVM(DeviceMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin, Clas
         check_is_fitted(self, "dual_coef_")
         return self._validated_input(X, np.dtype(self.map_.dtype), keep_sparse=False)
 
+    @dask_dispatch()
     def transform(self, X: Any) -> Any:
         """The empirical kernel map F = K(X, Z) M, shape (n, k)."""
-        if is_dask_collection(X):  # issue 9: chunk by chunk on a Dask cluster, lazily
-            from . import distributed
-
-            return distributed.transform(self, X)
         Xd, kind = self._prepare(X)
         F = feature_map(Xd, self.landmarks_, self.map_, self.kernel_)
         return bk.as_kind(F, kind)
 
+    @dask_dispatch()
     def decision_function(self, X: Any) -> Any:
         """Σⱼ μⱼ κ(x, zⱼ) + b (RSVM form, Proposition 2; equal to wᵀ(K(x,Z)M) + b).
 
         Returns (n,) for two classes, (n, n_classes) for more (one-vs-rest).
         """
-        if is_dask_collection(X):  # issue 9: chunk by chunk on a Dask cluster, lazily
-            from . import distributed
-
-            return distributed.decision_function(self, X)
         Xd, kind = self._prepare(X)
         D = kernel_matvec(Xd, self.landmarks_, self.dual_coef_.T, self.kernel_)
         D = D.reshape(Xd.shape[0], -1) + self.intercept_[None, :]
@@ -701,12 +506,9 @@ class LLSVM(DeviceMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin, Clas
             D = D[:, 0]
         return bk.as_kind(D, kind)
 
+    @dask_dispatch()
     def predict(self, X: Any) -> np.ndarray:
         """Class labels (host array of the training labels' type)."""
-        if is_dask_collection(X):  # issue 9: chunk by chunk on a Dask cluster, lazily
-            from . import distributed
-
-            return distributed.predict(self, X)
         D = bk.to_host(self.decision_function(X))
         if D.ndim == 1:
             idx = (D > 0).astype(np.int64)
@@ -720,26 +522,20 @@ class LLSVM(DeviceMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin, Clas
         return True
 
     @available_if(_check_proba)
+    @dask_dispatch()
     def predict_proba(self, X: Any) -> Any:
         """Platt-scaled class probabilities (the linear SVM's, on F = K(X, Z) M).
 
         The sigmoids are fitted by ``svm_`` on 5-fold out-of-fold decision
         values of the linear SVM on the fixed map (:mod:`gpuksvm.calibration`).
         """
-        if is_dask_collection(X):  # issue 9: chunk by chunk on a Dask cluster, lazily
-            from . import distributed
-
-            return distributed.predict_proba(self, X)
         check_is_fitted(self, "dual_coef_")
         return self.svm_.predict_proba(self.transform(X))
 
     @available_if(_check_proba)
+    @dask_dispatch()
     def predict_log_proba(self, X: Any) -> Any:
         """Logarithm of :meth:`predict_proba`."""
-        if is_dask_collection(X):  # issue 9: chunk by chunk on a Dask cluster, lazily
-            from . import distributed
-
-            return distributed.predict_log_proba(self, X)
         check_is_fitted(self, "dual_coef_")
         return self.svm_.predict_log_proba(self.transform(X))
 

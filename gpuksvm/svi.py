@@ -16,10 +16,11 @@ import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin
 
 from . import backend as bk
-from ._dask import is_dask_collection
 from .base import DeviceMixin
 from .calibration import ProbabilityMixin
 from .kernels import Kernel, make_kernel
+from .scaleout.dispatch import dask_dispatch
+from .scaleout.svi import fit_svi
 from .solvers import svi as svi_solver
 from .solvers.svi import (DEFAULT_MARGIN_TOL, DEFAULT_MAX_MARGIN_SV, DEFAULT_MIN_MARGIN_SV,
                           DEFAULT_MIN_SUBSET_ROWS, ExactFallbackWarning, MarginCapWarning, SVIModel,
@@ -318,6 +319,7 @@ class SVI(DeviceMixin, SVCSurfaceMixin, ProbabilityMixin, ClassifierMixin, BaseE
                          n_jobs=self.n_jobs, verbose=int(self.verbose))
 
     # ------------------------------------------------------------------ fit
+    @dask_dispatch(fit_svi)
     def fit(self, X: Any, y: Any) -> "SVI":
         """Fit the SVI model (Algorithm 1 of the paper, :func:`gpuksvm.solvers.svi.fit`).
 
@@ -330,10 +332,6 @@ class SVI(DeviceMixin, SVCSurfaceMixin, ProbabilityMixin, ClassifierMixin, BaseE
         -------
         self
         """
-        if is_dask_collection(X):  # issue 9: sub-SVMs on the workers, X never gathered
-            from . import distributed
-
-            return distributed.fit_svi(self, X, y)
         self._check_params()
         sparse_fit = bk.is_sparse(X)  # validation keeps sparse input sparse (a GPU then densifies it)
         X, y, classes, yidx, Xd, kernel, dev, dt = self._prepare(X, y)

@@ -24,7 +24,7 @@ Solvers
     one-vs-rest problems share one Gram where their active sets allow),
     :func:`newton_stream` (blocks streamed from disk, :class:`StreamOracle`,
     dim × dim statistics per pass) and the Dask fit
-    (:class:`ReducedOracle` over map-reduce sums, :mod:`gpuksvm.distributed`).
+    (:class:`ReducedOracle` over map-reduce sums, :mod:`gpuksvm.scaleout`).
 :func:`dual_cd`
     Dual coordinate descent with shrinking (Hsieh et al. 2008, Algorithm 1 and
     3) for both losses.  Coordinates are visited in a random permutation, in
@@ -50,7 +50,7 @@ import scipy.sparse as sp
 
 from .. import backend as bk
 from .. import linalg
-from ..blocks import check_block
+from ..blocks import BlockSource, LinearMapBlockSource, check_block
 from ._blas import NARROW_DIM, host_busy, one_blas_thread
 
 __all__ = ["Design", "LinearSolution", "primal_objective", "ovr_targets", "NewtonOracle",
@@ -339,7 +339,7 @@ class NewtonOracle:
     runs on arrays in memory (:class:`DesignOracle`), on blocks streamed from
     disk (:class:`StreamOracle`, only dim × dim statistics per pass) and on
     Dask chunks (:class:`ReducedOracle` over map-reduce sums,
-    :func:`gpuksvm.distributed.fit_llsvm`).
+    :func:`gpuksvm.scaleout.llsvm.fit_llsvm`).
 
     Attributes
     ----------
@@ -1443,8 +1443,6 @@ def newton_stream(source: Any, C: float, *, labels: np.ndarray | None = None,
     (solution, classes, n_features); ``solution.info["n_passes"]`` counts the
     passes over the data.
     """
-    from ..blocks import BlockSource, LinearMapBlockSource
-
     _check_common(C, "squared_hinge", tol, max_iter)
     if not isinstance(source, BlockSource):
         raise TypeError(f"newton_stream needs a gpuksvm.blocks.BlockSource, got {type(source).__name__}")
@@ -1550,8 +1548,6 @@ def sbm(source: Any, C: float, loss: str = "squared_hinge", *, n_passes: int = 3
     -------
     (solution, classes, n_features)
     """
-    from ..blocks import BlockSource
-
     _check_common(C, loss, tol, n_passes)
     if not isinstance(source, BlockSource):
         raise TypeError(f"sbm needs a gpuksvm.blocks.BlockSource, got {type(source).__name__}")

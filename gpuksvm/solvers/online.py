@@ -31,12 +31,12 @@ from typing import Any
 
 import numpy as np
 
+from .. import backend as bk
+
 __all__ = ["Pegasos", "RegularizedLMS", "RandomFourierFeatures"]
 
 
 def _host2d(F: Any) -> np.ndarray:
-    from .. import backend as bk
-
     F = np.asarray(bk.to_host(F), dtype=np.float64)
     if F.ndim == 1:
         F = F.reshape(1, -1)
