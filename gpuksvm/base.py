@@ -7,6 +7,10 @@
 * ``to_device("cpu" | "gpu" | "cuda:N")`` — moves all fitted arrays;
 * pickling to host arrays, so a model fitted on a GPU predicts on a CPU-only
   machine (it is restored on the CPU; call ``to_device("gpu")`` to move it);
+* parameters stay as the user set them: pickling, saving and ``to_device``
+  never rewrite ``device`` (``get_params()`` is unchanged); where the fitted
+  arrays live is the fitted attribute ``fitted_device_``, and predictions run
+  there, while the next ``fit`` runs where ``device`` says;
 * **all-or-nothing fits**: ``fit``, ``partial_fit`` and ``partial_fit_transform``
   of every subclass are wrapped (:func:`keeps_state_on_error`) so that a call
   that raises leaves the estimator exactly as it was before the call — the
@@ -140,8 +144,6 @@ class DeviceMixin:
         return bk.to_device(X, dev, dtype), kind
 
     def _moved_copy(self, device: bk.Device) -> "DeviceMixin":
-        import copy
-
         new = copy.copy(self)
         new._move_fitted(device)
         return new
@@ -157,12 +159,12 @@ class DeviceMixin:
     def to_device(self, device: str | bk.Device) -> "DeviceMixin":
         """Move the fitted model to ``device`` (in place) and return it.
 
-        The ``device`` parameter is set to the new device so later fits and
-        predictions run there.
+        Predictions run there from now on (``fitted_device_``).  The ``device``
+        parameter is the user's and is not changed: a later ``fit`` runs where
+        it says (``set_params(device=...)`` to change that too).
         """
         dev = bk.resolve_device(device)
         self._move_fitted(dev)
-        self.device = str(dev) if dev.is_gpu else "cpu"
         return self
 
     def __getstate__(self) -> dict:
@@ -170,9 +172,6 @@ class DeviceMixin:
         out = {k: move_arrays(v, bk.CPU) for k, v in state.items()}
         if "_fitted_on" in out:
             out["_fitted_on"] = bk.CPU
-        if out.get("device") not in (None, "auto", "cpu"):
-            # a GPU-fitted model predicts on the CPU after unpickling unless moved back
-            out["device"] = "auto"
         return out
 
     def __setstate__(self, state: dict) -> None:

@@ -56,9 +56,10 @@ Format version 1 files (gpuksvm before the closed format) are translated node
 by node into version 2 (:func:`gpuksvm.model_schema.translate_v1`) and then
 validated exactly like version 2; those holding generic objects are refused.
 
-Arrays on a GPU are copied to the host; the model's ``device`` parameter is
-reset to ``"auto"`` (as when pickling), so it predicts on the GPU when one is
-present and on the CPU otherwise; pass ``load(path, device=...)`` to choose.
+Arrays on a GPU are copied to the host, so a loaded model predicts on the CPU
+(``fitted_device_``) until moved with ``load(path, device=...)`` or
+``to_device``; its parameters, ``device`` included, are saved and loaded as
+the user set them (``get_params()`` is the same after loading).
 
 Writes are atomic: the file is written to a temporary file in the target's
 folder, flushed to disk and moved over the target with :func:`os.replace`, so a
@@ -553,8 +554,8 @@ def load(path: str | os.PathLike, *, device: str | None = None) -> Any:
     path : str or path-like
     device : str, optional
         Move the loaded model there (``model.to_device(device)``).  By default
-        it stays on the host and predicts on the device its ``device``
-        parameter resolves to (``"auto"`` for a model fitted on a GPU).
+        it stays on the host and predicts there; its ``device`` parameter is
+        the saved one (where a later ``fit`` runs).
 
     Raises
     ------

@@ -838,10 +838,6 @@ class _Writer:
         if entry.kind == "estimator":
             for k in type(obj)._get_param_names():
                 v = getattr(obj, k)
-                if k == "device" and isinstance(v, (str, bk.Device)) and str(v).strip().lower() not in (
-                        "auto", "cpu"):
-                    # a GPU-fitted model predicts on the host after loading unless moved back
-                    v = "auto"
                 params[k] = self.value(v, f"{path}.{k}", depth)
                 state.pop(k, None)
         fitted = {}

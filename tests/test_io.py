@@ -340,8 +340,8 @@ def test_gpu_fitted_state_loads_on_cpu_only_machine(tmp_path):
     path = io.save(model, tmp_path / "gpu.npz")
     assert io.read_header(path)["fitted_device"] == "cuda:0"
     back = io.load(path)
-    assert back.device == "auto" and back._fitted_device() == CPU
-    # the original object was not changed by saving
+    # parameters as the user set them (issue 16); the arrays are on the host
+    assert back.device == "cuda:0" and back._fitted_device() == CPU and back.fitted_device_ == "cpu"
     assert model.device == "cuda:0"
     back.set_params(device="cpu")
     for (what, a), (_, b) in zip(ref, outputs(back, X)):
