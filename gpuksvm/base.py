@@ -29,6 +29,7 @@ from typing import Any, Callable
 import numpy as np
 
 from . import backend as bk
+from .params import ParamsMixin
 from .validation import validate_X
 
 __all__ = ["DeviceMixin", "move_arrays", "progress", "keeps_state_on_error"]
@@ -96,8 +97,9 @@ def move_arrays(obj: Any, device: bk.Device) -> Any:
     return obj
 
 
-class DeviceMixin:
-    """Device handling for estimators with a ``device`` parameter, and all-or-nothing fits."""
+class DeviceMixin(ParamsMixin):
+    """Device handling for estimators with a ``device`` parameter, all-or-nothing fits, and the
+    declared parameters (:class:`~gpuksvm.params.ParamsMixin`)."""
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)

@@ -82,26 +82,45 @@ from __future__ import annotations
 
 import math
 import warnings
-from numbers import Integral, Real
+from numbers import Real
 from typing import Any
 
 import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.exceptions import ConvergenceWarning
+from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted
 
 from . import backend as bk
 from .base import DeviceMixin
 from .blocks import as_block_source, is_block_input
 from .calibration import ProbabilityMixin
+from .params import CLASS_WEIGHT, DEVICE_PARAMS, count, positive
 from .solvers import linear as lin
 from .solvers.cost_scaling import ScaledProblemWarning, extreme_cost_scale, scaled_costs
-from .validation import (check_choice, check_param, check_sample_weight, class_counts,
+from .validation import (check_sample_weight, class_counts,
                          class_weight_vector, encode_classes, max_row_sq_norm, validate_X, validate_X_y)
 
 __all__ = ["LinearSVM", "ScaledProblemWarning", "extreme_cost_scale", "scaled_costs"]
 
 SOLVERS = ("auto", "newton", "dual_cd", "liblinear", "sbm")
+
+_CONSTRAINTS = {
+    "C": [positive()],
+    "loss": [StrOptions(set(lin.LOSSES))],
+    "solver": [StrOptions(set(SOLVERS) | {"dcd"}, deprecated={"dcd"})],
+    "fit_intercept": ["boolean"],
+    # the constant column's square enters every Gram product: keep it far from overflow
+    "intercept_scaling": [Interval(Real, 0, 1e150, closed="neither")],
+    "class_weight": CLASS_WEIGHT,
+    "tol": [positive()],
+    "max_iter": [count(1)],
+    "block_size": [None, count(1)],
+    "n_passes": [count(1)],
+    "cache_drop": [Interval(Real, 0, 1, closed="right")],
+    "probability": ["boolean"],
+    **DEVICE_PARAMS,
+}
 class LinearSVM(DeviceMixin, ProbabilityMixin, ClassifierMixin, BaseEstimator):
     """L2-regularized linear SVM (squared hinge or hinge loss), one-vs-rest.
 
@@ -193,30 +212,15 @@ class LinearSVM(DeviceMixin, ProbabilityMixin, ClassifierMixin, BaseEstimator):
         self.verbose = verbose
 
     # ------------------------------------------------------------------ params
-    def _check_params(self) -> None:
-        check_param("C", self.C, Real, low=0, closed="neither")
-        check_choice("loss", self.loss, lin.LOSSES)
+    _parameter_constraints: dict = _CONSTRAINTS
+
+    def _check_param_relations(self) -> None:
         if self.solver == "dcd":
             warnings.warn("solver='dcd' is now called solver='dual_cd' (the README's name); 'dcd' "
-                          "will stop working in a future version", FutureWarning, stacklevel=3)
-        else:
-            check_choice("solver", self.solver, SOLVERS)
-        check_choice("fit_intercept", self.fit_intercept, (True, False))
-        # the constant column's square enters every Gram product: keep it far from overflow
-        check_param("intercept_scaling", self.intercept_scaling, Real, low=0, high=1e150,
-                    closed="neither")
-        check_param("tol", self.tol, Real, low=0, closed="neither")
-        check_param("max_iter", self.max_iter, Integral, low=1)
-        check_param("block_size", self.block_size, Integral, low=1, allow_none=True)
-        check_param("n_passes", self.n_passes, Integral, low=1)
-        check_param("cache_drop", self.cache_drop, Real, low=0, high=1, closed="right")
-        check_choice("probability", self.probability, (True, False))
+                          "will stop working in a future version", FutureWarning, stacklevel=4)
         if self.solver == "newton" and self.loss != "squared_hinge":
             raise ValueError("solver='newton' solves the squared hinge only; use loss='squared_hinge' "
                              "or solver='dual_cd' / 'liblinear' for the hinge")
-        if not (self.class_weight is None or self.class_weight == "balanced"
-                or isinstance(self.class_weight, dict)):
-            raise ValueError(f"class_weight must be None, 'balanced' or a dict, got {self.class_weight!r}")
 
     def _scaling(self) -> float | None:
         return float(self.intercept_scaling) if self.fit_intercept else None

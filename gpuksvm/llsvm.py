@@ -80,13 +80,14 @@ from __future__ import annotations
 
 import time
 import warnings
-from numbers import Integral, Real
+from numbers import Real
 from typing import Any, Sequence
 
 import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin, TransformerMixin
 from sklearn.base import ClassNamePrefixFeaturesOutMixin, clone
 from sklearn.utils import check_random_state
+from sklearn.utils._param_validation import StrOptions
 from sklearn.utils.metaestimators import available_if
 from sklearn.utils.validation import check_is_fitted
 
@@ -97,9 +98,11 @@ from .cluster import RowReservoir, kmeans, random_row_sample, sample_rows, take_
 from .kernels import Kernel, kernel_block, kernel_matvec, make_kernel
 from .linear_svm import LinearSVM
 from .nystrom import NystromMap, feature_map, nystrom_maps, spectrum_objective, supervised_spectrum
+from .params import (CLASS_WEIGHT, DEPRECATED, DEVICE_PARAMS, KERNEL_PARAMS, count, non_negative, positive,
+                     renamed)
 from .scaleout.dispatch import dask_dispatch
 from .scaleout.llsvm import fit_llsvm
-from .validation import (check_choice, check_param, check_sample_weight, encode_classes,
+from .validation import (check_param, check_sample_weight, encode_classes,
                          max_row_sq_norm, validate_X_y)
 
 __all__ = ["LLSVM", "NystromMap", "nystrom_maps", "supervised_spectrum", "spectrum_objective",
@@ -125,8 +128,11 @@ class LLSVM(DeviceMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin, Clas
     ----------
     kernel : {"rbf", "poly", "linear"} or Kernel
     gamma : float or {"scale", "auto", "mean_dist"}
-    degree, coef0 : float
+    degree : int, default=3
         Polynomial kernel (γ xᵀz + c₀)^p.
+    coef0 : float, default=0.0
+        c₀ above (scikit-learn's default; it was 1.0 before 0.2 — set it
+        explicitly for a polynomial kernel).
     n_landmarks : int
         k (clipped to the number of training rows, with a warning).
     landmarks : {"kmeans", "random"} or array of shape (k, n_features)
@@ -155,9 +161,10 @@ class LLSVM(DeviceMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin, Clas
         |L|²·λⱼ², so small λ zeroes the leading directions first; λ → ∞ gives
         back LLSVM); the paper selects it from 1e-5 … 1e5 on validation data —
         do the same (``fit_llsvm_grid`` makes that cheap).
-    a : float, default 1.0
-        Between-class weight of LLSVM2's A (eq. 17); 1 is the paper's
-        𝓛 = D − yyᵀ (see the module docstring for why smaller values fail).
+    dissimilar_pair_weight : float, default=1.0
+        The weight −a of different-class pairs in LLSVM2's affinity A
+        (eq. 17); 1 is the paper's 𝓛 = D − yyᵀ (see the module docstring for
+        why smaller values fail).  Was called ``a`` (deprecated).
     class_weight : dict, "balanced" or None
     tol, max_iter : float, int
         Linear SVM stopping rule.
@@ -212,16 +219,43 @@ class LLSVM(DeviceMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin, Clas
     (5, 200)
     """
 
-    def __init__(self, kernel: Any = "rbf", gamma: Any = "scale", degree: float = 3,
-                 coef0: float = 1.0, n_landmarks: int = 1000, landmarks: Any = "kmeans",
+    _parameter_constraints: dict = {
+        **KERNEL_PARAMS,
+        "kernel": [StrOptions({"rbf", "poly", "linear"}), Kernel],
+        "n_landmarks": [count(1)],
+        "landmarks": [StrOptions({"kmeans", "random"}), "array-like"],
+        "kmeans_iter": [count(0)],
+        "kmeans_init": [StrOptions({"k-means++", "random"})],
+        "kmeans_sample": [None, count(1)],
+        "eig_floor": [non_negative()],
+        "C": [positive()],
+        "loss": [StrOptions({"squared_hinge", "hinge"})],
+        "solver": LinearSVM._parameter_constraints["solver"],
+        "spectrum": [StrOptions({"nystrom", "supervised"})],
+        "n_labeled": [count(2)],
+        "spectrum_reg": [positive()],
+        "dissimilar_pair_weight": [non_negative()],
+        "a": renamed([non_negative()]),
+        "class_weight": CLASS_WEIGHT,
+        "tol": [positive()],
+        "max_iter": [count(1)],
+        "block_size": [None, count(1)],
+        "probability": ["boolean"],
+        **DEVICE_PARAMS,
+    }
+    _renamed_parameters = {"a": "dissimilar_pair_weight"}
+
+    def __init__(self, kernel: Any = "rbf", gamma: Any = "scale", degree: int = 3,
+                 coef0: float = 0.0, n_landmarks: int = 1000, landmarks: Any = "kmeans",
                  kmeans_iter: int = 5, kmeans_init: str = "k-means++",
                  kmeans_sample: int | None = 20000, eig_floor: float = 1e-10, C: float = 1.0,
                  loss: str = "squared_hinge", solver: str = "auto", spectrum: str = "nystrom",
-                 n_labeled: int = 100, spectrum_reg: float = 1.0, a: float = 1.0,
+                 n_labeled: int = 100, spectrum_reg: float = 1.0,
+                 dissimilar_pair_weight: float = 1.0,
                  class_weight: Any = None, tol: float = 1e-4, max_iter: int = 1000,
                  block_size: int | None = None, probability: bool = False,
                  device: str = "auto", dtype: Any = "float32", random_state: Any = None,
-                 verbose: int = 0):
+                 verbose: int = 0, a: Any = DEPRECATED):
         self.kernel = kernel
         self.gamma = gamma
         self.degree = degree
@@ -238,7 +272,7 @@ class LLSVM(DeviceMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin, Clas
         self.spectrum = spectrum
         self.n_labeled = n_labeled
         self.spectrum_reg = spectrum_reg
-        self.a = a
+        self.dissimilar_pair_weight = dissimilar_pair_weight
         self.class_weight = class_weight
         self.tol = tol
         self.max_iter = max_iter
@@ -248,28 +282,11 @@ class LLSVM(DeviceMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin, Clas
         self.dtype = dtype
         self.random_state = random_state
         self.verbose = verbose
+        self.a = a
 
     # ------------------------------------------------------------------ params
-    def _check_params(self) -> None:
-        check_param("n_landmarks", self.n_landmarks, Integral, low=1)
-        if isinstance(self.landmarks, str):
-            check_choice("landmarks", self.landmarks, ("kmeans", "random"))
-        check_param("kmeans_iter", self.kmeans_iter, Integral, low=0)
-        check_choice("kmeans_init", self.kmeans_init, ("k-means++", "random"))
-        check_param("kmeans_sample", self.kmeans_sample, Integral, low=1, allow_none=True)
-        check_param("eig_floor", self.eig_floor, Real, low=0.0)
-        check_param("C", self.C, Real, low=0.0, closed="neither")
-        check_choice("loss", self.loss, ("squared_hinge", "hinge"))
-        check_choice("spectrum", self.spectrum, ("nystrom", "supervised"))
-        check_param("n_labeled", self.n_labeled, Integral, low=2)
-        check_param("spectrum_reg", self.spectrum_reg, Real, low=0.0, closed="neither")
-        check_param("a", self.a, Real, low=0.0)
-        check_param("tol", self.tol, Real, low=0.0, closed="neither")
-        check_param("max_iter", self.max_iter, Integral, low=1)
-        check_param("block_size", self.block_size, Integral, low=1, allow_none=True)
-        if isinstance(self.kernel, str):
-            check_choice("kernel", self.kernel, ("rbf", "poly", "linear"))
-        elif not isinstance(self.kernel, Kernel) or not self.kernel.is_psd:
+    def _check_param_relations(self) -> None:
+        if isinstance(self.kernel, Kernel) and not self.kernel.is_psd:
             raise ValueError(f"kernel must be 'rbf', 'poly', 'linear' or a PSD Kernel, got {self.kernel!r}")
 
     def _linear_svm(self, C: float | None = None):
@@ -336,7 +353,7 @@ class LLSVM(DeviceMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin, Clas
             idx = np.arange(Xs.shape[0])
         XL = Xs[bk.namespace_of(Xs).asarray(idx) if bk.is_gpu_array(Xs) else idx]
         mu, _, _ = supervised_spectrum(nmap, XL, np.asarray(ys)[idx], reg=float(self.spectrum_reg),
-                                       a=float(self.a))
+                                       a=float(self._param("dissimilar_pair_weight")))
         if not bool(bk.to_host((mu > 0).any())):
             raise ValueError("LLSVM2 zeroed every eigenvalue (μ* = 0): spectrum_reg is too small "
                              "for this kernel; increase spectrum_reg")

@@ -387,6 +387,7 @@ class Entry:
     validate : the class's own parameter checks, run on the rebuilt object
     check : consistency checks across attributes (beyond the named dimensions)
     transient : attributes not stored, recreated on load (caches)
+    renamed : old fitted-attribute name → new name (files written before a rename load)
     """
 
     name: str
@@ -397,6 +398,7 @@ class Entry:
     validate: Callable[[Any], None] | None = None
     check: Callable[[Any, _Dims, str], None] | None = None
     transient: dict[str, Callable[[], Any]] = field(default_factory=dict)
+    renamed: dict[str, str] = field(default_factory=dict)
 
     @property
     def v1_name(self) -> str:
@@ -682,11 +684,11 @@ _ENTRIES = [
         "solved_exactly_": Arr("b", ("n_problems",)),
         "margin_capped_": Arr("b", ("n_problems",)),
         "converged_": Arr("b", ("n_problems",)),
-        "fit_time_": Info(),
+        "fit_times_": Info(),
         **_PROBA,
     }), required=("classes_", "kernel_", "support_vectors_", "dual_coef_", "intercept_",
                   "problems_", "n_features_in_"),
-          validate=_own_checks("_check_params"), check=_check_svi),
+          validate=_own_checks("_check_params"), check=_check_svi, renamed={"fit_time_": "fit_times_"}),
     Entry("gpuksvm.okfeb.OKFEB", OKFEB, _OKFEB_FITTED, required=_OKFEB_REQUIRED,
           validate=_own_checks("_check_params"), check=_check_okfeb,
           transient={"_cache": dict}),
@@ -1065,6 +1067,7 @@ class _Reader:
             dims = _Dims({k: v for k, v in vars(obj).items() if type(v) is int})
         values = {}
         for k, sub in fitted.items():
+            k = entry.renamed.get(k, k)
             spec = entry.fitted.get(k)
             if spec is None:
                 raise _fail(f"{path}.{k}", f"{entry.cls.__name__} has no declared attribute {k!r}; "

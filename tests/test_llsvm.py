@@ -318,7 +318,7 @@ def test_supervised_spectrum_estimator(rng):
     np.testing.assert_allclose(nys.spectrum_, 1.0 / nys.eigvals_)
     assert est.score(X, y) > 0.85
     with pytest.raises(ValueError, match="spectrum_reg"):
-        LLSVM(gamma=2.0, n_landmarks=40, spectrum="supervised", spectrum_reg=1e-12, a=0.2,
+        LLSVM(gamma=2.0, n_landmarks=40, spectrum="supervised", spectrum_reg=1e-12, dissimilar_pair_weight=0.2,
               device="cpu", random_state=0).fit(X, y)
 
 
