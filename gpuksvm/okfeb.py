@@ -414,14 +414,32 @@ class OKFEB(DeviceMixin, TransformerMixin, BaseEstimator):
                           + (", lower the polynomial degree" if self.kernel_.name == "poly" else "")
                           + (" or use dtype='float64'" if np.dtype(self._dt) == np.float32 else ""))
 
-    @property
-    def _W(self):
-        """W = A(C + λI)⁻¹ (|S| × r), so that q = Wᵀk; computed lazily for transform."""
-        if "W" not in self._cache:
-            m = self._m
-            self._cache["W"] = (linalg.cho_solve(self._L, self._A[:m].T).T if m
-                                else self._xp.zeros((0, self.rank), dtype=self._dt))
-        return self._cache["W"]
+    def _map(self, output: str):
+        """The map of :meth:`transform` in float64, whatever the working dtype: W = A(C + λI)⁻¹
+        (|S| × r, so that q = Wᵀk, eq. 11b) for ``output="features"``, W C^{1/2} for "kernel".
+
+        Why float64: when some of the r directions carry almost no kernel energy, C has
+        eigenvalues ≈ 0 and cond(C + λI) ≈ λ_max(C)/λ (3·10⁴ at the default λ = 10⁻³ on the
+        test models); W then has entries in the hundreds while the features are O(1), and
+        float32 rounding of W and K(X, S) is amplified to errors ~3·10⁻⁴ (measured: a GPU
+        float32 fit and its CPU copy disagreed by 2.9·10⁻⁴ on features of size 0.9; issue 13).
+        Computed in float64 from the same stored state the amplified error is ~10⁻¹¹, and the
+        result is rounded to the working dtype once, at the end of :meth:`_transform`.
+        """
+        key = f"map_{output}"
+        if key not in self._cache:
+            xp, m, r = self._xp, self._m, self.rank
+            if m == 0:
+                M = xp.zeros((0, r), dtype=np.float64)
+            else:
+                C = self._C.astype(np.float64)
+                L = linalg.cho_factor(C + float(self.reg) * xp.eye(r, dtype=np.float64))
+                M = linalg.cho_solve(L, self._A[:m].T.astype(np.float64)).T
+                if output == "kernel":
+                    w, U = linalg.eigh(C)
+                    M = M @ ((U * xp.sqrt(xp.maximum(w, 0))[None, :]) @ U.T)
+            self._cache[key] = M
+        return self._cache[key]
 
     def _croot(self):
         """C^{1/2} (symmetric), for output="kernel" (eigenvalues clipped at 0)."""
@@ -978,8 +996,8 @@ class OKFEB(DeviceMixin, TransformerMixin, BaseEstimator):
 
     def _transform(self, Xd: Any) -> Any:
         """:meth:`transform` of rows already validated and on the fit device."""
-        W = self._W if self.output == "features" else self._W @ self._croot()
-        return kernel_matvec(Xd, self._S[:self._m], W, self.kernel_, dtype=self._dt)
+        Q = kernel_matvec(Xd, self._S[:self._m], self._map(self.output), self.kernel_, dtype=np.float64)
+        return Q.astype(self._dt, copy=False)
 
     def fitting_error(self, X: Any) -> np.ndarray:
         """LS fitting error eₙ = ‖φ(xₙ) − ΦAqₙ‖² of rows under the current model (host array)."""
@@ -1001,7 +1019,7 @@ class OKFEB(DeviceMixin, TransformerMixin, BaseEstimator):
         check_is_fitted(self, "n_seen_")
         X, _ = self._validate(X, reset=False)
         Xd = self._to_dev(X)
-        Z = kernel_matvec(Xd, self._S[:self._m], self._W @ self._croot(), self.kernel_, dtype=self._dt)
+        Z = kernel_matvec(Xd, self._S[:self._m], self._map("kernel"), self.kernel_, dtype=np.float64)
         return windowed_kernel_error(Xd, Z, self.kernel_, window)
 
     def get_feature_names_out(self, input_features: Any = None) -> np.ndarray:
