@@ -1,5 +1,6 @@
 # Quick start:   make demo    (train every method on the bundled ijcnn1 data)
-#                make test    (the test suite; GPU tests skip without a device)
+#                make test    (the test suite; GPU tests on the GPU, else on the emulated
+#                              GPU of tests/gpuemu, which needs g++; the header says which)
 # Both create ./.venv on first use. CuPy is installed automatically when
 # nvidia-smi finds a GPU (cupy-cuda13x for a CUDA 13 driver, else cupy-cuda12x).
 
@@ -8,7 +9,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.gpuksvm-installed
 
-.PHONY: demo test test-gpu bench bench-gpu clean-venv
+.PHONY: demo test test-gpu test-emulated-full bench bench-gpu clean-venv
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -29,7 +30,11 @@ test: $(STAMP)
 	$(BIN)/python -m pytest -q -p no:cacheprovider --timeout=900
 
 test-gpu: $(STAMP)
-	$(BIN)/python -m pytest -q -m gpu
+	$(BIN)/python -m pytest -q -p no:cacheprovider -m gpu
+
+# the emulated GPU with its slow cases and the full mutation sweep (minutes more)
+test-emulated-full: $(STAMP)
+	GPUKSVM_TEST_GPU=emulated GPUEMU_FULL=1 $(BIN)/python -m pytest -q -p no:cacheprovider -m gpu
 
 bench: $(STAMP)
 	$(BIN)/python bench/report.py --scale small
@@ -38,4 +43,4 @@ bench-gpu: $(STAMP)
 	$(BIN)/python bench/gpu_suite.py
 
 clean-venv:
-	rm -rf $(VENV)
+	rm -rf $(VENV) .gpuemu-cache

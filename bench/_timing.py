@@ -15,7 +15,8 @@ from typing import Any, Callable, Sequence
 
 from gpuksvm import backend as bk
 
-RESULTS = Path(__file__).resolve().parent / "results"
+# where write_json puts results: bench/results, or $GPUKSVM_BENCH_RESULTS (tests, emulated runs)
+RESULTS = Path(os.environ.get("GPUKSVM_BENCH_RESULTS") or Path(__file__).resolve().parent / "results")
 
 
 def time_call(fn: Callable[[], Any], *, device: Any = "cpu", repeats: int = 3, warmup: int = 1) -> dict:

@@ -29,6 +29,7 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
+from . import _cuda
 from . import backend as bk
 
 __all__ = [
@@ -118,6 +119,22 @@ class Kernel:
     def constant_diag(self) -> float | None:
         """κ(x, x) when it is the same for every x (RBF: 1), else ``None``."""
         return 1.0 if self.name == "rbf" else None
+
+    def max_diag(self, max_sq_norm: float) -> float:
+        """An upper bound of κ(x, x) over the rows with ‖x‖² ≤ ``max_sq_norm``.
+
+        κ(x, x) depends on ‖x‖² only, through γ‖x‖² + c₀ (poly, sigmoid), so
+        its extremes lie at ‖x‖² = 0 or ``max_sq_norm`` (inf if it overflows).
+        """
+        if self.name == "rbf":
+            return 1.0
+        if self.name == "linear":
+            return float(max_sq_norm)
+        if self.name == "sigmoid":
+            return 1.0
+        ends = np.abs([self.coef0, self.gamma * float(max_sq_norm) + self.coef0])
+        with np.errstate(over="ignore"):
+            return float(np.max(ends ** self.degree))
 
     @property
     def is_psd(self) -> bool:
@@ -291,22 +308,21 @@ def _epilogue_gpu(G, xn, zn, kernel: Kernel):
     """In-place fused pass on a CuPy block (kernels_cuda/kernel_block.cu)."""
     if kernel.name == "linear":
         return G
-    from . import _cuda
-
     xp = bk.namespace_of(G)
     n, k = G.shape
-    suffix = "f32" if G.dtype == np.float32 else "f64"
-    fn = _cuda.get_function("kernel_block", f"kernel_epilogue_{suffix}")
-    cast = np.float32 if G.dtype == np.float32 else np.float64
-    if xn is None:
-        xn = xp.zeros(1, dtype=G.dtype)
-        zn = xn
-    _cuda.launch_1d(fn, n * k, (G, xp.ascontiguousarray(xn, dtype=G.dtype),
-                                xp.ascontiguousarray(zn, dtype=G.dtype),
-                                np.int64(n), np.int64(k), np.int64(G.strides[0] // G.itemsize),
-                                np.int32(kernel.code), cast(kernel.gamma), cast(kernel.coef0),
-                                cast(kernel.degree)))
+    if xn is not None:
+        xn = xp.ascontiguousarray(xn, dtype=G.dtype)
+        zn = xp.ascontiguousarray(zn, dtype=G.dtype)
+    # linear never reaches the kernel; poly/sigmoid do not read xn, zn (NULL)
+    _cuda.launch_1d("kernel_block", f"kernel_epilogue_{_suffix(G.dtype)}", n * k,
+                    (G, xn, zn, n, k, G.strides[0] // G.itemsize, kernel.code,
+                     kernel.gamma, kernel.coef0, kernel.degree))
     return G
+
+
+def _suffix(dtype: Any) -> str:
+    """The kernel-name suffix of a working dtype (``_f32`` / ``_f64`` variants)."""
+    return "f32" if np.dtype(dtype) == np.float32 else "f64"
 
 
 def _gram_rows(Xb, Zt, out):
@@ -338,7 +354,9 @@ def kernel_block(X: Any, Z: Any = None, kernel: Kernel | str = "rbf", *, dtype: 
     block_rows : int, optional
         Rows per block; by default planned from the memory budget.
     out : array, optional
-        Preallocated ``n × k`` C-contiguous output.
+        Preallocated ``n × k`` output of the result dtype, same kind (NumPy/CuPy) as
+        the computation, with contiguous rows (C order; padded rows allowed); anything
+        else raises ``ValueError``.
     method : {"auto", "gemm", "tiled"}
         GPU only. ``"gemm"``: cuBLAS GEMM then the fused elementwise epilogue
         (two passes over the output). ``"tiled"``: one CUDA kernel computing the
@@ -365,8 +383,8 @@ def kernel_block(X: Any, Z: Any = None, kernel: Kernel | str = "rbf", *, dtype: 
         raise ValueError(f"X has {d} features but Z has {Z.shape[1]}")
     if out is None:
         out = xp.empty((n, k), dtype=dt)
-    elif out.shape != (n, k):
-        raise ValueError(f"out has shape {out.shape}, expected {(n, k)}")
+    else:
+        _check_out(out, (n, k), dt, xp)
     if n == 0 or k == 0:
         return out
     Zt = Z.T
@@ -380,12 +398,11 @@ def kernel_block(X: Any, Z: Any = None, kernel: Kernel | str = "rbf", *, dtype: 
         raise ValueError("method='tiled' needs dense CuPy inputs with d <= 64")
     if tiled_ok and method != "gemm":
         Zc = xp.ascontiguousarray(Z)
-        zn_t = zn if zn is not None else xp.zeros(1, dtype=dt)
 
         def run_tiled(s: int, e: int) -> None:
             Xb = xp.ascontiguousarray(X[s:e], dtype=dt)
-            xn = row_sq_norms(Xb, dt) if kernel.name == "rbf" else xp.zeros(1, dtype=dt)
-            _tiled_block_gpu(Xb, Zc, xn, zn_t, out[s:e], kernel)
+            xn = row_sq_norms(Xb, dt) if kernel.name == "rbf" else None   # only rbf reads the norms
+            _tiled_block_gpu(Xb, Zc, xn, zn, out[s:e], kernel)
 
         bk.map_row_blocks(run_tiled, n, block_rows, what="kernel_block")
         return out
@@ -407,19 +424,31 @@ def kernel_block(X: Any, Z: Any = None, kernel: Kernel | str = "rbf", *, dtype: 
     return out
 
 
+def _check_out(out: Any, shape: tuple[int, int], dt: np.dtype, xp) -> None:
+    """``out=`` must be an array of the computation's kind and dtype whose rows are contiguous
+    (C order; rows may be padded, as in a view ``buf[:, :k]``): both GPU paths write it by row
+    stride through a ``T*`` of the working dtype."""
+    if bk.namespace_of(out) is not xp or bk.is_sparse(out):
+        raise ValueError(f"out must be a dense {'CuPy' if xp is not np else 'NumPy'} array like the inputs, "
+                         f"got {type(out).__name__}")
+    if out.shape != shape:
+        raise ValueError(f"out has shape {out.shape}, expected {shape}")
+    if out.dtype != dt:
+        raise ValueError(f"out has dtype {out.dtype}, expected {dt} (the result dtype; pass dtype= to change it)")
+    if shape[0] and shape[1] and (out.strides[1] != out.itemsize
+                                  or (shape[0] > 1 and out.strides[0] < shape[1] * out.itemsize)):
+        raise ValueError(f"out must be C-ordered (contiguous rows), got strides {out.strides}")
+
+
 def _tiled_block_gpu(Xb, Z, xn, zn, out_rows, kernel: Kernel) -> None:
     """One-pass tiled kernel block on the GPU (kernels_cuda/kernel_block.cu)."""
-    from . import _cuda
-
     n, d = Xb.shape
     k = Z.shape[0]
-    suffix = "f32" if Xb.dtype == np.float32 else "f64"
-    fn = _cuda.get_function("kernel_block", f"kernel_block_tiled_{suffix}")
-    cast = np.float32 if Xb.dtype == np.float32 else np.float64
+    # a 16×16 block computes a 64×64 tile; row tiles beyond gridDim.y are looped over
     grid = ((k + _TILE - 1) // _TILE, min((n + _TILE - 1) // _TILE, _MAX_GRID_Y))
-    fn(grid, (16, 16), (Xb, Z, xn, zn, out_rows, np.int32(n), np.int32(k), np.int32(d),
-                        np.int64(out_rows.strides[0] // out_rows.itemsize), np.int32(kernel.code),
-                        cast(kernel.gamma), cast(kernel.coef0), cast(kernel.degree)))
+    _cuda.launch("kernel_block", f"kernel_block_tiled_{_suffix(Xb.dtype)}", grid, (16, 16),
+                 (Xb, Z, xn, zn, out_rows, n, k, d, out_rows.strides[0] // out_rows.itemsize, kernel.code,
+                  kernel.gamma, kernel.coef0, kernel.degree))
 
 
 def kernel_diag(X: Any, kernel: Kernel | str = "rbf", *, dtype: Any = None):
@@ -497,14 +526,9 @@ def kernel_matvec(X: Any, Z: Any, V: Any, kernel: Kernel | str = "rbf", *, dtype
 
 
 def _fused_matvec_gpu(X, Z, V, out, kernel: Kernel) -> None:
-    from . import _cuda
-
     n, d = X.shape
     k, m = V.shape
-    suffix = "f32" if X.dtype == np.float32 else "f64"
-    fn = _cuda.get_function("kernel_matvec", f"kernel_matvec_{suffix}")
-    cast = np.float32 if X.dtype == np.float32 else np.float64
     shared = _FUSED_TILE * (d + m) * X.itemsize
-    _cuda.launch_1d(fn, n, (X, Z, V, out, np.int32(n), np.int32(k), np.int32(d), np.int32(m),
-                            np.int32(kernel.code), cast(kernel.gamma), cast(kernel.coef0),
-                            cast(kernel.degree)), block=128, shared_mem=shared, max_blocks=None)
+    _cuda.launch_1d("kernel_matvec", f"kernel_matvec_{_suffix(X.dtype)}", n,
+                    (X, Z, V, out, n, k, d, m, kernel.code, kernel.gamma, kernel.coef0, kernel.degree),
+                    block=128, shared_mem=shared, max_blocks=None)

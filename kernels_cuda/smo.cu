@@ -20,9 +20,12 @@
 // dynamic shared memory: blockDim.x * (sizeof(T) + sizeof(int)) bytes
 #include "common.cuh"
 
+// -inf from its bit pattern: NVRTC has no math.h, so INFINITY / HUGE_VAL are undefined there.
 template <typename T> __device__ __forceinline__ T smo_neg_inf();
-template <> __device__ __forceinline__ float smo_neg_inf<float>() { return -INFINITY; }
-template <> __device__ __forceinline__ double smo_neg_inf<double>() { return -INFINITY; }
+template <> __device__ __forceinline__ float smo_neg_inf<float>() { return __int_as_float(0xff800000); }
+template <> __device__ __forceinline__ double smo_neg_inf<double>() {
+    return __longlong_as_double(static_cast<long long>(0xfff0000000000000ULL));
+}
 
 // Block-wide (value, index) arg-max; ties -> smaller index.  All threads get the result.
 template <typename T>
@@ -108,7 +111,8 @@ __device__ void smo_subproblem(const T* __restrict__ Kww, const T* __restrict__ 
         if (tid == j) a = (t == ub_j) ? ((y > T(0)) ? T(0) : c) : a - y * t;
         f -= t * (Kit - Kjt);
         ++it;
-        __syncthreads();
+        // no barrier needed here: s_ub_i/s_ub_j/s_step_j are written next after three block
+        // reductions of the next step, each of which synchronizes (checked by the mutation test)
     }
     if (valid) alpha[off] = a;
     if (tid == 0) { n_inner[p] = it; gap0[p] = g0; }

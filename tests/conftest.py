@@ -1,17 +1,101 @@
+"""Test configuration: the GPU test mode, shared fixtures, the kernel-launch report.
+
+GPU mode (``GPUKSVM_TEST_GPU``: ``auto`` (default), ``real``, ``emulated``, ``off``):
+
+* ``real`` — CuPy finds a CUDA device: the ``gpu`` tests run on it;
+* ``emulated`` — no GPU: the ``gpu`` tests run against the fake CuPy and the CPU
+  emulator of ``kernels_cuda`` (``tests/gpuemu``; needs g++);
+* ``off`` / no GPU and no C++ compiler — the ``gpu`` tests are skipped, with the reason.
+
+In the emulated mode ``gpu`` tests also marked ``slow`` are skipped unless ``GPUEMU_FULL=1``.
+
+The pytest header says which mode ran.  At the end the launches of every
+``extern "C"`` kernel are printed and written to ``.gpu-test-report.json``; a run
+of the whole suite fails if some kernel was never launched.
+"""
+import json
 import os
+from pathlib import Path
 
 import numpy as np
 import pytest
 
+import gpuemu
+from gpuemu import build as _emu_build
+from gpuksvm import _cuda
 from gpuksvm import backend as bk
+
+TESTS = Path(__file__).resolve().parent
+REPORT = TESTS.parent / ".gpu-test-report.json"
+
+
+def _gpu_mode() -> tuple[str, str]:
+    """(mode, reason): mode is "real", "emulated" or "skip"."""
+    want = os.environ.get("GPUKSVM_TEST_GPU", "auto").strip().lower()
+    if want not in ("auto", "real", "emulated", "off"):
+        raise pytest.UsageError(f"GPUKSVM_TEST_GPU={want!r}: use auto, real, emulated or off")
+    if want == "off":
+        return "skip", "GPUKSVM_TEST_GPU=off"
+    if want in ("auto", "real") and bk.cuda_available():
+        return "real", ""
+    if want == "real":
+        return "skip", "GPUKSVM_TEST_GPU=real but CuPy finds no CUDA device"
+    if _emu_build.compiler() is None:
+        return "skip", "no GPU, and the emulated GPU needs a C++ compiler: g++ not found (apt-get install g++)"
+    return "emulated", ""
+
+
+GPU_MODE, GPU_SKIP_REASON = _gpu_mode()
+
+
+def pytest_report_header(config):
+    if GPU_MODE == "real":
+        import cupy
+        name = cupy.cuda.runtime.getDeviceProperties(0)["name"].decode()
+        return f"gpu tests: REAL GPU ({name}, CuPy {cupy.__version__})"
+    if GPU_MODE == "emulated":
+        return ("gpu tests: EMULATED (no GPU): fake CuPy + kernels_cuda on the CPU emulator; "
+                + gpuemu.describe())
+    return f"gpu tests: SKIPPED ({GPU_SKIP_REASON})"
+
+
+#: GPUEMU_FULL=1: also the gpu tests marked slow (and the full mutation sweep) in the emulated mode
+EMULATED_FULL = os.environ.get("GPUEMU_FULL") == "1"
+
+
+def pytest_collection_modifyitems(config, items):
+    if GPU_MODE == "skip":
+        skip = pytest.mark.skip(reason=f"gpu test skipped: {GPU_SKIP_REASON}")
+    elif GPU_MODE == "emulated" and not EMULATED_FULL:
+        skip = pytest.mark.skip(reason="slow on the emulated GPU (host-bound): GPUEMU_FULL=1 runs it")
+    else:
+        return
+    for item in items:   # markers, not keywords: a parameter id "gpu" is not a gpu test
+        if item.get_closest_marker("gpu") and (GPU_MODE == "skip" or item.get_closest_marker("slow")):
+            item.add_marker(skip)
+
+
+@pytest.fixture(scope="session")
+def _emulator():
+    """The emulator libraries of every CUDA source, built once (in parallel, cached on disk)."""
+    return gpuemu.prebuild()
 
 
 @pytest.fixture
-def gpu():
-    """Skip unless CuPy and a CUDA device are present; yields the cupy module."""
-    if not bk.cuda_available():
-        pytest.skip("needs CuPy and a CUDA device")
-    return bk.get_namespace("cuda")
+def gpu(request):
+    """The cupy module of this run's GPU mode (skips when there is none).
+
+    Emulated: for the duration of the test gpuksvm sees one CUDA device
+    (``device="auto"`` resolves to it), backed by the fake CuPy.
+    """
+    if GPU_MODE == "real":
+        yield bk.get_namespace("cuda")
+    elif GPU_MODE == "emulated":
+        request.getfixturevalue("_emulator")
+        with gpuemu.emulated_gpu() as cupy:
+            yield cupy
+    else:
+        pytest.skip(f"gpu test skipped: {GPU_SKIP_REASON}")
 
 
 @pytest.fixture
@@ -24,10 +108,45 @@ SHARED_DATASETS = os.environ.get(
     os.path.join(os.path.dirname(__file__), "..", "..", "shared", "datasets"))
 
 
-def pytest_collection_modifyitems(config, items):
-    if bk.cuda_available():
+# ----------------------------------------------------------------------------- launch report
+def all_kernels() -> set[str]:
+    """Every extern "C" kernel of kernels_cuda/*.cu."""
+    return {k for src in _cuda.cuda_sources() for k in _cuda.signatures(src.stem)}
+
+
+def _whole_suite(config) -> bool:
+    """True when this run is the whole suite (no -k/-m selection, no test paths given)."""
+    if os.environ.get("GPUKSVM_REQUIRE_ALL_KERNELS") == "1":
+        return True
+    if config.option.keyword or config.option.markexpr or getattr(config.option, "lf", False):
+        return False
+    return all(Path(a).resolve() == TESTS for a in config.args)
+
+
+def pytest_sessionfinish(session, exitstatus):
+    counts = _cuda.launch_counts()
+    never = sorted(all_kernels() - set(counts))
+    session.config._gpu_launch_report = (counts, never)
+    if GPU_MODE != "skip":
+        REPORT.write_text(json.dumps({"mode": GPU_MODE, "launches": dict(sorted(counts.items())),
+                                      "never_launched": never}, indent=1) + "\n")
+        if never and _whole_suite(session.config) and session.exitstatus == 0:
+            session.exitstatus = pytest.ExitCode.TESTS_FAILED
+            session.config._gpu_launch_failed = True
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config):
+    counts, never = getattr(config, "_gpu_launch_report", ({}, []))
+    tr = terminalreporter
+    if GPU_MODE == "skip":
+        tr.write_sep("=", f"GPU tests SKIPPED: {GPU_SKIP_REASON}", yellow=True, bold=True)
         return
-    skip = pytest.mark.skip(reason="needs CuPy and a CUDA device")
-    for item in items:
-        if "gpu" in item.keywords:
-            item.add_marker(skip)
+    if GPU_MODE == "emulated":
+        tr.write_line("gpu tests ran EMULATED (no GPU): fake CuPy + kernels_cuda on the CPU emulator; "
+                      + gpuemu.describe())
+    tr.write_sep("=", f"GPU mode: {GPU_MODE.upper()} - kernel launches per extern \"C\" kernel")
+    for name in sorted(all_kernels() | set(counts)):
+        tr.write_line(f"  {name:<26} {counts.get(name, 0):>7}")
+    tr.write_line(f"  (written to {REPORT.name})")
+    if getattr(config, "_gpu_launch_failed", False):
+        tr.write_sep("=", f"FAILED: kernels never launched by the suite: {', '.join(never)}", red=True, bold=True)

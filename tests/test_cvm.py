@@ -502,6 +502,28 @@ def test_gpu_scanner_matches_host(gpu, d):
 
 
 @pytest.mark.gpu
+def test_gpu_scanner_candidate_cache_follows_the_rows(gpu):
+    """exact_min reuses its device copy of ``idx`` only while the rows are the same: an array
+    changed in place (or a new array that got a freed one's id) is copied again (issue 13)."""
+    from gpuksvm.solvers.meb import GpuScanner
+
+    rng = np.random.default_rng(1)
+    X = rng.normal(size=(600, 3))
+    kern = Kernel("rbf", gamma=0.5)
+    host = HostScanner(X, None, kern, None, 10.0, np.float64)
+    dev = GpuScanner(gpu.asarray(X), None, kern, None, 10.0, np.float64)
+    for i in rng.choice(600, 20, replace=False):
+        host.append(int(i))
+        dev.append(int(i))
+    alpha = np.full(20, 1 / 20)
+    (ch, bh), (cd, bd) = host.set_alpha(alpha), dev.set_alpha(alpha)
+    idx = np.arange(0, 300, dtype=np.int64)
+    assert dev.exact_min(idx, cd, bd) == pytest.approx(host.exact_min(idx, ch, bh))
+    idx += 300                                  # the same array object, other rows
+    assert dev.exact_min(idx, cd, bd) == pytest.approx(host.exact_min(idx, ch, bh))
+
+
+@pytest.mark.gpu
 def test_gpu_fit_equals_cpu_fit(gpu, board):
     X, y = board
     kw = dict(gamma=4.0, C=100.0, eps=1e-10, sample_size=None, dtype=np.float64, random_state=0)

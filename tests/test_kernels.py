@@ -194,6 +194,33 @@ def test_gpu_block_matches_numpy_twin(gpu, kernel, dtype, tol, method, shape, rn
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("method", ["gemm", "tiled"])
+def test_gpu_block_out_dtype_and_layout_checked(gpu, method, rng):
+    """out= of another dtype (written through the kernel's T*: garbage) or Fortran order (the
+    kernels write by row stride: wrong values) is refused; padded rows are fine (issue 13)."""
+    X = gpu.asarray(rng.normal(size=(70, 5)), dtype=np.float32)
+    k = Kernel("rbf", gamma=0.5)
+    with pytest.raises(ValueError, match="dtype float64, expected float32"):
+        kernel_block(X, X, k, out=gpu.zeros((70, 70)), method=method)
+    with pytest.raises(ValueError, match="C-ordered"):
+        kernel_block(X, X, k, out=gpu.zeros((70, 70), dtype=np.float32, order="F"), method=method)
+    with pytest.raises(ValueError, match="CuPy array"):
+        kernel_block(X, X, k, out=np.zeros((70, 70), dtype=np.float32), method=method)
+    buf = gpu.zeros((70, 80), dtype=np.float32)
+    kernel_block(X, X, k, out=buf[:, :70], method=method)
+    ref = rbf_kernel(bk.to_host(X).astype(np.float64), gamma=0.5)
+    assert relerr(bk.to_host(buf[:, :70]), ref) < 1e-5 and not bk.to_host(buf[:, 70:]).any()
+
+
+def test_block_out_dtype_and_layout_checked_on_cpu(rng):
+    X = rng.normal(size=(30, 4))
+    with pytest.raises(ValueError, match="dtype float32, expected float64"):
+        kernel_block(X, X, Kernel("rbf"), out=np.zeros((30, 30), dtype=np.float32))
+    with pytest.raises(ValueError, match="C-ordered"):
+        kernel_block(X, X, Kernel("rbf"), out=np.zeros((30, 30), order="F"))
+
+
+@pytest.mark.gpu
 def test_gpu_tiled_rejects_large_d(gpu, rng):
     X = gpu.asarray(rng.normal(size=(10, 100)))
     with pytest.raises(ValueError, match="tiled"):

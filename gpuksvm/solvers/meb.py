@@ -37,6 +37,7 @@ from typing import Any
 import numpy as np
 from scipy.linalg import lapack as _lapack
 
+from .. import _cuda
 from .. import backend as bk
 from ..kernels import Kernel, kernel_block, kernel_diag
 
@@ -45,7 +46,6 @@ __all__ = ["SimplexMEB", "HostScanner", "GpuScanner", "make_scanner", "candidate
 
 _ETA_FLOOR = 1e-12
 _REFACTOR_EVERY = 200   # bordering/downdating steps between refactorizations of K̃_PP⁻¹ (at least |P|)
-_NULL = np.uint64(0)   # a null device pointer argument of a RawKernel
 
 
 # --------------------------------------------------------------------------- inner MEB solver
@@ -557,13 +557,13 @@ class GpuScanner(_ScannerBase):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, xp=bk.get_namespace("cuda"), **kwargs)
-        from .. import _cuda
-
         xp = self.xp
-        self.Xc = xp.ascontiguousarray(self.X)
-        suffix = "f32" if self.dtype == np.float32 else "f64"
-        self._fn = _cuda.get_function("cvm", f"cvm_furthest_{suffix}")
-        self._cast = np.float32 if self.dtype == np.float32 else np.float64
+        # every array argument of cvm_furthest in the scanner's dtype, C-contiguous (const T*)
+        self.Xc = xp.ascontiguousarray(self.X, dtype=self.dtype)
+        self._xscale_dev = None if self.xscale is None else xp.ascontiguousarray(self.xscale, dtype=self.dtype)
+        self._kernel_name = f"cvm_furthest_{'f32' if self.dtype == np.float32 else 'f64'}"
+        _cuda.get_function("cvm", self._kernel_name)   # compile now: a failure names the source
+        self._idx_key = None                           # (host idx, its device copy) of exact_min
         self._counter = xp.zeros(1, dtype=xp.uint32)
         self._out_s = xp.empty(1, dtype=xp.float64)
         self._out_i = xp.empty(1, dtype=xp.int64)
@@ -580,15 +580,12 @@ class GpuScanner(_ScannerBase):
         part_s = xp.empty(n_groups, dtype=xp.float64)
         part_i = xp.empty(n_groups, dtype=xp.int64)
         k = self.kernel
-        c = self._cast
         shared = self._tile * (self.d + 1) * self.dtype.itemsize
-        args = (self.Xc, np.int32(self.d), cand if cand is not None else _NULL, np.int64(n_cand),
-                np.int64(group_size), self._Z, xp.ascontiguousarray(coef), np.int32(self.m),
-                np.int32(self._tile), np.float64(b), self.y if self.y is not None else _NULL,
-                self.self_term, self.xscale if self.xscale is not None else _NULL, np.int32(k.code),
-                c(k.gamma), c(k.coef0), c(k.degree), part_s, part_i,
-                self._counter if final else _NULL, self._out_s, self._out_i)
-        self._fn((n_groups,), (self._BLOCK,), args, shared_mem=shared)
+        args = (self.Xc, self.d, cand, n_cand, group_size, self._Z,
+                xp.ascontiguousarray(coef, dtype=self.dtype), self.m, self._tile, float(b), self.y,
+                self.self_term, self._xscale_dev, k.code, k.gamma, k.coef0, k.degree, part_s, part_i,
+                self._counter if final else None, self._out_s, self._out_i)
+        _cuda.launch("cvm", self._kernel_name, (n_groups,), (self._BLOCK,), args, shared_mem=shared)
         return part_s, part_i
 
     def group_min(self, groups: np.ndarray, coef, b: float) -> tuple[np.ndarray, np.ndarray]:
@@ -601,15 +598,15 @@ class GpuScanner(_ScannerBase):
     def exact_min(self, idx: np.ndarray | None, coef, b: float) -> tuple[float, int]:
         xp = self.xp
         n = self.n if idx is None else idx.shape[0]
-        if idx is not None and not hasattr(self, "_idx_dev"):
-            self._idx_dev = {}
         cand = None
         if idx is not None:
-            key = id(idx)
-            cand = self._idx_dev.get(key)
-            if cand is None:
-                cand = xp.asarray(idx, dtype=xp.int64)
-                self._idx_dev = {key: cand}
+            # the device copy of the last idx is reused while the caller passes the same rows; the
+            # key is a host copy of their values (an id() can be reused by a new array, and an
+            # array can be changed in place)
+            host = np.asarray(idx, dtype=np.int64)
+            if self._idx_key is None or not np.array_equal(self._idx_key[0], host):
+                self._idx_key = (host.copy(), xp.asarray(host))
+            cand = self._idx_key[1]
         n_groups = int(min(max(1, -(-n // self._BLOCK)), 4096))
         group_size = -(-n // n_groups)
         self._launch(cand, n, group_size, n_groups, coef, b, final=True)

@@ -74,6 +74,7 @@ import scipy.sparse as sp
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.svm import SVC
 
+from .. import _cuda
 from .. import backend as bk
 from ..kernels import Kernel, kernel_block, kernel_diag
 from ..multiclass import problem_rows
@@ -648,25 +649,21 @@ def solve_subproblems_host(Kww: np.ndarray, yw: np.ndarray, Cw: np.ndarray, aw: 
 
 def _solve_subproblems_cuda(Kww, yw, Cw, aw, Fw, active, tol: float, max_inner: int):
     """One launch: one thread block per problem (kernels_cuda/smo.cu)."""
-    from .. import _cuda
-
     xp = bk.namespace_of(Kww)
     P, ws = yw.shape
-    suffix = "f32" if Kww.dtype == np.float32 else "f64"
-    fn = _cuda.get_function("smo", f"smo_subproblem_{suffix}")
-    threads = 1
-    while threads < ws:
-        threads *= 2
-    threads = max(threads, 32)
-    alpha = xp.ascontiguousarray(aw).copy()
+    dt = Kww.dtype
+    # one thread per working-set row, a power-of-two block (the reductions halve it), >= one warp
+    threads = max(32, 1 << (int(ws) - 1).bit_length())
+    if threads > 1024:
+        raise ValueError(f"working set of {ws} rows: the subproblem kernel takes at most 1024")
+    alpha = xp.array(aw, dtype=dt, order="C", copy=True)
     n_inner = xp.zeros(P, dtype=xp.int32)
-    gap0 = xp.zeros(P, dtype=Kww.dtype)
-    cast = np.float32 if Kww.dtype == np.float32 else np.float64
-    shared = threads * (Kww.itemsize + 4)
-    fn((P,), (threads,), (xp.ascontiguousarray(Kww), xp.ascontiguousarray(yw), xp.ascontiguousarray(Cw),
-                          alpha, xp.ascontiguousarray(Fw), xp.asarray(active, dtype=xp.int32),
-                          np.int32(ws), cast(tol), np.int32(max_inner), n_inner, gap0),
-       shared_mem=shared)
+    gap0 = xp.zeros(P, dtype=dt)
+    shared = threads * (dt.itemsize + 4)   # (value, index) per thread
+    dev = [xp.ascontiguousarray(a, dtype=dt) for a in (Kww, yw, Cw, Fw)]
+    _cuda.launch("smo", f"smo_subproblem_{'f32' if dt == np.float32 else 'f64'}", (P,), (threads,),
+                 (dev[0], dev[1], dev[2], alpha, dev[3], xp.asarray(active, dtype=xp.int32),
+                  ws, tol, max_inner, n_inner, gap0), shared_mem=shared)
     return alpha, n_inner, gap0
 
 

@@ -1,0 +1,123 @@
+"""The one point every operation of the fake CuPy goes through, and the hooks that observe it.
+
+Every device operation of ``gpuemu/fake/cupy`` — ufuncs and operators, array
+functions, reductions, indexing, linear algebra, random numbers, sparse
+operations, RawKernel launches, allocations, host→device and device→host
+copies and the synchronizing conversions (``.get()``, ``.item()``,
+``float(x)``, ``int(x)``, ``bool(x)``, ``cupy.asnumpy``, ``.tolist()``,
+stream/device ``synchronize``) — runs as ``dispatch(kind, name, run, ...)``.
+After it ran, each registered hook is called with its :class:`Event`.
+
+Hooks are the extension point for tooling (issue 17 attaches a tracer that
+records names, shapes, dtypes, FLOPs, bytes and syncs)::
+
+    from gpuemu import dispatch
+
+    def log(ev: dispatch.Event) -> None:
+        print(ev.kind, ev.name, ev.shapes(), ev.sync)
+
+    with dispatch.hooked(log):
+        model.fit(cupy.asarray(X), y)
+
+A hook must not call the fake CuPy itself (that would dispatch again: such
+calls are not reported to hooks, to avoid recursion).  Exceptions raised by a
+hook propagate to the caller of the operation.
+"""
+from __future__ import annotations
+
+import contextlib
+import threading
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterator
+
+__all__ = ["KINDS", "Event", "dispatch", "add_hook", "remove_hook", "hooked", "hooks"]
+
+#: What an event can be.  ``sync`` marks the ones that make the host wait for the device.
+KINDS = ("ufunc", "function", "reduction", "method", "index", "alloc", "linalg", "random", "sparse",
+         "kernel", "h2d", "d2h", "sync")
+
+_hooks: list[Callable[["Event"], None]] = []
+_local = threading.local()
+
+
+@dataclass
+class Event:
+    """One device operation.
+
+    kind : one of :data:`KINDS`;  name : e.g. ``"add"``, ``"sum"``, ``"linalg.eigh"``,
+    ``"cvm_furthest_f32"``, ``"asarray"``;  args / kwargs : as the caller passed them
+    (device arrays are fake ``cupy.ndarray``);  result : what the operation returned;
+    sync : True when the host waited for the device (device→host copies, scalar
+    conversions, synchronize);  info : kind-specific details (a kernel's grid, block,
+    shared_mem; a transfer's nbytes).
+    """
+
+    kind: str
+    name: str
+    args: tuple = ()
+    kwargs: dict = field(default_factory=dict)
+    result: Any = None
+    sync: bool = False
+    info: dict = field(default_factory=dict)
+
+    def arrays(self) -> list:
+        """The device arrays among the arguments (nested lists/tuples included)."""
+        out: list = []
+
+        def walk(v: Any) -> None:
+            if isinstance(v, (list, tuple)):
+                for x in v:
+                    walk(x)
+            elif type(v).__module__.split(".")[0] in ("cupy", "cupyx") and hasattr(v, "shape"):
+                out.append(v)
+
+        walk(self.args)
+        walk(tuple(self.kwargs.values()))
+        return out
+
+    def shapes(self) -> list[tuple]:
+        return [tuple(a.shape) for a in self.arrays()]
+
+
+def add_hook(fn: Callable[[Event], None]) -> Callable[[Event], None]:
+    """Call ``fn(event)`` after every device operation (until :func:`remove_hook`)."""
+    _hooks.append(fn)
+    return fn
+
+
+def remove_hook(fn: Callable[[Event], None]) -> None:
+    _hooks.remove(fn)
+
+
+def hooks() -> tuple:
+    return tuple(_hooks)
+
+
+@contextlib.contextmanager
+def hooked(fn: Callable[[Event], None]) -> Iterator[Callable[[Event], None]]:
+    """``fn`` observes the operations of the ``with`` block."""
+    add_hook(fn)
+    try:
+        yield fn
+    finally:
+        remove_hook(fn)
+
+
+def dispatch(kind: str, name: str, run: Callable[[], Any], args: tuple = (), kwargs: dict | None = None,
+             *, sync: bool = False, **info: Any) -> Any:
+    """Run one device operation (``run()``) and report it to the hooks."""
+    depth = getattr(_local, "depth", 0)
+    _local.depth = depth + 1
+    try:
+        result = run()
+    finally:
+        _local.depth = depth
+    if depth == 0 and _hooks:         # nested operations (inside another one) are not reported twice
+        ev = Event(kind, name, tuple(args), dict(kwargs or {}), result, sync, info)
+        _local.depth = depth + 1      # a hook's own use of the fake CuPy is not reported
+        try:
+            for h in tuple(_hooks):
+                h(ev)
+        finally:
+            _local.depth = depth
+    return result

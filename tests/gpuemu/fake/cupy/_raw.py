@@ -1,0 +1,80 @@
+"""cupy.RawModule / cupy.RawKernel: NVRTC compiles (when installed), the CPU emulator runs.
+
+``compile()`` first compiles the code with the real NVRTC and the options CuPy
+would use for an sm_80 device (a failure raises ``CompileException`` with
+NVRTC's log, as on a GPU machine); without the ``nvidia-cuda-nvrtc`` package
+that step is skipped and :data:`NVRTC_CHECKED` stays False.  Then the code is
+built for the CPU (:mod:`gpuemu.build`, cached) and every launch runs in the
+emulator (:mod:`gpuemu.launcher`) as a "kernel" event of :mod:`gpuemu.dispatch`.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+from gpuemu import launcher, nvrtc
+from gpuemu.dispatch import dispatch as _dispatch
+
+from .cuda.compiler import CompileException
+
+ARCH = 80
+NVRTC_CHECKED = False     # True once a module was compiled by the real NVRTC in this process
+_modules: dict = {}
+
+
+def _view_of(x):
+    from . import ndarray
+    return x._a if isinstance(x, ndarray) else None
+
+
+class RawModule:
+    def __init__(self, *, code=None, path=None, options=(), backend="nvrtc", translate_cucomplex=False,
+                 enable_cooperative_groups=False, name_expressions=None, jitify=None):
+        self.code = Path(path).read_text() if code is None else code
+        self.options = tuple(options)
+        self._module = None
+
+    def compile(self, log_stream=None):
+        global NVRTC_CHECKED
+        if self._module is not None:
+            return
+        key = (self.code, self.options)
+        if key not in _modules:
+            try:
+                nvrtc.load()
+            except nvrtc.NvrtcUnavailable:
+                pass
+            else:
+                res = nvrtc.compile_source(self.code, "kern.cu", nvrtc.cupy_options(self.options, ARCH))
+                if not res.ok:
+                    raise CompileException(res.log, self.code, "kern.cu", self.options)
+                NVRTC_CHECKED = True
+            includes = [Path(o[2:]) for o in self.options if o.startswith("-I")]
+            _modules[key] = launcher.Module(self.code, "kern.cu", includes, _view_of)
+        self._module = _modules[key]
+
+    def get_function(self, name):
+        self.compile()
+        return _Function(self._module.get_function(name))
+
+
+class _Function:
+    """A kernel of a RawModule (what ``RawModule.get_function`` returns)."""
+
+    def __init__(self, kernel: launcher.Kernel):
+        self._kernel = kernel
+        self.kernel_name = kernel.name
+
+    def __call__(self, grid, block, args, *, shared_mem=0, stream=None, enable_cooperative_groups=False):
+        _dispatch("kernel", self._kernel.name, lambda: self._kernel(grid, block, args, shared_mem=shared_mem),
+                  tuple(args), {}, grid=tuple(grid) if isinstance(grid, (tuple, list)) else (grid,),
+                  block=tuple(block) if isinstance(block, (tuple, list)) else (block,), shared_mem=shared_mem)
+
+
+class RawKernel:
+    def __init__(self, code, name, options=(), backend="nvrtc", translate_cucomplex=False,
+                 enable_cooperative_groups=False, jitify=None):
+        self._module = RawModule(code=code, options=options)
+        self.name = name
+
+    def __call__(self, grid, block, args, *, shared_mem=0, stream=None, enable_cooperative_groups=False):
+        self._module.get_function(self.name)(grid, block, args, shared_mem=shared_mem)

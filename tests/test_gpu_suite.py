@@ -1,0 +1,34 @@
+"""bench/gpu_suite.py (the one command for a GPU session) runs: on the emulated GPU at a tiny scale."""
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import GPU_MODE
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.mark.gpu
+def test_gpu_suite_runs_emulated_at_tiny_scale(tmp_path):
+    if GPU_MODE != "emulated":
+        pytest.skip(f"GPU mode is {GPU_MODE}: on a real GPU run bench/gpu_suite.py itself")
+    res = subprocess.run([sys.executable, "bench/gpu_suite.py", "--emulated", "--scale", "tiny",
+                          "--results", str(tmp_path), "--pytest-args", "tests/test_backend.py -m gpu"],
+                         cwd=ROOT, capture_output=True, text=True, timeout=900)
+    out = res.stdout + res.stderr
+    assert res.returncode == 0, out[-4000:]
+    table = out[out.index("# GPU suite summary"):].splitlines()
+    assert "EMULATED" in table[0]
+    rows = {line.split()[0]: line for line in table[1:] if line.strip()}
+    assert rows["pytest"].endswith("ok")
+    for name in ("kernels", "solvers"):            # the benchmarks with a tiny scale run, and pass
+        assert rows[f"bench/{name}.py"].endswith("ok"), rows
+    for name in ("llsvm", "cvm", "svi", "okfeb", "dask"):
+        assert "skipped (no --scale tiny)" in rows[f"bench/{name}.py"]
+    kern = json.loads((tmp_path / "kernels.json").read_text())
+    assert {r["variant"] for r in kern["rows"]} == {"cupy-plain", "gemm+epilogue", "tiled"}
+    assert (tmp_path / "solvers_tiny.json").exists()
+    assert not (ROOT / "bench" / "results" / "solvers_tiny.json").exists()
