@@ -32,6 +32,16 @@ Sections (``--only`` picks a subset, comma separated):
     Ridge and ``SGDRegressor``); the same-pass learner (``solver="online"``)
     for reference.  Each OK-FEB row says whether it beat the majority class /
     mean and the linear model, and whether it warned (BudgetTooSmallWarning).
+``svc``
+    On adult and ijcnn1 (standardized, the whole train files, tested on the
+    test files): scikit-learn's ``SVC`` with γ and C chosen by 3-fold
+    cross-validation (``GridSearchCV`` over γ ∈ {0.3, 1, 3}/d × C ∈ {1, 10}
+    on ``--cv-rows`` stratified training rows), refitted on all training
+    rows; in the same run, with that γ: OKFEBClassifier (defaults otherwise:
+    rank 50, budget 150), ``SGDClassifier`` on ``RBFSampler`` (random Fourier
+    features, D = 150) and on ``Nystroem`` (150 landmarks), and the majority
+    class and LinearSVM.  Each OK-FEB row says whether it beat the majority
+    class and whether it warned (BudgetTooSmallWarning).
 ``throughput``
     Samples/s of ``partial_fit`` (r=50, B=150, d=22 ijcnn1 rows): per-sample
     updates at three censoring targets, the mini-batch variant and float32
@@ -43,7 +53,7 @@ Sections (``--only`` picks a subset, comma separated):
     this way compare two versions).
 
     python bench/okfeb.py [--scale small|paper] [--device auto|cpu|gpu] [--only approx,online]
-                          [--against REF]
+                          [--against REF] [--cv-rows N]
 
 CPU timings on the shared 2-core development box are taken under contention
 (other jobs run beside them); the JSON records the machine and device.
@@ -76,7 +86,7 @@ from gpuksvm.okfeb import (OKFEB, BudgetTooSmallWarning, OKFEBClassifier, OKFEBR
                            windowed_kernel_error)
 from gpuksvm.solvers.online import Pegasos, RandomFourierFeatures, RegularizedLMS  # noqa: E402
 
-SECTIONS = ("approx", "online", "defaults", "throughput")
+SECTIONS = ("approx", "online", "defaults", "svc", "throughput")
 BUDGET = 150    # stored vectors of OK-FEB = random features / landmarks of the scikit-learn baselines
 WINDOW = 500
 
@@ -385,6 +395,74 @@ def bench_defaults(dev: bk.Device, scale: str, against: str | None = None) -> li
     return rows
 
 
+# --------------------------------------------------------------------------- svc
+def bench_svc(dev: bk.Device, cv_rows: int) -> list[dict]:
+    """SVC with cross-validated γ, C against OK-FEB and RFF/Nystroem + SGD at that γ (adult, ijcnn1)."""
+    from sklearn.kernel_approximation import Nystroem, RBFSampler
+    from sklearn.linear_model import SGDClassifier
+    from sklearn.model_selection import GridSearchCV, StratifiedKFold, train_test_split
+    from sklearn.svm import SVC
+
+    rows = []
+    for name in ("adult", "ijcnn1"):
+        _, X, y, Xt, yt = _defaults_data(name)
+        d = X.shape[1]
+        base = {"dataset": name, "n_train": int(X.shape[0]), "n_test": int(Xt.shape[0]), "n_features": int(d)}
+        labels, counts = np.unique(y, return_counts=True)
+        majority = float(np.mean(yt == labels[np.argmax(counts)]))
+        rows.append({**base, "method": "majority", "accuracy": majority, "fit_s": 0.0, "predict_s": 0.0})
+        Xcv, _, ycv, _ = train_test_split(X, y, train_size=min(cv_rows, len(y) - 2), stratify=y, random_state=0)
+        grid = {"gamma": [f / d for f in (0.3, 1.0, 3.0)], "C": [1.0, 10.0]}
+        search, cv_s, _ = _timed(lambda: GridSearchCV(SVC(kernel="rbf"), grid, n_jobs=1,
+                                                      cv=StratifiedKFold(3, shuffle=True, random_state=0)
+                                                      ).fit(Xcv, ycv))
+        gamma, C = float(search.best_params_["gamma"]), float(search.best_params_["C"])
+        print(f"  {name}: SVC 3-fold CV on {len(ycv)} rows ({cv_s:.1f}s): gamma={gamma:.4g} "
+              f"(= {gamma * d:.2g}/d), C={C:g}, CV accuracy {search.best_score_:.4f}", flush=True)
+        cv = {"gamma": gamma, "C": C, "cv_rows": int(len(ycv)), "cv_seconds": cv_s}
+
+        def sk_map(make_map):
+            def fit():
+                mp = make_map().fit(X)
+                return mp, SGDClassifier(random_state=0).fit(mp.transform(X), y)
+            return fit
+
+        methods = [
+            ("SVC (CV gamma, C)", lambda: SVC(kernel="rbf", gamma=gamma, C=C).fit(X, y), None),
+            ("gpuksvm LinearSVM", lambda: LinearSVM(device=str(dev)).fit(X, y), None),
+            (f"OKFEBClassifier (CV gamma, rank 50, budget {BUDGET})",
+             lambda: OKFEBClassifier(gamma=gamma, device=str(dev), random_state=0).fit(X, y), None),
+            ("OKFEBClassifier (defaults, gamma=1/d)",
+             lambda: OKFEBClassifier(device=str(dev), random_state=0).fit(X, y), None),
+            (f"sklearn SGD on RBFSampler({BUDGET}, CV gamma)",
+             sk_map(lambda: RBFSampler(gamma=gamma, n_components=BUDGET, random_state=0)), "map"),
+            (f"sklearn SGD on Nystroem({BUDGET}, CV gamma)",
+             sk_map(lambda: Nystroem(gamma=gamma, n_components=BUDGET, random_state=0)), "map"),
+        ]
+        for label, fit, kind in methods:
+            model, fit_s, warned = _timed(fit)
+            t0 = time.perf_counter()
+            pred = model[1].predict(model[0].transform(Xt)) if kind == "map" else model.predict(Xt)
+            pred_s = time.perf_counter() - t0
+            acc = float(np.mean(bk.to_host(pred) == yt))
+            row = {**base, "method": label, "accuracy": acc, "fit_s": fit_s, "predict_s": pred_s,
+                   "beats_majority": acc > majority, **cv}
+            if label.startswith("OKFEB"):
+                row.update(warned=bool(warned), budget_too_small_=bool(model.budget_too_small_),
+                           capacity_check_=model.capacity_check_)
+            if label.startswith("SVC"):
+                row["n_support"] = int(model.support_.shape[0])
+            rows.append(row)
+            print(f"  {name} {label}: accuracy {acc:.4f} (fit {fit_s:.1f}s, predict {pred_s:.1f}s)"
+                  + (f", warned {row['warned']}" if "warned" in row else ""), flush=True)
+    svc_fit = {r["dataset"]: r["fit_s"] for r in rows if r["method"].startswith("SVC")}
+    for r in rows:
+        r["fit_vs_svc"] = r["fit_s"] / svc_fit[r["dataset"]] if r["fit_s"] else 0.0
+    print_table(rows, ["dataset", "method", "accuracy", "fit_s", "predict_s", "fit_vs_svc", "beats_majority",
+                       "warned"])
+    return rows
+
+
 # --------------------------------------------------------------------------- throughput
 def _cpu_and_wall(fn, repeats: int) -> tuple[float, float, Any]:
     """Median wall and process-CPU seconds of ``fn()`` over ``repeats`` runs (no warm-up needed:
@@ -517,6 +595,8 @@ def main(argv: Any = None) -> dict:
     ap.add_argument("--device", default="auto")
     ap.add_argument("--only", default=",".join(SECTIONS))
     ap.add_argument("--offline-rows", type=int, default=10000)
+    ap.add_argument("--cv-rows", type=int, default=4000,
+                    help="svc: training rows of SVC's cross-validation of gamma and C")
     ap.add_argument("--against", default=None, metavar="REF",
                     help="throughput: also time gpuksvm/okfeb.py of git revision REF, alternating; "
                          "defaults: also run that revision's estimators")
@@ -539,6 +619,9 @@ def main(argv: Any = None) -> dict:
         out["defaults"] = bench_defaults(dev, args.scale, args.against)
         if args.against:
             out["defaults_against"] = args.against
+    if "svc" in only:
+        print("== SVC with cross-validated gamma, C vs OK-FEB and RFF/Nystroem + SGD at that gamma ==", flush=True)
+        out["svc"] = bench_svc(dev, args.cv_rows)
     if "throughput" in only:
         print("== throughput (r=50, B=150, d=22) ==", flush=True)
         out["throughput"] = bench_throughput(dev, args.scale, args.against)
