@@ -81,7 +81,8 @@ def keeps_state_on_error(method: Callable, *, deep: bool) -> Callable:
 
 
 def move_arrays(obj: Any, device: bk.Device) -> Any:
-    """Recursively move NumPy/CuPy arrays inside dicts, lists and tuples."""
+    """Recursively move NumPy/CuPy arrays inside dicts, lists and tuples, and the arrays of nested
+    estimators and of objects with a ``_moved_copy(device)`` method (solver state records)."""
     if isinstance(obj, np.ndarray) or bk.is_gpu_array(obj):
         if obj.dtype == object:
             return obj
@@ -92,8 +93,8 @@ def move_arrays(obj: Any, device: bk.Device) -> Any:
         return [move_arrays(v, device) for v in obj]
     if isinstance(obj, tuple):
         return tuple(move_arrays(v, device) for v in obj)
-    if isinstance(obj, DeviceMixin):
-        return obj._moved_copy(device)
+    if isinstance(obj, DeviceMixin) or callable(getattr(type(obj), "_moved_copy", None)):
+        return obj._moved_copy(device)      # an estimator, or a solver's state record
     return obj
 
 

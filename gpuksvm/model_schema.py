@@ -6,8 +6,8 @@ objects, and it is closed in the way safetensors and skops.io's trusted types
 are:
 
 * **Classes come from one explicit registry** (:data:`REGISTRY`): the gpuksvm
-  estimators, the two online learners OK-FEB nests (``Pegasos``,
-  ``RegularizedLMS``), and the two scikit-learn classes a gpuksvm model is
+  estimators, the state records they nest (OK-FEB's ``OnlineSubspace`` and
+  online learners ``Pegasos``, ``RegularizedLMS``), and the two scikit-learn classes a gpuksvm model is
   really wrapped in (``Pipeline`` and ``StandardScaler``).  A file names a
   registry key; the class is the object stored under that key (saving checks
   ``type(obj) is cls`` — no subclasses, no module import, no attribute walk).
@@ -68,6 +68,7 @@ from .kernels import Kernel
 from .linear_svm import LinearSVM
 from .llsvm import LLSVM
 from .okfeb import OKFEB, OKFEBClassifier, OKFEBRegressor
+from .solvers.okfeb import OnlineSubspace
 from .solvers.online import Pegasos, RegularizedLMS
 from .svi import SVI
 
@@ -387,7 +388,8 @@ class Entry:
     validate : the class's own parameter checks, run on the rebuilt object
     check : consistency checks across attributes (beyond the named dimensions)
     transient : attributes not stored, recreated on load (caches)
-    renamed : old fitted-attribute name → new name (files written before a rename load)
+    upgrade : rewrites the ``fitted`` JSON object of a file written before the class's
+        attributes changed (pure JSON → JSON: renames and regrouping, nothing is built)
     """
 
     name: str
@@ -398,7 +400,7 @@ class Entry:
     validate: Callable[[Any], None] | None = None
     check: Callable[[Any, _Dims, str], None] | None = None
     transient: dict[str, Callable[[], Any]] = field(default_factory=dict)
-    renamed: dict[str, str] = field(default_factory=dict)
+    upgrade: Callable[[dict], dict] | None = None
 
     @property
     def v1_name(self) -> str:
@@ -505,19 +507,49 @@ def _check_svi(est: Any, dims: _Dims, path: str) -> None:
     _problems_for(est, dims, path, getattr(est, "multi_class", "ovo"))
 
 
-def _check_okfeb(est: Any, dims: _Dims, path: str) -> None:
+def _check_subspace(st: Any, dims: _Dims, path: str) -> None:
     cap, m = dims.get("cap"), dims.get("m")
     if cap is not None and m is not None and m > cap:
         raise _fail(path, f"{m} stored vectors but buffers for {cap}")
-    dt = getattr(est, "_dt", None)
+    dt = getattr(st, "dtype", None)
     if dt is not None:
-        for name in ("_S", "_sn", "_A", "_K", "_ra", "_Pbuf", "_P", "_C", "_L"):
-            a = getattr(est, name, None)
+        for name in ("S", "sn", "A", "K", "ra", "Pbuf", "P", "C", "L"):
+            a = getattr(st, name, None)
             if a is not None and np.dtype(a.dtype) != dt:
                 raise _fail(f"{path}.{name}", f"dtype {np.dtype(a.dtype).name} differs from the "
-                            f"model's {dt.name}")
-    if m is not None and m > 0 and dims.get("rank") is not None and getattr(est, "_L", None) is None:
-        raise _fail(path, "the Cholesky factor _L is missing")
+                            f"state's {dt.name}")
+
+
+def _check_okfeb(est: Any, dims: _Dims, path: str) -> None:
+    st = getattr(est, "subspace_", None)
+    if st is None:
+        return
+    if st.A.shape[1] != est.rank:
+        raise _fail(f"{path}.subspace_", f"rank {st.A.shape[1]} but the model's rank is {est.rank}")
+    d = dims.get("n_features_in_")
+    if d is not None and st.S.shape[1] != d:
+        raise _fail(f"{path}.subspace_", f"stored vectors of width {st.S.shape[1]} for {d} features")
+
+
+#: OK-FEB's fitted state before it moved into OnlineSubspace (format 1, and format 2 files
+#: written until then): estimator attribute → OnlineSubspace attribute
+_OKFEB_LEGACY = {"kernel_": "kernel", "_dt": "dtype", "_rs": "rng", "_S": "S", "_sn": "sn", "_A": "A",
+                 "_K": "K", "_ra": "ra", "_Pbuf": "Pbuf", "_rec": "rec", "_sidx": "sidx", "_m": "m",
+                 "n_seen_": "n_seen", "n_updates_": "n_updates", "_err_sum": "err_sum",
+                 "_n_censored": "n_censored", "_ema": "ema", "_theta": "theta",
+                 "censor_threshold_": "censor_threshold", "objective_history_": "objective_history",
+                 "n_iter_": "n_iter", "last_errors_": "last_errors", "_P": "P", "_C": "C", "_L": "L"}
+_OKFEB_LEGACY_DROPPED = ("_cache",)      # a cache, rebuilt on use
+
+
+def _okfeb_upgrade(fitted: dict) -> dict:
+    """An OKFEB ``fitted`` object with the legacy flat state → one with a ``subspace_`` record node."""
+    if "subspace_" in fitted or not any(k in fitted for k in _OKFEB_LEGACY):
+        return fitted
+    out = {k: v for k, v in fitted.items() if k not in _OKFEB_LEGACY and k not in _OKFEB_LEGACY_DROPPED}
+    out["subspace_"] = {"estimator": "gpuksvm.solvers.okfeb.OnlineSubspace",
+                        "fitted": {new: fitted[old] for old, new in _OKFEB_LEGACY.items() if old in fitted}}
+    return out
 
 
 def _check_learner(est: Any, dims: _Dims, path: str) -> None:
@@ -591,36 +623,38 @@ _CVM_FITTED = _common({
 _CVM_REQUIRED = ("kernel_", "support_vectors_", "dual_coef_", "intercept_", "_sv_scale",
                  "n_features_in_", "rho_")
 
-_OKFEB_FITTED = _common({
-    "kernel_": KERNEL,
-    "_dt": DTypeSpec(),
-    "_rs": Instance(np.random.RandomState),
-    "_S": Arr("f", ("cap", "n_features_in_")),
-    "_sn": Arr("f", ("cap",)),
-    "_A": Arr("f", ("cap", "rank")),
-    "_K": Opt(Arr("f", ("cap", "cap"))),
-    "_ra": Arr("f", ("cap",)),
-    "_Pbuf": Opt(Arr("f", ("cap", "rank"))),
-    "_rec": Arr("f", ("cap",)),
-    "_sidx": Arr("iu", ("cap",)),
-    "_m": Int(low=0, dim="m"),
-    "n_seen_": Int(low=0),
-    "n_updates_": Int(low=0),
-    "_err_sum": Float(),
-    "_n_censored": Int(low=0),
-    "_ema": Opt(Float()),
-    "_theta": Float(),
-    "censor_threshold_": Float(),
-    "objective_history_": ListOf(Float()),
-    "n_iter_": Int(low=0),
-    "last_errors_": FLOAT_1D,
-    "_P": Arr("f", ("m", "rank")),
-    "_C": Arr("f", ("rank", "rank")),
-    "_L": Arr("f", ("rank", "rank")),
-})
-_OKFEB_REQUIRED = ("kernel_", "_dt", "_S", "_sn", "_A", "_m", "n_seen_", "_C", "_L", "_P",
-                   "n_features_in_", "_fitted_on", "_err_sum", "_n_censored", "_theta", "_rs",
-                   "_ra", "_rec", "_sidx", "n_updates_", "censor_threshold_", "last_errors_")
+_OKFEB_FITTED = _common({"subspace_": Instance(OnlineSubspace)})
+_OKFEB_REQUIRED = ("subspace_", "n_features_in_", "_fitted_on")
+
+_SUBSPACE_FITTED = {
+    "kernel": KERNEL,
+    "dtype": DTypeSpec(),
+    "rng": Instance(np.random.RandomState),
+    "S": Arr("f", ("cap", "n_features")),
+    "sn": Arr("f", ("cap",)),
+    "A": Arr("f", ("cap", "rank")),
+    "K": Opt(Arr("f", ("cap", "cap"))),
+    "ra": Arr("f", ("cap",)),
+    "Pbuf": Opt(Arr("f", ("cap", "rank"))),
+    "rec": Arr("f", ("cap",)),
+    "sidx": Arr("iu", ("cap",)),
+    "m": Int(low=0, dim="m"),
+    "n_seen": Int(low=0),
+    "n_updates": Int(low=0),
+    "err_sum": Float(),
+    "n_censored": Int(low=0),
+    "ema": Opt(Float()),
+    "theta": Float(),
+    "censor_threshold": Float(),
+    "objective_history": ListOf(Float()),
+    "n_iter": Int(low=0),
+    "last_errors": FLOAT_1D,
+    "P": Arr("f", ("m", "rank")),
+    "C": Arr("f", ("rank", "rank")),
+    "L": Arr("f", ("rank", "rank")),
+}
+
+_CAPACITY = {"capacity_check_": Info(), "budget_too_small_": Bool()}
 
 _SVM_SHAPES = {
     "support_": Arr("iu", ("n_sv",)),
@@ -688,14 +722,17 @@ _ENTRIES = [
         **_PROBA,
     }), required=("classes_", "kernel_", "support_vectors_", "dual_coef_", "intercept_",
                   "problems_", "n_features_in_"),
-          validate=_own_checks("_check_params"), check=_check_svi, renamed={"fit_time_": "fit_times_"}),
+          validate=_own_checks("_check_params"), check=_check_svi,
+          upgrade=lambda fitted: {("fit_times_" if k == "fit_time_" else k): v for k, v in fitted.items()}),
     Entry("gpuksvm.okfeb.OKFEB", OKFEB, _OKFEB_FITTED, required=_OKFEB_REQUIRED,
-          validate=_own_checks("_check_params"), check=_check_okfeb,
-          transient={"_cache": dict}),
+          validate=_own_checks("_check_params"), check=_check_okfeb, upgrade=_okfeb_upgrade),
+    Entry("gpuksvm.solvers.okfeb.OnlineSubspace", OnlineSubspace, _SUBSPACE_FITTED, kind="record",
+          required=tuple(_SUBSPACE_FITTED), check=_check_subspace, transient={"_cache": dict}),
     Entry("gpuksvm.okfeb.OKFEBClassifier", OKFEBClassifier, _common({
         "classes_": _labels(),
         "extractor_": Instance(OKFEB),
         "_learner": Instance(Pegasos),
+        **_CAPACITY,
     }), required=("classes_", "extractor_", "_learner", "n_features_in_"),
           validate=lambda est: (_check_device_and_dtype(est), est._check_common(),
                                 est._extractor()._check_params()),
@@ -703,6 +740,7 @@ _ENTRIES = [
     Entry("gpuksvm.okfeb.OKFEBRegressor", OKFEBRegressor, _common({
         "extractor_": Instance(OKFEB),
         "_learner": Instance(RegularizedLMS),
+        **_CAPACITY,
     }), required=("extractor_", "_learner", "n_features_in_"),
           validate=lambda est: (_check_device_and_dtype(est), est._check_common(),
                                 est._extractor()._check_params()),
@@ -1059,6 +1097,8 @@ class _Reader:
         fitted = node.get("fitted", {})
         if type(fitted) is not dict:
             raise _fail(path, "'fitted' is a JSON object")
+        if entry.upgrade is not None:
+            fitted = entry.upgrade(fitted)
         if entry.kind == "record":
             obj = entry.cls.__new__(entry.cls)
             dims = _Dims()
@@ -1067,7 +1107,6 @@ class _Reader:
             dims = _Dims({k: v for k, v in vars(obj).items() if type(v) is int})
         values = {}
         for k, sub in fitted.items():
-            k = entry.renamed.get(k, k)
             spec = entry.fitted.get(k)
             if spec is None:
                 raise _fail(f"{path}.{k}", f"{entry.cls.__name__} has no declared attribute {k!r}; "

@@ -125,8 +125,9 @@ def compare_fitted(a, b, path: str = "model"):
     if isinstance(a, (np.random.RandomState, np.random.Generator)):
         assert type(a) is type(b), path
         return
-    if hasattr(a, "__dict__"):
-        compare_fitted(vars(a), vars(b), path)
+    if hasattr(a, "__dict__"):      # a solver's state record; "_" attributes are caches
+        public = lambda o: {k: v for k, v in vars(o).items() if not k.startswith("_")}  # noqa: E731
+        compare_fitted(public(a), public(b), path)
         return
     assert a == b, path
 

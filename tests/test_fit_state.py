@@ -16,6 +16,7 @@ from gpuksvm.kernel_svc import KernelSVC
 from gpuksvm.linear_svm import LinearSVM
 from gpuksvm.llsvm import LLSVM
 from gpuksvm.okfeb import OKFEB, OKFEBClassifier, OKFEBRegressor
+from gpuksvm.solvers.okfeb import OnlineSubspace
 from gpuksvm.svi import SVI
 
 from _estimator_zoo import compare_fitted
@@ -117,7 +118,7 @@ def test_failed_partial_fit_keeps_the_stream_state(name, monkeypatch):
     ref = _outputs(est, X)
     before = _snapshot(est)
     calls = {"n": 0}
-    real = OKFEB._add_one_host
+    real = OnlineSubspace._add_one_host
 
     def flaky(self, *args, **kwargs):
         calls["n"] += 1
@@ -125,7 +126,7 @@ def test_failed_partial_fit_keeps_the_stream_state(name, monkeypatch):
             raise RuntimeError("injected failure")
         return real(self, *args, **kwargs)
 
-    monkeypatch.setattr(OKFEB, "_add_one_host", flaky)
+    monkeypatch.setattr(OnlineSubspace, "_add_one_host", flaky)
     with pytest.raises(RuntimeError, match="injected"):
         if name == "OKFEB":
             est.partial_fit(X[100:])

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import pickle
 import tracemalloc
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -51,7 +52,8 @@ def test_online_approaches_batch_cost(spheres, mode):
     X = spheres[0]
     batch = OKFEB(gamma=1.0, rank=6, mode="batch", max_iter=20, device="cpu", random_state=0).fit(X[:400])
     ref = batch.fitting_error(X[600:]).mean()
-    fe = OKFEB(gamma=1.0, rank=6, mode=mode, step_size=0.5, device="cpu", random_state=0).fit(X[:400])
+    fe = OKFEB(gamma=1.0, rank=6, mode=mode, step_size=0.5, shuffle=False, device="cpu",
+               random_state=0).fit(X[:400])
     err = fe.fitting_error(X[600:]).mean()
     assert err < 1.12 * ref
     # the running (prequential) LS error falls as the stream goes on
@@ -96,9 +98,8 @@ def _crafted(forget):
     fe = OKFEB(gamma=1.0, rank=2, budget=4, forget=forget, device="cpu", random_state=0)
     fe.partial_fit(X)                                    # the first min(r, B)=2 rows + 2 updates
     assert fe.n_stored_ == 4 and list(fe.support_) == [0, 1, 2, 3]
-    fe._A[:4] = np.array([[3.0, 0.0], [0.0, 1.0], [2.0, 0.0], [0.0, 4.0]])  # row norms 3, 1, 2, 4
-    fe.budget = 3
-    fe._maintain_budget()
+    fe.subspace_.A[:4] = np.array([[3.0, 0.0], [0.0, 1.0], [2.0, 0.0], [0.0, 4.0]])  # row norms 3, 1, 2, 4
+    fe.subspace_.maintain_budget(3)
     return sorted(fe.support_.tolist())
 
 
@@ -116,7 +117,7 @@ def test_tracking_jump_and_recovery():
     post = {}
     for beta in (1.0, 0.5):
         fe = OKFEB(gamma=1.0, rank=5, budget=8, censor=0.01, forget=beta, step_size=1.0,
-                   device="cpu", random_state=0).fit(X)
+                   shuffle=False, device="cpu", random_state=0).fit(X)      # a stream: keep its order
         w = fe.last_errors_.reshape(-1, 200).mean(axis=1)      # windows of 200 as in Fig. 5
         before, after = w[5:10].mean(), w[10]
         assert after > 1.15 * before                             # the change shows as a jump
@@ -142,14 +143,15 @@ def test_memory_flat_over_long_stream():
             tracemalloc.stop()
     assert fe.n_seen_ == 1_000_000 and fe.n_updates_ > 1000
     assert max(peaks[2:]) <= 1.05 * max(peaks[:2]) + 16384, peaks
-    assert fe._S.shape[0] <= 5 and fe._K.shape == (fe._S.shape[0],) * 2
+    st = fe.subspace_
+    assert st.S.shape[0] <= 5 and st.K.shape == (st.S.shape[0],) * 2
     assert fe.n_stored_ == 4
 
 
 # --------------------------------------------------------------------------- outputs
 def test_kernel_output_inner_products(spheres):
     X = spheres[0]
-    fe = OKFEB(gamma=1.0, rank=30, budget=60, censor=0.0, output="kernel", device="cpu",
+    fe = OKFEB(gamma=1.0, rank=30, budget=60, censor=0.0, output="kernel", shuffle=False, device="cpu",
                random_state=0).fit(X)
     Z = fe.transform(X[:300])
     q = OKFEB(**{**fe.get_params(), "output": "features"})
@@ -169,8 +171,9 @@ def test_host_step_matches_general_path(spheres, kw):
     kw = {"gamma": 1.0, **kw}
     a = OKFEB(rank=6, budget=20, device="cpu", random_state=0, **kw)
     b = OKFEB(rank=6, budget=20, device="cpu", random_state=0, **kw)
-    b._fast_host = False
-    Qa, Qb = a.partial_fit_transform(X), b.partial_fit_transform(X)
+    Qa = a.partial_fit_transform(X)
+    b._reset(X)                                   # the same state, streamed by the general path
+    Qb = b.subspace_.stream(X, replace(b._params(), host_step=False), "features")
     assert a.n_updates_ == b.n_updates_ and a.n_updates_ > 40
     np.testing.assert_array_equal(a.support_, b.support_)
     np.testing.assert_allclose(a.A_, b.A_, rtol=1e-8, atol=1e-10)
@@ -178,7 +181,7 @@ def test_host_step_matches_general_path(spheres, kw):
     np.testing.assert_allclose(a.last_errors_, b.last_errors_, rtol=1e-8, atol=1e-10)
     assert a.censor_rate_ == b.censor_rate_
     # the running Gershgorin row sums are those of the stored Gram matrix
-    np.testing.assert_allclose(a._ra[:a.n_stored_], np.abs(a.stored_gram_).sum(axis=1), rtol=1e-10)
+    np.testing.assert_allclose(a.subspace_.ra[:a.n_stored_], np.abs(a.stored_gram_).sum(axis=1), rtol=1e-10)
 
 
 def test_censor_scan_matches_per_row_rule():
@@ -187,22 +190,23 @@ def test_censor_scan_matches_per_row_rule():
     fe = OKFEB(gamma=1.0, rank=2, budget=3, target_censor_rate=0.7, device="cpu")
     fe.fit(rng.normal(size=(50, 2)))
     ref = OKFEB(**fe.get_params()).fit(rng.normal(size=(50, 2)))
-    for attr in ("_theta", "_ema", "_n_censored", "_m"):
-        setattr(ref, attr, getattr(fe, attr))
-    e = rng.exponential(fe._ema, size=400)
+    st, rst, p = fe.subspace_, ref.subspace_, fe._params()
+    for attr in ("theta", "ema", "n_censored", "m"):
+        setattr(rst, attr, getattr(st, attr))
+    e = rng.exponential(st.ema, size=400)
     pos, decisions = 0, []
     while pos < len(e):
-        j, eps = fe._censor_scan(e[pos:])
+        j, eps = st.censor_scan(p, e[pos:])
         if j < 0:
             decisions += [True] * (len(e) - pos)
             break
         decisions += [True] * j + [False]
         pos += j + 1
-    expected = [ref._threshold(float(v))[1] for v in e]
+    expected = [rst.threshold(p, float(v))[1] for v in e]
     assert decisions == expected
     assert 0 < sum(decisions) < len(e)
-    assert fe._theta == pytest.approx(ref._theta, rel=1e-12)
-    assert fe._ema == pytest.approx(ref._ema, rel=1e-12)
+    assert st.theta == pytest.approx(rst.theta, rel=1e-12)
+    assert st.ema == pytest.approx(rst.ema, rel=1e-12)
 
 
 def test_partial_fit_transform_is_prequential(spheres):
@@ -212,7 +216,7 @@ def test_partial_fit_transform_is_prequential(spheres):
     b = OKFEB(gamma=1.0, rank=5, budget=15, device="cpu", random_state=0)
     b.partial_fit(X[:150])
     np.testing.assert_allclose(Q[150], b.transform(X[150:151])[0], rtol=1e-10, atol=1e-12)
-    c = OKFEB(gamma=1.0, rank=5, budget=15, device="cpu", random_state=0).fit(X)
+    c = OKFEB(gamma=1.0, rank=5, budget=15, shuffle=False, device="cpu", random_state=0).fit(X)
     np.testing.assert_allclose(a.A_, c.A_)                 # chunked == one call
     # output="kernel": z = C^{1/2}q with the C of the state the row met
     k = OKFEB(gamma=1.0, rank=5, budget=15, output="kernel", device="cpu", random_state=0)
@@ -328,3 +332,105 @@ def test_gpu_matches_cpu(gpu, spheres, mode):
     assert a.n_updates_ == b.n_updates_
     c = pickle.loads(pickle.dumps(b))
     np.testing.assert_allclose(c.transform(X), a.transform(X), rtol=1e-6, atol=1e-8)
+
+
+# --------------------------------------------------------------------------- row order, capacity (issue 15)
+def _imbalanced_spheres(n=1500, seed=0):
+    """Two spheres, two thirds of the rows in class +1 (the issue's binary set had 66.7 %)."""
+    X, y = make_two_spheres(2 * n, noise=0.1, random_state=seed)
+    keep = np.concatenate([np.flatnonzero(y > 0)[:2 * n // 3], np.flatnonzero(y < 0)[:n // 3]])
+    return X[keep], y[keep]
+
+
+def _digits():
+    from sklearn.datasets import load_digits
+
+    X, y = load_digits(return_X_y=True)
+    return StandardScaler().fit_transform(X), y
+
+
+@pytest.mark.parametrize("data", ["spheres_2to1", "digits"])
+def test_classifier_above_majority_on_label_sorted_rows(data):
+    """Rows sorted by label (as LIBSVM files often are) made the one-pass classifier predict the
+    last class: 33.6 % on a binary set whose majority class had 66.7 % (issue 15)."""
+    X, y = _imbalanced_spheres() if data == "spheres_2to1" else _digits()
+    order = np.argsort(y, kind="stable")
+    Xs, ys = X[order], y[order]
+    tr = np.arange(len(y)) % 4 != 0                     # every 4th row held out (all classes)
+    majority = np.max(np.unique(ys[tr], return_counts=True)[1]) / tr.sum()
+    clf = OKFEBClassifier(rank=20, budget=60, device="cpu", random_state=0).fit(Xs[tr], ys[tr])
+    assert clf.score(Xs[~tr], ys[~tr]) > majority + 0.1 + (0.5 if data == "digits" else 0.0)
+    assert not clf.budget_too_small_
+
+
+@pytest.mark.parametrize("Est", [OKFEB, OKFEBClassifier, OKFEBRegressor])
+def test_fit_does_not_depend_on_the_row_order(Est):
+    """The same rows shuffled or sorted by target give the same model with the same random_state."""
+    X, y = _imbalanced_spheres(900)
+    target = X[:, 0] ** 2 + y if Est is OKFEBRegressor else y
+    rng = np.random.default_rng(1)
+    orders = {"shuffled": rng.permutation(len(y)), "sorted": np.argsort(target, kind="stable")}
+    out = {}
+    for name, p in orders.items():
+        est = Est(gamma=1.0, rank=10, budget=30, device="cpu", random_state=0)
+        est.fit(X[p]) if Est is OKFEB else est.fit(X[p], target[p])
+        out[name] = est.transform(X) if Est is OKFEB else (
+            est.predict(X) if Est is OKFEBRegressor else est.decision_function(X))
+        if Est is OKFEB:       # support_ and last_errors_ refer to the rows as given
+            np.testing.assert_array_equal(est.stored_vectors_, X[p][est.support_])
+            out[name + "_errors"] = est.last_errors_[np.argsort(p)]
+    np.testing.assert_allclose(out["shuffled"], out["sorted"], rtol=1e-9, atol=1e-9)
+    if Est is OKFEB:
+        np.testing.assert_allclose(out["shuffled_errors"], out["sorted_errors"], rtol=1e-9, atol=1e-12)
+
+
+def test_partial_fit_keeps_the_given_order():
+    """partial_fit is a stream: the rows are processed in the order given (fit shuffles)."""
+    from gpuksvm.okfeb import BudgetTooSmallWarning
+
+    X, y = _imbalanced_spheres(600)
+    order = np.argsort(y, kind="stable")
+    Xs, ys = X[order], y[order]
+    kw = dict(gamma=1.0, rank=5, budget=15, device="cpu", random_state=0)
+    inc = OKFEBClassifier(**kw)
+    for s in range(0, len(ys), 150):
+        inc.partial_fit(Xs[s:s + 150], ys[s:s + 150], classes=[-1.0, 1.0])
+    ext = OKFEB(shuffle=False, **kw).fit(Xs)                            # the extractor's stream
+    np.testing.assert_array_equal(inc.extractor_.support_, ext.support_)
+    np.testing.assert_allclose(inc.extractor_.A_, ext.A_, rtol=1e-10, atol=1e-12)
+    # the same stream through fit: the same model, and the check sees it is no better than a constant
+    with pytest.warns(BudgetTooSmallWarning, match="not above a constant predictor"):
+        one = OKFEBClassifier(solver="online", shuffle=False, **kw).fit(Xs, ys)
+    np.testing.assert_allclose(inc.decision_function(X), one.decision_function(X), rtol=1e-10, atol=1e-12)
+    # the sorted stream kept stored vectors of the first class only; fit (shuffled) keeps both
+    assert set(ys[inc.extractor_.support_]) == {-1.0}
+    shuffled = OKFEBClassifier(solver="online", **kw).fit(Xs, ys)
+    assert set(ys[shuffled.extractor_.support_]) == {-1.0, 1.0}
+    assert shuffled.score(X, y) > 0.75             # majority: 2/3
+
+
+def test_budget_too_small_warns():
+    """A rank too small for the data: the features lose to a linear model on the raw features.
+    The fit says so (warning + budget_too_small_ + capacity_check_) instead of staying silent."""
+    from gpuksvm.okfeb import BudgetTooSmallWarning
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(1500, 20))
+    y = np.where(X @ rng.normal(size=20) > 0, 1, 0)             # linear in 20 directions
+    with pytest.warns(BudgetTooSmallWarning, match="linear model on the raw features"):
+        clf = OKFEBClassifier(rank=2, budget=6, device="cpu", random_state=0).fit(X, y)
+    chk = clf.capacity_check_
+    assert clf.budget_too_small_ and chk["checked"] and chk["too_small"]
+    assert chk["features_score"] <= chk["linear_score"] and chk["rows"] == 1500
+    with pytest.warns(BudgetTooSmallWarning):
+        reg = OKFEBRegressor(rank=2, budget=6, device="cpu", random_state=0).fit(X, X @ np.ones(20))
+    assert reg.budget_too_small_ and reg.capacity_check_["metric"] == "r2"
+    # where the budget suffices nothing is said
+    Xs, ys = make_two_spheres(1500, noise=0.1, random_state=0)
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", BudgetTooSmallWarning)
+        ok = OKFEBClassifier(gamma=1.0, rank=10, budget=30, device="cpu", random_state=0).fit(Xs, ys)
+    assert not ok.budget_too_small_
+    assert ok.capacity_check_["features_score"] > ok.capacity_check_["linear_score"] + 0.3

@@ -108,6 +108,14 @@ class Pegasos:
         self.t = t
         return self
 
+    def set_weights(self, W: Any, t: int) -> "Pegasos":
+        """Continue from weights W ((n_features (+1)) × n_outputs) as if t steps had led there
+        (G = λ t W): an exact solution, then online steps."""
+        W = np.asarray(W, dtype=np.float64).reshape(self.G.shape)
+        self.t = max(int(t), 1)
+        self.G = W * (self.lam * self.t)
+        return self
+
     def decision_function(self, F: Any) -> np.ndarray:
         return self._augment(_host2d(F)) @ self.coef
 
@@ -175,6 +183,12 @@ class RegularizedLMS:
                 w *= shrink
                 w += (mu * err / denom[i]) * x
         self.t += X.shape[0]
+        return self
+
+    def set_weights(self, w: Any, t: int) -> "RegularizedLMS":
+        """Continue from weights w (n_features (+1),) after t samples (an exact solution)."""
+        self.w = np.array(w, dtype=np.float64).reshape(self.w.shape)
+        self.t = int(t)
         return self
 
     def predict(self, F: Any) -> np.ndarray:
