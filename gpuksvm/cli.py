@@ -83,7 +83,7 @@ _OPTION_PARAMS = {
     "gamma": ("gamma",),
     "degree": ("degree",),
     "coef0": ("coef0",),
-    "landmarks": ("n_landmarks", "budget"),
+    "landmarks": ("n_landmarks",),
     "tol": ("tol", "eps"),
     "device": ("device",),
     "seed": ("random_state",),
@@ -373,7 +373,7 @@ def build_parser() -> argparse.ArgumentParser:
     tr.add_argument("-d", "--degree", type=float, help="polynomial degree")
     tr.add_argument("-r", "--coef0", type=float, help="coef0 of poly/sigmoid")
     tr.add_argument("-k", "--landmarks", type=int,
-                    help="landmarks (LLSVM n_landmarks) or budget (OK-FEB)")
+                    help="landmarks: n_landmarks (LLSVM k, OK-FEB budget B)")
     tr.add_argument("-e", "--tol", type=float, help="stopping tolerance (tol / eps)")
     tr.add_argument("--device", help="auto (default), cpu, gpu or cuda:N")
     tr.add_argument("--seed", type=int, help="random_state")

@@ -734,16 +734,14 @@ _ENTRIES = [
         "_learner": Instance(Pegasos),
         **_CAPACITY,
     }), required=("classes_", "extractor_", "_learner", "n_features_in_"),
-          validate=lambda est: (_check_device_and_dtype(est), est._check_common(),
-                                est._extractor()._check_params()),
+          validate=_own_checks("_check_params"),
           check=_check_learner),
     Entry("gpuksvm.okfeb.OKFEBRegressor", OKFEBRegressor, _common({
         "extractor_": Instance(OKFEB),
         "_learner": Instance(RegularizedLMS),
         **_CAPACITY,
     }), required=("extractor_", "_learner", "n_features_in_"),
-          validate=lambda est: (_check_device_and_dtype(est), est._check_common(),
-                                est._extractor()._check_params()),
+          validate=_own_checks("_check_params"),
           check=_check_learner),
     Entry("gpuksvm.solvers.online.Pegasos", Pegasos, {
         "lam": Float(low=5e-324), "fit_intercept": Bool(), "n_features": Int(low=0),
@@ -1134,6 +1132,9 @@ class _Reader:
         if type(params) is not dict:
             raise _fail(path, "'params' is a JSON object")
         names = set(entry.cls._get_param_names())
+        # a file written before a parameter was renamed: its old name becomes the new one
+        renamed = getattr(entry.cls, "_renamed_parameters", {})
+        params = {(renamed[k] if k in renamed and renamed[k] not in params else k): v for k, v in params.items()}
         unknown = set(params) - names
         if unknown:
             raise _fail(path, f"{entry.cls.__name__} has no parameter(s) {sorted(unknown)[:5]}")

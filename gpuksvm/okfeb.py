@@ -22,17 +22,19 @@ from typing import Any
 import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin, TransformerMixin
 from sklearn.utils import check_random_state
+from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted
 
 from . import backend as bk
 from .base import DeviceMixin, progress
 from .kernels import Kernel, kernel_block, make_kernel
+from .params import DEPRECATED, DEVICE_PARAMS, KERNEL_PARAMS, count, non_negative, positive, renamed
 from .solvers.linear import ovr_targets
 from .solvers.okfeb import MODES, OUTPUTS, OnlineSubspace, SubspaceParams, batch_objective
 from .solvers.okfeb_learners import (CHECK_ROWS, BudgetTooSmallWarning, capacity_check, exact_classifier,
                                      exact_ridge, stream_order, warn_if_too_small)
 from .solvers.online import Pegasos, RegularizedLMS
-from .validation import (check_allocation, check_choice, check_param, encode_classes, validate_X,
+from .validation import (check_allocation, check_param, encode_classes, validate_X,
                          validate_X_y)
 
 __all__ = ["OKFEB", "OKFEBClassifier", "OKFEBRegressor", "BudgetTooSmallWarning", "windowed_kernel_error",
@@ -83,13 +85,15 @@ class OKFEB(DeviceMixin, TransformerMixin, BaseEstimator):
     gamma : float or {"scale", "auto", "mean_dist"}, default="scale"
         Kernel scale; a string is resolved on the first batch seen (pass a
         number when streaming one row at a time).
-    degree : float, default=3
-    coef0 : float, default=1.0
+    degree : int, default=3
+    coef0 : float, default=0.0
+        As scikit-learn's SVC (it was 1.0 before 0.2: set it for a polynomial kernel).
     rank : int, default=50
         r, the number of features.
-    budget : int, default=150
-        B, the maximum number of stored vectors (mode="budget"; the paper
-        recommends 1.5–5 × r).
+    n_landmarks : int, default=150
+        B, the budget: the maximum number of stored vectors (mode="budget";
+        the paper recommends 1.5–5 × r).  Was called ``budget`` (deprecated;
+        one name with LLSVM's landmarks).
     reg : float, default=1e-3
         λ > 0 (Frobenius/rank regularization, eq. 3).
     step_size : float, default=0.5
@@ -158,26 +162,26 @@ class OKFEB(DeviceMixin, TransformerMixin, BaseEstimator):
     >>> from gpuksvm import OKFEB
     >>> from gpuksvm.datasets import make_two_spheres
     >>> X, _ = make_two_spheres(2000, random_state=0)
-    >>> fe = OKFEB(gamma=1.0, rank=10, budget=30, device="cpu", random_state=0).fit(X)
+    >>> fe = OKFEB(gamma=1.0, rank=10, n_landmarks=30, device="cpu", random_state=0).fit(X)
     >>> fe.transform(X[:5]).shape
     (5, 10)
     >>> len(fe.support_) <= 30
     True
     """
 
-    def __init__(self, kernel: str = "rbf", gamma: Any = "scale", degree: float = 3,
-                 coef0: float = 1.0, rank: int = 50, budget: int = 150, reg: float = 1e-3,
+    def __init__(self, kernel: str = "rbf", gamma: Any = "scale", degree: int = 3,
+                 coef0: float = 0.0, rank: int = 50, n_landmarks: int = 150, reg: float = 1e-3,
                  step_size: float = 0.5, step_decay: float = 0.0, censor: Any = "auto",
                  target_censor_rate: float = 0.8, forget: float = 1.0, mode: str = "budget",
                  batch_size: int = 1, output: str = "features", max_iter: int = 30,
                  tol: float = 1e-7, shuffle: bool = True, device: str = "auto", dtype: Any = None,
-                 random_state: Any = None, verbose: int = 0) -> None:
+                 random_state: Any = None, verbose: int = 0, budget: Any = DEPRECATED) -> None:
         self.kernel = kernel
         self.gamma = gamma
         self.degree = degree
         self.coef0 = coef0
         self.rank = rank
-        self.budget = budget
+        self.n_landmarks = n_landmarks
         self.reg = reg
         self.step_size = step_size
         self.step_decay = step_decay
@@ -194,30 +198,32 @@ class OKFEB(DeviceMixin, TransformerMixin, BaseEstimator):
         self.dtype = dtype
         self.random_state = random_state
         self.verbose = verbose
+        self.budget = budget
 
     # ------------------------------------------------------------------ params
-    def _check_params(self) -> None:
-        check_choice("mode", self.mode, MODES)
-        check_choice("output", self.output, OUTPUTS)
-        check_param("rank", self.rank, Integral, low=1)
-        check_param("budget", self.budget, Integral, low=1)
-        check_param("reg", self.reg, Real, low=0, closed="neither")
-        check_param("step_size", self.step_size, Real, low=0, closed="neither")
-        check_param("step_decay", self.step_decay, Real, low=0, high=1)
-        if isinstance(self.censor, str):
-            check_choice("censor", self.censor, ("auto",))
-        else:
-            check_param("censor", self.censor, Real, low=0)
-        check_param("target_censor_rate", self.target_censor_rate, Real, low=0, high=1, closed="left")
-        check_param("forget", self.forget, Real, low=0, high=1, closed="right")
-        check_param("batch_size", self.batch_size, Integral, low=1)
-        check_param("max_iter", self.max_iter, Integral, low=1)
-        check_param("tol", self.tol, Real, low=0)
-        check_choice("shuffle", self.shuffle, (True, False))
-        check_param("verbose", self.verbose, (Integral, bool), low=0)
+    _parameter_constraints: dict = {
+        **KERNEL_PARAMS,
+        "rank": [count(1)],
+        "n_landmarks": [count(1)],
+        "budget": renamed([count(1)]),
+        "reg": [positive()],
+        "step_size": [positive()],
+        "step_decay": [Interval(Real, 0, 1, closed="both")],
+        "censor": [StrOptions({"auto"}), non_negative()],
+        "target_censor_rate": [Interval(Real, 0, 1, closed="left")],
+        "forget": [Interval(Real, 0, 1, closed="right")],
+        "mode": [StrOptions(set(MODES))],
+        "batch_size": [count(1)],
+        "output": [StrOptions(set(OUTPUTS))],
+        "max_iter": [count(1)],
+        "tol": [non_negative()],
+        "shuffle": ["boolean"],
+        **DEVICE_PARAMS,
+    }
+    _renamed_parameters = {"budget": "n_landmarks"}
 
     def _params(self) -> SubspaceParams:
-        return SubspaceParams(rank=int(self.rank), budget=int(self.budget), reg=float(self.reg),
+        return SubspaceParams(rank=int(self.rank), budget=int(self._param("n_landmarks")), reg=float(self.reg),
                               step_size=float(self.step_size), step_decay=float(self.step_decay),
                               censor=self.censor if self.censor == "auto" else float(self.censor),
                               target_censor_rate=float(self.target_censor_rate), forget=float(self.forget),
@@ -234,7 +240,7 @@ class OKFEB(DeviceMixin, TransformerMixin, BaseEstimator):
         d, cap, r = X.shape[1], p.capacity, p.rank
         check_allocation((cap * (d + 2 * r + (cap if p.mode != "batch" else 0) + 4) + 3 * r ** 2)
                          * np.dtype(dt).itemsize,
-                         f"OK-FEB's buffers for budget={self.budget}, rank={self.rank}, "
+                         f"OK-FEB's buffers for n_landmarks={self._param('n_landmarks')}, rank={self.rank}, "
                          f"batch_size={self.batch_size} and {d} features")
         kernel = make_kernel(self.kernel, self.gamma, self.degree, self.coef0, X)
         self.subspace_ = OnlineSubspace(kernel, d, p, dev, dt, check_random_state(self.random_state))
@@ -299,7 +305,7 @@ class OKFEB(DeviceMixin, TransformerMixin, BaseEstimator):
 
     @property
     def budget_use_(self) -> float:
-        return self._state().m / float(self.budget)
+        return self._state().m / float(self._param("n_landmarks"))
 
     @property
     def n_stored_(self) -> int:
@@ -450,10 +456,20 @@ def _dense(X: Any, dt: Any) -> Any:
 
 
 # =========================================================================== learners
-_FE_PARAMS = ("kernel", "gamma", "degree", "coef0", "rank", "budget", "reg", "step_size",
+_FE_PARAMS = ("kernel", "gamma", "degree", "coef0", "rank", "n_landmarks", "reg", "step_size",
               "step_decay", "censor", "target_censor_rate", "forget", "mode", "batch_size",
               "shuffle", "device", "dtype", "random_state")
 _SOLVERS = ("exact", "online")
+
+
+_LEARNER_CONSTRAINTS = {
+    **{k: OKFEB._parameter_constraints[k] for k in _FE_PARAMS + ("budget",)},
+    "alpha": [positive()],
+    "fit_intercept": ["boolean"],
+    "solver": [StrOptions(set(_SOLVERS))],
+    "n_epochs": [count(1)],
+    "verbose": ["verbose"],
+}
 
 
 class _OKFEBLearner(DeviceMixin, BaseEstimator):
@@ -466,18 +482,18 @@ class _OKFEBLearner(DeviceMixin, BaseEstimator):
     """
 
     _task = "classification"
+    _parameter_constraints: dict = _LEARNER_CONSTRAINTS
+    _renamed_parameters = {"budget": "n_landmarks"}
 
     def _extractor(self) -> OKFEB:
-        params = {k: getattr(self, k) for k in _FE_PARAMS}
+        params = {k: self._param(k) for k in _FE_PARAMS}
         if params["mode"] == "batch":
             raise ValueError("the online learners need an online mode ('budget', 'parametric', "
                              "'nonparametric'), got mode='batch'")
         return OKFEB(output="features", verbose=0, **params)
 
-    def _check_common(self) -> None:
-        check_param("n_epochs", self.n_epochs, Integral, low=1)
-        check_param("alpha", self.alpha, Real, low=0, closed="neither")
-        check_choice("solver", self.solver, _SOLVERS)
+    def _check_param_relations(self) -> None:
+        self._extractor()._check_params()
 
     def _check_learner_size(self, n_outputs: int) -> None:
         """The learner's weights are (rank + 1) × outputs: refuse an absurd rank before allocating."""
@@ -532,7 +548,7 @@ class _OKFEBLearner(DeviceMixin, BaseEstimator):
         self.capacity_check_ = check
         self.budget_too_small_ = bool(check["too_small"])
         # stack: warn_if_too_small < _check_capacity < _fit_rows < fit < its all-or-nothing wrapper
-        warn_if_too_small(check, type(self).__name__, int(self.rank), int(self.budget), self.solver,
+        warn_if_too_small(check, type(self).__name__, int(self.rank), int(self._param("n_landmarks")), self.solver,
                           stacklevel=6)
 
     def _features(self, X: Any) -> np.ndarray:
@@ -548,7 +564,7 @@ class _OKFEBLearner(DeviceMixin, BaseEstimator):
 
 
 _LEARNER_DOC = """
-    kernel, gamma, degree, coef0, rank, budget, reg, step_size, step_decay, censor,
+    kernel, gamma, degree, coef0, rank, n_landmarks, reg, step_size, step_decay, censor,
     target_censor_rate, forget, mode, batch_size, shuffle, device, dtype, random_state
         As :class:`OKFEB` (``mode`` an online one).  ``shuffle`` (default True):
         ``fit`` streams the rows in an order that depends on the rows and
@@ -599,24 +615,24 @@ class OKFEBClassifier(ClassifierMixin, _OKFEBLearner):
     >>> from gpuksvm import OKFEBClassifier
     >>> from gpuksvm.datasets import make_two_spheres
     >>> X, y = make_two_spheres(3000, noise=0.1, random_state=0)
-    >>> clf = OKFEBClassifier(gamma=1.0, rank=10, budget=30, device="cpu", random_state=0).fit(X, y)
+    >>> clf = OKFEBClassifier(gamma=1.0, rank=10, n_landmarks=30, device="cpu", random_state=0).fit(X, y)
     >>> clf.score(X, y) > 0.9
     True
     """
 
-    def __init__(self, kernel: str = "rbf", gamma: Any = "scale", degree: float = 3,
-                 coef0: float = 1.0, rank: int = 50, budget: int = 150, reg: float = 1e-3,
+    def __init__(self, kernel: str = "rbf", gamma: Any = "scale", degree: int = 3,
+                 coef0: float = 0.0, rank: int = 50, n_landmarks: int = 150, reg: float = 1e-3,
                  step_size: float = 0.5, step_decay: float = 0.0, censor: Any = "auto",
                  target_censor_rate: float = 0.8, forget: float = 1.0, mode: str = "budget",
                  batch_size: int = 1, alpha: float = 1e-4, fit_intercept: bool = True,
                  solver: str = "exact", n_epochs: int = 1, shuffle: bool = True, device: str = "auto",
-                 dtype: Any = None, random_state: Any = None, verbose: int = 0) -> None:
+                 dtype: Any = None, random_state: Any = None, verbose: int = 0, budget: Any = DEPRECATED) -> None:
         self.kernel = kernel
         self.gamma = gamma
         self.degree = degree
         self.coef0 = coef0
         self.rank = rank
-        self.budget = budget
+        self.n_landmarks = n_landmarks
         self.reg = reg
         self.step_size = step_size
         self.step_decay = step_decay
@@ -634,6 +650,7 @@ class OKFEBClassifier(ClassifierMixin, _OKFEBLearner):
         self.dtype = dtype
         self.random_state = random_state
         self.verbose = verbose
+        self.budget = budget
 
     def _targets(self, y: np.ndarray) -> np.ndarray:
         idx = np.searchsorted(self.classes_, y)
@@ -643,7 +660,7 @@ class OKFEBClassifier(ClassifierMixin, _OKFEBLearner):
         return ovr_targets(idx, len(self.classes_))[0]
 
     def _start(self, classes: np.ndarray) -> None:
-        self._check_common()
+        self._check_params()
         self.classes_ = np.asarray(classes)
         self.extractor_ = self._extractor()
         n_out = 1 if len(self.classes_) == 2 else len(self.classes_)
@@ -730,7 +747,7 @@ class OKFEBRegressor(RegressorMixin, _OKFEBLearner):
         Normalized LMS step μ (0 < μ < 2); used online (``partial_fit``, ``solver="online"``).
     alpha : float, default=1e-4
         ℓ2 regularization: the ridge penalty α of the exact solve, the LMS leak online.
-    normalized : bool, default=True
+    normalize : bool, default=True
 
     Attributes
     ----------
@@ -745,27 +762,35 @@ class OKFEBRegressor(RegressorMixin, _OKFEBLearner):
     >>> from gpuksvm import OKFEBRegressor
     >>> rng = np.random.default_rng(0)
     >>> X = rng.uniform(-2, 2, size=(4000, 2)); y = np.sin(X[:, 0]) + 0.5 * X[:, 1] ** 2
-    >>> reg = OKFEBRegressor(gamma=0.5, rank=20, budget=60, device="cpu", random_state=0).fit(X, y)
+    >>> reg = OKFEBRegressor(gamma=0.5, rank=20, n_landmarks=60, device="cpu", random_state=0).fit(X, y)
     >>> reg.score(X, y) > 0.8
     True
     """
 
     _task = "regression"
+    _parameter_constraints: dict = {
+        **{k: v for k, v in _LEARNER_CONSTRAINTS.items() if k != "fit_intercept"},
+        "alpha": [non_negative()],
+        "learning_rate": [positive()],
+        "normalize": ["boolean"],
+        "normalized": renamed(["boolean"]),
+    }
+    _renamed_parameters = {"budget": "n_landmarks", "normalized": "normalize"}
 
-    def __init__(self, kernel: str = "rbf", gamma: Any = "scale", degree: float = 3,
-                 coef0: float = 1.0, rank: int = 50, budget: int = 150, reg: float = 1e-3,
+    def __init__(self, kernel: str = "rbf", gamma: Any = "scale", degree: int = 3,
+                 coef0: float = 0.0, rank: int = 50, n_landmarks: int = 150, reg: float = 1e-3,
                  step_size: float = 0.5, step_decay: float = 0.0, censor: Any = "auto",
                  target_censor_rate: float = 0.8, forget: float = 1.0, mode: str = "budget",
                  batch_size: int = 1, learning_rate: float = 0.1, alpha: float = 1e-4,
-                 normalized: bool = True, solver: str = "exact", n_epochs: int = 1, shuffle: bool = True,
+                 normalize: bool = True, solver: str = "exact", n_epochs: int = 1, shuffle: bool = True,
                  device: str = "auto", dtype: Any = None, random_state: Any = None,
-                 verbose: int = 0) -> None:
+                 verbose: int = 0, budget: Any = DEPRECATED, normalized: Any = DEPRECATED) -> None:
         self.kernel = kernel
         self.gamma = gamma
         self.degree = degree
         self.coef0 = coef0
         self.rank = rank
-        self.budget = budget
+        self.n_landmarks = n_landmarks
         self.reg = reg
         self.step_size = step_size
         self.step_decay = step_decay
@@ -776,7 +801,7 @@ class OKFEBRegressor(RegressorMixin, _OKFEBLearner):
         self.batch_size = batch_size
         self.learning_rate = learning_rate
         self.alpha = alpha
-        self.normalized = normalized
+        self.normalize = normalize
         self.solver = solver
         self.n_epochs = n_epochs
         self.shuffle = shuffle
@@ -784,22 +809,20 @@ class OKFEBRegressor(RegressorMixin, _OKFEBLearner):
         self.dtype = dtype
         self.random_state = random_state
         self.verbose = verbose
+        self.budget = budget
+        self.normalized = normalized
 
-    def _check_common(self) -> None:
-        check_param("n_epochs", self.n_epochs, Integral, low=1)
-        check_param("alpha", self.alpha, Real, low=0)
-        check_choice("solver", self.solver, _SOLVERS)
-        if self.normalized:   # normalized LMS converges for 0 < μ < 2 only
+    def _check_param_relations(self) -> None:
+        super()._check_param_relations()
+        if self._param("normalize"):   # normalized LMS converges for 0 < μ < 2 only
             check_param("learning_rate", self.learning_rate, Real, low=0, high=2, closed="neither")
-        else:
-            check_param("learning_rate", self.learning_rate, Real, low=0, closed="neither")
 
     def _start(self) -> None:
-        self._check_common()
+        self._check_params()
         self.extractor_ = self._extractor()
         self._check_learner_size(1)
         self._learner = RegularizedLMS(int(self.rank), step=float(self.learning_rate),
-                                       alpha=float(self.alpha), normalized=bool(self.normalized))
+                                       alpha=float(self.alpha), normalized=bool(self._param("normalize")))
 
     def _learner_step(self, Z: Any, y: np.ndarray) -> None:
         self._learner.partial_fit(Z, y)
@@ -807,8 +830,8 @@ class OKFEBRegressor(RegressorMixin, _OKFEBLearner):
             raise ValueError(f"OKFEBRegressor diverged: the LMS weights became inf/NaN within "
                              f"{self._learner.t} samples. Reduce learning_rate (now "
                              f"{self.learning_rate!r}"
-                             + ("; the normalized LMS needs 0 < learning_rate < 2" if self.normalized
-                                else "; or use normalized=True") + ") or scale y")
+                             + ("; the normalized LMS needs 0 < learning_rate < 2" if self._param("normalize")
+                                else "; or use normalize=True") + ") or scale y")
 
     def _set_exact(self, Z: np.ndarray, y: np.ndarray, n: int) -> None:
         self._learner.set_weights(exact_ridge(Z, y, float(self.alpha)), n)

@@ -138,11 +138,10 @@ class ParamsMixin:
         self._check_param_relations()
 
     def _resolve_renamed(self) -> None:
-        """Old names set by the user (``_renamed_parameters``: old → new) warn and stand in for the new."""
+        """Old names set by the user (``_renamed_parameters``: old → new) warn; setting both is an error."""
         cls = type(self).__name__
         defaults = {p.name: p.default for p in inspect.signature(type(self).__init__).parameters.values()}
         for old, new in self._renamed_parameters.items():
-            self.__dict__.pop("_renamed_" + new, None)
             value = getattr(self, old)
             if isinstance(value, str) and value == DEPRECATED:
                 continue
@@ -152,11 +151,14 @@ class ParamsMixin:
                                             f"got both {old}={value!r} and {new}={current!r}")
             warnings.warn(f"{cls}: the parameter {old!r} is now called {new!r}; {old!r} will be removed "
                           "in the next release", FutureWarning, stacklevel=4)
-            self.__dict__["_renamed_" + new] = value
 
     def _check_param_relations(self) -> None:
         """Rules between parameters (each class its own); the declared ones are checked before."""
 
     def _param(self, name: str) -> Any:
-        """The effective value of ``name``: the old name's value when only that was set."""
-        return self.__dict__.get("_renamed_" + name, getattr(self, name))
+        """The effective value of parameter ``name``: its old name's value when only that was set."""
+        for old, new in self._renamed_parameters.items():
+            value = getattr(self, old, DEPRECATED) if new == name else DEPRECATED
+            if not (isinstance(value, str) and value == DEPRECATED):
+                return value
+        return getattr(self, name)

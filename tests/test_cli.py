@@ -260,7 +260,7 @@ def test_not_gzip_and_binary_files_name_the_file(tmp_path, capsys):
 def test_absurd_set_sizes_refused_before_allocating(tmp_path, capsys):
     X, y = zoo_data("binary", n=60)
     train = _write(tmp_path / "t.svm", X, y)
-    for setting in ("budget=1000000000000", "rank=1000000000000"):
+    for setting in ("n_landmarks=1000000000000", "rank=1000000000000"):
         rc, _, err = _run(["train", "-m", "okfeb", "--device", "cpu", "--set", setting, train,
                            str(tmp_path / "m.npz")], capsys)
         assert rc == 1 and "of memory of this machine" in _err_line(err, "train")

@@ -67,7 +67,7 @@ def _corpus() -> list[tuple[str, bytes, np.ndarray]]:
         "cvm": CVM(gamma=1.0, device="cpu", random_state=0).fit(X, y3),
         "ocvm": OneClassCVM(gamma=1.0, device="cpu", random_state=0).fit(X),
         "svi": SVI(gamma=1.0, device="cpu", random_state=0).fit(X, y),
-        "okfeb": OKFEBClassifier(rank=3, budget=6, device="cpu", random_state=0).fit(X, y),
+        "okfeb": OKFEBClassifier(rank=3, n_landmarks=6, device="cpu", random_state=0).fit(X, y),
         "pipeline": make_pipeline(StandardScaler(), LinearSVM(device="cpu")).fit(X, y),
         "unfitted": LLSVM(kernel="poly", degree=2, class_weight={0: 2.0, 1: 1.0}),
     }
