@@ -388,6 +388,16 @@ def as_kind(x: Any, kind: str) -> Any:
     return to_host(x)
 
 
+def labels_as_kind(labels: Any, kind: str) -> Any:
+    """Predicted class labels in the caller's kind of array (the rule of every ``predict``).
+
+    Numeric labels follow :func:`as_kind`; labels a GPU array cannot hold
+    (strings, objects) stay NumPy.
+    """
+    labels = to_host(labels)
+    return as_kind(labels, kind) if np.asarray(labels).dtype.kind in "biuf" else labels
+
+
 # --------------------------------------------------------------------------- dtypes
 def resolve_dtype(dtype: Any, device: str | Device) -> np.dtype:
     """The floating dtype to compute in.

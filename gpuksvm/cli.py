@@ -131,10 +131,17 @@ def make_estimator(method: str, *, options: dict[str, Any] | None = None,
         values are ignored.  An option the method has no parameter for raises.
     extra : dict
         Estimator parameters set verbatim (``--set name=value``).
+
+    The parameters a method accepts are the ones its class declares
+    (``_parameter_constraints``, :mod:`gpuksvm.params`), so the command line
+    and the Python API share one list, one set of names and one validation.
     """
     cls = estimator_class(method)
     est = cls()
-    names = set(est.get_params(deep=False))
+    # the options a method has are its declared parameters (gpuksvm.params); old names of renamed
+    # parameters still work for one release (the estimator warns) but are not offered
+    accepted = set(cls._parameter_constraints)
+    names = accepted - set(cls._renamed_parameters)
     params: dict[str, Any] = {}
     for opt, value in (options or {}).items():
         if value is None:
@@ -147,7 +154,7 @@ def make_estimator(method: str, *, options: dict[str, Any] | None = None,
                            f"{_OPTION_FLAGS[opt]} ({'/'.join(_OPTION_PARAMS[opt])})")
         params[cands[0]] = value
     for name, value in (extra or {}).items():
-        if name not in names:
+        if name not in accepted:
             raise CLIError(f"{cls.__name__} has no parameter {name!r}; its parameters are: "
                            f"{', '.join(sorted(names))}")
         params[name] = value

@@ -429,11 +429,11 @@ class LinearSVM(DeviceMixin, ProbabilityMixin, ClassifierMixin, BaseEstimator):
             D = D[:, 0]
         return bk.as_kind(D, kind)
 
-    def predict(self, X: Any) -> np.ndarray:
-        """Class labels (host array)."""
+    def predict(self, X: Any) -> Any:
+        """Class labels, in the caller's kind of array (:func:`gpuksvm.backend.labels_as_kind`)."""
         D = np.asarray(bk.to_host(self.decision_function(X)))
         idx = (D > 0).astype(np.int64) if D.ndim == 1 else np.argmax(D, axis=1)
-        return self.classes_[idx]
+        return bk.labels_as_kind(self.classes_[idx], bk.array_kind(X))
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()

@@ -524,14 +524,11 @@ class LLSVM(DeviceMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin, Clas
         return bk.as_kind(D, kind)
 
     @dask_dispatch()
-    def predict(self, X: Any) -> np.ndarray:
-        """Class labels (host array of the training labels' type)."""
+    def predict(self, X: Any) -> Any:
+        """Class labels, in the caller's kind of array (:func:`gpuksvm.backend.labels_as_kind`)."""
         D = bk.to_host(self.decision_function(X))
-        if D.ndim == 1:
-            idx = (D > 0).astype(np.int64)
-        else:
-            idx = np.argmax(D, axis=1)
-        return self.classes_[idx]
+        idx = (D > 0).astype(np.int64) if D.ndim == 1 else np.argmax(D, axis=1)
+        return bk.labels_as_kind(self.classes_[idx], bk.array_kind(X))
 
     def _check_proba(self) -> bool:
         if not self.probability:

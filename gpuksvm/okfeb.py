@@ -551,11 +551,12 @@ class _OKFEBLearner(DeviceMixin, BaseEstimator):
         warn_if_too_small(check, type(self).__name__, int(self.rank), int(self._param("n_landmarks")), self.solver,
                           stacklevel=6)
 
-    def _features(self, X: Any) -> np.ndarray:
+    def _features(self, X: Any) -> tuple[np.ndarray, str]:
+        """(host features of X, the caller's array kind)."""
         check_is_fitted(self, "extractor_")
-        X, _ = validate_X(self, X, reset=False)     # checked once, here
+        X, kind = validate_X(self, X, reset=False)     # checked once, here
         fe = self.extractor_
-        return bk.to_host(fe._transform(fe._to_dev(X)))
+        return bk.to_host(fe._transform(fe._to_dev(X))), kind
 
     @property
     def n_seen_(self) -> int:
@@ -714,16 +715,21 @@ class OKFEBClassifier(ClassifierMixin, _OKFEBLearner):
         w = self._learner.coef
         return w[-1] if self.fit_intercept else np.zeros(w.shape[1])
 
-    def decision_function(self, X: Any) -> np.ndarray:
-        check_is_fitted(self, "extractor_")
-        D = self._learner.decision_function(self._features(X))
-        return D[:, 0] if D.shape[1] == 1 else D
+    def _decisions(self, X: Any) -> tuple[np.ndarray, str]:
+        F, kind = self._features(X)
+        D = self._learner.decision_function(F)
+        return (D[:, 0] if D.shape[1] == 1 else D), kind
 
-    def predict(self, X: Any) -> np.ndarray:
-        D = self.decision_function(X)
-        if D.ndim == 1:
-            return self.classes_[(D > 0).astype(np.int64)]
-        return self.classes_[np.argmax(D, axis=1)]
+    def decision_function(self, X: Any) -> Any:
+        """Decision values of the linear SVM on the features, in the caller's kind of array."""
+        D, kind = self._decisions(X)
+        return bk.as_kind(D, kind)
+
+    def predict(self, X: Any) -> Any:
+        """Class labels, in the caller's kind of array (:func:`gpuksvm.backend.labels_as_kind`)."""
+        D, kind = self._decisions(X)
+        idx = (D > 0).astype(np.int64) if D.ndim == 1 else np.argmax(D, axis=1)
+        return bk.labels_as_kind(self.classes_[idx], kind)
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
@@ -871,9 +877,10 @@ class OKFEBRegressor(RegressorMixin, _OKFEBLearner):
         check_is_fitted(self, "extractor_")
         return float(self._learner.w[-1])
 
-    def predict(self, X: Any) -> np.ndarray:
-        check_is_fitted(self, "extractor_")
-        return self._learner.predict(self._features(X))
+    def predict(self, X: Any) -> Any:
+        """Predicted targets, in the caller's kind of array."""
+        F, kind = self._features(X)
+        return bk.as_kind(self._learner.predict(F), kind)
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()

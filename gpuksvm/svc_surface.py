@@ -212,9 +212,7 @@ class SVCSurfaceMixin:
             idx = np.argmax(D, axis=1)
         else:
             idx = ovo_predict(D, K, break_ties=bool(getattr(self, "break_ties", False)))
-        labels = self.classes_[idx]
-        # labels that a GPU array cannot hold (strings, objects) stay NumPy
-        return bk.as_kind(labels, kind) if labels.dtype.kind in "biuf" else labels
+        return bk.labels_as_kind(self.classes_[idx], kind)
 
     @property
     def coef_(self):
