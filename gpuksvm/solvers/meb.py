@@ -32,376 +32,19 @@ Two parts, both solver functions without estimator logic:
 """
 from __future__ import annotations
 
-from typing import Any
+from dataclasses import dataclass, field
+from typing import Any, Callable
 
 import numpy as np
-from scipy.linalg import lapack as _lapack
 
 from .. import backend as bk
 from ..kernels import Kernel, kernel_block, kernel_diag
+from .simplex_qp import CoreSetQP
 
-__all__ = ["SimplexMEB", "HostScanner", "GpuScanner", "make_scanner", "candidate_scores",
-           "kernel_scale"]
+__all__ = ["CoreSetResult", "fit_core_set", "initial_pair", "HostScanner", "GpuScanner",
+           "make_scanner", "candidate_scores", "kernel_scale"]
 
-_ETA_FLOOR = 1e-12
-_REFACTOR_EVERY = 200   # bordering/downdating steps between refactorizations of K̃_PP⁻¹ (at least |P|)
 _NULL = np.uint64(0)   # a null device pointer argument of a RawKernel
-
-
-# --------------------------------------------------------------------------- inner MEB solver
-_RANK1_ROWS = 64
-
-
-def _rank1_update(H: np.ndarray, v: np.ndarray, w: np.ndarray, s: int) -> None:
-    """H[:s, :s] += v wᵀ in place, in row blocks (no s×s temporary: one read and one
-    write of H instead of the five passes of ``H += np.outer(v, w)``)."""
-    for r0 in range(0, s, _RANK1_ROWS):
-        r1 = min(r0 + _RANK1_ROWS, s)
-        H[r0:r1, :s] += v[r0:r1, None] * w[None, :]
-
-
-class SimplexMEB:
-    """Core-set MEB dual  min αᵀK̃_Sα on the simplex, grown one core vector at a time.
-
-    Parameters
-    ----------
-    kappa_t : float
-        The constant diagonal κ̃ = k̃(z, z) of the transformed kernel.
-    capacity : int
-        Initial buffer size (doubles when exceeded).
-
-    Attributes
-    ----------
-    m : int
-        Current core-set size.
-    K, alpha, g : views of the first ``m`` rows/entries of the buffers
-        K̃_S, α and the gradient g = K̃_S α.
-
-    Examples
-    --------
-    >>> import numpy as np
-    >>> meb = SimplexMEB(kappa_t=2.0)
-    >>> meb.append(np.empty(0)); meb.append(np.array([0.0]))
-    >>> meb.set_alpha(np.array([0.5, 0.5]))
-    >>> round(meb.radius2, 6)   # two orthogonal points of norm² 2: R² = 1
-    1.0
-    """
-
-    def __init__(self, kappa_t: float, capacity: int = 64) -> None:
-        self.kappa_t = float(kappa_t)
-        cap = max(int(capacity), 2)
-        self._K = np.empty((cap, cap))
-        self._alpha = np.zeros(cap)
-        self._g = np.zeros(cap)
-        self.m = 0
-        self.n_steps = 0
-        self._H = None        # (K̃_PP)⁻¹ of the active set P (active-set solver)
-        self._P: list[int] = []
-        self._u = None        # (K̃_PP)⁻¹ 1, kept with H
-        self._P_valid = False
-        self._updates = 0
-        self.status = "optimal"   # outcome of the last solve call
-
-    # views ---------------------------------------------------------------
-    @property
-    def K(self) -> np.ndarray:
-        return self._K[: self.m, : self.m]
-
-    @property
-    def alpha(self) -> np.ndarray:
-        return self._alpha[: self.m]
-
-    @property
-    def g(self) -> np.ndarray:
-        return self._g[: self.m]
-
-    @property
-    def q(self) -> float:
-        """αᵀK̃_Sα (= ρ of the L2-SVM at the optimum)."""
-        return float(self.alpha @ self.g)
-
-    @property
-    def radius2(self) -> float:
-        """R² = κ̃ − αᵀK̃_Sα (eq. 3 with constant diagonal)."""
-        return self.kappa_t - self.q
-
-    # growth --------------------------------------------------------------
-    def _grow(self) -> None:
-        cap = self._K.shape[0] * 2
-        if self._H is not None:
-            H = np.zeros((cap, cap))
-            H[: self._H.shape[0], : self._H.shape[0]] = self._H
-            self._H = H
-            u = np.zeros(cap)
-            u[: self._u.shape[0]] = self._u
-            self._u = u
-        K = np.empty((cap, cap))
-        K[: self.m, : self.m] = self.K
-        self._K = K
-        self._alpha = np.concatenate([self._alpha, np.zeros(cap - self._alpha.shape[0])])
-        self._g = np.concatenate([self._g, np.zeros(cap - self._g.shape[0])])
-
-    def append(self, krow: np.ndarray) -> None:
-        """Add a core vector with α = 0; ``krow`` holds k̃(zᵢ, z_new) for the current core set."""
-        m = self.m
-        krow = np.asarray(krow, dtype=np.float64).ravel()
-        if krow.shape[0] != m:
-            raise ValueError(f"krow has {krow.shape[0]} entries, expected {m}")
-        if m + 1 > self._K.shape[0]:
-            self._grow()
-        self._K[m, :m] = krow
-        self._K[:m, m] = krow
-        self._K[m, m] = self.kappa_t
-        self._alpha[m] = 0.0
-        self._g[m] = float(krow @ self._alpha[:m])
-        self.m = m + 1
-
-    def set_alpha(self, alpha: np.ndarray) -> None:
-        """Set α of the current core set (on the simplex) and refresh the gradient."""
-        self._alpha[: self.m] = alpha
-        self._P_valid = False
-        self.refresh_gradient()
-
-    def refresh_gradient(self) -> None:
-        """Recompute g = K̃_S α from scratch (clears accumulated rounding)."""
-        np.matmul(self.K, self.alpha, out=self._g[: self.m])
-
-    # SMO on the simplex -------------------------------------------------
-    def solve(self, tol: float, max_steps: int | None = None) -> int:
-        """Warm-started SMO until the KKT gap ≤ ``tol``; returns the number of steps.
-
-        Always terminates: at most ``max_steps`` pair updates (default
-        200·|S| + 1000); :attr:`status` records "optimal" or "max_steps".
-        """
-        m = self.m
-        if m < 2:
-            self.status = "optimal"
-            return 0
-        if max_steps is None:
-            max_steps = 200 * m + 1000
-        K = self.K
-        a = self._alpha[:m]
-        g = self._g[:m]
-        self.refresh_gradient()
-        self._P_valid = False
-        eta = np.empty(m)
-        viol = np.empty(m)
-        two_kt = 2.0 * self.kappa_t
-        sup = a > 0.0
-        steps = 0
-        status = "max_steps"
-        while steps < max_steps:
-            i = int(np.argmin(g))
-            gi = g[i]
-            np.subtract(g, gi, out=viol)
-            viol[~sup] = -1.0
-            if viol.max() <= tol:
-                status = "optimal"
-                break
-            Ki = K[i]
-            # η_ij = K̃_ii + K̃_jj − 2K̃_ij with the constant diagonal κ̃
-            np.multiply(Ki, -2.0, out=eta)
-            eta += two_kt
-            np.maximum(eta, _ETA_FLOOR, out=eta)
-            score = np.where(viol > 0.0, viol * viol / eta, -1.0)   # second-order gain
-            j = int(np.argmax(score))
-            delta = viol[j] / eta[j]
-            if delta >= a[j]:
-                delta = a[j]
-                a[j] = 0.0
-                sup[j] = False
-            else:
-                a[j] -= delta
-            a[i] += delta
-            sup[i] = True
-            g += delta * (Ki - K[j])
-            steps += 1
-        # the incremental gradient drifts by rounding over many steps: end on an exact one
-        a /= a.sum()
-        self.refresh_gradient()
-        self.status = status
-        self.n_steps += steps
-        return steps
-
-    # active set on the simplex ----------------------------------------
-    def _rebuild_inverse(self) -> None:
-        a = self.alpha
-        self._P = [int(i) for i in np.nonzero(a > 0.0)[0]]
-        P = np.asarray(self._P, dtype=np.int64)
-        cap = self._K.shape[0]
-        self._H = np.zeros((cap, cap))
-        s = P.shape[0]
-        # K̃_PP ⪰ I/C is positive definite: inverse from the Cholesky factor (LAPACK potrf/potri)
-        KPP = self.K[np.ix_(P, P)]
-        c, info = _lapack.dpotrf(KPP, lower=1)
-        if info == 0:
-            Hs, info = _lapack.dpotri(c, lower=1)
-        if info == 0:
-            Hs = np.tril(Hs)
-            Hs += np.tril(Hs, -1).T
-        else:
-            Hs = np.linalg.pinv(KPP, hermitian=True)
-        self._H[:s, :s] = Hs
-        self._u = np.zeros(cap)
-        self._u[:s] = self._H[:s, :s].sum(axis=1)
-        self._updates = 0
-
-    def _add_active(self, j: int) -> bool:
-        """Border K̃_PP⁻¹ with row/column j; False when the Schur complement is not positive."""
-        P = np.asarray(self._P, dtype=np.int64)
-        s = P.shape[0]
-        H = self._H
-        k = self._K[P, j]
-        v = H[:s, :s] @ k
-        sigma = self.kappa_t - float(k @ v)          # Schur complement of the bordered K̃_PP
-        if not sigma > 1e-14 * self.kappa_t:
-            return False
-        _rank1_update(H, v, v / sigma, s)
-        H[:s, s] = -v / sigma
-        H[s, :s] = -v / sigma
-        H[s, s] = 1.0 / sigma
-        u = self._u
-        sv = float(v.sum())
-        u[:s] += v * ((sv - 1.0) / sigma)
-        u[s] = (1.0 - sv) / sigma
-        self._P.append(int(j))
-        self._updates += 1
-        return True
-
-    def _remove_active(self, p: int) -> None:
-        """Drop position ``p`` of P from K̃_PP⁻¹ (and from u = K̃_PP⁻¹1) in O(|P|²).
-
-        With H = [[A, h], [hᵀ, η]] (the leaving index last), the inverse of the
-        remaining block is A − hhᵀ/η, and since u = H1 gives A1 = u₁ − h and
-        hᵀ1 = u_last − η, the new u₁' = (A − hhᵀ/η)1 = u₁ − h·u_last/η.
-        """
-        H = self._H
-        s = len(self._P)
-        last = s - 1
-        u = self._u
-        if p != last:
-            self._P[p], self._P[last] = self._P[last], self._P[p]
-            H[[p, last], :s] = H[[last, p], :s]
-            H[:s, [p, last]] = H[:s, [last, p]]
-            u[[p, last]] = u[[last, p]]
-        h = H[:last, last].copy()
-        hll = H[last, last]
-        _rank1_update(H, h, -h / hll, last)
-        u[:last] -= h * (u[last] / hll)
-        H[last, :s] = 0.0
-        H[:s, last] = 0.0
-        u[last] = 0.0
-        self._P.pop()
-        self._updates += 1
-
-    def solve_active_set(self, tol: float, max_steps: int | None = None) -> int:
-        """Primal active-set method on the simplex, warm-started; returns the number of steps.
-
-        On the active set P the equality-constrained optimum is
-        β = K̃_PP⁻¹1 / (1ᵀK̃_PP⁻¹1) (and ρ = 1/(1ᵀK̃_PP⁻¹1)); if β > 0 the most
-        violating core vector (min g < ρ − tol) joins P, otherwise α moves
-        towards β until the first αᵢ hits 0 and i leaves P.  K̃_PP⁻¹ is kept by
-        O(|P|²) bordering / downdating (refactorized every max(200, |P|) updates, or when
-        the gradient on P shows it has drifted), so a warm-started re-solve
-        after one new core vector costs a few O(|S|·|P|) steps instead of the
-        hundreds of SMO steps an ill-conditioned K̃ (large C) needs.
-
-        Termination is guaranteed: at most ``max_steps`` steps (default
-        4·|S| + 100); an index that leaves P in the very step after it entered
-        (no progress: a rounding-level cycle) is barred for the rest of the
-        call; and the result is checked against the true KKT gap — when it is
-        above ``tol`` the call finishes with :meth:`solve` (SMO, itself capped).
-        :attr:`status` records "optimal", "smo_fallback" or "max_steps".
-        """
-        m = self.m
-        if m < 2:
-            self.status = "optimal"
-            return 0
-        if max_steps is None:
-            max_steps = 4 * m + 100
-        if (self._H is None or not self._P_valid or not self._P
-                or self._updates > max(_REFACTOR_EVERY, len(self._P))):
-            self._rebuild_inverse()
-        self._P_valid = True
-        K = self.K
-        a = self._alpha[:m]
-        kt = self.kappa_t
-        steps = 0
-        barred: set[int] = set()
-        last_added = -1
-        rebuilt = False
-        g_exact = None        # K̃α of the current α when known
-        while steps < max_steps:
-            g_exact = None
-            P = np.asarray(self._P, dtype=np.int64)
-            s = P.shape[0]
-            u = self._u[:s]                                    # K̃_PP⁻¹ 1
-            usum = float(u.sum())
-            if not (np.isfinite(usum) and usum > 0.0):
-                if rebuilt:
-                    break
-                self._rebuild_inverse()
-                rebuilt = True
-                continue
-            beta = u / usum
-            if (beta > 0.0).all():
-                a[:] = 0.0
-                a[P] = beta
-                g = K @ a
-                rho = float(a @ g)
-                gP = g[P]
-                g_exact = g.copy()
-                if (gP.max() - gP.min() > 0.1 * tol + 1e-13 * kt) and not rebuilt:
-                    # the maintained inverse has drifted: refactorize once and retry
-                    self._rebuild_inverse()
-                    rebuilt = True
-                    continue
-                g[P] = np.inf
-                if barred:
-                    g[list(barred)] = np.inf
-                j = int(np.argmin(g))
-                steps += 1
-                if g[j] >= rho - tol:
-                    break
-                if not self._add_active(j):
-                    barred.add(j)
-                    continue
-                last_added = j
-            else:
-                aP = a[P]
-                neg = np.nonzero(beta <= 0.0)[0]
-                ratio = aP[neg] / (aP[neg] - beta[neg])
-                k = int(np.argmin(ratio))
-                p = int(neg[k])
-                t = float(ratio[k])
-                if t <= 0.0 and int(P[p]) == last_added:
-                    barred.add(last_added)                     # entered and left at once: cycling
-                a[P] = aP + t * (beta - aP)
-                a[P[p]] = 0.0
-                np.maximum(a, 0.0, out=a)
-                self._remove_active(p)
-                last_added = -1
-                steps += 1
-        if g_exact is not None:
-            self._g[:m] = g_exact          # α = β exactly on the simplex: g is current
-        else:
-            a /= a.sum()
-            self.refresh_gradient()
-        self.n_steps += steps
-        if self.gap() <= tol + 1e-12 * kt:
-            self.status = "optimal"
-            return steps
-        # the active-set result misses the tolerance (cap, barred index, rounding): finish by SMO
-        steps += self.solve(tol)
-        if self.status == "optimal":
-            self.status = "smo_fallback"
-        self._P_valid = False
-        return steps
-
-    def gap(self) -> float:
-        """The simplex KKT gap max_{αⱼ>0} gⱼ − min g."""
-        a, g = self.alpha, self.g
-        return float(g[a > 0].max() - g.min()) if self.m else 0.0
 
 
 # --------------------------------------------------------------------------- kernel helpers
@@ -452,16 +95,27 @@ class _ScannerBase:
         self.xscale = xscale
         self.xscale_host = None if xscale is None else np.asarray(bk.to_host(xscale), dtype=np.float64)
         self.self_term = xp.zeros(self.n, dtype=self.dtype)
-        self.core_idx: list[int] = []
-        self._Z = xp.empty((max(capacity, 2), self.d), dtype=self.dtype)
+        self.in_core = np.zeros(self.n, dtype=bool)        # host mask of the core rows
+        self.in_core_dev = self.in_core if xp is np else xp.zeros(self.n, dtype=bool)
+        cap = max(capacity, 2)
+        self._core = np.empty(cap, dtype=np.int64)
+        self._m = 0
+        self._Z = xp.empty((cap, self.d), dtype=self.dtype)
+        self._zn = xp.empty(cap, dtype=self.dtype)         # ‖z‖² of the core rows (RBF)
+        self._Z32 = None                                    # float32 copy for the QP's row regime
 
     @property
     def m(self) -> int:
-        return len(self.core_idx)
+        return self._m
+
+    @property
+    def core_idx(self) -> np.ndarray:
+        """Training-row indices of the core vectors, by core position."""
+        return self._core[: self._m]
 
     @property
     def Z(self):
-        return self._Z[: self.m]
+        return self._Z[: self._m]
 
     def rows(self, idx: Any):
         """Dense rows of X (on the scanner's device)."""
@@ -478,28 +132,127 @@ class _ScannerBase:
             K *= self.xscale_host[idx_a][:, None] * self.xscale_host[idx_b][None, :]
         return K
 
-    def append(self, idx: int) -> np.ndarray:
-        """Add row ``idx`` to the core set; returns κₙ(zᵢ, x_idx) for the previous core vectors."""
-        m = self.m
-        row = self.rows(np.array([idx]))
-        if m == 0:
-            krow = np.empty(0)
-        else:
-            krow = np.asarray(bk.to_host(kernel_block(self.Z, row, self.kernel)), dtype=np.float64).ravel()
-            if self.xscale_host is not None:
-                krow *= self.xscale_host[self.core_idx] * self.xscale_host[idx]
-        if m + 1 > self._Z.shape[0]:
-            Z = self.xp.empty((2 * self._Z.shape[0], self.d), dtype=self.dtype)
+    def append(self, idx: np.ndarray) -> None:
+        """Add the rows ``idx`` (distinct, not core vectors yet) to the core set."""
+        idx = np.atleast_1d(np.asarray(idx, dtype=np.int64))
+        m, k = self._m, idx.shape[0]
+        xp = self.xp
+        R = self.rows(idx)
+        if m + k > self._Z.shape[0]:
+            cap = max(2 * self._Z.shape[0], m + k)
+            core = np.empty(cap, dtype=np.int64)
+            core[:m] = self._core[:m]
+            Z = xp.empty((cap, self.d), dtype=self.dtype)
             Z[:m] = self._Z[:m]
-            self._Z = Z
-        self._Z[m] = row[0]
-        self.core_idx.append(int(idx))
-        return krow
+            zn = xp.empty(cap, dtype=self.dtype)
+            zn[:m] = self._zn[:m]
+            self._core, self._Z, self._zn = core, Z, zn
+            if self._Z32 is not None:
+                Z32 = xp.empty((cap, self.d), dtype=np.float32)
+                Z32[:m] = self._Z32[:m]
+                self._Z32 = Z32
+        self._Z[m:m + k] = R
+        self._zn[m:m + k] = (R * R).sum(axis=1)
+        if self._Z32 is not None:
+            self._Z32[m:m + k] = R
+        self._core[m:m + k] = idx
+        self._m = m + k
+        self.in_core[idx] = True
+        if self.in_core_dev is not self.in_core:
+            self.in_core_dev[xp.asarray(idx)] = True
+
+    def remove(self, keep: np.ndarray) -> None:
+        """Keep only the core vectors at the positions where ``keep`` is True (the others have α = 0)."""
+        core = self.core_idx
+        gone = core[~keep]
+        xp = self.xp
+        self.in_core[gone] = False
+        if self.in_core_dev is not self.in_core:
+            self.in_core_dev[xp.asarray(gone)] = False
+        self.self_term[xp.asarray(gone)] = 0
+        kept = np.flatnonzero(keep)
+        k = kept.shape[0]
+        kd = xp.asarray(kept)
+        self._Z[:k] = self._Z[kd]
+        self._zn[:k] = self._zn[kd]
+        if self._Z32 is not None:
+            self._Z32[:k] = self._Z32[kd]
+        self._core[:k] = core[kept]
+        self._m = k
+
+    def core_block(self, pos: np.ndarray, c0: int, c1: int, dtype: Any = np.float64) -> np.ndarray:
+        """K̃ between the core vectors at positions ``pos`` and ``c0:c1`` (eq. 7 / eq. 10), on the host.
+
+        k̃ = yᵢyⱼ(κₙ + 1) + δᵢⱼ/C (two-class) or κₙ + δᵢⱼ/C (one-class); the
+        diagonal is set to κ̃ exactly.  These are the rows of the core-set QP;
+        ``dtype=float32`` computes them from a float32 copy of the core rows
+        (the QP's row regime stores float32 rows: half the memory traffic).
+        """
+        xp = self.xp
+        if np.dtype(dtype) == np.float32 and self.dtype != np.float32:
+            if self._Z32 is None:
+                self._Z32 = self._Z.astype(np.float32)
+            Z = self._Z32
+        else:
+            Z = self._Z
+        rbf = self.kernel.name == "rbf"
+        K = kernel_block(Z[xp.asarray(pos)], Z[c0:c1], self.kernel, dtype=dtype,
+                         z_sq_norms=self._zn[c0:c1] if rbf else None)
+        K = np.asarray(bk.to_host(K))
+        core = self.core_idx
+        if self.xscale_host is not None:
+            K *= (self.xscale_host[core[pos]][:, None] * self.xscale_host[core[c0:c1]][None, :]).astype(K.dtype)
+        kt = 1.0 + 1.0 / self.C
+        if self.y_host is not None:
+            yc = self.y_host[core]
+            K += 1.0
+            K *= (yc[pos][:, None] * yc[c0:c1][None, :]).astype(K.dtype)
+            kt += 1.0
+        r = np.flatnonzero((pos >= c0) & (pos < c1))
+        K[r, pos[r] - c0] = kt
+        return K
+
+    def _scores(self, idx: np.ndarray | None, s0: int, s1: int, coef, b: float):
+        """s of the rows ``s0:s1`` (of all rows, or of ``idx``) on the scanner's device."""
+        sel = slice(s0, s1) if idx is None else idx[s0:s1]
+        return candidate_scores(self.rows(sel), self.Z, coef, self.kernel, b=b,
+                                y=None if self.y is None else self.y[sel],
+                                self_term=self.self_term[sel],
+                                xscale=None if self.xscale is None else self.xscale[sel])
+
+    def scores(self, idx: np.ndarray, coef, b: float) -> np.ndarray:
+        """s of the rows ``idx`` as a host float64 array (the sampled search)."""
+        return np.asarray(bk.to_host(self._scores(idx, 0, idx.shape[0], coef, b)), dtype=np.float64)
+
+    def exact_scan(self, idx: np.ndarray | None, coef, b: float, q: float,
+                   k: int) -> tuple[np.ndarray, np.ndarray, float]:
+        """Every row outside the core set (or of ``idx``): the ``k`` smallest s and their rows
+        (ascending, ties to the smaller row), and Σ max(0, q − s)², in row blocks."""
+        xp = self.xp
+        n = self.n if idx is None else idx.shape[0]
+        step = bk.plan_rows(n, (self.m + self.d + 4) * self.dtype.itemsize,
+                            bk.device_of(self.self_term), max_rows=1 << 16)
+        top_s, top_i = [], []
+        vsum = 0.0
+        for s0 in range(0, n, step):
+            s1 = min(s0 + step, n)
+            rows = xp.arange(s0, s1) if idx is None else xp.asarray(idx[s0:s1])
+            s = xp.where(self.in_core_dev[rows], xp.inf, self._scores(idx, s0, s1, coef, b))
+            v = xp.maximum(q - s, 0.0)
+            vsum += float(v @ v)
+            kk = min(int(k), s1 - s0)
+            part = xp.argpartition(s, kk - 1)[:kk] if kk < s1 - s0 else xp.arange(s1 - s0)
+            top_s.append(np.asarray(bk.to_host(s[part]), dtype=np.float64))
+            top_i.append(np.asarray(bk.to_host(rows[part]), dtype=np.int64))
+        s_all, i_all = np.concatenate(top_s), np.concatenate(top_i)
+        order = np.lexsort((i_all, s_all))[: int(k)]
+        keep = np.isfinite(s_all[order])
+        return i_all[order][keep], s_all[order][keep], vsum
 
     def set_alpha(self, alpha: np.ndarray) -> tuple[Any, float]:
         """Update the self terms α_ℓ/C of core rows; return (coef on device, b)."""
         alpha = np.asarray(alpha, dtype=np.float64)
-        idx = np.asarray(self.core_idx, dtype=np.int64)
+        idx = self.core_idx
         xp = self.xp
         self.self_term[xp.asarray(idx)] = xp.asarray(alpha / self.C, dtype=self.dtype)
         coef = alpha.copy()
@@ -515,13 +268,6 @@ class _ScannerBase:
 class HostScanner(_ScannerBase):
     """Blocked furthest-point search in NumPy (CPU path; oracle of :class:`GpuScanner`),
     or in CuPy with ``xp=cupy`` (GPU input the fused kernel does not take)."""
-
-    def _scores(self, idx: np.ndarray | None, s0: int, s1: int, coef, b: float) -> np.ndarray:
-        sel = slice(s0, s1) if idx is None else idx[s0:s1]
-        return candidate_scores(self.rows(sel), self.Z, coef, self.kernel, b=b,
-                                y=None if self.y is None else self.y[sel],
-                                self_term=self.self_term[sel],
-                                xscale=None if self.xscale is None else self.xscale[sel])
 
     def group_min(self, groups: np.ndarray, coef, b: float) -> tuple[np.ndarray, np.ndarray]:
         """Per-row-of-``groups`` minimum of s and its row index (sampled search)."""
@@ -563,6 +309,7 @@ class GpuScanner(_ScannerBase):
         self.Xc = xp.ascontiguousarray(self.X)
         suffix = "f32" if self.dtype == np.float32 else "f64"
         self._fn = _cuda.get_function("cvm", f"cvm_furthest_{suffix}")
+        self._fn_scores = _cuda.get_function("cvm", f"cvm_scores_{suffix}")
         self._cast = np.float32 if self.dtype == np.float32 else np.float64
         self._counter = xp.zeros(1, dtype=xp.uint32)
         self._out_s = xp.empty(1, dtype=xp.float64)
@@ -575,7 +322,7 @@ class GpuScanner(_ScannerBase):
         return not bk.is_sparse(X) and X.shape[1] <= GpuScanner._MAX_D
 
     def _launch(self, cand, n_cand: int, group_size: int, n_groups: int, coef, b: float,
-                final: bool):
+                final: bool, scores: Any = None):
         xp = self.xp
         part_s = xp.empty(n_groups, dtype=xp.float64)
         part_i = xp.empty(n_groups, dtype=xp.int64)
@@ -588,8 +335,37 @@ class GpuScanner(_ScannerBase):
                 self.self_term, self.xscale if self.xscale is not None else _NULL, np.int32(k.code),
                 c(k.gamma), c(k.coef0), c(k.degree), part_s, part_i,
                 self._counter if final else _NULL, self._out_s, self._out_i)
-        self._fn((n_groups,), (self._BLOCK,), args, shared_mem=shared)
+        fn = self._fn if scores is None else self._fn_scores
+        fn((n_groups,), (self._BLOCK,), args if scores is None else args + (scores,), shared_mem=shared)
         return part_s, part_i
+
+    def _all_scores(self, cand, n: int, coef, b: float):
+        """s of every candidate (device float64): one launch of ``cvm_scores``."""
+        out = self.xp.empty(n, dtype=self.xp.float64)
+        n_groups = int(min(max(1, -(-n // self._BLOCK)), 4096))
+        self._launch(cand, n, -(-n // n_groups), n_groups, coef, b, final=False, scores=out)
+        return out
+
+    def scores(self, idx: np.ndarray, coef, b: float) -> np.ndarray:
+        cand = self.xp.asarray(idx, dtype=self.xp.int64)
+        return np.asarray(bk.to_host(self._all_scores(cand, cand.shape[0], coef, b)), dtype=np.float64)
+
+    def exact_scan(self, idx: np.ndarray | None, coef, b: float, q: float,
+                   k: int) -> tuple[np.ndarray, np.ndarray, float]:
+        xp = self.xp
+        cand = None if idx is None else xp.asarray(idx, dtype=xp.int64)
+        n = self.n if idx is None else idx.shape[0]
+        rows = xp.arange(n) if cand is None else cand
+        s = xp.where(self.in_core_dev[rows], xp.inf, self._all_scores(cand, n, coef, b))
+        v = xp.maximum(q - s, 0.0)
+        vsum = float(v @ v)
+        kk = min(int(k), n)
+        part = xp.argpartition(s, kk - 1)[:kk] if kk < n else xp.arange(n)
+        s_top = np.asarray(bk.to_host(s[part]), dtype=np.float64)
+        i_top = np.asarray(bk.to_host(rows[part]), dtype=np.int64)
+        order = np.lexsort((i_top, s_top))
+        keep = np.isfinite(s_top[order])
+        return i_top[order][keep], s_top[order][keep], vsum
 
     def group_min(self, groups: np.ndarray, coef, b: float) -> tuple[np.ndarray, np.ndarray]:
         xp = self.xp
@@ -625,3 +401,172 @@ def make_scanner(X: Any, y: np.ndarray | None, kernel: Kernel, xscale: Any, C: f
         # sparse or very wide X on a GPU: blocked CuPy path (same code as the host twin)
         return HostScanner(X, y, kernel, xscale, C, dtype, capacity, xp=bk.get_namespace(device))
     return HostScanner(X, y, kernel, xscale, C, dtype, capacity)
+
+
+# --------------------------------------------------------------------------- the core-set loop
+_INIT_SAMPLE = 256        # rows per class looked at for the initial pair
+_SHRINK_FRACTION = 0.1     # shrink the core set when a tenth of it can go (a pass over the cache)
+_SMO_STEPS_PER_ADD = 10    # SMO steps per added core vector in its iteration, at most
+_MAX_STALLS = 3           # consecutive QP solves that cannot reach the gap target before giving up
+
+
+@dataclass
+class CoreSetResult:
+    """Outcome of :func:`fit_core_set` for one MEB problem."""
+
+    core: np.ndarray          # training-row indices of the core vectors
+    alpha: np.ndarray         # their α (Σα = 1)
+    rho: float                # q = αᵀK̃α, the L2-SVM's ρ
+    radius2: float            # R² = κ̃ − q
+    b: float                  # Σαᵢyᵢ (0 for one-class)
+    y: np.ndarray | None      # labels of the core vectors
+    kappa_t: float
+    n_iter: int               # search iterations that added core vectors
+    n_added: int              # core vectors added (after the initial pair)
+    stop: str                 # "converged", "max_iter", "max_core_size" or "stalled"
+    search: str               # "exact" or "sampled(<sample_size>)"
+    gap: float                # relative duality gap estimate at the stop
+    n_smo_steps: int
+    history: dict = field(default_factory=dict)
+
+
+def initial_pair(scanner: "_ScannerBase", rows: np.ndarray, y: np.ndarray | None,
+                 rs: np.random.RandomState) -> tuple[int, int]:
+    """§4.1.1: the closest opposite-class pair of a sample, or (one-class) the Kumar et al. furthest pair."""
+    if y is not None:
+        pos = rows[y[rows] > 0]
+        neg = rows[y[rows] < 0]
+        ps = pos if pos.shape[0] <= _INIT_SAMPLE else rs.choice(pos, _INIT_SAMPLE, replace=False)
+        ns = neg if neg.shape[0] <= _INIT_SAMPLE else rs.choice(neg, _INIT_SAMPLE, replace=False)
+        K = scanner.kernel_between(ps, ns)
+        i, j = np.unravel_index(int(np.argmax(K)), K.shape)   # max κ = closest pair
+        return int(ps[i]), int(ns[j])
+    smp = rows if rows.shape[0] <= 2 * _INIT_SAMPLE else rs.choice(rows, 2 * _INIT_SAMPLE, replace=False)
+    z0 = int(smp[rs.randint(smp.shape[0])])
+    za = int(smp[int(np.argmin(scanner.kernel_between(np.array([z0]), smp)[0]))])
+    kb = scanner.kernel_between(np.array([za]), smp)[0]
+    kb[smp == za] = np.inf
+    zb = int(smp[int(np.argmin(kb))])
+    return za, zb
+
+
+
+
+def fit_core_set(scanner: "_ScannerBase", y: np.ndarray | None, rows: np.ndarray | None, *, C: float,
+                 tol: float, sample_size: int | None, n_tries: int, max_iter: int, max_core_size: int,
+                 cache_bytes: int, shrinking: bool, rs: np.random.RandomState,
+                 max_add: int | None = None) -> CoreSetResult:
+    """The CVM core-set algorithm (§4) with a duality-gap stop, on one MEB problem."""
+    n_all = scanner.n
+    rows_arr = np.arange(n_all, dtype=np.int64) if rows is None else np.asarray(rows, dtype=np.int64)
+    n_c = rows_arr.shape[0]
+    if n_c < 2:
+        raise ValueError(f"the CVM needs at least 2 training rows, got n_samples={n_c}")
+    two_class = y is not None
+    C = float(C)
+    kt = 1.0 + 1.0 / C + (1.0 if two_class else 0.0)
+    exact = sample_size is None or n_c <= int(sample_size) * int(n_tries)
+    cand_idx = None if rows is None else rows_arr
+    if max_add is None:
+        max_add = 4 * int(sample_size) if sample_size is not None else 64
+    qp = CoreSetQP(kt, scanner.core_block, cache_bytes)
+    ylab = None if y is None else np.asarray(y, dtype=np.float64)
+
+    def add(idx: np.ndarray) -> np.ndarray:
+        scanner.append(idx)
+        return qp.append(idx.shape[0])
+
+    def kkt_tol(budget: float) -> float:
+        return 0.5 * np.sqrt(budget / (C * max(qp.m, 1)))
+
+    a0, b0 = initial_pair(scanner, rows_arr, ylab, rs)
+    add(np.array([a0, b0]))
+    qp.set_alpha(np.array([0.5, 0.5]))
+    hist = {"m": [], "search_kernel": [], "qp_kernel": [], "qp_steps": [], "added": []}
+    stop = "max_iter"
+    n_iter = n_added = 0
+    n_stalls = 0
+    gap_rel = np.inf
+    search_kernel = 0
+    while True:
+        q = qp.q
+        budget = 0.5 * float(tol) * q                 # half of the gap for the core set, half for the rest
+        coef, b = scanner.set_alpha(qp.alpha)
+        m = qp.m
+        n_out = max(n_c - m, 0)
+        found = np.empty(0, np.int64)
+        gap_out = 0.0
+        if exact:
+            top, top_s, vsum = scanner.exact_scan(cand_idx, coef, b, q, max_add)
+            search_kernel += n_c * m
+            gap_out = C * vsum
+            if gap_out > budget:
+                found = top[top_s < q]
+        else:
+            # n_tries fresh samples at once (one kernel block; on a GPU one launch): each is
+            # an estimate of the rows' part of the gap; every sample within the budget = converged
+            groups = rows_arr[rs.randint(0, n_c, size=(int(n_tries), int(sample_size)))]
+            cand = np.unique(groups)
+            cand = cand[~scanner.in_core[cand]]
+            if cand.shape[0]:
+                s = scanner.scores(cand, coef, b)
+                search_kernel += cand.shape[0] * m
+                at = np.minimum(np.searchsorted(cand, groups), cand.shape[0] - 1)
+                out = cand[at] == groups                     # sampled rows outside the core set
+                v = np.where(out, np.maximum(q - s[at], 0.0), 0.0)
+                est = C * n_out * (v * v).sum(axis=1) / np.maximum(out.sum(axis=1), 1)
+                gap_out = float(est.max())
+                bad = est > budget
+                if bad.any():
+                    vc = np.maximum(q - s, 0.0)
+                    hit = np.zeros(cand.shape[0], dtype=bool)
+                    hit[at[bad][out[bad]]] = True
+                    hit &= vc > 0.0
+                    viol = np.flatnonzero(hit)
+                    found = cand[viol[np.argsort(-vc[viol], kind="stable")][:max_add]]
+        gap_core = qp.duality_gap(C)
+        gap_rel = (gap_core + gap_out) / q
+        if not found.shape[0]:
+            # the rows outside the core set are within their half of the gap: finish the core QP
+            if gap_core <= budget:
+                stop = "converged"
+                break
+            n_stalls += 1
+            if n_stalls > _MAX_STALLS:
+                stop = "stalled"
+                break
+            qp.solve(kkt_tol(budget) / 10 ** (n_stalls - 1), (0.5 * budget, C))
+            continue
+        if n_iter >= int(max_iter):
+            stop = "max_iter"
+            break
+        if m + found.shape[0] > int(max_core_size):
+            found = found[: int(max_core_size) - m]
+            if not found.shape[0]:
+                stop = "max_core_size"
+                break
+        n_stalls = 0
+        new = add(found)
+        n_added += found.shape[0]
+        n_iter += 1
+        tol_k = kkt_tol(budget)
+        v_new = float(q - qp.g[new].min())
+        qp.solve(max(tol_k, 0.5 * v_new), max_steps=_SMO_STEPS_PER_ADD * new.shape[0] + 50)
+        if shrinking and n_iter % 8 == 0:
+            keep = qp.shrink(qp.q + tol_k, _SHRINK_FRACTION)
+            if keep is not None:
+                scanner.remove(keep)
+        hist["m"].append(qp.m)
+        hist["search_kernel"].append(search_kernel)
+        hist["qp_kernel"].append(qp.cache.n_computed)
+        hist["qp_steps"].append(qp.n_steps)
+        hist["added"].append(n_added)
+    core = np.asarray(scanner.core_idx, dtype=np.int64)
+    alpha = qp.alpha.copy()
+    alpha /= alpha.sum()
+    ycore = None if ylab is None else ylab[core]
+    return CoreSetResult(core=core, alpha=alpha, rho=qp.q, radius2=qp.radius2,
+                         b=0.0 if ycore is None else float(alpha @ ycore), y=ycore, kappa_t=kt,
+                         n_iter=n_iter, n_added=n_added, stop=stop,
+                         search="exact" if exact else f"sampled({int(sample_size)})", gap=float(gap_rel),
+                         n_smo_steps=qp.n_steps, history={k: np.asarray(v) for k, v in hist.items()})
