@@ -875,7 +875,7 @@ def fit_svi(estimator: Any, X: Any, y: Any, *, client: Any = None) -> Any:
 def _cvm_chunk_scan(Xb: Any, yb: Any, xsb: Any, mb: Any, start: int, st: dict) -> tuple:
     """One chunk of the exact furthest-point scan (eq. 12–13) over the rows outside the core set:
     its ``k`` smallest s with their row indices and rows, and Σ max(0, q − s)² (the stop rule)."""
-    from .solvers.meb import candidate_scores
+    from .solvers.meb import block_top, candidate_scores
 
     xp = bk.namespace_of(Xb)
     dt = st["dtype"]
@@ -896,17 +896,14 @@ def _cvm_chunk_scan(Xb: Any, yb: Any, xsb: Any, mb: Any, start: int, st: dict) -
     if here.any():
         out[xp.asarray(core[here] - start)] = False
     s = xp.where(out, s.astype(xp.float64), xp.inf)
-    v = xp.maximum(st["q"] - s, 0.0)
-    k = min(int(st["k"]), m)
-    part = xp.argpartition(s, k - 1)[:k] if k < m else xp.arange(m)
-    return (np.asarray(bk.to_host(s[part]), dtype=np.float64), np.asarray(bk.to_host(part)) + start,
-            np.asarray(bk.to_host(Xb[part])), float(v @ v))
+    s_top, local, vsum = block_top(s, xp.arange(m), st["q"], st["k"])
+    return s_top, local + start, np.asarray(bk.to_host(Xb[xp.asarray(local)])), vsum
 
 
 def _make_dask_scanner(rows: "_Rows", y: Any, kernel: Kernel, xscale: Any, C: float,
                        dtype: Any, device: Any = None, capacity: int = 64):
     """A furthest-point scanner over a dask array (same interface as ``meb.make_scanner``)."""
-    from .solvers.meb import HostScanner
+    from .solvers.meb import HostScanner, merge_top
 
     class _DaskScanner(HostScanner):
         """HostScanner whose rows live in dask chunks on the workers.
@@ -975,15 +972,12 @@ def _make_dask_scanner(rows: "_Rows", y: Any, kernel: Kernel, xscale: Any, C: fl
             parts = [fn(xb, yb, xs, mb, int(s0), st)
                      for xb, yb, xs, mb, s0 in zip(*cols, self._starts)]
             (res,) = compute(parts, client=rows._client, ledger=rows._ledger, label="furthest point")
-            s_all = np.concatenate([r[0] for r in res])
-            i_all = np.concatenate([r[1] for r in res]).astype(np.int64)
-            X_all = np.concatenate([r[2] for r in res])
-            vsum = float(sum(r[3] for r in res))
-            order = np.lexsort((i_all, s_all))[: int(k)]
-            order = order[np.isfinite(s_all[order])]
-            for i, row in zip(i_all[order], X_all[order]):    # the next append needs no fetch
-                self._cache[int(i)] = row
-            return i_all[order], s_all[order], vsum
+            i_top, s_top = merge_top([r[0] for r in res], [r[1] for r in res], k)
+            for r in res:                                     # the next append needs no fetch
+                for i, row in zip(r[1], r[2]):
+                    if i in i_top:
+                        self._cache[int(i)] = row
+            return i_top, s_top, float(sum(r[3] for r in res))
 
     return _DaskScanner()
 

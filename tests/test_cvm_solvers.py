@@ -12,8 +12,9 @@ from sklearn.metrics.pairwise import rbf_kernel
 from gpuksvm.cvm import CVM
 from gpuksvm.datasets import make_checkerboard
 from gpuksvm.kernels import Kernel
+from gpuksvm.solvers.ktilde_cache import DENSE_MAX, KtildeCache
 from gpuksvm.solvers.meb import HostScanner
-from gpuksvm.solvers.simplex_qp import CoreSetQP, KtildeCache
+from gpuksvm.solvers.simplex_qp import CoreSetQP
 
 
 def simplex_reference(Kt: np.ndarray) -> np.ndarray:
@@ -51,7 +52,7 @@ def test_core_set_qp_reaches_the_reference(regime, C):
     simplex optimum in every regime (the row regime with a cache too small for all rows; its
     float32 rows bound the accuracy)."""
     Kt = random_ktilde(150, C)
-    kw = dict(dense_max=4, ws=8) if regime == "rows" else {}
+    kw = dict(dense_max=4, min_slots=16) if regime == "rows" else {}
     qp = CoreSetQP(Kt[0, 0], block_of(Kt), cache_bytes=60 * 4 * 150, **kw)
     qp.active_set = regime == "dense_active_set"
     qp.append(2)
@@ -96,7 +97,7 @@ def test_duality_gap_of_the_core_set():
 def test_shrink_drops_only_inactive_core_vectors():
     Kt = random_ktilde(200, 10.0)
     block = block_of(Kt)
-    qp = CoreSetQP(Kt[0, 0], block, cache_bytes=40 * 4 * 200, dense_max=8, ws=4)
+    qp = CoreSetQP(Kt[0, 0], block, cache_bytes=40 * 4 * 200, dense_max=8, min_slots=8)
     qp.append(200)
     a0 = np.zeros(200)
     a0[:2] = 0.5
@@ -148,17 +149,17 @@ def test_per_added_core_vector_cost_is_flat():
     """Counted, not timed: per core vector added, the QP computes one K̃ row (|S| kernel
     values) and takes a few SMO steps of O(|S|) — flat in |S|, the same order as the
     furthest-point search — on a noisy problem whose core set grows past the dense regime."""
-    X, y = make_checkerboard(3000, flip=0.2, random_state=0)
+    X, y = make_checkerboard(4500, flip=0.2, random_state=0)
     m = CVM(gamma=30.0, C=1.0, device="cpu", random_state=0).fit(X, y)
     h = m.history_
-    assert m.core_set_size_ > 2000                       # beyond the dense K̃ (row regime)
+    assert m.core_set_size_ > DENSE_MAX + 1000           # well into the row regime
     added = np.diff(h["added"])
     ok = added > 0
     size = h["m"][1:][ok]
     qp_kernel = np.diff(h["qp_kernel"])[ok] / added[ok] / size    # K̃ values per added vector, / |S|
     steps = np.diff(h["qp_steps"])[ok] / added[ok]
     search = np.diff(h["search_kernel"])[ok] / added[ok] / size
-    early, late = size < 1000, size > 2000
+    early, late = size < 1500, size > DENSE_MAX
     assert early.sum() >= 3 and late.sum() >= 3
     assert qp_kernel.max() <= 1.5                         # each row once (a few cache misses)
     assert np.median(steps[late]) <= 3 * max(np.median(steps[early]), 1.0)

@@ -1,39 +1,52 @@
 """Minimum enclosing ball (MEB) pieces of the Core Vector Machine (SPEC §2).
 
-Two parts, both solver functions without estimator logic:
-
-* :class:`SimplexMEB` — the MEB dual on the core set S,
-
-      max −αᵀK̃_Sα   s.t.  α ≥ 0, Σα = 1          (CVM paper eq. 5/7/9),
-
-  with K̃_S kept *incrementally* (one row/column appended per core vector, in a
-  preallocated buffer that doubles when full) and solved by SMO on the simplex:
-  pairwise updates αᵢ += δ, αⱼ −= δ keep Σα = 1; the pair is chosen with
-  second-order working-set selection (i = arg-min of the gradient g = K̃α over
-  all core vectors, j = arg-max over {αⱼ > 0, gⱼ > gᵢ} of (gⱼ−gᵢ)²/ηᵢⱼ with
-  ηᵢⱼ = K̃ᵢᵢ + K̃ⱼⱼ − 2K̃ᵢⱼ, the LIBSVM "WSS2" rule adapted to the simplex) and
-  warm-started from the previous α.  Every step is a handful of vectorized
-  NumPy operations over the core set (no per-element Python loop).  The stop
-  rule is the simplex KKT gap max_{αⱼ>0} gⱼ − min gᵢ ≤ tol; since
-  αᵀg ≤ max_{αⱼ>0} gⱼ, a gap ≤ tol means no core vector lies more than
-  √(R² + 2·tol) from the centre.
+Two parts, both without estimator logic:
 
 * the furthest-point search: for candidate rows ℓ,
 
-      s_ℓ = y_ℓ (r_ℓ Σ_{i∈S} αᵢyᵢrᵢ κ(xᵢ, x_ℓ) + b) + [ℓ∈S] α_ℓ/C,
+      s_ℓ = y_ℓ (r_ℓ Σ_{i∈S} αᵢyᵢrᵢ κ(xᵢ, x_ℓ) + b) + [ℓ∈S] α_ℓ/C  = (K̃α)_ℓ,
       ‖c − φ̃(z_ℓ)‖² = κ̃ + αᵀK̃_Sα − 2 s_ℓ                       (eq. 12)
 
   so the furthest point is arg-min s (eq. 13; r = 1/√κ(x,x) for normalized
   kernels, 1 otherwise; one-class: y ≡ 1, b = 0).  :class:`HostScanner` is the
   NumPy path (row blocks through :func:`gpuksvm.kernels.kernel_block`, never an
   n×|S| matrix beyond one block) and the oracle of :class:`GpuScanner`, which
-  runs the fused CUDA kernel ``kernels_cuda/cvm.cu`` (distances and arg-min in
-  one launch, per-group minima for the sampled search).
+  runs the fused CUDA kernel ``kernels_cuda/cvm.cu`` (every candidate's s, or
+  per-group minima and the arg-min, in one launch).  The scanners also hold the
+  core rows and give the core-set QP its K̃ rows (:meth:`_ScannerBase.core_block`).
+
+* :func:`fit_core_set`, the core-set loop (§4, Bădoiu–Clarkson) with the
+  QP on the core set in :mod:`gpuksvm.solvers.simplex_qp`.  Each iteration
+  draws ``n_tries`` samples of ``sample_size`` rows (the probabilistic
+  speed-up, §4.1.2) or scans every row, and uses the scores twice:
+
+  - the stop rule.  With q = αᵀK̃α, the L2-SVM's primal value P at
+    (w, b) = (Σαᵢyᵢφ(xᵢ), Σαᵢyᵢ) and ρ = q, and its dual value D = −q,
+
+        P − D = C Σ_ℓ max(0, q − m_ℓ)² − ‖α‖²/C,   m_ℓ = y_ℓ f(x_ℓ) = s_ℓ − [ℓ∈S] α_ℓ/C,
+
+    split into the core set's part (exact, from the QP's gradient) and the
+    other rows' part C Σ_{ℓ∉S} max(0, q − s_ℓ)² (estimated by each sample,
+    scaled to the n − |S| rows; exact with the full scan).  The fit has
+    converged when the core part is ≤ tol·q/2 and every sample's estimate of
+    the other part is ≤ tol·q/2: (P − D)/|D| ≤ tol, the relative duality gap of
+    the L2-SVM, which also bounds the dual's relative suboptimality.
+  - the growth: the violators (s_ℓ < q) of the samples whose estimate exceeds
+    its budget join the core set, most violating first, at most 4·sample_size
+    per iteration (the paper adds the one furthest point; every violator of
+    the KKT conditions is a valid addition, Osuna et al. 1997).  A few SMO
+    steps per new core vector re-solve the QP warm; core vectors with α = 0
+    strictly inside the ball are dropped again (shrinking).
+
+  Per added core vector the QP computes one K̃ row (|S| kernel values, cached)
+  and takes a few O(|S|) steps, the same order as its share of the search —
+  no step is O(|S|²) (``history`` counts both).
 """
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
@@ -42,7 +55,7 @@ from ..kernels import Kernel, kernel_block, kernel_diag
 from .simplex_qp import CoreSetQP
 
 __all__ = ["CoreSetResult", "fit_core_set", "initial_pair", "HostScanner", "GpuScanner",
-           "make_scanner", "candidate_scores", "kernel_scale"]
+           "make_scanner", "candidate_scores", "kernel_scale", "block_top", "merge_top"]
 
 _NULL = np.uint64(0)   # a null device pointer argument of a RawKernel
 
@@ -76,6 +89,28 @@ def candidate_scores(Xc: Any, Z: Any, coef: Any, kernel: Kernel, *, b: float = 0
     if self_term is not None:
         s += self_term
     return s
+
+
+def block_top(s: Any, rows: Any, q: float, k: int) -> tuple[np.ndarray, np.ndarray, float]:
+    """The ``k`` smallest scores ``s`` of the rows ``rows`` (host arrays) and Σ max(0, q − s)².
+
+    Rows that must not count (core vectors) carry s = +inf.  One block of
+    the exact scan; :func:`merge_top` combines the blocks.
+    """
+    xp = bk.namespace_of(s)
+    v = xp.maximum(q - s, 0.0)
+    kk = min(int(k), s.shape[0])
+    part = xp.argpartition(s, kk - 1)[:kk] if kk < s.shape[0] else xp.arange(s.shape[0])
+    return (np.asarray(bk.to_host(s[part]), dtype=np.float64), np.asarray(bk.to_host(rows[part]), dtype=np.int64),
+            float(v @ v))
+
+
+def merge_top(s_parts: list, i_parts: list, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """The ``k`` smallest finite scores over blocks, ascending (ties to the smaller row), and their rows."""
+    s_all, i_all = np.concatenate(s_parts), np.concatenate(i_parts)
+    order = np.lexsort((i_all, s_all))[: int(k)]
+    order = order[np.isfinite(s_all[order])]
+    return i_all[order], s_all[order]
 
 
 class _ScannerBase:
@@ -238,16 +273,12 @@ class _ScannerBase:
             s1 = min(s0 + step, n)
             rows = xp.arange(s0, s1) if idx is None else xp.asarray(idx[s0:s1])
             s = xp.where(self.in_core_dev[rows], xp.inf, self._scores(idx, s0, s1, coef, b))
-            v = xp.maximum(q - s, 0.0)
-            vsum += float(v @ v)
-            kk = min(int(k), s1 - s0)
-            part = xp.argpartition(s, kk - 1)[:kk] if kk < s1 - s0 else xp.arange(s1 - s0)
-            top_s.append(np.asarray(bk.to_host(s[part]), dtype=np.float64))
-            top_i.append(np.asarray(bk.to_host(rows[part]), dtype=np.int64))
-        s_all, i_all = np.concatenate(top_s), np.concatenate(top_i)
-        order = np.lexsort((i_all, s_all))[: int(k)]
-        keep = np.isfinite(s_all[order])
-        return i_all[order][keep], s_all[order][keep], vsum
+            ts, ti, vs = block_top(s, rows, q, k)
+            top_s.append(ts)
+            top_i.append(ti)
+            vsum += vs
+        i_top, s_top = merge_top(top_s, top_i, k)
+        return i_top, s_top, vsum
 
     def set_alpha(self, alpha: np.ndarray) -> tuple[Any, float]:
         """Update the self terms α_ℓ/C of core rows; return (coef on device, b)."""
@@ -357,39 +388,9 @@ class GpuScanner(_ScannerBase):
         n = self.n if idx is None else idx.shape[0]
         rows = xp.arange(n) if cand is None else cand
         s = xp.where(self.in_core_dev[rows], xp.inf, self._all_scores(cand, n, coef, b))
-        v = xp.maximum(q - s, 0.0)
-        vsum = float(v @ v)
-        kk = min(int(k), n)
-        part = xp.argpartition(s, kk - 1)[:kk] if kk < n else xp.arange(n)
-        s_top = np.asarray(bk.to_host(s[part]), dtype=np.float64)
-        i_top = np.asarray(bk.to_host(rows[part]), dtype=np.int64)
-        order = np.lexsort((i_top, s_top))
-        keep = np.isfinite(s_top[order])
-        return i_top[order][keep], s_top[order][keep], vsum
-
-    def group_min(self, groups: np.ndarray, coef, b: float) -> tuple[np.ndarray, np.ndarray]:
-        xp = self.xp
-        cand = xp.asarray(groups.ravel(), dtype=xp.int64)
-        part_s, part_i = self._launch(cand, cand.shape[0], groups.shape[1], groups.shape[0],
-                                      coef, b, final=False)
-        return bk.to_host(part_s), bk.to_host(part_i)
-
-    def exact_min(self, idx: np.ndarray | None, coef, b: float) -> tuple[float, int]:
-        xp = self.xp
-        n = self.n if idx is None else idx.shape[0]
-        if idx is not None and not hasattr(self, "_idx_dev"):
-            self._idx_dev = {}
-        cand = None
-        if idx is not None:
-            key = id(idx)
-            cand = self._idx_dev.get(key)
-            if cand is None:
-                cand = xp.asarray(idx, dtype=xp.int64)
-                self._idx_dev = {key: cand}
-        n_groups = int(min(max(1, -(-n // self._BLOCK)), 4096))
-        group_size = -(-n // n_groups)
-        self._launch(cand, n, group_size, n_groups, coef, b, final=True)
-        return float(self._out_s.get()[0]), int(self._out_i.get()[0])
+        s_top, i_top, vsum = block_top(s, rows, q, k)
+        i_top, s_top = merge_top([s_top], [i_top], k)
+        return i_top, s_top, vsum
 
 
 def make_scanner(X: Any, y: np.ndarray | None, kernel: Kernel, xscale: Any, C: float,
@@ -451,12 +452,70 @@ def initial_pair(scanner: "_ScannerBase", rows: np.ndarray, y: np.ndarray | None
 
 
 
+def _sampled_search(scanner: "_ScannerBase", rows: np.ndarray, rs: np.random.RandomState, n_tries: int,
+                    sample_size: int, coef: Any, b: float, q: float, scale: float, budget: float,
+                    max_add: int) -> tuple[np.ndarray, float, int]:
+    """One iteration of the sampled furthest-point search.
+
+    ``n_tries`` fresh samples of ``sample_size`` rows at once (one kernel block;
+    on a GPU one launch).  Each sample estimates the other rows' part of the
+    gap, ``scale`` · mean over its rows outside the core set of max(0, q − s)²
+    (``scale`` = C·(n − |S|)); the violators (s < q) of the samples above
+    ``budget`` are returned, most violating first (at most ``max_add``),
+    with the largest estimate and the number of rows scored.
+    """
+    groups = rows[rs.randint(0, rows.shape[0], size=(n_tries, sample_size))]
+    cand = np.unique(groups)
+    cand = cand[~scanner.in_core[cand]]
+    if not cand.shape[0]:
+        return np.empty(0, np.int64), 0.0, 0
+    s = scanner.scores(cand, coef, b)
+    at = np.minimum(np.searchsorted(cand, groups), cand.shape[0] - 1)
+    out = cand[at] == groups                             # sampled rows outside the core set
+    v = np.where(out, np.maximum(q - s[at], 0.0), 0.0)
+    est = scale * (v * v).sum(axis=1) / np.maximum(out.sum(axis=1), 1)
+    bad = est > budget
+    if not bad.any():
+        return np.empty(0, np.int64), float(est.max()), cand.shape[0]
+    vc = q - s
+    hit = np.zeros(cand.shape[0], dtype=bool)
+    hit[at[bad][out[bad]]] = True
+    hit &= vc > 0.0
+    viol = np.flatnonzero(hit)
+    return cand[viol[np.argsort(-vc[viol], kind="stable")][:max_add]], float(est.max()), cand.shape[0]
+
 
 def fit_core_set(scanner: "_ScannerBase", y: np.ndarray | None, rows: np.ndarray | None, *, C: float,
                  tol: float, sample_size: int | None, n_tries: int, max_iter: int, max_core_size: int,
                  cache_bytes: int, shrinking: bool, rs: np.random.RandomState,
                  max_add: int | None = None) -> CoreSetResult:
-    """The CVM core-set algorithm (§4) with a duality-gap stop, on one MEB problem."""
+    """The CVM core-set algorithm on one MEB problem, stopped on the relative duality gap.
+
+    Parameters
+    ----------
+    scanner : a scanner of :func:`make_scanner` (or a distributed one), holding X
+    y : (n,) ±1 labels (0 outside ``rows``), or None for the one-class task
+    rows : int array or None
+        The rows of the problem (None: all rows of the scanner).
+    C, tol, sample_size, n_tries, max_iter, max_core_size
+        As in :class:`gpuksvm.cvm.CVM` (module docstring for the rules).
+    cache_bytes : int
+        K̃ cache of the core-set QP.
+    shrinking : bool
+        Drop α = 0 core vectors strictly inside the ball (every 8 iterations,
+        when a tenth of the core set can go).
+    rs : RandomState
+        The initial pair's samples and the search's samples.
+    max_add : int, optional
+        Core vectors added per iteration at most (default 4·sample_size, or 64
+        with the full scan).
+
+    Returns
+    -------
+    CoreSetResult.  Always terminates: each iteration adds core vectors (at
+    most ``max_iter`` iterations, ``max_core_size`` vectors) or finishes the
+    core QP (at most ``_MAX_STALLS`` tries that cannot reach the target).
+    """
     n_all = scanner.n
     rows_arr = np.arange(n_all, dtype=np.int64) if rows is None else np.asarray(rows, dtype=np.int64)
     n_c = rows_arr.shape[0]
@@ -482,7 +541,8 @@ def fit_core_set(scanner: "_ScannerBase", y: np.ndarray | None, rows: np.ndarray
     a0, b0 = initial_pair(scanner, rows_arr, ylab, rs)
     add(np.array([a0, b0]))
     qp.set_alpha(np.array([0.5, 0.5]))
-    hist = {"m": [], "search_kernel": [], "qp_kernel": [], "qp_steps": [], "added": []}
+    hist = {"m": [], "search_kernel": [], "qp_kernel": [], "qp_steps": [], "added": [], "seconds": []}
+    t_start = time.perf_counter()
     stop = "max_iter"
     n_iter = n_added = 0
     n_stalls = 0
@@ -503,27 +563,9 @@ def fit_core_set(scanner: "_ScannerBase", y: np.ndarray | None, rows: np.ndarray
             if gap_out > budget:
                 found = top[top_s < q]
         else:
-            # n_tries fresh samples at once (one kernel block; on a GPU one launch): each is
-            # an estimate of the rows' part of the gap; every sample within the budget = converged
-            groups = rows_arr[rs.randint(0, n_c, size=(int(n_tries), int(sample_size)))]
-            cand = np.unique(groups)
-            cand = cand[~scanner.in_core[cand]]
-            if cand.shape[0]:
-                s = scanner.scores(cand, coef, b)
-                search_kernel += cand.shape[0] * m
-                at = np.minimum(np.searchsorted(cand, groups), cand.shape[0] - 1)
-                out = cand[at] == groups                     # sampled rows outside the core set
-                v = np.where(out, np.maximum(q - s[at], 0.0), 0.0)
-                est = C * n_out * (v * v).sum(axis=1) / np.maximum(out.sum(axis=1), 1)
-                gap_out = float(est.max())
-                bad = est > budget
-                if bad.any():
-                    vc = np.maximum(q - s, 0.0)
-                    hit = np.zeros(cand.shape[0], dtype=bool)
-                    hit[at[bad][out[bad]]] = True
-                    hit &= vc > 0.0
-                    viol = np.flatnonzero(hit)
-                    found = cand[viol[np.argsort(-vc[viol], kind="stable")][:max_add]]
+            found, gap_out, n_kernel = _sampled_search(scanner, rows_arr, rs, int(n_tries), int(sample_size),
+                                                       coef, b, q, C * n_out, budget, max_add)
+            search_kernel += n_kernel * m
         gap_core = qp.duality_gap(C)
         gap_rel = (gap_core + gap_out) / q
         if not found.shape[0]:
@@ -561,6 +603,13 @@ def fit_core_set(scanner: "_ScannerBase", y: np.ndarray | None, rows: np.ndarray
         hist["qp_kernel"].append(qp.cache.n_computed)
         hist["qp_steps"].append(qp.n_steps)
         hist["added"].append(n_added)
+        hist["seconds"].append(time.perf_counter() - t_start)
+    if stop in ("max_iter", "max_core_size"):
+        # out of budget for the search: still end on the optimum of the core set's QP (the best
+        # model on these core vectors), the rows outside it as they are
+        budget = 0.5 * float(tol) * qp.q
+        qp.solve(kkt_tol(budget), (0.5 * budget, C))
+        gap_rel = (qp.duality_gap(C) + gap_out) / qp.q
     core = np.asarray(scanner.core_idx, dtype=np.int64)
     alpha = qp.alpha.copy()
     alpha /= alpha.sum()

@@ -8,31 +8,34 @@ re-solved warm-started each time core vectors join S.  Its KKT conditions
 with g = K̃α and q = αᵀg are gᵢ = q where αᵢ > 0 and gᵢ ≥ q elsewhere; the
 simplex KKT gap is max_{αⱼ>0} gⱼ − min gᵢ.
 
-Two engines, one per regime, both warm-started from the previous α:
+Two engines, both warm-started from the previous α:
 
-* **active set** while the core set is small enough for a dense K̃_S
-  (|S| ≤ ``dense_max``): on the active set P the equality-constrained optimum
-  is β = K̃_PP⁻¹1 / 1ᵀK̃_PP⁻¹1; K̃_PP⁻¹ is kept by O(|P|²) bordering and
-  downdating.  This is a Newton method: it needs a few steps per new core
-  vector whatever the conditioning of K̃ — measured on the 634 core vectors of
-  the 4×4 checkerboard at C = 1000 (cond K̃ ≈ 7·10⁵), 373 steps against
-  163,464 pairwise SMO steps for the same KKT gap (0.12 s vs 6.9 s).
-* **working-set SMO** beyond: rounds of the engines' subproblem solver
-  (:func:`gpuksvm.solvers.smo.solve_subproblems_host`) on at most ``ws``
-  core vectors.  The simplex is the C-SVC dual of :mod:`gpuksvm.solvers.smo`
-  with every yᵢ = +1, no linear term and a box that never binds (αᵢ ≤ Σα =
-  1 < 2), so F = −g and the pair step αᵢ += t, αⱼ −= t keeps Σα = 1.  A round
-  costs O(ws·|S|) plus the K̃ rows its working set misses in the cache —
-  nothing in it is O(|S|²).
+* **SMO** (:meth:`CoreSetQP.smo`): LIBSVM's pair step with second-order
+  working-set selection over the whole core set, two K̃ rows and a handful of
+  O(|S|) vector operations per step — nothing O(|S|²).
+* **active set** (:meth:`CoreSetQP._solve_active_set`) while the core set is
+  small enough for a dense K̃_S (|S| ≤ ``DENSE_MAX``) *and* SMO is slow
+  there: on the active set P the equality-constrained optimum is
+  β = K̃_PP⁻¹1 / 1ᵀK̃_PP⁻¹1, K̃_PP⁻¹ kept by O(|P|²) bordering/downdating.  A
+  Newton method: a few steps per new core vector whatever the conditioning.
+  Measured on the 634 core vectors of the 4×4 checkerboard at C = 1000
+  (cond K̃ ≈ 7·10⁵): 373 steps, 0.12 s, against 163,464 SMO steps, 6.9 s,
+  for the same KKT gap.  Large C makes K̃ = yyᵀ∘(K + 1) + I/C ill-conditioned.
 
-The K̃ rows live in :class:`KtildeCache`: the whole K̃_S while it is dense,
-then least-recently-used rows within a byte budget, each extended lazily by
-the columns of core vectors added after it was computed.
+Working-set rounds with the engines' subproblem solver
+(:func:`gpuksvm.solvers.smo.solve_subproblems_host`, ThunderSVM-style) were
+measured and do not fit this QP: on adult (4,000 rows, C = 1, all rows as core
+vectors, KKT gap 10⁻³ρ) global WSS 2 SMO needs 6,509 steps from the initial
+pair, rounds of 256 variables 126,000 steps without converging — K̃ is dense
+and strongly coupled (the bias term yᵢyⱼ and κ ≈ 0.6 between most rows), so
+solving a working set exactly undoes the rest.
 
+The K̃ rows live in :class:`gpuksvm.solvers.ktilde_cache.KtildeCache`.
 Shrinking (Chang & Lin 2011 §5.1, on the simplex): a core vector with αᵢ = 0
-and gᵢ > max_{αⱼ>0} gⱼ cannot enter a violating pair; :meth:`CoreSetQP.shrink`
-drops such vectors from the core set (they are ordinary rows again for the
-furthest-point search of :func:`gpuksvm.solvers.meb.fit_core_set`).
+and gᵢ above the threshold the caller gives (≥ q: strictly inside the ball)
+cannot join a violating pair; :meth:`CoreSetQP.shrink` drops such vectors
+from the core set (they are ordinary rows again for the furthest-point search
+of :func:`gpuksvm.solvers.meb.fit_core_set`).
 """
 from __future__ import annotations
 
@@ -41,11 +44,11 @@ from typing import Callable
 import numpy as np
 from scipy.linalg import lapack as _lapack
 
+from .ktilde_cache import DENSE_MAX, KtildeCache
 
-__all__ = ["KtildeCache", "CoreSetQP"]
 
-WORKING_SET = 256        # variables per SMO round on the host
-DENSE_MAX = 1536         # largest dense K̃_S (active-set regime); see CoreSetQP
+__all__ = ["CoreSetQP"]
+
 _SMO_STEPS_PER_VECTOR = 20  # SMO pair steps per core vector before the dense regime turns to the active set
 _CAPPED_CALLS = 3          # capped SMO calls in a row before the dense regime turns to the active set
 _REFACTOR_EVERY = 200    # bordering/downdating steps between refactorizations of K̃_PP⁻¹ (at least |P|)
@@ -59,181 +62,6 @@ def _rank1_update(H: np.ndarray, v: np.ndarray, w: np.ndarray, s: int) -> None:
         H[r0:r1, :s] += v[r0:r1, None] * w[None, :]
 
 
-class KtildeCache:
-    """K̃ rows among the core vectors: a dense float64 K̃_S while small, then LRU float32 rows.
-
-    Dense regime (|S| ≤ ``dense_max``): the whole K̃_S in float64 (the active
-    set factorizes it).  Row regime beyond: float32 rows (LIBSVM's Qfloat)
-    within ``budget`` bytes, least recently used evicted.  When core vectors
-    are appended, their K̃ rows against the whole core set are computed once;
-    by symmetry their transpose extends every cached row, so a cached row is
-    always complete and no kernel value is computed twice while its row
-    stays cached.
-
-    Parameters
-    ----------
-    block : callable ``(pos, c0, c1, dtype) -> (len(pos), c1 − c0)``
-        K̃ between core positions ``pos`` and ``c0:c1`` (float64 dense, float32 rows).
-    budget : int
-        Bytes for the row regime.
-    dense_max : int
-        Largest core set kept dense.
-    min_slots : int
-        Rows the row regime holds at least (a working set and its new rows).
-
-    Attributes
-    ----------
-    m : int
-        Core-set size.
-    dense : bool
-    n_computed : int
-        K̃ entries computed so far (the QP's kernel evaluations).
-    """
-
-    def __init__(self, block: Callable[[np.ndarray, int, int], np.ndarray], budget: int,
-                 dense_max: int = DENSE_MAX, min_slots: int = 2 * WORKING_SET) -> None:
-        self._block = block
-        self.budget = int(budget)
-        self.dense_max = int(dense_max)
-        self.min_slots = int(min_slots)
-        self.m = 0
-        self.dense = True
-        self.n_computed = 0
-        self._buf = np.empty((64, 64))
-        self._slot = np.full(64, -1, dtype=np.int64)    # position → slot (−1: not cached)
-        self._owner = np.full(0, -1, dtype=np.int64)    # slot → position (row regime)
-        self._tick = np.zeros(0, dtype=np.int64)
-        self._clock = 1
-
-    def _compute(self, pos: np.ndarray, c0: int, c1: int) -> np.ndarray:
-        dt = np.float64 if self.dense else np.float32
-        K = np.asarray(self._block(pos, c0, c1, dt), dtype=dt).reshape(pos.shape[0], c1 - c0)
-        self.n_computed += K.size
-        return K
-
-    @property
-    def matrix(self) -> np.ndarray:
-        """K̃_S (dense regime only)."""
-        return self._buf[: self.m, : self.m]
-
-    def _alloc_rows(self, col_cap: int) -> None:
-        """A float32 row buffer for ``col_cap`` columns; the rows that fit keep their slot."""
-        n_slots = int(min(col_cap, max(self.min_slots, self.budget // (4 * col_cap))))
-        m = self.m
-        buf = np.empty((n_slots, col_cap), dtype=np.float32)
-        owner = np.full(n_slots, -1, dtype=np.int64)
-        tick = np.zeros(n_slots, dtype=np.int64)
-        slot = np.full(max(col_cap, self._slot.shape[0]), -1, dtype=np.int64)
-        k = min(n_slots, m if self.dense else self._owner.shape[0])
-        for r0 in range(0, k, 1024):                      # plain slices: no gathered temporary
-            r1 = min(r0 + 1024, k)
-            buf[r0:r1, :m] = self._buf[r0:r1, :m]
-        if self.dense:
-            owner[:k] = np.arange(k)
-        else:
-            owner[:k] = self._owner[:k]
-            tick[:k] = self._tick[:k]
-        mine = np.flatnonzero(owner >= 0)
-        slot[owner[mine]] = mine
-        self._buf, self._owner, self._tick, self._slot = buf, owner, tick, slot
-        self.dense = False
-
-    def _claim(self, k: int, protect: np.ndarray) -> np.ndarray:
-        """``k`` row slots: free ones first, then the least recently used outside ``protect``."""
-        age = np.where(self._owner < 0, -1, self._tick)
-        if protect.shape[0]:
-            age[protect] = np.iinfo(np.int64).max
-        slots = np.array([int(np.argmin(age))]) if k == 1 else np.argpartition(age, k - 1)[:k]
-        old = self._owner[slots]
-        self._slot[old[old >= 0]] = -1
-        return slots
-
-    def append(self, k: int) -> tuple[np.ndarray, np.ndarray]:
-        """Add ``k`` core vectors; returns their positions and K̃ rows (computed once: they
-        also extend every cached row)."""
-        m = self.m
-        new = np.arange(m, m + k)
-        if self.dense and m + k > self.dense_max:
-            self._alloc_rows(max(2 * self.dense_max, m + k))
-        if self.dense:
-            cap = self._buf.shape[0]
-            if m + k > cap:
-                cap = min(max(2 * cap, m + k), max(self.dense_max, m + k))
-                buf = np.empty((cap, cap))
-                buf[:m, :m] = self._buf[:m, :m]
-                self._buf = buf
-        elif m + k > self._buf.shape[1]:
-            self._alloc_rows(max(2 * self._buf.shape[1], m + k))
-        if m + k > self._slot.shape[0]:
-            self._slot = np.concatenate([self._slot, np.full(max(m + k, self._slot.shape[0]), -1,
-                                                             dtype=np.int64)])
-        self.m = m + k
-        B = self._compute(new, 0, m + k)
-        if self.dense:
-            self._buf[new, : m + k] = B
-            self._buf[:m, new] = B[:, :m].T
-            self._slot[: m + k] = np.arange(m + k)
-            return new, B
-        # by symmetry the new rows' columns of the cached rows extend them (free slots get
-        # garbage, overwritten when claimed): one strided write, no gathered temporary
-        self._buf[:, m:m + k] = B[:, np.maximum(self._owner, 0)].T
-        if k <= self._buf.shape[0] - self.min_slots // 2:
-            slots = self._claim(k, np.empty(0, np.int64))
-            self._buf[slots, : m + k] = B
-            self._owner[slots] = new
-            self._slot[new] = slots
-            self._tick[slots] = self._clock
-            self._clock += 1
-        else:
-            self._slot[new] = -1
-        return new, B
-
-    def rows(self, pos: np.ndarray) -> np.ndarray:
-        """K̃ rows of the distinct core positions ``pos``: (len(pos), m), float64 or float32."""
-        m = self.m
-        pos = np.asarray(pos, dtype=np.int64)
-        if self.dense:
-            return self._buf[pos, :m]
-        if pos.shape[0] > self._buf.shape[0] - self.min_slots // 2:
-            return self._compute(pos, 0, m)                # more rows than slots: not cached
-        slots = self._slot[pos].copy()
-        miss = slots < 0
-        if miss.any():
-            pm = pos[miss]
-            new = self._claim(pm.shape[0], slots[~miss])
-            self._buf[new, :m] = self._compute(pm, 0, m)
-            self._owner[new] = pm
-            self._slot[pm] = new
-            slots[miss] = new
-        self._tick[slots] = self._clock
-        self._clock += 1
-        return self._buf[slots, :m]
-
-    def compact(self, keep: np.ndarray) -> None:
-        """Drop the core positions where ``keep`` is False (positions renumbered in order)."""
-        cols = np.flatnonzero(keep)
-        m_new = cols.shape[0]
-        if self.dense:
-            self._buf[:m_new, :m_new] = self._buf[np.ix_(cols, cols)]
-            self._slot[:m_new] = np.arange(m_new)
-            self._slot[m_new:] = -1
-            self.m = m_new
-            return
-        newpos = np.cumsum(keep) - 1
-        owned = np.flatnonzero(self._owner >= 0)
-        alive = keep[self._owner[owned]]
-        self._owner[owned[~alive]] = -1
-        owned = owned[alive]
-        m = self.m
-        for r0 in range(0, self._buf.shape[0], 256):             # in row blocks: no full copy
-            blk = self._buf[r0:r0 + 256, :m]
-            blk[:, :m_new] = blk[:, cols]
-        self._owner[owned] = newpos[self._owner[owned]]
-        self._slot[:] = -1
-        self._slot[self._owner[owned]] = owned
-        self.m = m_new
-
-
 class CoreSetQP:
     """min αᵀK̃_Sα on the simplex over a growing core set S (module docstring).
 
@@ -244,11 +72,11 @@ class CoreSetQP:
     block : callable ``(pos, c0, c1) -> K̃ block``
         K̃ between core positions (see :class:`KtildeCache`).
     cache_bytes : int
-        Budget of the K̃ rows.
-    ws : int
-        Working-set size of the SMO regime.
+        Budget of the K̃ rows (row regime).
     dense_max : int
-        Largest core set solved by the active set on a dense K̃_S.
+        Largest core set kept as a dense K̃_S (where the active set may run).
+    min_slots : int
+        K̃ rows the row regime caches at least, whatever the budget.
 
     Attributes
     ----------
@@ -256,8 +84,6 @@ class CoreSetQP:
     alpha, g : the first ``m`` entries of α and g = K̃α
     n_steps : int
         Active-set steps plus SMO pair steps so far.
-    n_rounds : int
-        SMO working-set rounds so far.
     status : str
         Outcome of the last solve: "optimal", "smo_fallback" or "max_steps".
 
@@ -272,14 +98,12 @@ class CoreSetQP:
     """
 
     def __init__(self, kappa_t: float, block: Callable[[np.ndarray, int, int], np.ndarray],
-                 cache_bytes: int, *, ws: int = WORKING_SET, dense_max: int = DENSE_MAX) -> None:
+                 cache_bytes: int, *, dense_max: int = DENSE_MAX, min_slots: int = 512) -> None:
         self.kappa_t = float(kappa_t)
-        self.cache = KtildeCache(block, cache_bytes, dense_max, 2 * int(ws))
-        self.ws = int(ws)
+        self.cache = KtildeCache(block, cache_bytes, dense_max, min_slots)
         self._alpha = np.zeros(64)
         self._g = np.zeros(64)
         self.n_steps = 0
-        self.n_rounds = 0
         self.status = "optimal"
         self._H: np.ndarray | None = None       # (K̃_PP)⁻¹ of the active set P
         self._u: np.ndarray | None = None       # (K̃_PP)⁻¹ 1
@@ -419,13 +243,7 @@ class CoreSetQP:
         arg-min g; j = arg-max over {αⱼ > 0, gⱼ > gᵢ} of (gⱼ − gᵢ)²/ηᵢⱼ with
         ηᵢⱼ = 2κ̃ − 2K̃ᵢⱼ; αᵢ += δ, αⱼ −= δ, δ = min((gⱼ − gᵢ)/ηᵢⱼ, αⱼ); then
         g += δ(K̃ᵢ − K̃ⱼ).  Two K̃ rows and a handful of O(|S|) vector operations
-        per step — nothing O(|S|²).  Measured on adult (4,000 rows, C = 1, all
-        4,000 as core vectors, KKT gap 10⁻³ρ): 6,509 steps from the initial pair,
-        where working-set rounds of the engines' subproblem solver (ws = 256,
-        :func:`gpuksvm.solvers.smo.solve_subproblems_host`) took 126,000 steps
-        without converging — K̃ is dense and strongly coupled (the bias term
-        yᵢyⱼ and κ ≈ 0.6 between most rows), so optimizing a working set
-        exactly undoes the rest.
+        per step (module docstring for why not working-set rounds).
         """
         m = self.m
         if m < 2:
