@@ -392,6 +392,30 @@ class GpuScanner(_ScannerBase):
         i_top, s_top = merge_top([s_top], [i_top], k)
         return i_top, s_top, vsum
 
+    def group_min(self, groups: np.ndarray, coef, b: float) -> tuple[np.ndarray, np.ndarray]:
+        xp = self.xp
+        cand = xp.asarray(groups.ravel(), dtype=xp.int64)
+        part_s, part_i = self._launch(cand, cand.shape[0], groups.shape[1], groups.shape[0],
+                                      coef, b, final=False)
+        return bk.to_host(part_s), bk.to_host(part_i)
+
+    def exact_min(self, idx: np.ndarray | None, coef, b: float) -> tuple[float, int]:
+        xp = self.xp
+        n = self.n if idx is None else idx.shape[0]
+        if idx is not None and not hasattr(self, "_idx_dev"):
+            self._idx_dev = {}
+        cand = None
+        if idx is not None:
+            key = id(idx)
+            cand = self._idx_dev.get(key)
+            if cand is None:
+                cand = xp.asarray(idx, dtype=xp.int64)
+                self._idx_dev = {key: cand}
+        n_groups = int(min(max(1, -(-n // self._BLOCK)), 4096))
+        group_size = -(-n // n_groups)
+        self._launch(cand, n, group_size, n_groups, coef, b, final=True)
+        return float(self._out_s.get()[0]), int(self._out_i.get()[0])
+
 
 def make_scanner(X: Any, y: np.ndarray | None, kernel: Kernel, xscale: Any, C: float,
                  dtype: np.dtype, device: bk.Device, capacity: int = 64) -> _ScannerBase:
