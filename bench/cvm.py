@@ -11,7 +11,7 @@ average before and after each section.  Sections (``--only`` picks a subset):
     n = 100,000) from γ ∈ {30, 60, 100} × C ∈ {1e3, 1e4, 1e5} × tol ∈ {1e-2,
     1e-1}: the most accurate setting, ties within 0.1 point going to the
     fastest fit.  (γ = 10 is left out: its L2-SVM keeps ~5,000 core vectors
-    at C = 1e3, beyond the dense K̃ where an ill-conditioned QP is fast: 56 s
+    at C = 1e3, beyond the dense K̃ where an ill-conditioned QP is fast: 48–56 s
     at n = 100K for 99.8 % — the CVM's weak case of large C with many core
     vectors.)  The ``checkerboard`` section uses it when this section ran
     in the same invocation, else γ = 60, C = 1e4, tol = 1e-2 (what it selected

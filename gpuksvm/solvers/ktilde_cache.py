@@ -47,7 +47,7 @@ class KtildeCache:
     dense_max : int
         Largest core set kept dense.
     min_slots : int
-        Rows the row regime holds at least (a working set and its new rows).
+        Rows the row regime holds at least, whatever the budget (an append's new rows).
 
     Attributes
     ----------

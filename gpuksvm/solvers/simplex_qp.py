@@ -69,7 +69,7 @@ class CoreSetQP:
     ----------
     kappa_t : float
         The constant diagonal κ̃ = k̃(z, z).
-    block : callable ``(pos, c0, c1) -> K̃ block``
+    block : callable ``(pos, c0, c1, dtype) -> K̃ block``
         K̃ between core positions (see :class:`KtildeCache`).
     cache_bytes : int
         Budget of the K̃ rows (row regime).
@@ -91,9 +91,9 @@ class CoreSetQP:
     --------
     >>> import numpy as np
     >>> K = np.array([[2.0, 0.0, 1.0], [0.0, 2.0, 1.0], [1.0, 1.0, 2.0]])
-    >>> qp = CoreSetQP(2.0, lambda p, c0, c1: K[np.ix_(p, np.arange(c0, c1))], 1 << 20)
+    >>> qp = CoreSetQP(2.0, lambda p, c0, c1, dt: K[np.ix_(p, np.arange(c0, c1))], 1 << 20)
     >>> _ = qp.append(3); qp.set_alpha(np.array([1.0, 0.0, 0.0]))
-    >>> qp.solve(1e-12); np.round(qp.alpha, 6).tolist(), round(qp.q, 6)
+    >>> _ = qp.solve(1e-12); np.round(qp.alpha, 6).tolist(), round(qp.q, 6)
     ([0.5, 0.5, 0.0], 1.0)
     """
 
@@ -380,7 +380,7 @@ class CoreSetQP:
         index that leaves P in the step after it entered (a rounding-level
         cycle) is barred for the rest of the call; and the result is checked
         against the true KKT gap — above ``tol`` the call finishes with SMO
-        rounds (themselves capped).
+        (itself capped).
         """
         m = self.m
         if max_steps is None:
