@@ -138,6 +138,15 @@ def check_cvm(cp, dtype, kern, n, d, m, labels, scale, subset, seed=5, far_row=N
         assert ih == i_d and np.array_equal(ah, ad)
     if far_row is not None:
         assert ih == far_row
+    # cvm_scores_*: every candidate's s (the sampled search), and the exact scan built on it
+    rows = np.arange(n, dtype=np.int64) if idx is None else idx
+    sc_h, sc_d = host.scores(rows, ch, bh), dev.scores(rows, cd, bd)
+    assert sc_d.shape == sc_h.shape and _relerr(sc_d, sc_h) <= tol
+    q = float(np.median(sc_h))
+    (th, tsh, vh), (td, tsd, vd) = host.exact_scan(idx, ch, bh, q, 9), dev.exact_scan(idx, cd, bd, q, 9)
+    assert abs(vd - vh) <= tol * max(1.0, abs(vh)) and _relerr(tsd, tsh) <= tol
+    if dtype == np.float64:
+        assert np.array_equal(td, th)
 
 
 # ----------------------------------------------------------------------------- the twin tests
