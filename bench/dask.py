@@ -22,7 +22,9 @@ GPU; CPU runs are single timed fits after a warm-up fit on a small subset),
 speed-up over 1 worker, the CPU seconds each worker process spent during the
 timed fit (``worker_cpu_s``: how evenly the work split and how much it cost,
 independent of what else loads the machine; on an idle machine with one core
-per worker the wall time approaches the largest of them), Newton passes,
+per worker the wall time approaches the largest of them), Newton passes
+(each returns the k×k statistics) and line-search passes (two numbers per
+problem each: the exact line search of the single-process solver),
 bytes brought back to the driver, test accuracy, and the largest |decision
 difference| to the in-process model.
 
@@ -156,6 +158,7 @@ def _row(label: str, est, seconds: float, Xt, yt, ref_dec, base: float | None) -
             "worker_cpu_s": "/".join(f"{b:.1f}" for b in busy) if busy else "",
             "speedup_vs_1w": (base / seconds) if base else float("nan"),
             "newton_passes": sum(1 for p in info.get("passes", []) if p[0] == "newton") or "",
+            "line_search_passes": sum(1 for p in info.get("passes", []) if p[0] == "line search") or "",
             "max_bytes_to_driver": info.get("max_result_bytes", ""),
             "test_acc": acc,
             "max_abs_dec_diff": float(np.max(np.abs(dec - ref_dec))) if ref_dec is not None else 0.0}
@@ -234,7 +237,8 @@ def main(argv: list[str] | None = None) -> dict:
     dev = bk.resolve_device(args.device)
     out: dict = {"machine": machine_info(dev), "scale": args.scale, "gamma": GAMMA, "C": C,
                  "cpu_count": os.cpu_count()}
-    cols = ["run", "n", "k", "seconds", "speedup_vs_1w", "worker_cpu_s", "newton_passes", "max_bytes_to_driver",
+    cols = ["run", "n", "k", "seconds", "speedup_vs_1w", "worker_cpu_s", "newton_passes", "line_search_passes",
+            "max_bytes_to_driver",
             "test_acc", "max_abs_dec_diff"]
     if not only or "scaling" in only:
         workers = [int(w) for w in args.workers.split(",") if w]

@@ -8,11 +8,25 @@ Sections (``--only`` picks a subset, comma separated):
     ``Nystroem`` + ``LinearSVC`` (same k, γ, C) and exact ``SVC`` (C=32, γ=2).
     Writes ``bench/results/llsvm_ijcnn1.png`` (error and fit time vs k).
 ``checkerboard``
-    Noisy 4×4 checkerboard (20% flipped training labels, clean test set).
-    ``--scale small``: 50,000 rows, k=500, against ``SVC`` (C=10, γ=30).
-    ``--scale paper``: 800,000 rows, k=1000 (paper: 0.59% error); on the CPU
-    it is trained out of core from blocks when F would not fit in the free
-    memory (2-core VM, 24 GB: in memory).
+    Noisy 4×4 checkerboard (20% flipped training labels, clean test set),
+    issue 15 item 5, all in the same run: LLSVM float32 in memory, float32 out
+    of core (blocks of 50,000 rows: Newton over the streamed kernel blocks),
+    float64 in memory; at ≤ 200,000 rows also the old out-of-core engine (SBM)
+    and at ≤ 50,000 rows ``SVC`` (C=10, γ=30).  ``--scale small``: 50,000
+    rows, k=500; ``--scale paper``: 800,000 rows, k=1000 (paper: 0.59%
+    error); ``--checkerboard-n N`` overrides the rows (a stated smaller scale).
+``multiclass``
+    Issue 15 item 4: one-vs-rest LLSVM (all classes in one Newton solve
+    sharing the Gram where the active sets allow) against ``SVC`` with the γ
+    and C that ``SVC``'s 3-fold cross-validation picks (``GridSearchCV``; on
+    a 5,000-row subsample for the synthetic set), in the same run: sklearn's
+    digits (70/30 split) and a 10-class 60,000-row ``make_classification``
+    problem (20 features, 12 informative, 2 clusters per class; 20,000 test rows).
+``order``
+    Issue 15 item 6: ijcnn1 in its file order, shuffled and sorted by label;
+    LLSVM (k-means on a random sample, the default) against the paper's
+    k-means on the first 20,000 rows (landmarks passed explicitly), and
+    ``SVC`` (order-independent) as the reference, in the same run.
 ``grid``
     LLSVM2 vs LLSVM over a γ × C grid on an ijcnn1 subset; LLSVM2's λ is
     selected on a validation split from the paper's range 1e-5 … 1e5 (+ ∞,
@@ -25,6 +39,7 @@ Sections (``--only`` picks a subset, comma separated):
     (above the post-import baseline), fit time and test accuracy.
 
     python bench/llsvm.py [--scale small|paper] [--device auto|cpu|gpu] [--only ijcnn1,grid]
+                          [--checkerboard-n 200000]
 
 CPU timings taken on the shared 2-core development box are noisy (other jobs
 run beside them); the JSON records the machine and device.
@@ -52,7 +67,7 @@ from gpuksvm import backend as bk  # noqa: E402
 from gpuksvm.datasets import dataset_path, load_dataset, load_svmlight, make_checkerboard  # noqa: E402
 from gpuksvm.llsvm import LLSVM, fit_llsvm_grid  # noqa: E402
 
-SECTIONS = ("ijcnn1", "checkerboard", "grid", "ooc")
+SECTIONS = ("ijcnn1", "checkerboard", "grid", "ooc", "multiclass", "order")
 IJCNN_GAMMA, IJCNN_C = 2.0, 32.0
 
 
@@ -190,42 +205,176 @@ def _fits_in_memory(n: int, k: int, dtype: Any) -> bool:
     return 3 * n * k * itemsize < psutil.virtual_memory().available
 
 
-def bench_checkerboard(dev: bk.Device, scale: str, repeats: int, dtype: Any, with_baselines: bool) -> list[dict]:
+def bench_checkerboard(dev: bk.Device, scale: str, repeats: int, dtype: Any, with_baselines: bool,
+                       n_override: int | None = None) -> tuple[list[dict], dict]:
     from sklearn.svm import SVC
 
     n, k = (50_000, 500) if scale == "small" else (800_000, 1000)
-    if dev.is_gpu:
-        cases = [(50_000, 500), (800_000, 1000)]
-    else:
-        cases = [(n, k)]
-    gamma, C = 30.0, 10.0
+    n = int(n_override or n)
+    gamma, C, block = 30.0, 10.0, 50_000
     Xt, yt = make_checkerboard(20_000, flip=0.0, random_state=1)
+    X, y = make_checkerboard(n, flip=0.2, random_state=0)
+    runs = [("LLSVM float32, in memory", "float32", False, "auto"),
+            ("LLSVM float32, out of core", "float32", True, "auto"),
+            ("LLSVM float64, in memory", "float64", False, "auto")]
+    if n <= 200_000:
+        runs.append(("LLSVM float32, out of core, SBM (old engine)", "float32", True, "sbm"))
     rows = []
-    for n, k in cases:
-        X, y = make_checkerboard(n, flip=0.2, random_state=0)
-        est = LLSVM(gamma=gamma, C=C, n_landmarks=k, device=str(dev), dtype=dtype, random_state=0)
-        ooc = (not dev.is_gpu) and not _fits_in_memory(n, k, est.dtype)
-        if ooc:  # F (n × k) would not fit in this machine's memory: SBM on blocks, as the paper
-            est.set_params(block_size=50_000)
-            fit = lambda: est.fit(_block_source(X, y, 50_000))  # noqa: E731
+    for name, dt, ooc, solver in runs:
+        if not ooc and not dev.is_gpu and not _fits_in_memory(n, k, dt):
+            print(f"  {name}: skipped (F would not fit in memory)", flush=True)
+            continue
+        est = LLSVM(gamma=gamma, C=C, n_landmarks=k, device=str(dev), dtype=dt, random_state=0,
+                    solver=solver, block_size=block)
+        if ooc:
+            fit = lambda: est.fit(_block_source(X, y, block))  # noqa: E731
         else:
             Xd = bk.to_device(X, dev)
             fit = lambda: est.fit(Xd, y)  # noqa: E731
         fit_s, _ = _timed(fit, dev, repeats if n <= 200_000 else 1, 1 if dev.is_gpu else 0)
         acc = _acc(est.predict(Xt), yt)
-        rows.append({"method": "LLSVM" + (" (out of core)" if ooc else ""), "device": str(dev), "n_train": n,
-                     "n_landmarks": k, "fit_s": fit_s, "accuracy": acc, "error": 1 - acc,
-                     "paper_error": 0.0059 if n == 800_000 else None})
-        print(f"  checkerboard n={n} k={k}: LLSVM {acc:.4%} fit {fit_s:.2f}s", flush=True)
-        if with_baselines and n <= 50_000:
+        svm = est.svm_
+        rows.append({"method": name, "device": str(dev), "n_train": n, "n_landmarks": k, "fit_s": fit_s,
+                     "accuracy": acc, "error": 1 - acc, "solver": svm.solver_, "newton_steps": int(svm.n_iter_),
+                     "passes": getattr(svm, "n_passes_", None),
+                     "objective": float(np.sum(svm.objective_)),
+                     "paper_error": 0.0059 if n == 800_000 else None,
+                     **{f"{key}_s": round(v, 3) for key, v in est.fit_times_.items()}})
+        print(f"  {name}: {acc:.4%} fit {fit_s:.1f}s ({svm.solver_}, {svm.n_iter_} steps, "
+              f"passes {getattr(svm, 'n_passes_', '-')})", flush=True)
+    if with_baselines and n <= 50_000:
+        t0 = time.perf_counter()
+        m = SVC(C=C, gamma=gamma).fit(X, y)
+        sfit = time.perf_counter() - t0
+        sacc = _acc(m.predict(Xt), yt)
+        rows.append({"method": "SVC (scikit-learn)", "device": "cpu", "n_train": n, "n_landmarks": None,
+                     "fit_s": sfit, "accuracy": sacc, "error": 1 - sacc})
+        print(f"  SVC: {sacc:.4%} fit {sfit:.2f}s", flush=True)
+    by = {r["method"]: r for r in rows}
+    mem, ooc, f64 = (by.get("LLSVM float32, in memory"), by.get("LLSVM float32, out of core"),
+                     by.get("LLSVM float64, in memory"))
+    targets = {}
+    if mem and ooc:
+        targets["ooc_within_0.1pt_of_in_memory"] = abs(ooc["accuracy"] - mem["accuracy"]) <= 0.001
+        targets["ooc_fit_le_3x_in_memory"] = ooc["fit_s"] <= 3 * mem["fit_s"]
+        targets["ooc_over_in_memory_time"] = round(ooc["fit_s"] / mem["fit_s"], 2)
+    if mem and f64:
+        targets["float32_within_0.1pt_of_float64"] = abs(mem["accuracy"] - f64["accuracy"]) <= 0.001
+    svc = by.get("SVC (scikit-learn)")
+    if mem and svc and n == 50_000:
+        targets["50k_acc_ge_97"] = mem["accuracy"] >= 0.97
+        targets["50k_fit_le_tenth_svc"] = mem["fit_s"] <= svc["fit_s"] / 10
+    if mem and n == 800_000 and dev.is_gpu:
+        targets["800k_gpu_fit_le_2s"] = mem["fit_s"] <= 2.0
+        targets["800k_error_le_1pct"] = mem["error"] <= 0.01
+    return rows, targets
+
+
+# --------------------------------------------------------------------------- multi-class
+def _synthetic_10class():
+    from sklearn.datasets import make_classification
+    from sklearn.preprocessing import StandardScaler
+
+    X, y = make_classification(n_samples=80_000, n_features=20, n_informative=12, n_redundant=4,
+                               n_classes=10, n_clusters_per_class=2, class_sep=2.0, flip_y=0.01,
+                               random_state=0)
+    X = StandardScaler().fit_transform(X)
+    return X[:60_000], y[:60_000], X[60_000:], y[60_000:]
+
+
+def _digits():
+    from sklearn.datasets import load_digits
+    from sklearn.model_selection import train_test_split
+
+    X, y = load_digits(return_X_y=True)
+    X, Xt, y, yt = train_test_split(X / 16.0, y, test_size=0.3, random_state=0, stratify=y)
+    return X, y, Xt, yt
+
+
+def bench_multiclass(dev: bk.Device, repeats: int, dtype: Any) -> dict:
+    from sklearn.model_selection import GridSearchCV
+    from sklearn.svm import SVC
+
+    out = {}
+    for name, load, ks, cv_rows, reps in (("digits", _digits, [200, 500, 1000], None, max(repeats, 5)),
+                                          ("synthetic 10-class 60K", _synthetic_10class, [1000, 2000], 5000,
+                                           repeats)):
+        X, y, Xt, yt = load()
+        sub = np.arange(X.shape[0]) if cv_rows is None else \
+            np.random.RandomState(0).permutation(X.shape[0])[:cv_rows]
+        t0 = time.perf_counter()
+        grid = {"gamma": [0.003, 0.01, 0.03, 0.1, 0.3, 1.0], "C": [1.0, 10.0, 100.0]}
+        gs = GridSearchCV(SVC(), grid, cv=3).fit(X[sub], y[sub])
+        cv_s = time.perf_counter() - t0
+        g, C = float(gs.best_params_["gamma"]), float(gs.best_params_["C"])
+        print(f"  {name}: SVC's CV picks gamma={g}, C={C} ({cv_s:.1f}s)", flush=True)
+        rows = []
+        svc = SVC(gamma=g, C=C)
+        sfit, _ = _timed(lambda: svc.fit(X, y), bk.resolve_device("cpu"), reps, 0)
+        rows.append({"method": "SVC (scikit-learn)", "n_landmarks": None, "fit_s": sfit,
+                     "accuracy": _acc(svc.predict(Xt), yt), "n_support": int(svc.n_support_.sum())})
+        print(f"  {name}: SVC {rows[-1]['accuracy']:.4%} fit {sfit:.2f}s", flush=True)
+        for k in ks:
+            est = LLSVM(gamma=g, C=C, n_landmarks=k, device=str(dev), dtype=dtype, random_state=0)
+            fit_s, _ = _timed(lambda: est.fit(X, y), dev, reps, 1 if dev.is_gpu else 0)
+            acc = _acc(est.predict(Xt), yt)
+            rows.append({"method": "LLSVM", "n_landmarks": k, "fit_s": fit_s, "accuracy": acc,
+                         "solver": est.svm_.solver_, "newton_steps": int(est.n_iter_),
+                         **{f"{key}_s": round(v, 3) for key, v in est.fit_times_.items()}})
+            print(f"  {name}: LLSVM k={k} {acc:.4%} fit {fit_s:.2f}s {est.fit_times_}", flush=True)
+        svc_row = rows[0]
+        best = [r for r in rows[1:] if r["accuracy"] >= svc_row["accuracy"] - 0.005]
+        out[name] = {"rows": rows, "gamma": g, "C": C, "cv_s": cv_s, "n_train": int(X.shape[0]),
+                     "n_test": int(Xt.shape[0]), "n_classes": int(np.unique(y).shape[0]),
+                     "targets": {"llsvm_within_0.5pt_of_svc_and_le_svc_time":
+                                 any(r["fit_s"] <= svc_row["fit_s"] for r in best),
+                                 "fastest_llsvm_over_svc_time": round(min(r["fit_s"] for r in rows[1:])
+                                                                      / svc_row["fit_s"], 2)}}
+    return out
+
+
+# --------------------------------------------------------------------------- row order
+def bench_order(dev: bk.Device, dtype: Any, with_baselines: bool) -> dict:
+    from sklearn.svm import SVC
+
+    from gpuksvm.cluster import kmeans
+
+    X, y = load_dataset("ijcnn1", "train")
+    Xt, yt = load_dataset("ijcnn1", "test")
+    orders = {"file order": np.arange(X.shape[0]),
+              "shuffled": np.random.RandomState(0).permutation(X.shape[0]),
+              "sorted by label": np.argsort(y, kind="stable")}
+    rows = []
+    for k in (500, 1000):
+        for order, idx in orders.items():
+            Xo, yo = X[idx], y[idx]
+            est = LLSVM(gamma=IJCNN_GAMMA, C=IJCNN_C, n_landmarks=k, device=str(dev), dtype=dtype, random_state=0)
             t0 = time.perf_counter()
-            m = SVC(C=C, gamma=gamma).fit(X, y)
-            sfit = time.perf_counter() - t0
-            sacc = _acc(m.predict(Xt), yt)
-            rows.append({"method": "SVC", "device": "cpu", "n_train": n, "n_landmarks": None, "fit_s": sfit,
-                         "accuracy": sacc, "error": 1 - sacc})
-            print(f"  checkerboard n={n}: SVC {sacc:.4%} fit {sfit:.2f}s", flush=True)
-    return rows
+            est.fit(bk.to_device(Xo, dev), yo)
+            fit_s = time.perf_counter() - t0
+            rows.append({"method": "LLSVM (random k-means sample)", "order": order, "n_landmarks": k,
+                         "fit_s": fit_s, "accuracy": _acc(est.predict(Xt), yt)})
+            Z = kmeans(Xo[:20_000], k, n_iter=5, random_state=0, device=str(dev), dtype=est.dtype).centers
+            first = LLSVM(gamma=IJCNN_GAMMA, C=IJCNN_C, landmarks=np.asarray(bk.to_host(Z)), device=str(dev),
+                          dtype=dtype, random_state=0).fit(bk.to_device(Xo, dev), yo)
+            rows.append({"method": "LLSVM (k-means on the first 20,000 rows, the paper's choice)",
+                         "order": order, "n_landmarks": k, "fit_s": None,
+                         "accuracy": _acc(first.predict(Xt), yt)})
+            print(f"  k={k} {order}: random sample {rows[-2]['accuracy']:.4%}, first rows "
+                  f"{rows[-1]['accuracy']:.4%}", flush=True)
+    if with_baselines:
+        for order in ("shuffled", "sorted by label"):
+            idx = orders[order]
+            t0 = time.perf_counter()
+            m = SVC(C=IJCNN_C, gamma=IJCNN_GAMMA).fit(X[idx], y[idx])
+            rows.append({"method": "SVC (scikit-learn)", "order": order, "n_landmarks": None,
+                         "fit_s": time.perf_counter() - t0, "accuracy": _acc(m.predict(Xt), yt)})
+            print(f"  SVC {order}: {rows[-1]['accuracy']:.4%}", flush=True)
+    rand = [r for r in rows if r["method"].startswith("LLSVM (random")]
+    spread = {k: max(r["accuracy"] for r in rand if r["n_landmarks"] == k)
+              - min(r["accuracy"] for r in rand if r["n_landmarks"] == k) for k in (500, 1000)}
+    return {"rows": rows, "spread_pt": {k: 100 * v for k, v in spread.items()},
+            "targets": {"random_sample_spread_le_0.3pt": all(v <= 0.003 for v in spread.values())}}
 
 
 # --------------------------------------------------------------------------- LLSVM2 vs LLSVM
@@ -354,6 +503,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--baseline-max-k", type=int, default=None,
                     help="largest k for Nystroem+LinearSVC (default 1000 small, 4000 paper)")
     ap.add_argument("--ooc-block", type=int, default=5000, help="rows per block of the out-of-core fit")
+    ap.add_argument("--checkerboard-n", type=int, default=None,
+                    help="training rows of the checkerboard section (default 50,000 small, 800,000 paper)")
     ap.add_argument("--out", default="llsvm", help="result file name: bench/results/<out>.json (default llsvm)")
     ap.add_argument("--ooc-child", default=None, help=argparse.SUPPRESS)
     ap.add_argument("--ooc-path", default=None, help=argparse.SUPPRESS)
@@ -384,21 +535,28 @@ def main(argv: list[str] | None = None) -> int:
         payload["ijcnn1"] = res
     if "checkerboard" in only:
         print(f"# noisy checkerboard (20% flipped, clean test) on {dev}", flush=True)
-        rows = bench_checkerboard(dev, args.scale, repeats, args.dtype, not args.no_baselines)
-        print_table(rows, ["method", "device", "n_train", "n_landmarks", "fit_s", "accuracy", "error"])
-        ll = [r for r in rows if r["method"].startswith("LLSVM") and r["n_train"] == 50_000]
-        svc = [r for r in rows if r["method"] == "SVC"]
-        targets = {}
-        if ll:
-            targets["50k_acc_ge_97"] = ll[0]["accuracy"] >= 0.97
-            if svc:
-                targets["50k_fit_le_tenth_svc"] = ll[0]["fit_s"] <= svc[0]["fit_s"] / 10
-        big = [r for r in rows if r["n_train"] == 800_000]
-        if big and dev.is_gpu:
-            targets["800k_gpu_fit_le_2s"] = big[0]["fit_s"] <= 2.0
-            targets["800k_error_le_1pct"] = big[0]["error"] <= 0.01
+        rows, targets = bench_checkerboard(dev, args.scale, repeats, args.dtype, not args.no_baselines,
+                                           args.checkerboard_n)
+        print_table(rows, ["method", "device", "n_train", "n_landmarks", "fit_s", "accuracy", "solver",
+                           "newton_steps", "passes"])
         print("targets:", targets)
         payload["checkerboard"] = {"rows": rows, "targets": targets, "gamma": 30.0, "C": 10.0}
+    if "multiclass" in only:
+        print(f"# multi-class: LLSVM vs SVC with SVC's cross-validated gamma and C, on {dev}", flush=True)
+        res = bench_multiclass(dev, repeats, args.dtype)
+        for name, r in res.items():
+            print(f"{name} (gamma={r['gamma']}, C={r['C']}, {r['n_classes']} classes, "
+                  f"{r['n_train']} train / {r['n_test']} test rows)")
+            print_table(r["rows"], ["method", "n_landmarks", "fit_s", "accuracy", "newton_steps"])
+            print("targets:", r["targets"])
+        payload["multiclass"] = res
+    if "order" in only:
+        print(f"# row order: ijcnn1 in file order, shuffled, sorted by label, on {dev}", flush=True)
+        res = bench_order(dev, args.dtype, not args.no_baselines)
+        print_table(res["rows"], ["method", "order", "n_landmarks", "fit_s", "accuracy"])
+        print("spread of the random-sample LLSVM over the orders (pt):", res["spread_pt"])
+        print("targets:", res["targets"])
+        payload["order"] = res
     if "grid" in only:
         print(f"# LLSVM2 vs LLSVM over γ × C (ijcnn1 subset) on {dev}", flush=True)
         res = bench_grid(dev, args.scale, args.dtype)

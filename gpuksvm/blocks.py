@@ -6,9 +6,13 @@ on every pass (selective block minimization, :func:`gpuksvm.solvers.linear.sbm`,
 keeps one dual variable per row and identifies rows by their position in a
 pass).  ``n_features`` is the number of columns (``None`` when unknown until
 the first block is read); ``source.map(fn)`` is the source of
-``(fn(X_block), y_block)`` pairs (e.g. LLSVM's feature map applied block by
-block) and ``source.labels()`` returns every label in order (a cheap pass:
-SVMlight files only read each line's first token).
+``(fn(X_block), y_block)`` pairs, :class:`LinearMapBlockSource` the source of
+``(base_fn(X_block) · T, y_block)`` (LLSVM's feature map, whose solver streams
+``base_fn(X_block)`` and applies T to its statistics),
+``source.labels()`` returns every label in order (a cheap pass: SVMlight files
+only read each line's first token) and ``source.max_row_sq_norm()`` the
+largest squared row norm (for the extreme-cost rule of
+:class:`~gpuksvm.linear_svm.LinearSVM`).
 
 :func:`as_block_source` builds one from
 
@@ -54,10 +58,10 @@ import scipy.sparse as sp
 from . import backend as bk
 from .datasets import (SVMLightIndexWarning, index_base_note, malformed, open_binary, svmlight_content,
                        svmlight_line_error)
-from .validation import check_param
+from .validation import check_param, check_working_range, max_row_sq_norm
 
 __all__ = ["BlockSource", "ArrayBlockSource", "SVMLightBlockSource", "CallableBlockSource",
-           "SequenceBlockSource", "MappedBlockSource", "as_block_source"]
+           "SequenceBlockSource", "MappedBlockSource", "LinearMapBlockSource", "as_block_source"]
 
 
 class BlockSource:
@@ -87,6 +91,16 @@ class BlockSource:
         if not ys:
             raise ValueError("the block source yielded no data")
         return np.concatenate(ys)
+
+    def max_row_sq_norm(self) -> tuple[float, int]:
+        """(max_i ‖xᵢ‖², passes over the data it took): one pass here, every block checked
+        finite and usable in float64 (:func:`gpuksvm.validation.check_working_range`)."""
+        best = 0.0
+        for Xb, _ in self:
+            _check_finite(Xb)
+            check_working_range(Xb, np.float64)
+            best = max(best, max_row_sq_norm(Xb))
+        return best, 1
 
 
 class ArrayBlockSource(BlockSource):
@@ -128,6 +142,14 @@ class ArrayBlockSource(BlockSource):
 
     def labels(self) -> np.ndarray:
         return self.y.copy()
+
+    def max_row_sq_norm(self) -> tuple[float, int]:
+        """As :meth:`BlockSource.max_row_sq_norm`; no pass for an in-memory array (a memmap is read once)."""
+        if not isinstance(self.X, np.memmap):
+            _check_finite(self.X)
+            check_working_range(self.X, np.float64)
+            return max_row_sq_norm(self.X), 0
+        return super().max_row_sq_norm()
 
 
 def _checked_pairs(blocks: Iterable[Any]) -> Iterator[tuple[Any, Any]]:
@@ -203,6 +225,78 @@ class MappedBlockSource(BlockSource):
 
     def labels(self) -> np.ndarray:
         return self.parent.labels()
+
+
+class LinearMapBlockSource(BlockSource):
+    """Feature blocks F_b = base_fn(X_b) · T of a parent source, with T a fixed matrix.
+
+    LLSVM out of core: ``base_fn`` = K(·, Z) and T = M, so F_b = K(X_b, Z) M.
+    Iterating yields ``(F_b, y_b)`` (in ``dtype``); a solver that only needs
+    sums of products of rows (:class:`gpuksvm.solvers.linear.StreamOracle`)
+    iterates :meth:`base` instead and applies T to its small statistics, so no
+    pass forms F (an n·k² product).
+
+    Parameters
+    ----------
+    parent : BlockSource
+    base_fn : callable X_block → B_block (p columns, any device)
+    transform : (p, d) array T
+    sample : (X_rows, y_rows), optional
+        A uniform random sample of the parent's rows (raw rows, not features),
+        which a solver may use for a warm start.
+    labels : all labels in pass order, if already read (else the parent's)
+    max_rows : int, optional — cut every parent block into pieces of at most
+        this many rows before ``base_fn`` (bounds the memory of B).
+    dtype : dtype of the yielded feature blocks (default: T's)
+    row_sq_norm_bound : float, optional
+        An upper bound of the squared norms of the feature rows, if the builder
+        knows one (LLSVM: :func:`gpuksvm.llsvm.feature_sq_norm_bound`); else
+        :meth:`max_row_sq_norm` forms the feature blocks in one pass.
+    """
+
+    def __init__(self, parent: BlockSource, base_fn: Callable[[Any], Any], transform: Any, *,
+                 sample: tuple[Any, Any] | None = None, labels: np.ndarray | None = None,
+                 max_rows: int | None = None, dtype: Any = None, row_sq_norm_bound: float | None = None):
+        self.parent = parent
+        self.row_sq_norm_bound = None if row_sq_norm_bound is None else float(row_sq_norm_bound)
+        self.base_fn = base_fn
+        self.transform = transform
+        self.sample = sample
+        self._labels = None if labels is None else np.ravel(np.asarray(labels))
+        self.max_rows = None if max_rows is None else _check_block_size(max_rows)
+        self.dtype = np.dtype(dtype or transform.dtype)
+        self.n_features = int(transform.shape[1])
+
+    def _pieces(self, Xb: Any) -> Iterator[tuple[int, int]]:
+        step = self.max_rows or max(int(Xb.shape[0]), 1)
+        for a in range(0, int(Xb.shape[0]), step):
+            yield a, min(a + step, int(Xb.shape[0]))
+
+    def base(self) -> Iterator[tuple[Any, Any]]:
+        """One pass yielding ``(base_fn(X_piece), y_piece)`` (pieces of at most ``max_rows``)."""
+        for Xb, yb in self.parent:
+            for a, b in self._pieces(Xb):
+                yield self.base_fn(Xb[a:b]), yb[a:b]
+
+    def __iter__(self) -> Iterator[tuple[Any, Any]]:
+        """The parent's blocks as features F_b (computed piece by piece, in ``dtype``)."""
+        for Xb, yb in self.parent:
+            parts = []
+            for a, b in self._pieces(Xb):
+                Bb = self.base_fn(Xb[a:b]).astype(self.dtype, copy=False)
+                xp = bk.namespace_of(Bb)
+                parts.append(Bb @ xp.asarray(self.transform, dtype=self.dtype))
+            if parts:
+                yield (parts[0] if len(parts) == 1 else bk.namespace_of(parts[0]).concatenate(parts)), yb
+
+    def labels(self) -> np.ndarray:
+        return self._labels.copy() if self._labels is not None else self.parent.labels()
+
+    def max_row_sq_norm(self) -> tuple[float, int]:
+        """The builder's bound (no pass), else the feature rows' maximum (one pass)."""
+        if self.row_sq_norm_bound is not None:
+            return self.row_sq_norm_bound, 0
+        return super().max_row_sq_norm()
 
 
 class SVMLightBlockSource(BlockSource):
@@ -337,10 +431,14 @@ def check_block(Xb: Any, n_features: int, device: Any, dtype: Any) -> Any:
     if Xb.shape[1] != n_features:
         raise ValueError(f"a block has {Xb.shape[1]} features, expected {n_features}")
     Xb = bk.to_device(Xb, device, dtype)
+    _check_finite(Xb)
+    return Xb
+
+
+def _check_finite(Xb: Any) -> None:
     data = Xb.data if bk.is_sparse(Xb) else Xb
     if not bool(bk.namespace_of(data).isfinite(data).all()):
         raise ValueError("Input X contains NaN or infinity.")
-    return Xb
 
 
 def is_block_input(X: Any) -> bool:

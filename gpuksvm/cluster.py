@@ -1,7 +1,8 @@
 """Device-generic k-means for landmark selection (LLSVM, SPEC §1 step 1).
 
 The LLSVM papers pick Nyström landmarks as k-means centres computed
-"approximately using only a few iterations" on at most the first 20,000 rows:
+"approximately using only a few iterations" on at most 20,000 rows (the papers
+take the first ones; LLSVM draws them at random with :class:`RowReservoir`):
 k-means landmarks give a smaller Nyström error ‖K − K̃‖ than random rows
 (AISTATS 2012 §3; TNNLS 2018 §III), which is what the SVM accuracy depends on
 (their Theorem 1).  This module provides exactly that and nothing more:
@@ -37,7 +38,8 @@ from .kernels import Kernel, kernel_block, row_sq_norms
 from .solvers._blas import NARROW_DIM, host_busy, one_blas_thread
 from .validation import check_choice, check_param
 
-__all__ = ["KMeansResult", "kmeans", "nearest_centers", "sample_rows", "take_rows"]
+__all__ = ["KMeansResult", "kmeans", "nearest_centers", "sample_rows", "take_rows", "RowReservoir",
+           "random_row_sample"]
 
 _LINEAR = Kernel("linear")
 
@@ -72,6 +74,82 @@ def sample_rows(n_rows: int, n_sample: int | None, random_state: Any = None) -> 
         return None
     rs = check_random_state(random_state)
     return np.sort(rs.choice(n_rows, size=int(n_sample), replace=False))
+
+
+class RowReservoir:
+    """A uniform random sample of at most ``size`` rows from a stream of row blocks.
+
+    Every row gets a key drawn uniformly from ``random_state``, in row order;
+    the sample is the ``size`` rows with the smallest keys (priority sampling:
+    a uniform sample without replacement).  Only the current sample is kept
+    (O(size + block) memory), so one pass over an out-of-core source draws it;
+    the keys do not depend on how the rows are cut into blocks, so
+    :func:`random_row_sample` on the same rows in memory draws the same rows
+    (and leaves ``random_state`` in the same state).  LLSVM draws its k-means
+    sample this way (issue 15: the first rows of a file sorted by label are one
+    class).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from gpuksvm.cluster import RowReservoir, random_row_sample
+    >>> X = np.arange(20.0).reshape(10, 2); y = np.arange(10)
+    >>> res = RowReservoir(3, random_state=0)
+    >>> for a in range(0, 10, 4):
+    ...     res.add(X[a:a + 4], y[a:a + 4])
+    >>> idx, Xs, ys = res.result()
+    >>> idx.tolist() == random_row_sample(10, 3, 0).tolist() == ys.tolist()
+    True
+    """
+
+    def __init__(self, size: int, random_state: Any = None):
+        self.size = int(check_param("size", size, Integral, low=1))
+        self.random_state = check_random_state(random_state)
+        self.n_seen = 0
+        self._keys = np.empty(0)
+        self._idx = np.empty(0, dtype=np.int64)
+        self._X = self._y = None
+
+    def add(self, X: Any = None, y: Any = None, *, n_rows: int | None = None) -> None:
+        """Offer the next rows (``X`` and ``y`` host arrays, or just a count ``n_rows``)."""
+        nb = int(X.shape[0]) if X is not None else int(n_rows)
+        keys = np.concatenate([self._keys, self.random_state.random_sample(nb)])
+        idx = np.concatenate([self._idx, np.arange(self.n_seen, self.n_seen + nb, dtype=np.int64)])
+        self.n_seen += nb
+        keep = None
+        if keys.shape[0] > self.size:
+            keep = np.sort(np.argpartition(keys, self.size - 1)[: self.size])
+            keys, idx = keys[keep], idx[keep]
+        if X is not None:
+            Xc = X if self._X is None else _stack_rows(self._X, X)
+            yc = None if y is None else (np.asarray(y) if self._y is None
+                                         else np.concatenate([self._y, np.asarray(y)]))
+            self._X = Xc if keep is None else Xc[keep]
+            self._y = yc if keep is None or yc is None else yc[keep]
+        self._keys, self._idx = keys, idx
+
+    def result(self) -> tuple[np.ndarray, Any, Any]:
+        """(row indices in the stream, rows, labels) of the sample, in stream order."""
+        return self._idx.copy(), self._X, self._y
+
+
+def _stack_rows(A: Any, B: Any) -> Any:
+    if sp.issparse(A) or sp.issparse(B):
+        return sp.vstack([sp.csr_matrix(A), sp.csr_matrix(B)]).tocsr()
+    return np.concatenate([np.asarray(A), np.asarray(B)], axis=0)
+
+
+def random_row_sample(n_rows: int, size: int, random_state: Any = None, *,
+                      block: int = 1 << 20) -> np.ndarray:
+    """Sorted indices of ``min(size, n_rows)`` rows drawn uniformly without replacement.
+
+    The same draw as a :class:`RowReservoir` offered the same ``n_rows`` rows
+    (keys generated ``block`` rows at a time, so memory stays O(size + block)).
+    """
+    res = RowReservoir(size, random_state)
+    for a in range(0, int(n_rows), int(block)):
+        res.add(n_rows=min(int(block), int(n_rows) - a))
+    return res.result()[0]
 
 
 def _dense_rows(X: Any):

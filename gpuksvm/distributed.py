@@ -9,10 +9,12 @@ LLSVM (:func:`fit_llsvm`, SPEC §1)
     landmarks Z from a sample (the same rows, k-means and random state as the
     single-process fit), M = U Λ^{-1/2} on the driver; Z and M are broadcast
     once; F = K(X, Z) M is computed per chunk on the workers (and kept there,
-    ``persist``); the primal Newton method for the squared hinge runs as
-    map-reduce: every pass returns only the k×k F_Iᵀ F_I, the k-vector
-    gradient terms and the loss per binary problem (summed in a tree on the
-    workers); the driver does the Cholesky solve and the line search.
+    ``persist``); the single-process primal Newton solver
+    (:func:`gpuksvm.solvers.linear.newton_solve`, same stopping rule and
+    exact line search) runs over a map-reduce oracle: every pass returns only
+    the k×k F_Iᵀ F_I, the k-vector gradient terms and the loss per binary
+    problem (summed in a tree on the workers), each line-search step two
+    numbers per problem; the driver does the Cholesky solve.
 SVI (:func:`fit_svi`, SPEC §3)
     the M sub-SVMs are trained on different workers in parallel (each gets
     only its θn rows); the averaged decision values and the margin selection
@@ -52,20 +54,20 @@ from . import linalg
 from ._dask import (DistributedFitError, Ledger, compute, is_dask_collection, require_dask,
                     row_chunked, scheduler_context, tree_reduce)
 from .kernels import Kernel, make_kernel
+from .linear_svm import extreme_cost_scale, scaled_costs
 from .llsvm import feature_map, nystrom_maps
 from .multiclass import problem_rows
-from .solvers.linear import ovr_targets
+from .solvers.linear import ReducedOracle, line_derivatives, newton_solve, ovr_targets
 from .solvers.smo import solve_batched
 from .solvers.svi import assemble, plan_problems, solve_record, solver_summary
 from .solvers.svi_steps import (average_submodels, check_rows, ensemble_check, order_directions,
                                 project_rows, select_margin_rows, solve_margin_problem, stack_submodels,
                                 submodel_values)
-from .validation import encode_classes
+from .validation import class_weight_vector, encode_classes, max_row_sq_norm
 
 __all__ = ["is_dask_collection", "DistributedFitError", "fit_llsvm", "fit_svi", "fit_cvm",
            "predict", "decision_function", "transform", "predict_proba", "predict_log_proba",
-           "score_samples",
-           "newton_squared_hinge", "NewtonResult"]
+           "score_samples"]
 
 
 # =========================================================================== helpers
@@ -197,117 +199,6 @@ def _record_info(est: Any, ledger: Ledger, client: Any, extra: dict) -> None:
     est.dask_info_ = info
 
 
-# =========================================================================== Newton
-@dataclass
-class NewtonResult:
-    """Output of :func:`newton_squared_hinge`.
-
-    Attributes
-    ----------
-    W : (p, P) float64 host array, one weight column per binary problem
-    n_iter : int, Newton steps taken
-    converged : bool, every problem met the gradient tolerance
-    objective : (P,) final primal objectives
-    grad_norm : (P,) final gradient norms
-    n_evals : int, oracle calls (= passes over the data)
-    """
-
-    W: np.ndarray
-    n_iter: int
-    converged: bool
-    objective: np.ndarray
-    grad_norm: np.ndarray
-    n_evals: int
-
-
-def newton_squared_hinge(oracle: Callable[[np.ndarray], dict], n_features: int, n_problems: int,
-                         *, tol: float = 1e-4, max_iter: int = 100,
-                         callback: Callable[[dict], None] | None = None) -> NewtonResult:
-    """Primal Newton method for the L2-loss (squared hinge) linear SVM, data-free.
-
-    Minimizes, for every binary problem p independently,
-
-        f_p(w) = ½‖w‖² + Σᵢ cᵢ max(0, 1 − yᵢ wᵀfᵢ)²
-
-    (Keerthi & DeCoste 2005; SPEC §1: active set I = {i: yᵢfᵢᵀw < 1},
-    H = I + 2 F_Iᵀ diag(c) F_I, one Cholesky per step).  The data enter only
-    through ``oracle(W)``, which returns the sums over all rows
-
-    * ``"loss"`` (P,): Σ_I cᵢ (wᵀfᵢ − yᵢ)²,
-    * ``"grad"`` (p, P): Σ_I cᵢ (wᵀfᵢ − yᵢ) fᵢ,
-    * ``"hess"`` (P, p, p): Σ_I cᵢ fᵢ fᵢᵀ,
-
-    so the oracle can be a map-reduce over row chunks held by Dask workers
-    (only p×p and p-vectors travel).  Each trial point is evaluated with its
-    Hessian (speculatively), so an accepted full step costs one pass; the step
-    is halved (Armijo, σ = 1e-4) when the objective does not decrease enough.
-
-    Stopping: ‖∇f_p‖ ≤ tol · ‖∇f_p(0)‖ for every p (the relative gradient
-    rule of LIBLINEAR's primal solvers) or an accepted step lowering f_p by
-    less than 1e-12 relative (float64 resolution; the generalized Hessian of
-    the squared hinge can make Newton crawl there), or ``max_iter`` steps.
-
-    Parameters
-    ----------
-    oracle : callable W -> dict (see above); W is (n_features, n_problems)
-    n_features, n_problems : int
-    tol : float > 0
-    max_iter : int ≥ 1
-    callback : callable(dict), optional
-        Called after every accepted step with ``iteration``, ``objective``,
-        ``grad_norm`` (progress monitoring; may raise to abort).
-
-    Returns
-    -------
-    NewtonResult
-    """
-    p, P = int(n_features), int(n_problems)
-    W = np.zeros((p, P))
-    eye = np.eye(p)
-    n_evals = 0
-
-    def evaluate(Wt: np.ndarray):
-        nonlocal n_evals
-        n_evals += 1
-        st = oracle(Wt)
-        obj = 0.5 * np.sum(Wt * Wt, axis=0) + np.asarray(st["loss"], dtype=np.float64)
-        g = Wt + 2.0 * np.asarray(st["grad"], dtype=np.float64)
-        return obj, g, np.asarray(st["hess"], dtype=np.float64)
-
-    obj, G, Hs = evaluate(W)
-    g0 = np.linalg.norm(G, axis=0)
-    gnorm = g0.copy()
-    done = gnorm <= tol * np.maximum(g0, np.finfo(float).tiny)
-    it = 0
-    while not done.all() and it < max_iter:
-        D = np.zeros_like(W)
-        for j in np.flatnonzero(~done):
-            H = eye + 2.0 * Hs[j]
-            D[:, j] = -linalg.solve_spd(linalg.symmetrize(H), G[:, j])
-        slope = np.sum(G * D, axis=0)  # < 0 on the active problems
-        t = np.ones(P)
-        while True:
-            W_new = W + D * t
-            obj_new, G_new, Hs_new = evaluate(W_new)
-            ok = (obj_new <= obj + 1e-4 * t * slope) | done
-            if ok.all() or t.min() < 1e-12:
-                break
-            t = np.where(ok, t, t * 0.5)  # backtrack only the problems that failed
-        stalled = (obj - obj_new) <= 1e-12 * np.abs(obj_new)
-        W, obj, G, Hs = W_new, obj_new, G_new, Hs_new
-        it += 1
-        gnorm = np.linalg.norm(G, axis=0)
-        # converged: small relative gradient, or (as in the single-process solver,
-        # gpuksvm.solvers.linear) an accepted step that no longer lowers f in float64
-        done = done | (gnorm <= tol * np.maximum(g0, np.finfo(float).tiny)) | stalled
-        if t.min() < 1e-12:
-            break  # no further decrease possible in floating point
-        if callback is not None:
-            callback({"iteration": it, "objective": obj.copy(), "grad_norm": gnorm.copy()})
-    return NewtonResult(W=W, n_iter=it, converged=bool(done.all()), objective=obj,
-                        grad_norm=gnorm, n_evals=n_evals)
-
-
 # =========================================================================== LLSVM
 @dataclass(frozen=True)
 class _FeatureMap:
@@ -335,15 +226,17 @@ def _features_block(Xb: Any, fmap: _FeatureMap) -> Any:
     return fmap(Xb)
 
 
-def _row_costs(yb: np.ndarray, classes: np.ndarray, C: float, class_weight: np.ndarray | None,
-               swb: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
+def _row_costs(yb: np.ndarray, swb: np.ndarray | None, spec: dict) -> tuple[np.ndarray, np.ndarray]:
     """Targets Y (m, P) in {−1, +1} and costs c (m, P) of a chunk (host): the
     one-vs-rest rules of :func:`~gpuksvm.solvers.linear.ovr_targets` (the
-    single-process fit's), times C."""
+    single-process fit's), times C, extreme costs scaled as in memory
+    (:func:`~gpuksvm.linear_svm.scaled_costs`)."""
+    classes = spec["classes"]
     idx = np.searchsorted(classes, np.asarray(bk.to_host(yb)).ravel())
     sw = None if swb is None else np.asarray(bk.to_host(swb), dtype=np.float64).ravel()
-    Y, S = ovr_targets(idx, classes.shape[0], class_weight=class_weight, sample_weight=sw)
-    return Y, float(C) * S
+    Y, S = ovr_targets(idx, classes.shape[0], class_weight=spec["class_weight"], sample_weight=sw)
+    C, S = scaled_costs(spec["C"], S, spec["log_scale"])
+    return Y, C * S
 
 
 def _sqhinge_stats(Fb: Any, yb: Any, swb: Any, W: np.ndarray, spec: dict,
@@ -352,7 +245,7 @@ def _sqhinge_stats(Fb: Any, yb: Any, swb: Any, W: np.ndarray, spec: dict,
     if fmap is not None:  # features not cached: recompute this chunk's F
         Fb = fmap(Fb)
     xp = bk.namespace_of(Fb)
-    Y, cost = _row_costs(yb, spec["classes"], spec["C"], spec["class_weight"], swb)
+    Y, cost = _row_costs(yb, swb, spec)
     Wd = xp.asarray(W, dtype=Fb.dtype)
     O = Fb @ Wd                                        # outputs wᵀfᵢ
     Yd = xp.asarray(Y, dtype=Fb.dtype)
@@ -363,13 +256,27 @@ def _sqhinge_stats(Fb: Any, yb: Any, swb: Any, W: np.ndarray, spec: dict,
     grad = (Fb.T @ (cd * R)).astype(np.float64)
     P = W.shape[1]
     p = Fb.shape[1]
-    hess = np.empty((P, p, p))
-    for j in range(P):
+    hess = np.zeros((P, p, p))
+    for j in np.flatnonzero(spec["active"]):        # problems that still need a Hessian
         sel = xp.flatnonzero(active[:, j])
         Fi = Fb[sel]
         hess[j] = bk.to_host((Fi * cd[sel, j][:, None]).T @ Fi)  # F_Iᵀ diag(c) F_I
     return {"n": int(Fb.shape[0]), "loss": np.asarray(bk.to_host(loss), dtype=np.float64),
             "grad": np.asarray(bk.to_host(grad), dtype=np.float64), "hess": hess}
+
+
+def _sqhinge_line(Fb: Any, yb: Any, swb: Any, WPt: tuple, spec: dict, fmap: _FeatureMap | None) -> dict:
+    """L'(t), L''(t) of one chunk along W + tP (the exact line search; runs on a worker)."""
+    if fmap is not None:
+        Fb = fmap(Fb)
+    xp = bk.namespace_of(Fb)
+    W, P, t = WPt
+    Y, cost = _row_costs(yb, swb, spec)
+    o = Fb @ xp.asarray(W, dtype=Fb.dtype)
+    z = Fb @ xp.asarray(P, dtype=Fb.dtype)
+    d1, d2 = line_derivatives(o.astype(np.float64), z.astype(np.float64), xp.asarray(Y), xp.asarray(cost),
+                          xp.asarray(t, dtype=np.float64))
+    return {"n": int(Fb.shape[0]), "d1": np.asarray(bk.to_host(d1)), "d2": np.asarray(bk.to_host(d2))}
 
 
 def _sum_stats(parts: list) -> dict:
@@ -404,9 +311,15 @@ def fit_llsvm(estimator: Any, X: Any, y: Any, sample_weight: Any = None, *, clie
     3. M = U Λ^{-1/2} on the driver; (Z, M) broadcast once to the workers;
     4. F = [K(X, Z) M, 1] per chunk on the workers, kept in worker memory
        (``cache_features``) or recomputed in every pass;
-    5. the squared-hinge linear SVM on F by :func:`newton_squared_hinge`, one
-       map-reduce pass per step returning only (k+1)×(k+1) and (k+1)-vectors
-       per binary problem (one-vs-rest for more than two classes).
+    5. the squared-hinge linear SVM on F by the single-process Newton solver
+       (:func:`gpuksvm.solvers.linear.newton_solve` over a
+       :class:`~gpuksvm.solvers.linear.ReducedOracle`: the same stopping rule
+       and exact line search), one map-reduce pass per step returning only
+       (k+1)×(k+1) and (k+1)-vectors per binary problem (one-vs-rest for more
+       than two classes), and one returning two numbers per problem for each
+       line-search step.  Class weights come from
+       :func:`gpuksvm.validation.class_weight_vector` with the class counts
+       weighted by ``sample_weight``, as in memory.
 
     The result equals the single-process fit (same ``random_state``) up to
     the linear solver's tolerance: both minimize the same strongly convex
@@ -425,7 +338,7 @@ def fit_llsvm(estimator: Any, X: Any, y: Any, sample_weight: Any = None, *, clie
         is at most 4× the bytes of X per worker on average, or fits the
         default CPU budget times the number of workers).
     callback : callable(dict), optional
-        Called after every Newton step (see :func:`newton_squared_hinge`).
+        Called after every Newton step (see :func:`gpuksvm.solvers.linear.newton_solve`).
 
     Returns
     -------
@@ -465,21 +378,20 @@ def fit_llsvm(estimator: Any, X: Any, y: Any, sample_weight: Any = None, *, clie
     rs = check_random_state(est.random_state)
     with scheduler_context(client):
         kern = est._kernel_for(_host_chunks(X))
-    sample_cap = max(int(est.kmeans_sample or 0), int(est.n_landmarks), int(est.n_labeled), 20000)
-    if isinstance(est.landmarks, str) and est.landmarks == "kmeans" and est.kmeans_sample is None \
-            and n > sample_cap:
+    size = est._sample_size()
+    sample_cap = max(int(size or 0), int(est.n_landmarks), int(est.n_labeled), 20000)
+    if size is None and n > sample_cap:
         raise ValueError(f"kmeans_sample=None would run k-means on all {n} rows on the driver; "
                          "with a dask array set kmeans_sample (e.g. 20000)")
-    rows = _Rows(X, client=client, ledger=ledger, max_rows=sample_cap, label="sample rows")
-    Z = est._select_landmarks(rows, dev, dt, rs)
+    # the single-process fit's random sample (same random_state): only those rows travel
+    idx = est._sample_indices(n, rs)
+    idx = np.arange(n) if idx is None else idx
+    Xs = _Rows(X, client=client, ledger=ledger, max_rows=sample_cap, label="sample rows")[idx]
+    ys = _Rows(y, client=client, ledger=ledger, max_rows=sample_cap, label="sample labels")[idx]
+    Xs = bk.to_device(Xs, dev, dt)
+    nmap, _ = est._build_map(Xs, np.asarray(ys).ravel(), kern, dev, dt, rs)
     times["landmarks"] = time.perf_counter() - t0
-
-    t0 = time.perf_counter()
-    nmap = nystrom_maps(Z, [kern], eig_floor=float(est.eig_floor), dtype=dt)[0]
-    if est.spectrum == "supervised":
-        yrows = _Rows(y, client=client, ledger=ledger, max_rows=sample_cap, label="sample labels")
-        nmap = est._apply_spectrum(nmap, rows, yrows, rs)
-    times["map"] = time.perf_counter() - t0
+    times["map"] = 0.0
 
     # the linear SVM on F = [K(X,Z)M, s] (LinearSVM: fit_intercept, intercept_scaling)
     t0 = time.perf_counter()
@@ -508,73 +420,85 @@ def fit_llsvm(estimator: Any, X: Any, y: Any, sample_weight: Any = None, *, clie
 
     t0 = time.perf_counter()
     n_problems = 1 if classes.shape[0] == 2 else classes.shape[0]     # one-vs-rest
-    cw = _class_weight_vector(est.class_weight, classes, y, client=client, ledger=ledger)
-    spec = {"classes": classes, "C": float(est.C), "class_weight": cw}
-    spec_d = dask.delayed(spec, pure=True)
+    counts, weighted, sw_max = _class_counts(classes, y, sw, client=client, ledger=ledger)
+    cw = class_weight_vector(est.class_weight, classes, weighted)
+    # extreme costs as in memory, with max‖F̃ᵢ‖² bounded from max‖xᵢ‖² (no pass forming F)
+    sq_norm = 0.0 if kern.constant_diag is not None else _max_row_sq_norm(X, client=client, ledger=ledger)
+    top = sw_max * (1.0 if cw is None else float(cw.max()))
+    r = nmap.feature_sq_norm_bound(sq_norm) + (scaling or 0.0) ** 2
+    log_scale = extreme_cost_scale(float(est.C), top, n, r, owner=type(est).__name__)
+    spec = {"classes": classes, "C": float(est.C), "class_weight": cw, "log_scale": log_scale}
     fm_arg = None if cache else fmap_d
     src_chunks = _delayed_chunks(src)
     y_chunks = _delayed_chunks(y)
     sw_chunks = _delayed_chunks(sw) if sw is not None else [None] * len(y_chunks)
     stats_fn = dask.delayed(_sqhinge_stats, pure=True)
+    line_fn = dask.delayed(_sqhinge_line, pure=True)
 
-    def oracle(W: np.ndarray) -> dict:
-        Wd = dask.delayed(W, pure=True)
-        parts = [stats_fn(fb, yb, wb, Wd, spec_d, fm_arg)
-                 for fb, yb, wb in zip(src_chunks, y_chunks, sw_chunks)]
-        (st,) = compute(tree_reduce(parts, _sum_stats), client=client, ledger=ledger, label="newton")
+    def reduce(fn, arg, extra, label):
+        parts = [fn(fb, yb, wb, arg, extra, fm_arg) for fb, yb, wb in zip(src_chunks, y_chunks, sw_chunks)]
+        (st,) = compute(tree_reduce(parts, _sum_stats), client=client, ledger=ledger, label=label)
         if st["n"] != n:
             raise DistributedFitError(f"a Newton pass summed {st['n']} rows instead of {n}; "
                                       "the cluster lost data and no model was produced")
         return st
 
-    res = newton_squared_hinge(oracle, p, n_problems, tol=float(est.tol),
-                               max_iter=int(est.max_iter), callback=callback)
+    def stats(W: np.ndarray, active: np.ndarray) -> dict:
+        return reduce(stats_fn, dask.delayed(W, pure=True), dask.delayed({**spec, "active": active}, pure=True),
+                      "newton")
+
+    def line_stats(W: np.ndarray, P: np.ndarray, t: np.ndarray) -> tuple:
+        st = reduce(line_fn, dask.delayed((W, P, t), pure=True), dask.delayed(spec, pure=True), "line search")
+        return st["d1"], st["d2"]
+
+    npos = counts[1:2] if n_problems == 1 else counts
+    oracle = ReducedOracle(stats, line_stats, dim=p, m=n_problems, npos=npos, n=n, scale=scaling,
+                           dtype=dt)
+    sol = newton_solve(oracle, tol=float(est.tol), max_iter=int(est.max_iter), callback=callback)
     times["svm"] = time.perf_counter() - t0
-    _fill_linear_svm(svm, res, classes, k, scaling, dev, dt)
+    svm._from_solution(sol, classes, k, "newton-dask", dev, dt, log_scale)
+    svm.n_passes_ = int(sol.info["n_passes"])
     est._set_fitted(nmap, svm, dev, dt, times)
-    _record_info(est, ledger, client, {"newton_iter": res.n_iter, "newton_converged": res.converged,
+    _record_info(est, ledger, client, {"newton_iter": sol.n_iter, "newton_converged": sol.converged,
+                                       "n_passes": sol.info["n_passes"],
                                        "cache_features": cache, "n_chunks": len(y_chunks),
                                        "state_bytes_per_problem": (p * p + p + 1) * 8})
     return est
 
 
-def _class_weight_vector(class_weight: Any, classes: np.ndarray, y: Any, *, client: Any,
-                         ledger: Ledger) -> np.ndarray | None:
-    """Per-class weights (scikit-learn semantics), class counts by one pass if 'balanced'."""
-    if class_weight is None:
-        return None
+def _class_counts(classes: np.ndarray, y: Any, sw: Any, *, client: Any,
+                  ledger: Ledger) -> tuple[np.ndarray, np.ndarray, float]:
+    """Rows per class, their summed sample weights (the counts of
+    :func:`gpuksvm.validation.class_counts`, so "balanced" weights them as in memory) and
+    the largest sample weight, in one pass; negative or non-finite weights are refused."""
     _, da = require_dask()
-    if isinstance(class_weight, str):
-        if class_weight != "balanced":
-            raise ValueError(f"class_weight must be a dict, 'balanced' or None, got {class_weight!r}")
-        yh = _host_chunks(y)
-        counts = [da.sum(yh == c) for c in classes]
-        counts = np.asarray(compute(*counts, client=client, ledger=ledger, label="class counts"),
-                            dtype=np.float64)
-        return counts.sum() / (classes.shape[0] * counts)
-    w = np.ones(classes.shape[0])
-    for c, val in dict(class_weight).items():
-        pos = np.flatnonzero(classes == c)
-        if pos.size == 0:
-            raise ValueError(f"class_weight names the label {c!r}, which is not in y")
-        w[pos[0]] = float(val)
-    return w
+    yh = _host_chunks(y)
+    parts = [da.sum(yh == c) for c in classes]
+    if sw is not None:
+        swh = _host_chunks(sw)
+        parts += [da.sum(da.where(yh == c, swh, 0.0)) for c in classes]
+        parts += [da.min(swh), da.max(swh)]
+    got = np.asarray(compute(*parts, client=client, ledger=ledger, label="class counts"), dtype=np.float64)
+    m = classes.shape[0]
+    if sw is None:
+        return got[:m], got[:m], 1.0
+    lo, hi = got[-2], got[-1]
+    if not (np.isfinite(lo) and np.isfinite(hi)) or lo < 0:
+        raise ValueError(f"sample_weight must be finite and non-negative, got values in [{lo:g}, {hi:g}]")
+    return got[:m], got[m:2 * m], float(hi)
 
 
-def _fill_linear_svm(svm: Any, res: NewtonResult, classes: np.ndarray, k: int,
-                     scaling: float | None, dev: bk.Device, dt: np.dtype) -> None:
-    """Set the fitted attributes of a LinearSVM from the distributed Newton solution."""
-    W = res.W.T                                         # (P, p)
-    coef = W[:, :k]
-    intercept = W[:, k] * scaling if scaling is not None else np.zeros(W.shape[0])
-    svm.classes_ = classes
-    svm.n_features_in_ = int(k)
-    svm.coef_ = bk.to_device(coef.astype(dt), dev)
-    svm.intercept_ = bk.to_device(intercept.astype(dt), dev)
-    svm.n_iter_ = int(res.n_iter)
-    svm.solver_ = "newton-dask"
-    if hasattr(svm, "_set_fitted_device"):
-        svm._set_fitted_device(dev)
+def _block_max_sq_norm(Xb: Any) -> np.ndarray:
+    return np.asarray([max_row_sq_norm(Xb)])
+
+
+def _max_row_sq_norm(X: Any, *, client: Any, ledger: Ledger) -> float:
+    """max‖xᵢ‖² over the chunks of X (one pass; one number comes back)."""
+    _, da = require_dask()
+    parts = X.map_blocks(_block_max_sq_norm, chunks=((1,) * X.numblocks[0],), drop_axis=1,
+                         dtype=np.float64, meta=np.empty((0,)))
+    (best,) = compute(parts.max(), client=client, ledger=ledger, label="row norms")
+    return float(bk.to_host(best))
 
 
 # =========================================================================== prediction

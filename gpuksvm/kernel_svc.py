@@ -57,8 +57,8 @@ from .multiclass import binary_problems
 from .solvers.smo import PRECOMPUTED, solve_ovo
 from .svc_surface import (NOT_FINITE_MESSAGE, SVCSurfaceMixin, callable_gram, is_precomputed,
                           is_user_callable, n_samples_of, shape_of, sparse_like, warn_unconverged)
-from .validation import (check_choice, check_param, check_sample_weight, encode_classes, validate_X_y,
-                         WorkingRangeError, zero_weight_classes_message)
+from .validation import (check_choice, check_param, check_sample_weight, class_counts, encode_classes,
+                         validate_X_y, WorkingRangeError, zero_weight_classes_message)
 
 __all__ = ["KernelSVC"]
 
@@ -239,6 +239,10 @@ class KernelSVC(DeviceMixin, SVCSurfaceMixin, ProbabilityMixin, ClassifierMixin,
         when no row of positive weight is left for a class."""
         sw = (None if sample_weight is None
               else check_sample_weight(sample_weight, X, ensure_non_negative=False))
+        # SVC's class-weight semantics, not gpuksvm.validation.class_weight_vector (LinearSVM's
+        # and LLSVM's, LinearSVC's rule): KernelSVC is an SVC drop-in, and SVC's "balanced"
+        # counts raw rows (it ignores sample_weight), accepts negative dict weights (those
+        # rows are dropped below) and names a missing class with its own message
         cw = (None if self.class_weight is None
               else compute_class_weight(self.class_weight, classes=classes, y=y))
         w = np.ones(yidx.shape[0]) if sw is None else sw
@@ -249,7 +253,7 @@ class KernelSVC(DeviceMixin, SVCSurfaceMixin, ProbabilityMixin, ClassifierMixin,
         if not kept.any():
             raise ValueError("Invalid input - all samples have zero or negative weights.")
         # SVC's sentence first (its tests match it), then the rule every estimator states
-        dead = zero_weight_classes_message(classes, yidx, w)
+        dead = zero_weight_classes_message(classes, class_counts(yidx, classes.shape[0], np.clip(w, 0, None)))
         left = np.unique(yidx[kept])
         if left.size < 2:
             raise ValueError("Invalid input - all samples with positive weights belong to the same "

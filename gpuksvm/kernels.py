@@ -120,6 +120,22 @@ class Kernel:
         """κ(x, x) when it is the same for every x (RBF: 1), else ``None``."""
         return 1.0 if self.name == "rbf" else None
 
+    def max_diag(self, max_sq_norm: float) -> float:
+        """An upper bound of κ(x, x) over the rows with ‖x‖² ≤ ``max_sq_norm``.
+
+        κ(x, x) depends on ‖x‖² only, through γ‖x‖² + c₀ (poly, sigmoid), so
+        its extremes lie at ‖x‖² = 0 or ``max_sq_norm`` (inf if it overflows).
+        """
+        if self.name == "rbf":
+            return 1.0
+        if self.name == "linear":
+            return float(max_sq_norm)
+        if self.name == "sigmoid":
+            return 1.0
+        ends = np.abs([self.coef0, self.gamma * float(max_sq_norm) + self.coef0])
+        with np.errstate(over="ignore"):
+            return float(np.max(ends ** self.degree))
+
     @property
     def is_psd(self) -> bool:
         return self.name != "sigmoid"

@@ -28,8 +28,17 @@ Engines (``solver``; the one that ran is in ``solver_``):
   then ``"liblinear-primal"``), its dual coordinate descent otherwise
   (``"liblinear"``) — scikit-learn's ``dual="auto"`` rule;
 * ``"sbm"`` — selective block minimization out of core
-  (:func:`gpuksvm.solvers.linear.sbm`); used automatically when ``fit`` gets a
-  :class:`gpuksvm.blocks.BlockSource` or an SVMlight file path.
+  (:func:`gpuksvm.solvers.linear.sbm`).
+
+Out of core (``fit`` gets a :class:`gpuksvm.blocks.BlockSource`, a list of
+``(X_block, y_block)`` pairs or an SVMlight file path): the squared hinge with
+``solver="auto"`` or ``"newton"`` runs the in-memory Newton solver over the
+streamed blocks (:func:`gpuksvm.solvers.linear.newton_stream`,
+``solver_ = "newton-stream"``: about one pass per Newton step, dim × dim
+statistics per pass, the same stopping rule and line search, so the same
+solution as in memory) when the features are at most 2,048 wide; the hinge
+loss, wider features and the other solvers run SBM.  ``n_passes_`` counts the
+passes over the data.
 
 ``solver="auto"`` (the engine that ran is always in ``solver_``):
 
@@ -63,6 +72,11 @@ brings the product to that bound — relative weights are kept, the solution is
 the same to the solver's tolerance — with a :class:`ScaledProblemWarning`, and
 ``cost_scale_`` records the factor (1.0 otherwise).  Data whose squares
 overflow the working dtype are refused (:func:`gpuksvm.validation.check_working_range`).
+Out of core, Newton (``"newton-stream"``) is scaled the same way, with
+max‖x̃ᵢ‖² from :meth:`gpuksvm.blocks.BlockSource.max_row_sq_norm` (one more
+pass for sources that are neither arrays nor carry a bound, counted in
+``n_passes_``); SBM keeps ``cost_scale_ = 1`` and refuses C·class_weight > 1e100,
+where its dual variables would overflow.
 """
 from __future__ import annotations
 
@@ -74,7 +88,6 @@ from typing import Any
 import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.exceptions import ConvergenceWarning
-from sklearn.utils.class_weight import compute_class_weight
 from sklearn.utils.validation import check_is_fitted
 
 from . import backend as bk
@@ -82,10 +95,10 @@ from .base import DeviceMixin
 from .blocks import as_block_source, is_block_input
 from .calibration import ProbabilityMixin
 from .solvers import linear as lin
-from .validation import (check_choice, check_class_weights, check_param, check_sample_weight,
-                         encode_classes, max_row_sq_norm, validate_X, validate_X_y)
+from .validation import (check_choice, check_param, check_sample_weight, class_counts,
+                         class_weight_vector, encode_classes, max_row_sq_norm, validate_X, validate_X_y)
 
-__all__ = ["LinearSVM", "ScaledProblemWarning"]
+__all__ = ["LinearSVM", "ScaledProblemWarning", "extreme_cost_scale", "scaled_costs"]
 
 SOLVERS = ("auto", "newton", "dual_cd", "liblinear", "sbm")
 #: C·n·max‖x̃‖² beyond which costs are scaled down (see "Extreme costs" in the module docstring)
@@ -94,6 +107,42 @@ _COST_LIMIT = 1e13
 
 class ScaledProblemWarning(UserWarning):
     """The costs were scaled down to the C → ∞ limit the solvers can represent (``cost_scale_``)."""
+
+
+def extreme_cost_scale(C: float, top: float, n: int, r: float, *, owner: str = "LinearSVM",
+                       stacklevel: int = 2) -> float:
+    """Log of the factor that every cost C·weight is multiplied by ("Extreme costs" in the
+    module docstring): 0.0 unless C·top·n·r > ``_COST_LIMIT``, else a
+    :class:`ScaledProblemWarning` and the factor that brings the product to that bound.
+
+    ``top`` is the largest weight (sample weight × class weight), ``n`` the number of
+    rows and ``r`` max‖x̃ᵢ‖² (the constant column's s² included).  In log space: the
+    product itself may overflow and the factor can be below 1e-308.
+    """
+    if not math.isfinite(r):
+        raise ValueError(f"{owner}: the squared row norms of the features exceed float64 ({r}); "
+                         "scale the features (e.g. sklearn.preprocessing.StandardScaler)")
+    if top == 0.0 or r == 0.0:
+        return 0.0
+    log_load = math.log(C) + math.log(top) + math.log(n) + math.log(r)
+    if log_load <= math.log(_COST_LIMIT):
+        return 0.0
+    log_scale = math.log(_COST_LIMIT) - log_load
+    warnings.warn(f"{owner}: the costs C·weight (C={C:.3g}, weights up to {top:.3g}) make "
+                  f"C·n·max‖x‖² = 1e{log_load / math.log(10):.0f}, far beyond what the solvers can "
+                  f"represent; the problem is numerically its C → ∞ limit, so every cost was scaled "
+                  f"by 1e{log_scale / math.log(10):.0f} (relative weights kept; see cost_scale_)",
+                  ScaledProblemWarning, stacklevel=stacklevel + 1)
+    return log_scale
+
+
+def scaled_costs(C: float, S: np.ndarray, log_scale: float) -> tuple[float, np.ndarray]:
+    """(C, multipliers S) with the factor exp(``log_scale``) of :func:`extreme_cost_scale`
+    applied: C is folded into S, since C·S·factor is moderate even when C or S alone is not."""
+    if log_scale == 0.0:
+        return C, S
+    with np.errstate(divide="ignore"):
+        return 1.0, np.exp(np.log(S) + (math.log(C) + log_scale))
 
 
 class LinearSVM(DeviceMixin, ProbabilityMixin, ClassifierMixin, BaseEstimator):
@@ -141,10 +190,12 @@ class LinearSVM(DeviceMixin, ProbabilityMixin, ClassifierMixin, BaseEstimator):
     coef_ : (1, d) or (n_classes, d) weights (on the fitting device)
     intercept_ : (1,) or (n_classes,)
     solver_ : str — the engine that ran ("newton", "newton-cg", "dual_cd", "liblinear",
-        "liblinear-primal", "sbm")
+        "liblinear-primal", "sbm", "newton-stream"; "newton-dask" for the model an LLSVM
+        fit on a dask array holds)
     cost_scale_ : float — factor applied to every cost C·weight (1.0 unless the costs were
         extreme, see the module docstring)
     n_iter_ : int — Newton steps, DCD epochs or SBM passes (largest over problems)
+    n_passes_ : int — passes over the data (out-of-core fits only)
     objective_ : (1,) or (n_classes,) host float64 primal objective of each binary problem
     converged_ : bool
     n_features_in_ : int
@@ -213,16 +264,12 @@ class LinearSVM(DeviceMixin, ProbabilityMixin, ClassifierMixin, BaseEstimator):
     def _scaling(self) -> float | None:
         return float(self.intercept_scaling) if self.fit_intercept else None
 
-    def _class_weights(self, classes: np.ndarray, y: np.ndarray,
+    def _class_weights(self, classes: np.ndarray, y_idx: np.ndarray,
                        sw: np.ndarray | None = None) -> np.ndarray | None:
-        """Per-class multipliers of C ("balanced" counts rows by their sample weights, as LinearSVC)."""
-        if self.class_weight is None:
-            return None
-        if isinstance(self.class_weight, dict):
-            unknown = set(self.class_weight) - set(classes.tolist())
-            if unknown:
-                raise ValueError(f"class_weight names classes not in y: {sorted(unknown, key=str)}")
-        return compute_class_weight(self.class_weight, classes=classes, y=y, sample_weight=sw)
+        """Per-class multipliers of C (:func:`gpuksvm.validation.class_weight_vector`:
+        "balanced" counts rows by their sample weights, as LinearSVC; a class of zero
+        total weight is an error)."""
+        return class_weight_vector(self.class_weight, classes, class_counts(y_idx, classes.shape[0], sw))
 
     def _choose(self, dev: bk.Device, X: Any) -> str:
         if self.solver == "dcd":
@@ -244,26 +291,26 @@ class LinearSVM(DeviceMixin, ProbabilityMixin, ClassifierMixin, BaseEstimator):
         Parameters
         ----------
         X : array-like (NumPy, CuPy, SciPy sparse) of shape (n, d), or a
-            :class:`gpuksvm.blocks.BlockSource` / SVMlight file path (trained
-            out of core by SBM; ``y`` must then be None).
+            :class:`gpuksvm.blocks.BlockSource` / list of ``(X_block, y_block)``
+            pairs / SVMlight file path (trained out of core; ``y`` must then be None).
         y : (n,) labels
         sample_weight : (n,) non-negative multipliers of C (arrays only)
         """
         self._check_params()
         if is_block_input(X) or self.solver == "sbm":
-            return self._fit_sbm(X, y, sample_weight)
+            return self._fit_blocks(X, y, sample_weight)
         X, y, _ = validate_X_y(self, X, y)
         classes, y_idx = encode_classes(y)
         sw = None if sample_weight is None else check_sample_weight(sample_weight, X)
-        cw = self._class_weights(classes, y, sw)
+        cw = self._class_weights(classes, y_idx, sw)
         dev = self._device()
         dt = bk.resolve_dtype(self.dtype, dev)
         solver = self._choose(dev, X)
         Y, S = lin.ovr_targets(y_idx, classes.shape[0], class_weight=cw, sample_weight=sw)
-        check_class_weights(classes, y_idx, S if classes.shape[0] == 2 else
-                            np.where(Y > 0, S, 0.0).sum(axis=1))
         s = self._scaling()
-        C, S, log_scale = self._scaled_costs(X, S, dt)
+        log_scale = extreme_cost_scale(float(self.C), float(S.max()) if S.size else 0.0, X.shape[0],
+                                       max_row_sq_norm(X) + (s or 0.0) ** 2, stacklevel=2)
+        C, S = scaled_costs(float(self.C), S, log_scale)
         self.cost_scale_ = math.exp(log_scale)
         self.classes_ = classes
         if solver == "liblinear":
@@ -278,7 +325,8 @@ class LinearSVM(DeviceMixin, ProbabilityMixin, ClassifierMixin, BaseEstimator):
                 sol = lin.newton_squared_hinge(Xd, xp.asarray(Y, dtype=dt), C,
                                                sample_weight=xp.asarray(S, dtype=dt),
                                                intercept_scaling=s, tol=float(self.tol),
-                                               max_iter=int(self.max_iter), verbose=self.verbose)
+                                               max_iter=int(self.max_iter), random_state=self.random_state,
+                                               verbose=self.verbose)
                 if sol.info["method"] == "cg":
                     solver = "newton-cg"
             else:
@@ -295,30 +343,15 @@ class LinearSVM(DeviceMixin, ProbabilityMixin, ClassifierMixin, BaseEstimator):
             self._fit_probability(X, y, sample_weight)
         return self
 
-    def _scaled_costs(self, X: Any, S: np.ndarray, dt: np.dtype) -> tuple[float, np.ndarray, float]:
-        """(C, cost multipliers, log of the factor) for the solvers; extreme costs scaled down
-        (module docstring).  The factor stays in log space: it can be below 1e-308."""
-        C = float(self.C)
-        s = self._scaling() or 0.0
-        top = float(S.max()) if S.size else 0.0
-        r = max_row_sq_norm(X) + s * s
-        limit = _COST_LIMIT
-        if top == 0.0 or r == 0.0:
-            return C, S, 0.0
-        # log-space: C·max(S)·n·r itself may overflow
-        log_load = math.log(C) + math.log(top) + math.log(X.shape[0]) + math.log(r)
-        if log_load <= math.log(limit):
-            return C, S, 0.0
-        log_scale = math.log(limit) - log_load
-        warnings.warn(f"LinearSVM: the costs C·weight (C={C:.3g}, weights up to {top:.3g}) make "
-                      f"C·n·max‖x‖² = 1e{log_load / math.log(10):.0f}, far beyond what the solvers can "
-                      f"represent; the problem is numerically its C → ∞ limit, so every cost was scaled "
-                      f"by 1e{log_scale / math.log(10):.0f} (relative weights kept; see cost_scale_)",
-                      ScaledProblemWarning, stacklevel=3)
-        # fold C into the multipliers: C·S·factor is moderate even when C or S alone is not
-        with np.errstate(divide="ignore"):
-            scaled = np.exp(np.log(S) + (math.log(C) + log_scale))
-        return 1.0, scaled, log_scale
+    def _from_solution(self, sol: lin.LinearSolution, classes: np.ndarray, n_features: int, solver: str,
+                       dev: bk.Device, dt: Any, log_scale: float = 0.0) -> "LinearSVM":
+        """The fitted state from a solution found outside :meth:`fit` (newton-stream, the Dask
+        fit's Newton); ``log_scale`` as from :func:`extreme_cost_scale`."""
+        self.classes_ = np.asarray(classes)
+        self.n_features_in_ = int(n_features)
+        self.cost_scale_ = math.exp(log_scale)
+        self._finish(bk.to_device(sol.coef, dev, dt), bk.to_device(sol.intercept, dev, dt), sol, solver, dev)
+        return self
 
     def _finish(self, coef: Any, intercept: Any, sol: lin.LinearSolution, solver: str,
                 dev: bk.Device) -> None:
@@ -366,7 +399,8 @@ class LinearSVM(DeviceMixin, ProbabilityMixin, ClassifierMixin, BaseEstimator):
         return lin.LinearSolution(coef, intercept, obj, int(np.max(ref.n_iter_)), converged,
                                   info={"engine": "liblinear" if dual else "liblinear-primal"})
 
-    def _fit_sbm(self, X: Any, y: Any, sample_weight: Any) -> "LinearSVM":
+    def _fit_blocks(self, X: Any, y: Any, sample_weight: Any) -> "LinearSVM":
+        """Out of core: Newton over the streamed blocks (squared hinge, < 2,048 wide) or SBM."""
         if sample_weight is not None:
             raise ValueError("sample_weight is not supported with out-of-core (block source) input")
         if self.probability:
@@ -374,27 +408,51 @@ class LinearSVM(DeviceMixin, ProbabilityMixin, ClassifierMixin, BaseEstimator):
                              "out-of-core (block source) input")
         src = as_block_source(X, y, block_size=int(self.block_size or 5000))
         labels = src.labels()
-        classes, _ = encode_classes(labels)
-        cw = self._class_weights(classes, labels)
-        if cw is not None:
-            check_class_weights(classes, np.searchsorted(classes, labels), cw[np.searchsorted(classes, labels)])
+        classes, y_idx = encode_classes(labels)
+        cw = self._class_weights(classes, y_idx)
+        dev = self._device()
+        dt = bk.resolve_dtype(self.dtype, dev)
+        width = src.n_features
+        if (self.solver in ("auto", "newton") and self.loss == "squared_hinge"
+                and (width is None or width < lin.STREAM_MAX_DIM)):
+            return self._fit_newton_stream(src, labels, classes, cw, dev, dt)
         top = float(self.C) * (1.0 if cw is None else float(np.max(cw)))
         if top > 1e100:
             raise ValueError(f"C·class_weight = {top:.3g} is too large for out-of-core training (SBM's "
                              "dual variables would overflow); use C ≤ 1e100 — at such costs the model "
                              "is the C → ∞ limit anyway")
         self.cost_scale_ = 1.0
-        dev = self._device()
-        dt = bk.resolve_dtype(self.dtype, dev)
         sol, classes, n_features = lin.sbm(
             src, float(self.C), self.loss, n_passes=int(self.n_passes), cache_drop=float(self.cache_drop),
             labels=labels, classes=classes, class_weight=cw, intercept_scaling=self._scaling(),
             tol=float(self.tol), inner_max_iter=min(int(self.max_iter), 50),
             random_state=self.random_state, device=dev, dtype=dt, verbose=self.verbose)
+        self.dual_coef_ = sol.alpha
         self.classes_ = classes
         self.n_features_in_ = n_features
-        self.dual_coef_ = sol.alpha
         self._finish(sol.coef, sol.intercept, sol, "sbm", dev)
+        self.n_passes_ = int(sol.n_iter) + 1       # and the objective's pass
+        return self
+
+    def _fit_newton_stream(self, src: Any, labels: np.ndarray, classes: np.ndarray,
+                           cw: np.ndarray | None, dev: bk.Device, dt: Any) -> "LinearSVM":
+        """Newton over the streamed blocks, with the costs scaled as in memory (module docstring)."""
+        s = self._scaling() or 0.0
+        weights = np.ones(classes.shape[0]) if cw is None else cw
+        r, r_passes = src.max_row_sq_norm()
+        log_scale = extreme_cost_scale(float(self.C), float(weights.max()), labels.shape[0], r + s * s,
+                                       stacklevel=4)
+        C, scaled = scaled_costs(float(self.C), weights, log_scale)
+        sol, classes, n_features = lin.newton_stream(
+            src, C, labels=labels, classes=classes,
+            class_weight=None if cw is None and log_scale == 0.0 else scaled,
+            intercept_scaling=self._scaling(), tol=float(self.tol), max_iter=int(self.max_iter),
+            device=dev, verbose=self.verbose)
+        self._from_solution(sol, classes, n_features, "newton-stream", dev, dt, log_scale)
+        self.n_passes_ = int(sol.info["n_passes"]) + r_passes
+        if not sol.converged:
+            warnings.warn(f"LinearSVM (newton-stream) did not converge in max_iter={self.max_iter} "
+                          "Newton steps; increase max_iter", ConvergenceWarning, stacklevel=4)
         return self
 
     # ------------------------------------------------------------------ predict

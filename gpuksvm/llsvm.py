@@ -12,7 +12,17 @@ factor F with F Fᵀ = K.  The Nyström factor of rank k (TNNLS eq. 10–12) is
 
 so LLSVM (Algorithm 1) is: pick landmarks Z (k-means centres), build M, train a
 linear SVM on F (our :class:`~gpuksvm.linear_svm.LinearSVM`: dual coordinate
-descent, primal Newton, or SBM out of core), predict wᵀ(K(x, Z) M) + b.
+descent or primal Newton; out of core the same Newton solver over streamed
+kernel blocks, or SBM for the hinge loss), predict wᵀ(K(x, Z) M) + b.
+
+Out of core (``fit`` on a :class:`~gpuksvm.blocks.BlockSource` or a file):
+one pass draws the random sample (landmarks, map), then every Newton pass
+streams the kernel rows K(X_b, Z) and accumulates only (k+1) × (k+1)
+statistics per problem, with M applied to those statistics rather than to the
+rows (the n·k² product F = K M is never formed), in float64 (M amplifies the
+round-off of the K-space sums by 1/λ_min).  Warm-started on the sample, it
+converges to the in-memory solution in a few passes (SBM's passes did not:
+issue 15).
 
 Proposition 2 (TNNLS eq. 24–25): the same linear SVM solves the reduced SVM
 min ½μᵀK_zzμ + ½b² + CΣξ exactly, with μ = M β.  The fitted ``dual_coef_`` is
@@ -44,19 +54,27 @@ Conventions (documented choices)
   stated with an unregularized bias.  With ``intercept_scaling = 1`` the
   linearized SVM is exactly the kernel SVM with kernel κ + 1 and no bias.
 * Eigenvalues below ``eig_floor · λ_max`` are replaced by that floor (paper:
-  "replace diminishing eigenvalues with a small constant").  In float32 the
-  floor is raised to 10·eps(float32)·λ_max ≈ 1.2e-6·λ_max, the level below
-  which float32 eigenvalues are round-off.
+  "replace diminishing eigenvalues with a small constant").  K_zz and its
+  eigendecomposition are computed in float64 for every dtype (k × k: cheap);
+  a float32 map is the float64 one rounded.  In float32 the floor is raised
+  to eps(float32)·λ_max ≈ 1.2e-7·λ_max: F = K(X, Z) M computed in float32
+  carries a round-off of about eps·‖K_x‖/√λ_j in column j, which swamps
+  the columns of smaller eigenvalues (measured on the 100K noisy
+  checkerboard, k = 1000, float32 F: floor 1e-10 → 96.9 %, 1e-8 → 98.29 %,
+  1.2e-7 → 98.34 %, the old 1.2e-6 → 98.25 %; float64 98.32 %).
 * The default ``dtype`` is float32 on the CPU as well as on a GPU (unlike the
   library-wide ``dtype=None`` convention, which ``dtype=None`` still selects):
   the map is a rank-k approximation, and float32 halves the time and memory of
   the n × k feature matrix and of the linear SVM on it.  ``dtype="float64"``
   is the reference (the tests of Propositions 1 and 2 use it).
-* k-means runs on the first ``kmeans_sample`` rows (paper: "using the first
-  20,000 data points"), in memory and out of core alike, so both fits see the
-  same landmarks.  Shuffle the rows first if their order is not random.  (On
-  ijcnn1, whose file order is not random, the first 20,000 rows gave 98.7%
-  test accuracy at k=1000 and a random 20,000-row subset 98.1–98.3%.)
+* k-means runs on ``kmeans_sample`` rows drawn uniformly at random
+  (``random_state``), not on the first rows as the paper does ("using the
+  first 20,000 data points"): LIBSVM files are often sorted by label, and on
+  ijcnn1 sorted by label the first rows (one class) cost k=500 2.7 points
+  (98.23 % → 95.56 %, issue 15).  The sample is a
+  :class:`~gpuksvm.cluster.RowReservoir` draw, the same rows in memory, out of
+  core (one pass over the blocks) and on Dask, so the three fits see the same
+  landmarks; LLSVM2's labelled subset and random landmarks come from it too.
 """
 from __future__ import annotations
 
@@ -77,12 +95,12 @@ from . import backend as bk
 from . import linalg
 from ._dask import is_dask_collection
 from .base import DeviceMixin
-from .blocks import as_block_source, check_block, is_block_input
-from .cluster import kmeans, sample_rows, take_rows
+from .blocks import LinearMapBlockSource, as_block_source, check_block, is_block_input
+from .cluster import RowReservoir, kmeans, random_row_sample, sample_rows, take_rows
 from .solvers._blas import host_busy, one_blas_thread
 from .kernels import Kernel, kernel_block, kernel_matvec, make_kernel
 from .validation import (check_choice, check_param, check_sample_weight, encode_classes,
-                         validate_X_y)
+                         max_row_sq_norm, validate_X_y)
 
 __all__ = ["LLSVM", "NystromMap", "nystrom_maps", "supervised_spectrum", "spectrum_objective",
            "fit_llsvm_grid"]
@@ -122,10 +140,25 @@ class NystromMap:
         """F = K(X, Z) M, computed in row blocks (the n × k kernel block is never stored)."""
         return feature_map(X, self.landmarks, self.map, self.kernel, block_rows=block_rows)
 
+    def feature_sq_norm_bound(self, max_sq_norm: float) -> float:
+        """An upper bound of ‖K(x, Z) M‖² over the rows with ‖x‖² ≤ ``max_sq_norm``.
+
+        ‖F_x‖² = Σⱼ sⱼ (uⱼᵀk_x)², and since K is PSD the Schur complement of
+        K_zz in the Gram matrix of [Z; x] gives Σⱼ (uⱼᵀk_x)²/λⱼ ≤ κ(x, x) (the
+        floor only raises λⱼ), so ‖F_x‖² ≤ maxⱼ(sⱼλⱼ) · max κ(x, x) — for the
+        Nyström spectrum (s = 1/λ) max κ(x, x) itself (1 for RBF).  The extreme-cost
+        rule of :class:`~gpuksvm.linear_svm.LinearSVM` uses it out of core, where
+        max‖F_x‖² itself would cost a pass forming F (inf if it overflows).
+        """
+        ratio = float(bk.to_host((self.spectrum.astype(np.float64) * self.eigvals.astype(np.float64)).max()))
+        with np.errstate(over="ignore", invalid="ignore"):
+            return float(np.float64(max(ratio, 0.0)) * np.float64(self.kernel.max_diag(max_sq_norm)))
+
 
 def _effective_floor(eig_floor: float, dtype: Any) -> float:
+    """The relative eigenvalue floor for maps in ``dtype`` (module docstring)."""
     if np.dtype(dtype) == np.float32:
-        return max(float(eig_floor), 10 * float(np.finfo(np.float32).eps))
+        return max(float(eig_floor), float(np.finfo(np.float32).eps))
     return float(eig_floor)
 
 
@@ -184,17 +217,21 @@ def nystrom_maps(Z: Any, kernels: Sequence[Kernel], *, eig_floor: float = 1e-10,
     dt = np.dtype(dtype) if dtype is not None else np.dtype(Z.dtype)
     xp = bk.namespace_of(Z)
     Z = xp.asarray(Z, dtype=dt) if not bk.is_sparse(Z) else Z.toarray().astype(dt)
+    Z64 = Z.astype(np.float64)
     k = Z.shape[0]
-    Kzz = xp.empty((len(kernels), k, k), dtype=dt)
+    # K_zz in float64 (module docstring); its values must also fit the working dtype, in which
+    # the maps and every K(X, Z) row are formed
+    Kzz = xp.empty((len(kernels), k, k), dtype=np.float64)
     fmax = float(np.finfo(dt).max)
     with np.errstate(over="ignore", invalid="ignore"):   # checked right below
         for i, kern in enumerate(kernels):  # SPEC §1 step 2
             if max(kern.gamma, abs(kern.coef0)) > fmax:
                 Kzz[i] = np.nan
             else:
-                kernel_block(Z, Z, kern, dtype=dt, out=Kzz[i])
-    if not bool(bk.to_host(xp.isfinite(Kzz).all())):
-        bad = int(np.flatnonzero(~bk.to_host(xp.isfinite(Kzz).reshape(len(kernels), -1).all(axis=1)))[0])
+                kernel_block(Z64, Z64, kern, dtype=np.float64, out=Kzz[i])
+    in_range = xp.abs(Kzz) <= fmax                      # False for inf and NaN
+    if not bool(bk.to_host(in_range.all())):
+        bad = int(np.flatnonzero(~bk.to_host(in_range.reshape(len(kernels), -1).all(axis=1)))[0])
         kern = kernels[bad]
         raise ValueError(f"the kernel matrix of the landmarks has inf/NaN values in {dt.name}: "
                          f"kernel={kern.name!r}, gamma={kern.gamma:g}, degree={kern.degree:g}, "
@@ -204,7 +241,8 @@ def nystrom_maps(Z: Any, kernels: Sequence[Kernel], *, eig_floor: float = 1e-10,
     # one BLAS thread up to k = 2048 or on a busy host: see gpuksvm.solvers._blas)
     with one_blas_thread(xp is np and (k <= 2048 or host_busy())):
         M, w, kept = linalg.inv_sqrt_psd(Kzz, floor=_effective_floor(eig_floor, dt), mode="clip")
-    U = M * xp.sqrt(w)[:, None, :]
+    U = (M * xp.sqrt(w)[:, None, :]).astype(dt)
+    M, w = M.astype(dt), w.astype(dt)
     kept = bk.to_host(kept)
     return [NystromMap(kernel=kern, landmarks=Z, eigvals=w[i], eigvecs=U[i], spectrum=1.0 / w[i],
                        map=M[i], n_kept=int(kept[i])) for i, kern in enumerate(kernels)]
@@ -280,8 +318,9 @@ class LLSVM(DeviceMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin, Clas
         Lloyd iterations ("a few", paper).
     kmeans_init : {"k-means++", "random"}
     kmeans_sample : int or None
-        k-means runs on the first ``max(kmeans_sample, n_landmarks)`` rows
-        (paper: 20,000; None: all rows).
+        k-means runs on ``max(kmeans_sample, n_landmarks)`` rows drawn at
+        random (``random_state``; the paper's 20,000, which it takes from the
+        front of the file); None: all rows (out of core: 20,000).
     eig_floor : float
         Relative eigenvalue floor of K_zz.
     C : float
@@ -292,8 +331,8 @@ class LLSVM(DeviceMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin, Clas
     spectrum : {"nystrom", "supervised"}
         "supervised" is LLSVM2 (eq. 23).
     n_labeled : int
-        Size of the labelled subset L of LLSVM2 (random training rows; out of
-        core: random rows of the first blocks).
+        Size of the labelled subset L of LLSVM2 (random rows of the k-means
+        sample, which then holds at least ``n_labeled`` rows).
     spectrum_reg : float
         λ of LLSVM2 (eq. 18–23), exactly as in eq. (23) (not rescaled).  Its
         useful range depends on the kernel, k and ``n_labeled`` (c grows like
@@ -307,7 +346,7 @@ class LLSVM(DeviceMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin, Clas
     tol, max_iter : float, int
         Linear SVM stopping rule.
     block_size : int or None
-        Rows per block for out-of-core input (SBM); read size of a file.
+        Rows per block for out-of-core input; read size of a file.
     probability : bool
         Platt scaling (``predict_proba``) via the linear SVM.
     device : str
@@ -318,10 +357,12 @@ class LLSVM(DeviceMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin, Clas
         on the CPU).  float32 is the default on the CPU too: the rank-k map is
         an approximation whose error dwarfs float32 round-off, and float32
         halves the time and memory of F = K(X, Z) M and of the linear SVM
-        (ijcnn1, k = 1000, 2 cores: 98.71% test accuracy either way, fit about
-        1.7× faster).  The only modelling difference is the raised eigenvalue
-        floor (module docstring), which can matter for very smooth kernels
-        (small γ) at large C; use "float64" there, and as the reference.
+        (ijcnn1, k = 1000, 2 cores: the same test accuracy either way, fit
+        about 1.7× faster; 800K noisy checkerboard, k = 1000: 99.02 % vs
+        99.08 % in float64, ``bench/llsvm.py --scale paper``).  The only
+        modelling difference is the raised eigenvalue floor (module
+        docstring), which can matter for very smooth kernels (small γ) at
+        large C; use "float64" there, and as the reference.
     random_state : int, RandomState or None
     verbose : int
 
@@ -425,11 +466,20 @@ class LLSVM(DeviceMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin, Clas
                          random_state=self.random_state, verbose=self.verbose)
 
     # ------------------------------------------------------------------ pieces
-    def _select_landmarks(self, X: Any, dev: bk.Device, dt: np.dtype,
+    def _sample_size(self, out_of_core: bool = False) -> int | None:
+        """Rows of the random sample that k-means, random landmarks and LLSVM2 draw from."""
+        if self.kmeans_sample is None and not out_of_core:
+            return None
+        size = max(int(self.kmeans_sample or 20000), int(self.n_landmarks))
+        if self.spectrum == "supervised":
+            size = max(size, int(self.n_labeled))
+        return size
+
+    def _select_landmarks(self, Xs: Any, dev: bk.Device, dt: np.dtype,
                           rs: np.random.RandomState) -> Any:
-        """Z on the device (SPEC §1 step 1)."""
+        """Z on the device (SPEC §1 step 1), from the random sample ``Xs`` of the rows."""
         xp = bk.get_namespace(dev)
-        n = X.shape[0]
+        n = Xs.shape[0]
         if not isinstance(self.landmarks, str):
             Z = self.landmarks
             Z = bk.to_host(Z) if not bk.is_gpu_array(Z) else Z
@@ -444,47 +494,64 @@ class LLSVM(DeviceMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin, Clas
                 raise ValueError("landmarks contain NaN or infinity")
             return Z
         k = int(self.n_landmarks)
-        if k > n:
+        if k > n:   # the sample holds min(n_samples, ≥ k) rows: k > n only when n_samples < k
             warnings.warn(f"n_landmarks={k} > n_samples={n}: using n_landmarks={n}", UserWarning)
             k = n
         if self.landmarks == "random":
             idx = np.sort(rs.choice(n, size=k, replace=False))
-            return bk.to_device(take_rows(X, idx), dev, dt, copy=True)
-        # Algorithm 1 step 1: k-means on (at most) the first kmeans_sample rows, as the paper
-        Xk = X if self.kmeans_sample is None else X[:max(int(self.kmeans_sample), k)]
-        res = kmeans(Xk, k, n_iter=int(self.kmeans_iter), init=self.kmeans_init,
-                     sample=None, random_state=rs, device=dev, dtype=dt)
-        return res.centers
+            return bk.to_device(take_rows(Xs, idx), dev, dt, copy=True)
+        # Algorithm 1 step 1: k-means on the random sample (module docstring)
+        return kmeans(Xs, k, n_iter=int(self.kmeans_iter), init=self.kmeans_init, sample=None,
+                      random_state=rs, device=dev, dtype=dt).centers
 
     def _kernel_for(self, X: Any) -> Kernel:
         if isinstance(self.kernel, Kernel):
             return self.kernel
         return make_kernel(self.kernel, self.gamma, self.degree, self.coef0, X)
 
-    def _apply_spectrum(self, nmap: NystromMap, X: Any, y: np.ndarray,
+    def _apply_spectrum(self, nmap: NystromMap, Xs: Any, ys: np.ndarray,
                         rs: np.random.RandomState) -> NystromMap:
-        """LLSVM2 (Algorithm 2 step 3) when spectrum="supervised", else the Nyström map."""
+        """LLSVM2 (Algorithm 2 step 3) when spectrum="supervised", else the Nyström map.
+
+        The labelled subset L is ``n_labeled`` random rows of the sample ``Xs``.
+        """
         if self.spectrum != "supervised":
             return nmap
-        idx = sample_rows(X.shape[0], int(self.n_labeled), rs)
+        idx = sample_rows(Xs.shape[0], int(self.n_labeled), rs)
         if idx is None:
-            idx = np.arange(X.shape[0])
-        XL = X[bk.namespace_of(X).asarray(idx) if bk.is_gpu_array(X) else idx]
-        mu, _, _ = supervised_spectrum(nmap, XL, y[idx], reg=float(self.spectrum_reg), a=float(self.a))
+            idx = np.arange(Xs.shape[0])
+        XL = Xs[bk.namespace_of(Xs).asarray(idx) if bk.is_gpu_array(Xs) else idx]
+        mu, _, _ = supervised_spectrum(nmap, XL, np.asarray(ys)[idx], reg=float(self.spectrum_reg),
+                                       a=float(self.a))
         if not bool(bk.to_host((mu > 0).any())):
             raise ValueError("LLSVM2 zeroed every eigenvalue (μ* = 0): spectrum_reg is too small "
                              "for this kernel; increase spectrum_reg")
         return nmap.with_spectrum(mu)
 
-    def _build_map(self, Xd: Any, y: Any, dev: bk.Device, dt: np.dtype,
+    def _sample_indices(self, n: int, rs: np.random.RandomState) -> np.ndarray | None:
+        """Sorted indices of the random rows landmarks are drawn from (None: all rows).
+
+        :func:`~gpuksvm.cluster.random_row_sample`, the draw of the out-of-core
+        reservoir; the in-memory, out-of-core and Dask fits all call this.
+        """
+        size = self._sample_size()
+        return None if size is None else random_row_sample(n, size, rs)
+
+    def _sample(self, X: Any, y: np.ndarray, rs: np.random.RandomState) -> tuple[Any, np.ndarray]:
+        """The random rows (:meth:`_sample_indices`) of X and y."""
+        idx = self._sample_indices(X.shape[0], rs)
+        if idx is None or idx.shape[0] == X.shape[0]:
+            return X, y
+        return X[bk.namespace_of(X).asarray(idx) if bk.is_gpu_array(X) else idx], y[idx]
+
+    def _build_map(self, Xs: Any, ys: Any, kern: Kernel, dev: bk.Device, dt: np.dtype,
                    rs: np.random.RandomState) -> tuple[NystromMap, float]:
-        """Landmarks Z from ``Xd`` (step 1) and the map M = U Λ^{-1/2} (step 2, eq. 8),
-        with the supervised spectrum when asked; also the clock after step 1."""
-        kern = self._kernel_for(Xd)
-        Z = self._select_landmarks(Xd, dev, dt, rs)
+        """Landmarks Z from the random sample ``Xs`` (step 1) and the map M = U Λ^{-1/2}
+        (step 2, eq. 8), with the supervised spectrum when asked; also the clock after step 1."""
+        Z = self._select_landmarks(Xs, dev, dt, rs)
         t1 = _clock(dev)
         nmap = nystrom_maps(Z, [kern], eig_floor=float(self.eig_floor), dtype=dt)[0]
-        return self._apply_spectrum(nmap, Xd, y, rs), t1
+        return self._apply_spectrum(nmap, Xs, ys, rs), t1
 
     def _set_fitted(self, nmap: NystromMap, svm: Any, dev: bk.Device, dt: np.dtype,
                     times: dict) -> "LLSVM":
@@ -514,8 +581,9 @@ class LLSVM(DeviceMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin, Clas
         X : array-like, sparse matrix, ``gpuksvm.blocks.BlockSource``, path or callable
             A block source (or an SVMlight path read ``block_size`` rows at a
             time, default 5,000, or a callable returning an iterator of
-            ``(X_block, y_block)``) is trained out of core: landmarks from its first blocks, the
-            feature map applied block by block, SBM on the mapped blocks.
+            ``(X_block, y_block)``) is trained out of core: landmarks from a
+            random sample drawn in one pass, then Newton over the streamed
+            kernel blocks (squared hinge) or SBM (hinge); see ``_fit_blocks``.
         y : array-like of labels (``None`` for a block source)
         sample_weight : array-like, optional (arrays only)
         """
@@ -535,7 +603,8 @@ class LLSVM(DeviceMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin, Clas
         times = {}
         t0 = _clock(dev)
         Xd = bk.to_device(X, dev, dt)
-        nmap, t1 = self._build_map(Xd, y, dev, dt, rs)
+        Xs, ys = self._sample(Xd, y, rs)
+        nmap, t1 = self._build_map(Xs, ys, self._kernel_for(Xd), dev, dt, rs)
         t2 = _clock(dev)
         F = nmap.transform(Xd)
         t3 = _clock(dev)
@@ -545,7 +614,16 @@ class LLSVM(DeviceMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin, Clas
         return self._set_fitted(nmap, svm, dev, dt, times)
 
     def _fit_blocks(self, X: Any, y: Any, sample_weight: Any) -> "LLSVM":
-        """Out-of-core LLSVM: SBM on feature blocks (TNNLS Algorithm 1 step 4)."""
+        """Out-of-core LLSVM (TNNLS Algorithm 1, blocks read one at a time).
+
+        Pass 1 reads the labels and draws the random sample (a
+        :class:`~gpuksvm.cluster.RowReservoir`: the same rows as the in-memory
+        fit with the same ``random_state``); landmarks and map come from the
+        sample; then the linear SVM trains on F = K(X_b, Z) M block by block
+        (:class:`~gpuksvm.blocks.LinearMapBlockSource`): for the squared hinge
+        the in-memory Newton solver over streamed K(X_b, Z) blocks, warm-started
+        on the sample (:func:`gpuksvm.solvers.linear.newton_stream`), otherwise SBM.
+        """
         if sample_weight is not None:
             raise ValueError("sample_weight is not supported with out-of-core (block source) input")
         src = as_block_source(X, y, block_size=int(self.block_size or 5000))
@@ -553,41 +631,41 @@ class LLSVM(DeviceMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin, Clas
         dt = bk.resolve_dtype(self.dtype, dev)
         rs = check_random_state(self.random_state)
         t0 = _clock(dev)
-        # the first blocks: enough rows for k-means / random landmarks / LLSVM2's labels
-        want = max(int(self.n_landmarks), int(self.n_labeled),
-                   int(self.kmeans_sample) if self.kmeans_sample is not None else 20000)
-        head_X, head_y, got = [], [], 0
+        reservoir = RowReservoir(self._sample_size(out_of_core=True), rs)
+        labels = []
+        n_features = getattr(src, "n_features", None)
+        sq_norm = 0.0                   # max‖x‖², for the feature rows' norm bound
         for Xb, yb in src:
-            head_X.append(Xb)
-            head_y.append(np.asarray(bk.to_host(yb)).ravel())
-            got += Xb.shape[0]
-            if got >= want:
-                break
-        if not head_X:
+            if Xb.shape[0] == 0:
+                continue
+            n_features = int(n_features or Xb.shape[1])
+            if Xb.shape[1] != n_features:
+                raise ValueError(f"a block has {Xb.shape[1]} features, expected {n_features}")
+            yb = np.asarray(bk.to_host(yb)).ravel()
+            reservoir.add(bk.to_host(Xb), yb)
+            labels.append(yb)
+            sq_norm = max(sq_norm, max_row_sq_norm(Xb))
+        if not labels:
             raise ValueError("the block source yielded no data")
-        if bk.is_sparse(head_X[0]):
-            import scipy.sparse as sp
-
-            head = sp.vstack([bk.to_host(b) for b in head_X]).tocsr()
-        else:
-            xp0 = bk.namespace_of(head_X[0])
-            head = xp0.concatenate([xp0.asarray(b) for b in head_X])
-        head = head[:want]
-        hy = np.concatenate(head_y)[:want]
-        n_features = int(getattr(src, "n_features", None) or head.shape[1])
-        if head.shape[1] != n_features:
-            raise ValueError(f"blocks have {head.shape[1]} features, the source says {n_features}")
-        head, hy, _ = validate_X_y(self, head, hy)
+        _, Xs, ys = reservoir.result()
+        Xs, ys, _ = validate_X_y(self, Xs, ys)
         self.n_features_in_ = n_features
-        hd = bk.to_device(head, dev, dt)
-        nmap, t1 = self._build_map(hd, hy, dev, dt, rs)
+        Xsd = bk.to_device(Xs, dev, dt)
+        kern = self._kernel_for(Xsd)
+        nmap, t1 = self._build_map(Xsd, ys, kern, dev, dt, rs)
         t2 = _clock(dev)
-        del head, hd, head_X
+        Z64 = nmap.landmarks.astype(np.float64)
 
-        def to_features(Xb: Any) -> Any:
-            return nmap.transform(check_block(Xb, n_features, dev, dt))
+        def kernel_rows(Xb: Any) -> Any:
+            return kernel_block(check_block(Xb, n_features, dev, np.float64), Z64, nmap.kernel,
+                                dtype=np.float64)
 
-        svm = self._linear_svm().fit(src.map(to_features))
+        k = int(Z64.shape[0])
+        bound = nmap.feature_sq_norm_bound(sq_norm)
+        fsrc = LinearMapBlockSource(src, kernel_rows, nmap.map, sample=(Xs, ys), labels=np.concatenate(labels),
+                                    max_rows=bk.plan_rows(1 << 30, 3 * k * 8, dev, max_rows=4096),
+                                    dtype=dt, row_sq_norm_bound=bound if np.isfinite(bound) else None)
+        svm = self._linear_svm().fit(fsrc)
         t3 = _clock(dev)
         times = dict(landmarks=t1 - t0, map=t2 - t1, features=0.0, svm=t3 - t2)
         return self._set_fitted(nmap, svm, dev, dt, times)
@@ -733,7 +811,8 @@ def fit_llsvm_grid(X: Any, y: Any, *, gammas: Sequence[float], Cs: Sequence[floa
     rs = check_random_state(proto.random_state)
     t0 = _clock(dev)
     Xd = bk.to_device(X, dev, dt)
-    Z = proto._select_landmarks(Xd, dev, dt, rs)
+    Xs, ys = proto._sample(Xd, y, rs)
+    Z = proto._select_landmarks(Xs, dev, dt, rs)
     t_land = _clock(dev) - t0
     kerns = [Kernel(base.kernel, gamma=g, degree=base.degree, coef0=base.coef0) for g in gammas]
     t0 = _clock(dev)
@@ -744,7 +823,7 @@ def fit_llsvm_grid(X: Any, y: Any, *, gammas: Sequence[float], Cs: Sequence[floa
     for g, nmap in zip(gammas, maps):
         rs.set_state(state)  # the same labelled subset for every γ
         t0 = _clock(dev)
-        nmap = proto._apply_spectrum(nmap, Xd, y, rs)
+        nmap = proto._apply_spectrum(nmap, Xs, ys, rs)
         F = nmap.transform(Xd)
         t_feat = _clock(dev) - t0
         for c in Cs:

@@ -556,8 +556,10 @@ _LINEAR_FITTED = _common({
     "objective_": Arr("f", ("n_outputs",)),
     "n_iter_": Int(low=0),
     "converged_": Bool(),
-    "solver_": Str(("newton", "newton-cg", "dual_cd", "dcd", "liblinear", "liblinear-primal", "sbm")),
+    "solver_": Str(("newton", "newton-cg", "dual_cd", "dcd", "liblinear", "liblinear-primal", "sbm",
+                    "newton-stream", "newton-dask")),
     "cost_scale_": Float(low=0.0),
+    "n_passes_": Int(low=0),
     "dual_coef_": Opt(Arr("f", (None, "n_outputs"))),
     **_PROBA,
 })

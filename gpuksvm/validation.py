@@ -29,6 +29,8 @@ __all__ = [
     "validate_X_y",
     "encode_classes",
     "check_sample_weight",
+    "class_counts",
+    "class_weight_vector",
     "check_param",
     "check_choice",
     "check_allocation",
@@ -225,26 +227,74 @@ def check_sample_weight(sample_weight: Any, X: Any, *, ensure_non_negative: bool
     return np.asarray(sw, dtype=np.float64)
 
 
-def check_class_weights(classes: np.ndarray, y_idx: np.ndarray, weights: np.ndarray) -> None:
+def class_counts(y_idx: np.ndarray, n_classes: int, sample_weight: np.ndarray | None = None) -> np.ndarray:
+    """Rows per class, each counted with its sample weight (float64, length ``n_classes``)."""
+    return np.bincount(np.asarray(y_idx, dtype=np.int64), weights=sample_weight,
+                       minlength=int(n_classes)).astype(np.float64)
+
+
+def class_weight_vector(class_weight: Any, classes: np.ndarray, counts: np.ndarray) -> np.ndarray | None:
+    """Per-class multipliers of C: the one class-weight rule of every fit path (in memory,
+    out of core, Dask), with the zero-weight rule (:func:`check_class_weights`) applied here.
+
+    Parameters
+    ----------
+    class_weight : None, "balanced" or dict {label: weight}
+    classes : (n_classes,) sorted class labels
+    counts : (n_classes,) rows per class weighted by their sample weights
+        (:func:`class_counts`; a distributed fit sums them over its chunks).
+
+    Returns
+    -------
+    None (no class weights) or (n_classes,) float64.  "balanced" gives
+    Σ counts / (n_classes · counts[c]) — scikit-learn's
+    ``compute_class_weight(..., sample_weight=sw)`` and LinearSVC's rule, so
+    rows count with their sample weights; a dict gives its value for the
+    classes it names and 1 elsewhere, and naming a label that is not a class
+    is an error.  A class whose total weight counts[c] × weight[c] is zero is
+    an error (:func:`check_class_weights`).
+    """
+    classes = np.asarray(classes)
+    counts = np.asarray(counts, dtype=np.float64)
+    if counts.shape != (classes.shape[0],):
+        raise ValueError(f"class counts of shape {counts.shape} for {classes.shape[0]} classes")
+    if not (class_weight is None or class_weight == "balanced" or isinstance(class_weight, dict)):
+        raise ValueError(f"class_weight must be None, 'balanced' or a dict, got {class_weight!r}")
+    out = np.ones(classes.shape[0])
+    if isinstance(class_weight, dict):
+        unknown = [c for c in class_weight if not np.any(classes == c)]
+        if unknown:
+            raise ValueError(f"class_weight names classes not in y: {sorted(unknown, key=str)}")
+        for c, val in class_weight.items():
+            check_param(f"class_weight[{c!r}]", val, Real, low=0.0)
+            out[np.flatnonzero(classes == c)[0]] = float(val)
+    check_class_weights(classes, counts * out)
+    if class_weight is None:
+        return None
+    if class_weight == "balanced":      # every count is positive here
+        return counts.sum() / (classes.shape[0] * counts)
+    return out
+
+
+def check_class_weights(classes: np.ndarray, totals: np.ndarray) -> None:
     """One rule for every estimator: each class needs a positive total weight.
 
-    ``weights`` are the per-row costs (sample weight × class weight).  A class
-    whose rows all weigh zero cannot be learned (its rows constrain nothing),
-    so a ``ValueError`` names it instead of a silently one-sided model.
+    ``totals`` are the per-class sums of the row costs (sample weight × class
+    weight; :func:`class_counts` of the row costs).  A class whose rows all
+    weigh zero cannot be learned (its rows constrain nothing), so a
+    ``ValueError`` names it instead of a silently one-sided model.
     """
-    message = zero_weight_classes_message(classes, y_idx, weights)
+    message = zero_weight_classes_message(classes, totals)
     if message:
         raise ValueError(message)
 
 
-def zero_weight_classes_message(classes: np.ndarray, y_idx: np.ndarray, weights: np.ndarray) -> str:
+def zero_weight_classes_message(classes: np.ndarray, totals: np.ndarray) -> str:
     """The message of :func:`check_class_weights` ("" when every class has positive weight).
 
-    Rows of negative weight count as zero (LIBSVM drops them).
+    Callers with rows of negative weight sum them as zero (LIBSVM drops them).
     """
-    w = np.clip(np.asarray(weights, dtype=np.float64).reshape(len(y_idx), -1).max(axis=1), 0, None)
-    total = np.bincount(np.asarray(y_idx, dtype=np.int64), weights=w, minlength=len(classes))
-    dead = [classes[i] for i in np.flatnonzero(~(total > 0))]
+    dead = [classes[i] for i in np.flatnonzero(~(np.asarray(totals, dtype=np.float64) > 0))]
     if not dead:
         return ""
     names = ", ".join(repr(c.item() if hasattr(c, "item") else c) for c in dead)

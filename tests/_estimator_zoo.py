@@ -10,9 +10,12 @@ import scipy.sparse as sp
 from gpuksvm import backend as bk
 from gpuksvm.datasets import make_checkerboard
 
-# name -> (module, class, params, task)
+# name -> (module, class, params, task); task "blocks": binary, fitted out of core on a list of
+# (X_block, y_block) pairs (LinearSVM's "newton-stream" with n_passes_, LLSVM's streamed kernel rows)
 ZOO = {
     "linear": ("gpuksvm.linear_svm", "LinearSVM", {"C": 1.0}, "binary"),
+    "linear_blocks": ("gpuksvm.linear_svm", "LinearSVM", {"C": 1.0}, "blocks"),
+    "llsvm_blocks": ("gpuksvm.llsvm", "LLSVM", {"gamma": 2.0, "C": 10.0, "n_landmarks": 20}, "blocks"),
     "linear_multiclass": ("gpuksvm.linear_svm", "LinearSVM", {"C": 1.0}, "multiclass"),
     "svc": ("gpuksvm.kernel_svc", "KernelSVC", {"gamma": 2.0, "C": 10.0}, "binary"),
     "llsvm": ("gpuksvm.llsvm", "LLSVM", {"gamma": 2.0, "C": 10.0, "n_landmarks": 20}, "binary"),
@@ -59,6 +62,8 @@ def fitted_zoo_model(name: str, *, device: str = "cpu"):
     X, y = zoo_data(task)
     if task in ("one_class", "transform"):
         est.fit(X)
+    elif task == "blocks":
+        est.fit([(X[a:a + 100], y[a:a + 100]) for a in range(0, X.shape[0], 100)])
     else:
         est.fit(X, y)
     return est, X

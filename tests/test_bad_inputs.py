@@ -100,10 +100,14 @@ def test_linear_svm_extreme_costs_are_scaled_so_it_solves(case, solver):
         pytest.skip("LIBLINEAR computes in float64")
     with pytest.warns(ScaledProblemWarning, match="C → ∞ limit"):
         m = LinearSVM(solver=solver, device="cpu", **kw).fit(X, y, **fkw)
+    _assert_scaled_limit(m, X, y)
+
+
+def _assert_scaled_limit(m, X, y):
+    """A finite, accurate model, scaled (cost_scale_), in the direction of a large ordinary C."""
     assert np.all(np.isfinite(m.coef_)) and np.abs(m.coef_).max() > 0
     assert m.score(X, y) >= 0.98
     assert m.cost_scale_ < 1e-100
-    # the same direction as a large but ordinary C
     ref = LinearSVM(C=1e6, solver="newton", device="cpu").fit(X, y)
     cos = float(m.coef_[0] @ ref.coef_[0] / np.linalg.norm(m.coef_) / np.linalg.norm(ref.coef_))
     assert cos > 0.99
@@ -122,6 +126,38 @@ def test_llsvm_with_huge_sample_weights_solves():
     with pytest.warns(ScaledProblemWarning):
         m = LLSVM(n_landmarks=20, device="cpu", random_state=0).fit(X, y, sample_weight=np.full(200, 1e200))
     assert np.abs(m.coef_).max() > 0 and m.score(X, y) > 0.95
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+def test_linear_svm_extreme_costs_out_of_core_are_scaled(dtype):
+    """The same rule out of core ("newton-stream", merge of issue 15's streamed Newton):
+    C=1e300 on a list of blocks overflowed into an all-zero model."""
+    X, y = _data()
+    blocks = [(X[:70], y[:70]), (X[70:], y[70:])]
+    with pytest.warns(ScaledProblemWarning, match="C → ∞ limit"):
+        m = LinearSVM(C=1e300, dtype=dtype, device="cpu").fit(blocks)
+    assert m.solver_ == "newton-stream" and m.n_passes_ > 1
+    _assert_scaled_limit(m, X, y)
+
+
+def test_llsvm_extreme_costs_out_of_core_are_scaled():
+    """Out-of-core LLSVM streams K(X_b, Z) with M applied to the statistics: its cost rule uses
+    the bound ‖K(x, Z) M‖² ≤ κ(x, x) (no pass forming F); C=1e300 overflowed before."""
+    X, y = _data()
+    blocks = [(X[:70], y[:70]), (X[70:], y[70:])]
+    with pytest.warns(ScaledProblemWarning):
+        m = LLSVM(C=1e300, n_landmarks=20, device="cpu", random_state=0).fit(blocks)
+    assert m.svm_.solver_ == "newton-stream" and m.svm_.cost_scale_ < 1e-100
+    assert np.abs(m.coef_).max() > 0 and m.score(X, y) > 0.95
+
+
+def test_zero_weight_class_out_of_core_is_an_error():
+    """The one zero-weight-class rule on the out-of-core paths (Newton and SBM) too."""
+    X, y = _data()
+    blocks = [(X[:70], y[:70]), (X[70:], y[70:])]
+    for solver in ("auto", "sbm"):
+        with pytest.raises(ValueError, match="every row of class 0 has zero weight"):
+            LinearSVM(class_weight={0: 0.0}, solver=solver, device="cpu").fit(blocks)
 
 
 def test_linear_svm_huge_data_refused_not_zero():

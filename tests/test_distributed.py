@@ -98,14 +98,17 @@ def test_is_dask_collection():
     assert gd.is_dask_collection is is_dask_collection
 
 
-def test_newton_matches_a_generic_optimizer(rng):
+def test_reduced_oracle_newton_matches_a_generic_optimizer(rng):
+    # the Dask fit's data access: the single-process Newton solver over sums only
     from scipy.optimize import minimize
+
+    from gpuksvm.solvers.linear import ReducedOracle, line_derivatives, newton_solve
 
     F = rng.normal(size=(300, 6))
     y = np.where(F[:, 0] + 0.5 * rng.normal(size=300) > 0, 1.0, -1.0)
     c = rng.uniform(0.5, 2.0, size=300)
 
-    def oracle(W):
+    def stats(W, active):
         o = F @ W[:, 0]
         act = y * o < 1
         r = np.where(act, o - y, 0.0)
@@ -113,7 +116,11 @@ def test_newton_matches_a_generic_optimizer(rng):
         return {"loss": np.array([np.sum(c * r * r)]), "grad": (F.T @ (c * r))[:, None],
                 "hess": (Fi.T @ F[act])[None]}
 
-    res = gd.newton_squared_hinge(oracle, 6, 1, tol=1e-10, max_iter=50)
+    def line(W, P, t):
+        return line_derivatives(F @ W, F @ P, y[:, None], c[:, None], t)
+
+    oracle = ReducedOracle(stats, line, dim=6, m=1, npos=[int((y > 0).sum())], n=300)
+    res = newton_solve(oracle, tol=1e-10, max_iter=50)
     assert res.converged and res.n_iter < 20
 
     def f(w):
@@ -121,7 +128,7 @@ def test_newton_matches_a_generic_optimizer(rng):
         return 0.5 * w @ w + np.sum(c * m * m)
 
     ref = minimize(f, np.zeros(6), method="BFGS", options={"gtol": 1e-10})
-    np.testing.assert_allclose(res.W[:, 0], ref.x, atol=1e-5)
+    np.testing.assert_allclose(res.info["W"][:, 0], ref.x, atol=1e-5)
     assert res.objective[0] <= ref.fun + 1e-9
 
 
@@ -187,6 +194,29 @@ def test_llsvm_multiclass_weights_equal_single_process(client, rng):
     np.testing.assert_allclose(est.decision_function(X), d_ref, atol=1e-4 * np.abs(d_ref).max())
 
 
+@pytest.mark.parametrize("n_classes,class_weight,weighted", [
+    (2, "balanced", True), (3, "balanced", True), (3, "balanced", False), (2, None, True)])
+def test_llsvm_weight_options_equal_single_process(client, rng, n_classes, class_weight, weighted):
+    # issue 16: "balanced" with sample_weight counted raw rows per class on Dask and
+    # weighted counts in memory (decision values 80 % of their range apart); one
+    # class-weight rule (gpuksvm.validation.class_weight_vector) serves both.  The dict
+    # cases (with and without sample_weight) are the two tests beside this one.
+    centers = np.array([[0, 0, 0], [2, 0, 0], [0, 2, 1]])[:n_classes]
+    sizes = [300, 120, 180][:n_classes]
+    X = np.vstack([c + 0.7 * rng.normal(size=(m, 3)) for c, m in zip(centers, sizes)])
+    y = np.repeat(np.array([3, 7, 9])[:n_classes], sizes)
+    sw = rng.uniform(0.2, 3.0, size=y.shape[0]) * np.where(y == 3, 2.0, 1.0) if weighted else None
+    kw = dict(gamma=0.5, n_landmarks=25, class_weight=class_weight, kmeans_sample=300)
+    ref = _llsvm(**kw).fit(X, y, sample_weight=sw)
+    Xd, yd = _dask(X, y, 200)
+    swd = None if sw is None else da.from_array(sw, chunks=200)
+    est = gd.fit_llsvm(_llsvm(**kw), Xd, yd, sample_weight=swd, client=client)
+    np.testing.assert_array_equal(est.landmarks_, ref.landmarks_)
+    d_ref = ref.decision_function(X)
+    np.testing.assert_allclose(est.decision_function(X), d_ref, atol=1e-4 * np.abs(d_ref).max())
+    np.testing.assert_allclose(est.svm_.objective_, ref.svm_.objective_, rtol=1e-7)
+
+
 def test_llsvm_binary_class_weight_equals_single_process(client, board):
     # two classes: every row carries its own class's weight (LIBLINEAR), the
     # negative class's included
@@ -220,6 +250,43 @@ def test_llsvm_workers_hold_only_chunks_and_small_state(client, cluster):
     assert watch.max_other < X.nbytes / 2
     # and what came back to the driver: never more than the sample or k×k state
     assert est.dask_info_["max_result_bytes"] <= max(sample, state) + 1024
+
+
+def test_llsvm_dask_model_file_round_trip(client, board, tmp_path):
+    """The Dask fit's svm_ (solver_ "newton-dask", objective_, converged_, cost_scale_,
+    n_passes_) is declared in the model-file schema."""
+    from _estimator_zoo import compare_fitted
+
+    from gpuksvm import io
+
+    X, y = board
+    est = gd.fit_llsvm(_llsvm(), *_dask(X, y, 500), client=client)
+    assert est.svm_.solver_ == "newton-dask" and est.svm_.cost_scale_ == 1.0
+    assert est.svm_.n_passes_ == est.dask_info_["n_passes"] and est.svm_.converged_
+    back = io.load(io.save(est, tmp_path / "dask.npz"))
+    compare_fitted(est, back)
+    np.testing.assert_array_equal(back.decision_function(X), est.decision_function(X))
+
+
+def test_llsvm_dask_extreme_costs_are_scaled_and_zero_weight_classes_refused(client, board):
+    """Issue 14's rules on the Dask fit too: sample_weight=1e200 is scaled to the C → ∞ limit
+    (cost_scale_) instead of overflowing; a class of zero total weight is an error."""
+    from gpuksvm.linear_svm import ScaledProblemWarning
+
+    X, y = board
+    Xd, yd = _dask(X, y, 500)
+    with pytest.warns(ScaledProblemWarning, match="C → ∞ limit"):
+        est = gd.fit_llsvm(_llsvm(), Xd, yd, sample_weight=da.from_array(np.full(len(y), 1e200), chunks=500),
+                           client=client)
+    assert est.svm_.cost_scale_ < 1e-180 and np.all(np.isfinite(est.coef_))
+    ref = _llsvm(C=1e6).fit(X, y)
+    assert np.mean(est.predict(X) == ref.predict(X)) > 0.97
+    with pytest.raises(ValueError, match="every row of class 1.0 has zero weight"):
+        gd.fit_llsvm(_llsvm(), Xd, yd, sample_weight=da.from_array(np.where(y == 1, 0.0, 1.0), chunks=500),
+                     client=client)
+    with pytest.raises(ValueError, match="non-negative"):
+        gd.fit_llsvm(_llsvm(), Xd, yd, sample_weight=da.from_array(-np.ones(len(y)), chunks=500),
+                     client=client)
 
 
 def test_llsvm_bad_input(client, board):

@@ -19,8 +19,8 @@ from sklearn.svm import LinearSVC
 from gpuksvm import backend as bk
 from gpuksvm.blocks import as_block_source
 from gpuksvm.linear_svm import LinearSVM
-from gpuksvm.solvers.linear import (dual_cd, newton_squared_hinge, ovr_targets, primal_objective,
-                                    sbm)
+from gpuksvm.solvers.linear import (dual_cd, newton_squared_hinge, newton_stream, ovr_targets,
+                                    primal_objective, sbm)
 
 GAP = 1e-3
 
@@ -104,6 +104,45 @@ def test_newton_solver_optimality(rng, method):
     assert sol.objective[0] == pytest.approx(obj, rel=1e-10)
     assert primal_objective(sol.coef, sol.intercept, X, Y, 2.0, "squared_hinge", sw,
                             intercept_scaling=1.5)[0] == pytest.approx(obj, rel=1e-10)
+
+
+@pytest.mark.parametrize("class_weight", [None, np.array([1.0, 3.0, 0.5, 1.0, 2.0])])
+def test_multiclass_newton_shares_the_gram_and_equals_per_class_solutions(class_weight):
+    # issue 15 item 4: one-vs-rest problems are solved in one Newton run whose Hessians
+    # share one Gram where the active sets allow (at w = 0 every problem's is the same
+    # without class weights: one Gram, one factor) — the same optimum as solving each
+    # class alone, for fewer rows multiplied into Grams
+    X, y = _synthetic(3000, d=40, classes=5, noise=1.0)
+    Y, S = ovr_targets(y, 5, class_weight=class_weight)
+    kw = dict(tol=1e-9, warm_start=False)
+    joint = newton_squared_hinge(X, Y, 0.5, sample_weight=S, **kw)
+    assert joint.info["method"] == "cholesky" and joint.converged
+    alone = [newton_squared_hinge(X, Y[:, c], 0.5, sample_weight=S[:, c], method="cholesky", **kw)
+             for c in range(5)]
+    np.testing.assert_allclose(joint.objective, [a.objective[0] for a in alone], rtol=1e-10)
+    np.testing.assert_allclose(joint.coef, np.vstack([a.coef for a in alone]), rtol=1e-6, atol=1e-8)
+    # the first step costs one Gram of the n rows (plus class-weight corrections)
+    # instead of one per class
+    corrections = 0 if class_weight is None else int(np.sum(class_weight[y] != 1.0))
+    assert joint.info["gram_rows"] <= sum(a.info["gram_rows"] for a in alone) - 4 * 3000 + corrections
+    cw = None if class_weight is None else dict(enumerate(class_weight.tolist()))
+    est = LinearSVM(C=0.5, device="cpu", tol=1e-9, class_weight=cw).fit(X, y)
+    assert est.solver_ == "newton"
+    np.testing.assert_allclose(est.objective_, joint.objective, rtol=1e-9)
+
+
+def test_newton_warm_start_draws_from_random_state():
+    # issue 16: the warm start's random tenth of the rows came from default_rng(0)
+    # whatever random_state said; now random_state draws it (same seed: same bits)
+    X, y = _synthetic(4000, d=20, noise=1.0)
+    Y = np.where(y == 1, 1.0, -1.0)
+    a, b, c = (newton_squared_hinge(X, Y, 1.0, tol=1e-3, random_state=rs) for rs in (0, 0, 1))
+    np.testing.assert_array_equal(a.coef, b.coef)
+    assert not np.array_equal(a.coef, c.coef)
+    np.testing.assert_allclose(a.objective, c.objective, rtol=1e-6)
+    e0, e1 = (LinearSVM(tol=1e-3, random_state=rs, device="cpu").fit(X, y) for rs in (0, 1))
+    assert not np.array_equal(e0.coef_, e1.coef_)
+    np.testing.assert_allclose(e0.objective_, e1.objective_, rtol=1e-6)
 
 
 def test_newton_rebuilds_a_non_pd_hessian_in_float64(monkeypatch):
@@ -337,7 +376,7 @@ def test_sbm_memmap_equals_in_memory(tmp_path, loss, tol_obj):
     Xmm = _memmap(tmp_path, X)
     kw = dict(C=0.05, loss=loss, device="cpu", random_state=0)
     mem = LinearSVM(tol=1e-7, max_iter=100000, **kw).fit(X, y)        # exact in-memory engine
-    ooc = LinearSVM(n_passes=6, max_iter=50, block_size=150, tol=1e-4, **kw)
+    ooc = LinearSVM(solver="sbm", n_passes=6, max_iter=50, block_size=150, tol=1e-4, **kw)
     ooc.fit(as_block_source(Xmm, y, block_size=150))
     assert ooc.solver_ == "sbm" and ooc.n_features_in_ == 20 and ooc.n_iter_ == 6
     assert abs(ooc.objective_[0] - mem.objective_[0]) / mem.objective_[0] <= tol_obj
@@ -349,6 +388,54 @@ def test_sbm_memmap_equals_in_memory(tmp_path, loss, tol_obj):
     np.testing.assert_allclose(again.coef_, ooc.coef_)
 
 
+@pytest.mark.parametrize("classes", [2, 3])
+def test_newton_stream_equals_in_memory(tmp_path, classes):
+    # issue 15 item 5: out of core, the squared hinge runs the in-memory Newton solver
+    # (same line search and stopping rule) over the streamed blocks: the same optimum
+    X, y = _synthetic(900, d=12, classes=classes, noise=0.8)
+    Xmm = _memmap(tmp_path, X)
+    kw = dict(C=0.3, device="cpu", tol=1e-8, class_weight={1: 1.5})
+    mem = LinearSVM(**kw).fit(X, y)
+    ooc = LinearSVM(block_size=200, **kw).fit(as_block_source(Xmm, y, block_size=200))
+    assert ooc.solver_ == "newton-stream" and ooc.converged_ and ooc.n_features_in_ == 12
+    # two passes per Newton step, one when the step is the full Newton step (t = 1)
+    assert ooc.n_iter_ + 1 <= ooc.n_passes_ <= 2 * ooc.n_iter_ + 1
+    np.testing.assert_allclose(ooc.objective_, mem.objective_, rtol=1e-9)
+    np.testing.assert_allclose(ooc.coef_, mem.coef_, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(ooc.objective_, _objectives(ooc, ooc, X, y, class_weight={1: 1.5})[0],
+                               rtol=1e-9)
+    sol, cls, d = newton_stream(as_block_source(X, y, block_size=300), 0.3, tol=1e-8,
+                                class_weight=None)
+    assert d == 12 and sol.converged
+    with pytest.raises(TypeError, match="BlockSource"):
+        newton_stream(X, 1.0)
+
+
+def test_stream_oracle_one_pass_steps_equal_two_pass_steps():
+    # the line-search pass prepares the next evaluation for t in [0, t_max]; with no
+    # room for undecided rows (spare_blocks=0: only steps that leave every row decided)
+    # or a bracket no step fits (t_max=0: none) steps read the data twice — the
+    # iterates are the same
+    from gpuksvm.solvers.linear import StreamOracle, newton_solve
+
+    X, y = _synthetic(1200, d=9, classes=3, noise=1.0)
+    Y, S = ovr_targets(y, 3, class_weight=np.array([1.0, 2.0, 0.5]))
+
+    def blocks():
+        for a in range(0, 1200, 250):
+            yield a, X[a:a + 250]
+
+    sols = [newton_solve(StreamOracle(blocks, Y, 0.7 * S, n_features=9, **kw), tol=1e-9, max_iter=100)
+            for kw in ({}, {"spare_blocks": 0.0}, {"t_max": 0.0})]
+    for sol in sols[1:]:
+        np.testing.assert_allclose(sol.objective, sols[0].objective, rtol=1e-11)
+        np.testing.assert_allclose(sol.info["W"], sols[0].info["W"], rtol=1e-7, atol=1e-10)
+    assert sols[2].info["n_passes"] == 2 * sols[2].n_iter + 1
+    assert sols[0].info["n_passes"] < sols[1].info["n_passes"] <= 2 * sols[1].n_iter + 1
+    ref = newton_squared_hinge(X, Y, 0.7, sample_weight=S, tol=1e-9)
+    np.testing.assert_allclose(sols[0].objective, ref.objective, rtol=1e-9)
+
+
 def test_sbm_memory_bound(tmp_path):
     """tracemalloc peak of one SBM pass over a memmap vs the data size and an in-memory fit."""
     X, y = _ooc_data(8000, 60)
@@ -358,15 +445,17 @@ def test_sbm_memory_bound(tmp_path):
     LinearSVM(C=0.05, device="cpu").fit(np.array(Xmm), y)
     peak_mem = tracemalloc.get_traced_memory()[1]
     tracemalloc.stop()
-    tracemalloc.start()
-    ooc = LinearSVM(C=0.05, n_passes=1, max_iter=2, device="cpu", random_state=0)
-    ooc.fit(as_block_source(Xmm, y, block_size=200))
-    peak_ooc = tracemalloc.get_traced_memory()[1]
-    tracemalloc.stop()
-    # a block, the cache and O(n) duals/labels: well under the data (X.nbytes = 3.84 MB)
-    assert peak_ooc < 0.3 * X.nbytes
-    assert peak_ooc < 0.3 * peak_mem
-    assert ooc.score(X, y) > 0.9
+    for kw in (dict(solver="sbm", n_passes=1, max_iter=2), dict(solver="auto")):
+        tracemalloc.start()
+        ooc = LinearSVM(C=0.05, device="cpu", random_state=0, **kw)
+        ooc.fit(as_block_source(Xmm, y, block_size=200))
+        peak_ooc = tracemalloc.get_traced_memory()[1]
+        tracemalloc.stop()
+        # a block, the cache (SBM) or the Gram (Newton) and O(n) per-row numbers: well
+        # under the data (X.nbytes = 3.84 MB)
+        assert peak_ooc < 0.3 * X.nbytes
+        assert peak_ooc < 0.3 * peak_mem
+        assert ooc.score(X, y) > 0.9
 
 
 @pytest.mark.parametrize("classes", [2, 3])
@@ -376,7 +465,7 @@ def test_sbm_svmlight_file(tmp_path, classes):
     dump_svmlight_file(X, y, str(path))
     kw = dict(C=0.1, device="cpu", random_state=0)
     mem = LinearSVM(tol=1e-8, **kw).fit(X, y)
-    ooc = LinearSVM(n_passes=6, block_size=150, max_iter=50, tol=1e-4, **kw).fit(str(path))
+    ooc = LinearSVM(solver="sbm", n_passes=6, block_size=150, max_iter=50, tol=1e-4, **kw).fit(str(path))
     assert ooc.solver_ == "sbm" and ooc.coef_.shape == (1 if classes == 2 else 3, 8)
     np.testing.assert_array_equal(ooc.classes_, np.arange(classes))
     gap = np.abs(ooc.objective_ - mem.objective_) / mem.objective_
@@ -403,7 +492,10 @@ def test_sbm_function_and_errors(tmp_path):
         return iter([(X[:200], yv)])
 
     with pytest.raises(ValueError, match="same rows"):
-        LinearSVM(n_passes=3, device="cpu").fit(as_block_source(shifting, n_features=20))
+        LinearSVM(solver="sbm", n_passes=3, device="cpu").fit(as_block_source(shifting, n_features=20))
+    state["k"] = 0
+    with pytest.raises(ValueError, match="same rows"):
+        LinearSVM(device="cpu").fit(as_block_source(shifting, n_features=20))
     with pytest.raises(ValueError, match="sample_weight"):
         LinearSVM(device="cpu").fit(src, sample_weight=np.ones(600))
     with pytest.raises(ValueError, match="y must be None"):
@@ -515,6 +607,8 @@ def test_gpu_newton_cg_and_sbm(gpu):
         sol = newton_squared_hinge(gpu.asarray(X), gpu.asarray(Y), 0.5, tol=1e-8, method=method)
         np.testing.assert_allclose(sol.objective, ref.objective, rtol=1e-6)
     kw = dict(C=0.05, tol=1e-4, random_state=0, n_passes=6, max_iter=50)
-    cpu = LinearSVM(device="cpu", **kw).fit(as_block_source(X, y, block_size=150))
-    g = LinearSVM(device="gpu", dtype="float64", **kw).fit(as_block_source(X, y, block_size=150))
-    np.testing.assert_allclose(g.objective_, cpu.objective_, rtol=1e-3)
+    for solver, rtol in (("sbm", 1e-3), ("auto", 1e-9)):
+        cpu = LinearSVM(device="cpu", solver=solver, **kw).fit(as_block_source(X, y, block_size=150))
+        g = LinearSVM(device="gpu", solver=solver, dtype="float64", **kw).fit(
+            as_block_source(X, y, block_size=150))
+        np.testing.assert_allclose(g.objective_, cpu.objective_, rtol=rtol)
