@@ -678,25 +678,42 @@ def _default_ws(n_max: int, P: int, itemsize: int, dev: bk.Device) -> int:
     return ws
 
 
-def _candidates(F, up, low, widx_keep, need: int, xp):
-    """Device-side sort: the ``need`` most violating I_up and I_low rows of every problem.
+def _round_state(yv, Cvv, alpha, F, widx_keep, need: int, xp) -> tuple[np.ndarray, ...]:
+    """Everything a round of the working-set loop decides on, in ONE device→host transfer.
 
-    Rows already in the kept half of the working set are excluded.  Returns
-    host arrays (P, need): up candidates by decreasing F, low candidates by
-    increasing F, and whether each entry is a real candidate.
+    Per problem: the optimality gap m − M (FCL05 eq. 6), the dual objective
+    ½ Σ αᵢ(−yᵢFᵢ − 1) (float64), and — device-side sorts — the ``need`` most
+    violating I_up rows (by decreasing F) and I_low rows (by increasing F),
+    rows of the kept half of the working set (``widx_keep``, device) excluded.
+    The candidates are computed even in the round that stops (the loop needs
+    one round trip per round, not two).  Returns host arrays: gap (P,),
+    objective (P,), up candidates (P, need), their validity, low candidates,
+    their validity.
     """
     P = F.shape[0]
-    inws = xp.zeros(F.shape, dtype=bool)
+    up = ((yv > 0) & (alpha < Cvv)) | ((yv < 0) & (alpha > 0))
+    low = ((yv < 0) & (alpha < Cvv)) | ((yv > 0) & (alpha > 0))
+    gap = xp.where(up, F, -xp.inf).max(axis=1) - xp.where(low, F, xp.inf).min(axis=1)
+    a64 = alpha.astype(xp.float64)
+    obj = 0.5 * (a64 * (-yv.astype(xp.float64) * F - 1.0)).sum(axis=1)
     if widx_keep.shape[1]:
-        inws[xp.arange(P)[:, None], xp.asarray(widx_keep)] = True
-    su = xp.where(up & ~inws, -F, xp.inf)
-    sl = xp.where(low & ~inws, F, xp.inf)
+        free = xp.ones(F.shape, dtype=bool)
+        free[xp.arange(P)[:, None], widx_keep] = False
+        up, low = up & free, low & free
+    su = xp.where(up, -F, xp.inf)
+    sl = xp.where(low, F, xp.inf)
     ou = xp.argsort(su, axis=1)[:, :need]
     ol = xp.argsort(sl, axis=1)[:, :need]
     vu = xp.isfinite(xp.take_along_axis(su, ou, axis=1))
     vl = xp.isfinite(xp.take_along_axis(sl, ol, axis=1))
-    return (np.asarray(bk.to_host(ou)), np.asarray(bk.to_host(vu)),
-            np.asarray(bk.to_host(ol)), np.asarray(bk.to_host(vl)))
+    packed = xp.concatenate([gap.astype(xp.float64), obj, ou.ravel().astype(xp.float64),
+                             vu.ravel().astype(xp.float64), ol.ravel().astype(xp.float64),
+                             vl.ravel().astype(xp.float64)])
+    h = np.asarray(bk.to_host(packed), dtype=np.float64)
+    k = P * need
+    parts = np.split(h, [P, 2 * P, 2 * P + k, 2 * P + 2 * k, 2 * P + 3 * k])
+    return (parts[0], parts[1], parts[2].reshape(P, need).astype(np.int64), parts[3].reshape(P, need) > 0,
+            parts[4].reshape(P, need).astype(np.int64), parts[5].reshape(P, need) > 0)
 
 
 def _merge_new(cu: np.ndarray, cl: np.ndarray, n_p: int, keep: np.ndarray, need: int) -> np.ndarray:
@@ -790,25 +807,22 @@ def solve_working_set(X: Any, ys: list[np.ndarray], subs: list[np.ndarray], kern
     F = yv.copy()
     Kws = xp.zeros((P, ws, N1), dtype=dt)
     widx = np.full((P, ws), n_max, dtype=np.int64)  # working-set rows (host); n_max: empty slot
+    widx_d = xp.asarray(widx)                        # ... and its device copy
     wvalid = np.zeros((P, ws), dtype=bool)
     done = np.zeros(P, dtype=bool)
     converged = np.zeros(P, dtype=bool)
     best = np.full(P, np.inf)          # lowest dual objective so far
     since_best = np.zeros(P, dtype=np.int64)
-    n_inner_tot = np.zeros(P, dtype=np.int64)
+    n_inner_d = xp.zeros(P, dtype=xp.int64)          # inner steps, summed on the device
     rounds = np.zeros(P, dtype=np.int64)
     ar = xp.arange(P)[:, None]
     r = 0
     while True:
-        # global optimality check (FCL05 eq. 6), one reduction per problem
-        up = ((yv > 0) & (alpha < Cvv)) | ((yv < 0) & (alpha > 0))
-        low = ((yv < 0) & (alpha < Cvv)) | ((yv > 0) & (alpha > 0))
-        gap = bk.to_host(xp.where(up, F, -xp.inf).max(axis=1) - xp.where(low, F, xp.inf).min(axis=1))
-        gap = np.asarray(gap, dtype=np.float64)
-        # ½αᵀQα − eᵀα = ½ Σ αᵢ(−yᵢFᵢ − 1), in float64 whatever the working dtype
-        a64 = alpha.astype(xp.float64)
-        obj = np.asarray(bk.to_host(0.5 * (a64 * (-yv.astype(xp.float64) * F - 1.0)).sum(axis=1)),
-                         dtype=np.float64)
+        # (0) one device→host transfer per round: the gap and objective of every problem and the
+        # candidate rows for the next working sets (the decisions below need all of them)
+        slots = np.arange(ws) if r == 0 else np.arange(q) + q * ((r - 1) % 2)
+        keep_slots = np.setdiff1d(np.arange(ws), slots)
+        gap, obj, ou, vu, ol, vl = _round_state(yv, Cvv, alpha, F, widx_d[:, keep_slots], slots.size, xp)
         for p in np.flatnonzero(~done):
             if not gap[p] >= tol:
                 done[p] = converged[p] = True
@@ -822,26 +836,24 @@ def solve_working_set(X: Any, ys: list[np.ndarray], subs: list[np.ndarray], kern
                     done[p] = True
         if done.all():
             break
-        # (1) selection: which half is replaced (FIFO), the new rows per problem
-        slots = np.arange(ws) if r == 0 else np.arange(q) + q * ((r - 1) % 2)
-        keep_slots = np.setdiff1d(np.arange(ws), slots)
-        ou, vu, ol, vl = _candidates(F, up, low, widx[:, keep_slots], slots.size, xp)
+        # (1) selection (host): which half is replaced (FIFO), the new rows per problem
+        n_new = np.zeros(P, dtype=np.int64)
         for p in np.flatnonzero(~done):
             keep = widx[p, keep_slots][wvalid[p, keep_slots]]
             new = _merge_new(ou[p][vu[p]], ol[p][vl[p]], int(sizes[p]), keep, slots.size)
             widx[p, slots] = np.where(new >= 0, new, n_max)
             wvalid[p, slots] = new >= 0
-            # (2) their kernel rows: q × n_p, one GEMM + epilogue
-            rows = new[new >= 0]
-            if rows.size:
-                rows_d = bk.to_device(rows, dev) if dev.is_gpu else rows
-                Kb = (Xp[p][rows_d] if _is_precomputed(kernel)
-                      else kernel_block(Xp[p][rows_d], Xp[p], kernel, dtype=dt))
-                s0 = int(slots[0])
-                Kws[p, s0:s0 + rows.size, : int(sizes[p])] = Kb
+            n_new[p] = int((new >= 0).sum())
+        widx_d = xp.asarray(widx)
+        # (2) their kernel rows: q × n_p per problem, one GEMM + epilogue (rows read on the device)
+        s0 = int(slots[0])
+        for p in np.flatnonzero(n_new):
+            rows_d = widx_d[p, s0:s0 + int(n_new[p])]
+            Kb = (Xp[p][rows_d] if _is_precomputed(kernel)
+                  else kernel_block(Xp[p][rows_d], Xp[p], kernel, dtype=dt))
+            Kws[p, s0:s0 + int(n_new[p]), : int(sizes[p])] = Kb
         # (3) the subproblems of all problems in one call
         act = ~done
-        widx_d = xp.asarray(widx)
         yw = yv[ar, widx_d]
         Cw = Cvv[ar, widx_d]
         aw = alpha[ar, widx_d]
@@ -855,9 +867,10 @@ def solve_working_set(X: Any, ys: list[np.ndarray], subs: list[np.ndarray], kern
         delta = anew - aw
         alpha[ar, widx_d] = anew
         F -= xp.matmul((yw * delta)[:, None, :], Kws)[:, 0, :]
-        n_inner_tot += np.asarray(bk.to_host(n_in), dtype=np.int64) * act
+        n_inner_d += xp.asarray(n_in).astype(xp.int64)       # inactive problems report 0 steps
         rounds += act
         r += 1
+    n_inner_tot = np.asarray(bk.to_host(n_inner_d), dtype=np.int64)
     alpha_h = np.asarray(bk.to_host(alpha), dtype=np.float64)
     F_h = np.asarray(bk.to_host(F), dtype=np.float64)
     out = []
