@@ -380,6 +380,40 @@ def _smo_subproblem_cost(grid, block, shared, args) -> dict:
             "bytes_written": P * ws * it, "flops": 0.0, "rate": "raw64" if it == 8 else "raw32"}
 
 
+def _sm_share(nbytes: float, n_blocks: int) -> float:
+    """Bytes as the model counts them for a grid of ``n_blocks`` blocks: fewer blocks than the
+    H100's 132 SMs move their data through fewer SMs, at each SM's fair share of the bandwidth."""
+    return nbytes * max(1.0, 132.0 / max(int(n_blocks), 1))
+
+
+@_kernel_cost("smo_round_keys")
+def _round_keys_cost(grid, block, shared, args) -> dict:
+    """Grid (chunks, P): reads y, C, α, F and writes the two key arrays once (a streaming pass,
+    max form), ~12 FLOPs per row, then a 256-wide tree reduction of five partials per block."""
+    n1 = int(args[4])
+    it = args[0]._a.itemsize
+    P, chunks = int(grid[1]), int(grid[0])
+    levels = int(np.log2(max(int(block[0]), 2))) + 1
+    return {"flops": 12.0 * P * n1, "bytes_read": _sm_share(4 * P * n1 * it, P * chunks),
+            "bytes_written": _sm_share(2 * P * n1 * it + 40 * P * chunks, P * chunks),
+            "rate": "raw64" if it == 8 else "raw32",
+            "latency_s": levels * const("BARRIER_LEVEL_CYCLES") / const("CLOCK_HZ")}
+
+
+@_kernel_cost("smo_round_finish")
+def _round_finish_cost(grid, block, shared, args) -> dict:
+    """One block per problem: clears the kept rows' keys (a dependent read then write each) and
+    reduces the chunk partials: latency of one global load round trip + a 256-wide tree."""
+    P, n_chunks, n_keep = int(grid[0]), int(args[1]), int(args[3])
+    it = args[4]._a.itemsize
+    levels = int(np.log2(max(int(block[0]), 2))) + 1
+    return {"bytes_read": _sm_share(P * (n_keep * (8 + 2 * it) + n_chunks * 40), P),
+            "bytes_written": _sm_share(P * (n_keep * 2 * it + 32), P), "flops": 0.0,
+            "rate": "raw64" if it == 8 else "raw32",
+            "latency_s": (2 * const("GLOBAL_LOAD_CYCLES") + levels * const("BARRIER_LEVEL_CYCLES"))
+            / const("CLOCK_HZ")}
+
+
 def kernel_family(name: str) -> str:
     import re
     return re.sub(r"_f(32|64)$", "", name)
@@ -457,9 +491,45 @@ def _twin_smo(grid, block, args) -> None:
     _host(args[10])[...] = g0
 
 
+def _twin_round_keys(grid, block, args) -> None:
+    y, C, a, F = (_host(v) for v in args[:4])
+    chunk = int(args[5])
+    su, sl, part = _host(args[6]), _host(args[7]), _host(args[8])
+    up = ((y > 0) & (a < C)) | ((y < 0) & (a > 0))
+    low = ((y < 0) & (a < C)) | ((y > 0) & (a > 0))
+    su[...] = np.where(up, -F, np.inf)
+    sl[...] = np.where(low, F, np.inf)
+    term = a.astype(np.float64) * (-y.astype(np.float64) * F - 1.0)
+    for c in range(int(grid[0])):
+        sel = slice(c * chunk, (c + 1) * chunk)
+        part[:, c, 0] = np.where(up[:, sel], F[:, sel], -np.inf).max(axis=1)
+        part[:, c, 1] = np.where(low[:, sel], F[:, sel], np.inf).min(axis=1)
+        part[:, c, 2] = term[:, sel].sum(axis=1)
+        part[:, c, 3] = np.isfinite(su[:, sel]).sum(axis=1)
+        part[:, c, 4] = np.isfinite(sl[:, sel]).sum(axis=1)
+
+
+def _twin_round_finish(grid, block, args) -> None:
+    keep, n_keep = _host(args[2]), int(args[3])
+    su, sl, part, stats = _host(args[4]), _host(args[5]), _host(args[6]), _host(args[7])
+    dec = np.zeros((su.shape[0], 2))
+    if n_keep:
+        rows = np.arange(su.shape[0])[:, None]
+        dec[:, 0] = np.isfinite(su[rows, keep]).sum(axis=1)
+        dec[:, 1] = np.isfinite(sl[rows, keep]).sum(axis=1)
+        su[rows, keep] = np.inf
+        sl[rows, keep] = np.inf
+    t = su.dtype.type
+    stats[:, 0] = t(part[:, :, 0].max(axis=1)) - t(part[:, :, 1].min(axis=1))
+    stats[:, 1] = 0.5 * part[:, :, 2].sum(axis=1)
+    stats[:, 2] = part[:, :, 3].sum(axis=1) - dec[:, 0]
+    stats[:, 3] = part[:, :, 4].sum(axis=1) - dec[:, 1]
+
+
 #: kernel family -> NumPy twin run in place of the CPU emulator when tracing at scale
 TWINS = {"kernel_epilogue": _twin_epilogue, "kernel_block_tiled": _twin_tiled, "kernel_matvec": _twin_matvec,
-         "cvm_furthest": _twin_cvm, "smo_subproblem": _twin_smo}
+         "cvm_furthest": _twin_cvm, "smo_subproblem": _twin_smo, "smo_round_keys": _twin_round_keys,
+         "smo_round_finish": _twin_round_finish}
 
 
 def twin_substitutes() -> dict[str, Callable]:

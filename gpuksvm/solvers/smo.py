@@ -678,42 +678,82 @@ def _default_ws(n_max: int, P: int, itemsize: int, dev: bk.Device) -> int:
     return ws
 
 
+def round_keys_host(yv: np.ndarray, Cvv: np.ndarray, alpha: np.ndarray, F: np.ndarray,
+                    widx_keep: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """NumPy twin of ``kernels_cuda/smo.cu:smo_round_keys`` + ``smo_round_finish`` (and its oracle).
+
+    For every problem (row of the padded (P, n1) state): the sort keys of the
+    I_up rows (−F, most violating first) and I_low rows (F), +inf elsewhere and
+    at the rows of the kept half of the working set (``widx_keep``, (P, k)),
+    and ``stats`` (P, 4) float64: the gap m − M (FCL05 eq. 6, in the working
+    dtype), the dual objective ½ Σ αᵢ(−yᵢFᵢ − 1) (float64), and the number of
+    finite up and low keys.
+    """
+    up = ((yv > 0) & (alpha < Cvv)) | ((yv < 0) & (alpha > 0))
+    low = ((yv < 0) & (alpha < Cvv)) | ((yv > 0) & (alpha > 0))
+    gap = np.where(up, F, -np.inf).max(axis=1) - np.where(low, F, np.inf).min(axis=1)
+    obj = 0.5 * (alpha.astype(np.float64) * (-yv.astype(np.float64) * F - 1.0)).sum(axis=1)
+    su = np.where(up, -F, np.inf).astype(F.dtype)
+    sl = np.where(low, F, np.inf).astype(F.dtype)
+    if widx_keep.shape[1]:
+        rows = np.arange(F.shape[0])[:, None]
+        su[rows, widx_keep] = np.inf
+        sl[rows, widx_keep] = np.inf
+    stats = np.stack([gap.astype(np.float64), obj, np.isfinite(su).sum(axis=1).astype(np.float64),
+                      np.isfinite(sl).sum(axis=1).astype(np.float64)], axis=1)
+    return su, sl, stats
+
+
+_RK_BLOCK = 256              # SMO_RK_BLOCK of smo.cu
+_RK_CHUNK = 4 * _RK_BLOCK    # rows per block of smo_round_keys
+
+
+def _round_keys_cuda(yv, Cvv, alpha, F, widx_keep):
+    """:func:`round_keys_host` on the GPU: two launches (``kernels_cuda/smo.cu``), no host round trip."""
+    xp = bk.namespace_of(F)
+    P, n1 = F.shape
+    sfx = "f32" if F.dtype == np.float32 else "f64"
+    n_chunks = -(-n1 // _RK_CHUNK)
+    su, sl = xp.empty_like(F), xp.empty_like(F)
+    part = xp.empty((P, n_chunks, 5), dtype=xp.float64)
+    stats = xp.empty((P, 4), dtype=xp.float64)
+    keep = xp.ascontiguousarray(widx_keep, dtype=xp.int64) if widx_keep.shape[1] else None
+    _cuda.launch("smo", f"smo_round_keys_{sfx}", (n_chunks, P), (_RK_BLOCK,),
+                 (yv, Cvv, alpha, F, n1, _RK_CHUNK, su, sl, part))
+    _cuda.launch("smo", f"smo_round_finish_{sfx}", (P,), (_RK_BLOCK,),
+                 (n1, n_chunks, keep, int(widx_keep.shape[1]), su, sl, part, stats))
+    return su, sl, stats
+
+
 def _round_state(yv, Cvv, alpha, F, widx_keep, need: int, xp) -> tuple[np.ndarray, ...]:
     """Everything a round of the working-set loop decides on, in ONE device→host transfer.
 
-    Per problem: the optimality gap m − M (FCL05 eq. 6), the dual objective
-    ½ Σ αᵢ(−yᵢFᵢ − 1) (float64), and — device-side sorts — the ``need`` most
-    violating I_up rows (by decreasing F) and I_low rows (by increasing F),
-    rows of the kept half of the working set (``widx_keep``, device) excluded.
-    The candidates are computed even in the round that stops (the loop needs
-    one round trip per round, not two).  Returns host arrays: gap (P,),
-    objective (P,), up candidates (P, need), their validity, low candidates,
-    their validity.
+    Per problem (:func:`round_keys_host`, fused on a GPU): the optimality gap
+    m − M (FCL05 eq. 6), the dual objective ½ Σ αᵢ(−yᵢFᵢ − 1) (float64) and
+    the I_up / I_low sort keys, rows of the kept half of the working set
+    (``widx_keep``) excluded; then — device-side sorts — the ``need`` most
+    violating I_up rows (by decreasing F) and I_low rows (by increasing F).
+    The candidates are computed even in the round that stops (one round trip
+    per round, not two).  ``bench/gpu_model.py`` (H100 model): the round's
+    ~50 small CuPy launches and 7 synchronizations became 6 launches and one.
+    Returns host arrays: gap (P,), objective (P,), up candidates (P, need),
+    their validity, low candidates, their validity.
     """
     P = F.shape[0]
-    up = ((yv > 0) & (alpha < Cvv)) | ((yv < 0) & (alpha > 0))
-    low = ((yv < 0) & (alpha < Cvv)) | ((yv > 0) & (alpha > 0))
-    gap = xp.where(up, F, -xp.inf).max(axis=1) - xp.where(low, F, xp.inf).min(axis=1)
-    a64 = alpha.astype(xp.float64)
-    obj = 0.5 * (a64 * (-yv.astype(xp.float64) * F - 1.0)).sum(axis=1)
-    if widx_keep.shape[1]:
-        free = xp.ones(F.shape, dtype=bool)
-        free[xp.arange(P)[:, None], widx_keep] = False
-        up, low = up & free, low & free
-    su = xp.where(up, -F, xp.inf)
-    sl = xp.where(low, F, xp.inf)
+    if xp is np:
+        su, sl, stats = round_keys_host(yv, Cvv, alpha, F, np.asarray(widx_keep))
+    else:
+        su, sl, stats = _round_keys_cuda(yv, Cvv, alpha, F, widx_keep)
     ou = xp.argsort(su, axis=1)[:, :need]
     ol = xp.argsort(sl, axis=1)[:, :need]
-    vu = xp.isfinite(xp.take_along_axis(su, ou, axis=1))
-    vl = xp.isfinite(xp.take_along_axis(sl, ol, axis=1))
-    packed = xp.concatenate([gap.astype(xp.float64), obj, ou.ravel().astype(xp.float64),
-                             vu.ravel().astype(xp.float64), ol.ravel().astype(xp.float64),
-                             vl.ravel().astype(xp.float64)])
-    h = np.asarray(bk.to_host(packed), dtype=np.float64)
-    k = P * need
-    parts = np.split(h, [P, 2 * P, 2 * P + k, 2 * P + 2 * k, 2 * P + 3 * k])
-    return (parts[0], parts[1], parts[2].reshape(P, need).astype(np.int64), parts[3].reshape(P, need) > 0,
-            parts[4].reshape(P, need).astype(np.int64), parts[5].reshape(P, need) > 0)
+    packed = xp.concatenate([stats.view(xp.int64), ou.astype(xp.int64, copy=False),
+                             ol.astype(xp.int64, copy=False)], axis=1)
+    h = np.asarray(bk.to_host(packed))
+    st = np.ascontiguousarray(h[:, :4]).view(np.float64)
+    k = int(ou.shape[1])                     # need, or n1 when the working set is wider than the rows
+    ou_h, ol_h = h[:, 4:4 + k], h[:, 4 + k:]
+    ranks = np.arange(k)[None, :]
+    return st[:, 0], st[:, 1], ou_h, ranks < st[:, 2:3], ol_h, ranks < st[:, 3:4]
 
 
 def _merge_new(cu: np.ndarray, cl: np.ndarray, n_p: int, keep: np.ndarray, need: int) -> np.ndarray:
