@@ -8,7 +8,7 @@ CPU emulator when tracing at scale are checked against the emulator.
 """
 from __future__ import annotations
 
-import importlib.util
+import importlib
 import json
 import sys
 from pathlib import Path
@@ -26,21 +26,15 @@ pytestmark = pytest.mark.skipif(_emu_build.compiler() is None,
                                 reason="the emulated GPU needs a C++ compiler (g++)")
 
 
-def _load(name: str):
-    saved = list(sys.path)
-    try:
-        spec = importlib.util.spec_from_file_location(f"_under_test_{name}", BENCH / f"{name}.py")
-        mod = importlib.util.module_from_spec(spec)
-        sys.modules[spec.name] = mod          # dataclasses look their module up there
-        spec.loader.exec_module(mod)
-    finally:
-        sys.path[:] = saved
-    return mod
-
-
 @pytest.fixture(scope="module")
 def gm(_emulator):
-    return _load("gpu_model")
+    """bench/gpu_model.py imported as a module, sys.path restored (it puts bench/ and tests/ there)."""
+    saved = list(sys.path)
+    sys.path.insert(0, str(BENCH))
+    try:
+        return importlib.import_module("gpu_model")
+    finally:
+        sys.path[:] = saved
 
 
 @pytest.fixture(scope="module")
