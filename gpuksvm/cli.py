@@ -76,18 +76,18 @@ _METHOD_ALIASES = {"kernelsvc": "svc", "ksvc": "svc", "exact": "svc", "linearsvm
 # LIBSVM's -t numbers
 _KERNEL_CODES = {"0": "linear", "1": "poly", "2": "rbf", "3": "sigmoid"}
 
-# option -> candidate estimator parameter names, first present wins
+# option -> the estimator parameter it sets (one name in every estimator: gpuksvm.params)
 _OPTION_PARAMS = {
-    "kernel": ("kernel",),
-    "C": ("C",),
-    "gamma": ("gamma",),
-    "degree": ("degree",),
-    "coef0": ("coef0",),
-    "landmarks": ("n_landmarks",),
-    "tol": ("tol", "eps"),
-    "device": ("device",),
-    "seed": ("random_state",),
-    "verbose": ("verbose",),
+    "kernel": "kernel",
+    "C": "C",
+    "gamma": "gamma",
+    "degree": "degree",
+    "coef0": "coef0",
+    "landmarks": "n_landmarks",
+    "tol": "tol",
+    "device": "device",
+    "seed": "random_state",
+    "verbose": "verbose",
 }
 _OPTION_FLAGS = {"kernel": "-t", "C": "-c", "gamma": "-g", "degree": "-d", "coef0": "-r",
                  "landmarks": "-k", "tol": "-e", "device": "--device", "seed": "--seed",
@@ -146,13 +146,13 @@ def make_estimator(method: str, *, options: dict[str, Any] | None = None,
     for opt, value in (options or {}).items():
         if value is None:
             continue
-        cands = [p for p in _OPTION_PARAMS[opt] if p in names]
-        if not cands:
+        name = _OPTION_PARAMS[opt]
+        if name not in names:
             if opt == "kernel" and value == "linear" and cls.__name__ == "LinearSVM":
                 continue
             raise CLIError(f"method {method!r} ({cls.__name__}) has no parameter for "
-                           f"{_OPTION_FLAGS[opt]} ({'/'.join(_OPTION_PARAMS[opt])})")
-        params[cands[0]] = value
+                           f"{_OPTION_FLAGS[opt]} ({name})")
+        params[name] = value
     for name, value in (extra or {}).items():
         if name not in accepted:
             raise CLIError(f"{cls.__name__} has no parameter {name!r}; its parameters are: "
@@ -381,7 +381,7 @@ def build_parser() -> argparse.ArgumentParser:
     tr.add_argument("-r", "--coef0", type=float, help="coef0 of poly/sigmoid")
     tr.add_argument("-k", "--landmarks", type=int,
                     help="landmarks: n_landmarks (LLSVM k, OK-FEB budget B)")
-    tr.add_argument("-e", "--tol", type=float, help="stopping tolerance (tol / eps)")
+    tr.add_argument("-e", "--tol", type=float, help="stopping tolerance (tol)")
     tr.add_argument("--device", help="auto (default), cpu, gpu or cuda:N")
     tr.add_argument("--seed", type=int, help="random_state")
     tr.add_argument("--set", action="append", metavar="NAME=VALUE",

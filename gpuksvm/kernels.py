@@ -339,7 +339,8 @@ def _gram_rows(Xb, Zt, out):
 
 # --------------------------------------------------------------------------- blocks
 def kernel_block(X: Any, Z: Any = None, kernel: Kernel | str = "rbf", *, dtype: Any = None,
-                 block_rows: int | None = None, out: Any = None, method: str = "auto"):
+                 block_rows: int | None = None, out: Any = None, method: str = "auto",
+                 z_sq_norms: Any = None):
     """The kernel block K(X, Z) (``n × k``), computed in row blocks.
 
     Parameters
@@ -363,6 +364,9 @@ def kernel_block(X: Any, Z: Any = None, kernel: Kernel | str = "rbf", *, dtype: 
         dot products and the kernel function per 64×64 output tile, writing each
         output once (dense, d ≤ 64). ``"auto"``: tiled for d ≤ 64, else gemm.
         The CPU always uses BLAS GEMM + the NumPy epilogue.
+    z_sq_norms : array, optional
+        ‖zⱼ‖² of the rows of ``Z`` (RBF), when the caller keeps them (the CVM's
+        core vectors): saves a pass over ``Z`` per call.
 
     Returns
     -------
@@ -388,7 +392,9 @@ def kernel_block(X: Any, Z: Any = None, kernel: Kernel | str = "rbf", *, dtype: 
     if n == 0 or k == 0:
         return out
     Zt = Z.T
-    zn = row_sq_norms(Z, dt) if kernel.name == "rbf" else None
+    zn = None
+    if kernel.name == "rbf":
+        zn = row_sq_norms(Z, dt) if z_sq_norms is None else xp.asarray(z_sq_norms).astype(dt, copy=False)
     device = bk.device_of(out)
     if block_rows is None:
         block_rows = bk.plan_rows(n, (k + d) * dt.itemsize, device)

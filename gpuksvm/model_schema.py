@@ -340,6 +340,19 @@ class Info(Spec):
         raise self._bad(v, path, "plain values (numbers, strings, lists, dicts)")
 
 
+class DictOf(Spec):
+    """A dict with exactly the given string keys, each value checked by ``item`` (a fit history)."""
+
+    def __init__(self, keys: Iterable[str], item: Spec):
+        self.keys, self.item = frozenset(keys), item
+
+    def check(self, v, dims, path):
+        if type(v) is not dict or set(v) != self.keys:
+            raise self._bad(v, path, f"a dict with the keys {sorted(self.keys)}")
+        for k, x in v.items():
+            self.item.check(x, dims, f"{path}[{k!r}]")
+
+
 class Either(Spec):
     def __init__(self, *options: Spec, what: str = ""):
         self.options, self.what = options, what
@@ -598,6 +611,10 @@ _LINEAR_FITTED = _common({
     **_PROBA,
 })
 
+_CVM_STOP = Str(("converged", "max_iter", "max_core_size", "stalled"))
+#: per search iteration of :func:`gpuksvm.solvers.meb.fit_core_set` (1-D, one entry each)
+_CVM_HISTORY = DictOf(("m", "search_kernel", "qp_kernel", "qp_steps", "added", "seconds"),
+                      Arr("iuf", ndim=1))
 _CVM_FITTED = _common({
     "classes_": _labels(),
     "kernel_": KERNEL,
@@ -613,7 +630,9 @@ _CVM_FITTED = _common({
     "radius_": Either(Float(), FLOAT_1D),
     "rho_": Arr("f", ("n_problems",)),
     "n_iter_": Either(Int(low=0), INT_1D),
-    "stop_reason_": Either(Str(), ListOf(Str())),
+    "stop_reason_": Either(_CVM_STOP, ListOf(_CVM_STOP)),
+    "duality_gap_": Either(Float(), FLOAT_1D),
+    "history_": Either(_CVM_HISTORY, ListOf(_CVM_HISTORY)),
     "search_": Str(),
     "kappa_tilde_": Float(),
     "n_smo_steps_": Either(Int(low=0), INT_1D),

@@ -18,6 +18,9 @@
 // random sample of 59).  When `counter` is non-null the last block to finish
 // also reduces all group minima to a single (min s, row) -- the exact scan is
 // then one launch.  Ties go to the smallest row index (deterministic).
+// When `scores` is non-null every candidate's s is also written to
+// scores[candidate position] (cvm_scores_*: the core-set loop's sampled search
+// adds every violator of a sample, and its stop rule sums the violations).
 // NumPy twin: gpuksvm.solvers.meb.candidate_scores / HostScanner.
 #include "common.cuh"
 
@@ -52,7 +55,7 @@ __device__ void cvm_furthest(const T* __restrict__ X, int d, const long long* __
                              double b, const T* __restrict__ y, const T* __restrict__ self_term,
                              const T* __restrict__ xscale, int ktype, T gamma, T coef0, T degree,
                              double* part_s, long long* part_idx, unsigned int* counter,
-                             double* out_s, long long* out_idx) {
+                             double* out_s, long long* out_idx, double* scores) {
     extern __shared__ unsigned char cvm_smem[];
     T* zs = reinterpret_cast<T*>(cvm_smem);   // tile * d
     T* cs = zs + (long long)tile * d;          // tile
@@ -111,6 +114,7 @@ __device__ void cvm_furthest(const T* __restrict__ X, int d, const long long* __
             s += b;
             if (y != nullptr) s *= (double)y[row];
             if (self_term != nullptr) s += (double)self_term[row];
+            if (scores != nullptr) scores[c] = s;
             cvm_better<T>(s, row, best, besti);
         }
     }
@@ -160,7 +164,7 @@ cvm_furthest_f32(const float* X, int d, const long long* cand, long long n_cand,
                  float degree, double* part_s, long long* part_idx, unsigned int* counter,
                  double* out_s, long long* out_idx) {
     cvm_furthest<float>(X, d, cand, n_cand, group_size, Z, coef, m, tile, b, y, self_term, xscale,
-                        ktype, gamma, coef0, degree, part_s, part_idx, counter, out_s, out_idx);
+                        ktype, gamma, coef0, degree, part_s, part_idx, counter, out_s, out_idx, nullptr);
 }
 
 extern "C" __global__ void __launch_bounds__(CVM_BLOCK)
@@ -170,5 +174,26 @@ cvm_furthest_f64(const double* X, int d, const long long* cand, long long n_cand
                  double degree, double* part_s, long long* part_idx, unsigned int* counter,
                  double* out_s, long long* out_idx) {
     cvm_furthest<double>(X, d, cand, n_cand, group_size, Z, coef, m, tile, b, y, self_term, xscale,
-                         ktype, gamma, coef0, degree, part_s, part_idx, counter, out_s, out_idx);
+                         ktype, gamma, coef0, degree, part_s, part_idx, counter, out_s, out_idx, nullptr);
+}
+
+// As cvm_furthest_*, also writing every candidate's s to `scores` (n_cand doubles).
+extern "C" __global__ void __launch_bounds__(CVM_BLOCK)
+cvm_scores_f32(const float* X, int d, const long long* cand, long long n_cand, long long group_size,
+               const float* Z, const float* coef, int m, int tile, double b, const float* y,
+               const float* self_term, const float* xscale, int ktype, float gamma, float coef0,
+               float degree, double* part_s, long long* part_idx, unsigned int* counter,
+               double* out_s, long long* out_idx, double* scores) {
+    cvm_furthest<float>(X, d, cand, n_cand, group_size, Z, coef, m, tile, b, y, self_term, xscale,
+                        ktype, gamma, coef0, degree, part_s, part_idx, counter, out_s, out_idx, scores);
+}
+
+extern "C" __global__ void __launch_bounds__(CVM_BLOCK)
+cvm_scores_f64(const double* X, int d, const long long* cand, long long n_cand, long long group_size,
+               const double* Z, const double* coef, int m, int tile, double b, const double* y,
+               const double* self_term, const double* xscale, int ktype, double gamma, double coef0,
+               double degree, double* part_s, long long* part_idx, unsigned int* counter,
+               double* out_s, long long* out_idx, double* scores) {
+    cvm_furthest<double>(X, d, cand, n_cand, group_size, Z, coef, m, tile, b, y, self_term, xscale,
+                         ktype, gamma, coef0, degree, part_s, part_idx, counter, out_s, out_idx, scores);
 }

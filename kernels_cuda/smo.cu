@@ -129,3 +129,131 @@ extern "C" __global__ void smo_subproblem_f64(const double* Kww, const double* y
                                               double tol, int max_inner, int* n_inner, double* gap0) {
     smo_subproblem<double>(Kww, yw, Cw, alpha, Fw, active, ws, tol, max_inner, n_inner, gap0);
 }
+
+// ---------------------------------------------------------------------------
+// The decisions of one outer round of the working-set solver, fused
+// (gpuksvm.solvers.smo._round_state; NumPy twin: gpuksvm.solvers.smo.round_keys_host).
+//
+// For problem p (rows i < n1 of the padded (P, n1) state y, C, alpha, F):
+//   up_i  = (y_i > 0 and a_i < C_i) or (y_i < 0 and a_i > 0)        (I_up,  FCL05 eq. 6)
+//   low_i = (y_i < 0 and a_i < C_i) or (y_i > 0 and a_i > 0)        (I_low)
+//   su_i = -F_i if up_i else +inf,   sl_i = F_i if low_i else +inf   (sort keys: most violating first)
+// the rows of the kept half of the working set (keep[p, :]) then get +inf keys (they are
+// no candidates), and
+//   stats[p] = (m - M, ½ Σ_i a_i (−y_i F_i − 1) [double], #finite su, #finite sl)
+// with m = max_{up} F, M = min_{low} F (m - M in T, as the twin).
+// smo_round_keys: grid (n_chunks, P), block SMO_RK_BLOCK; block (c, p) writes the keys of
+// rows [c·chunk, (c+1)·chunk) and its partial (m, M, obj, #su, #sl) to part[p, c, :].
+// smo_round_finish: grid (P,), block SMO_RK_BLOCK; clears the kept rows' keys and reduces
+// the partials (two launches: the kept rows are cleared after every key is written).
+#define SMO_RK_BLOCK 256
+
+template <typename T>
+__device__ __forceinline__ bool smo_finite(T v) { return v > smo_neg_inf<T>() && v < -smo_neg_inf<T>(); }
+
+// Tree reduction of the block's five partials in s[5][SMO_RK_BLOCK] to slot 0:
+// max, min, sum, sum, sum (the callers stored theirs in slot tid and synchronized).
+__device__ __forceinline__ void smo_rk_reduce(double (*s)[SMO_RK_BLOCK], int tid) {
+    for (int w = SMO_RK_BLOCK / 2; w > 0; w >>= 1) {
+        if (tid < w) {
+            if (s[0][tid + w] > s[0][tid]) s[0][tid] = s[0][tid + w];
+            if (s[1][tid + w] < s[1][tid]) s[1][tid] = s[1][tid + w];
+            s[2][tid] += s[2][tid + w];
+            s[3][tid] += s[3][tid + w];
+            s[4][tid] += s[4][tid + w];
+        }
+        __syncthreads();
+    }
+}
+
+template <typename T>
+__device__ void smo_round_keys(const T* __restrict__ y, const T* __restrict__ C, const T* __restrict__ alpha,
+                               const T* __restrict__ F, long long n1, long long chunk, T* __restrict__ su,
+                               T* __restrict__ sl, double* __restrict__ part) {
+    __shared__ double s[5][SMO_RK_BLOCK];
+    const int tid = threadIdx.x;
+    const long long p = blockIdx.y;
+    const long long i0 = (long long)blockIdx.x * chunk;
+    long long i1 = i0 + chunk;
+    if (i1 > n1) i1 = n1;
+    const T INF = -smo_neg_inf<T>();
+    double m = (double)smo_neg_inf<T>(), M = (double)INF, obj = 0.0, cu = 0.0, cl = 0.0;
+    for (long long i = i0 + tid; i < i1; i += SMO_RK_BLOCK) {
+        const long long o = p * n1 + i;
+        const T yi = y[o], ai = alpha[o], ci = C[o], fi = F[o];
+        const bool up = (yi > T(0) && ai < ci) || (yi < T(0) && ai > T(0));
+        const bool low = (yi < T(0) && ai < ci) || (yi > T(0) && ai > T(0));
+        if (up && (double)fi > m) m = (double)fi;
+        if (low && (double)fi < M) M = (double)fi;
+        obj += (double)ai * (-(double)yi * (double)fi - 1.0);
+        const T ku = up ? -fi : INF, kl = low ? fi : INF;
+        su[o] = ku;
+        sl[o] = kl;
+        cu += smo_finite<T>(ku) ? 1.0 : 0.0;
+        cl += smo_finite<T>(kl) ? 1.0 : 0.0;
+    }
+    s[0][tid] = m; s[1][tid] = M; s[2][tid] = obj; s[3][tid] = cu; s[4][tid] = cl;
+    __syncthreads();
+    smo_rk_reduce(s, tid);
+    if (tid == 0) {
+        double* out = part + (p * gridDim.x + blockIdx.x) * 5;
+        for (int q = 0; q < 5; ++q) out[q] = s[q][0];
+    }
+}
+
+template <typename T>
+__device__ void smo_round_finish(long long n1, int n_chunks, const long long* __restrict__ keep, int n_keep,
+                                 T* __restrict__ su, T* __restrict__ sl, const double* __restrict__ part,
+                                 double* __restrict__ stats) {
+    __shared__ double s[5][SMO_RK_BLOCK];
+    const int tid = threadIdx.x;
+    const long long p = blockIdx.x;
+    const T INF = -smo_neg_inf<T>();
+    double m = (double)smo_neg_inf<T>(), M = (double)INF, obj = 0.0, cu = 0.0, cl = 0.0;
+    // kept rows are distinct (or the dummy row n1 - 1, whose keys are +inf): one thread each
+    for (int j = tid; j < n_keep; j += SMO_RK_BLOCK) {
+        const long long o = p * n1 + keep[p * n_keep + j];
+        if (smo_finite<T>(su[o])) { su[o] = INF; cu -= 1.0; }
+        if (smo_finite<T>(sl[o])) { sl[o] = INF; cl -= 1.0; }
+    }
+    for (int c = tid; c < n_chunks; c += SMO_RK_BLOCK) {
+        const double* q = part + (p * n_chunks + c) * 5;
+        if (q[0] > m) m = q[0];
+        if (q[1] < M) M = q[1];
+        obj += q[2]; cu += q[3]; cl += q[4];
+    }
+    s[0][tid] = m; s[1][tid] = M; s[2][tid] = obj; s[3][tid] = cu; s[4][tid] = cl;
+    __syncthreads();
+    smo_rk_reduce(s, tid);
+    if (tid == 0) {
+        double* out = stats + p * 4;
+        out[0] = (double)((T)s[0][0] - (T)s[1][0]);
+        out[1] = 0.5 * s[2][0];
+        out[2] = s[3][0];
+        out[3] = s[4][0];
+    }
+}
+
+extern "C" __global__ void __launch_bounds__(SMO_RK_BLOCK)
+smo_round_keys_f32(const float* y, const float* C, const float* alpha, const float* F, long long n1,
+                   long long chunk, float* su, float* sl, double* part) {
+    smo_round_keys<float>(y, C, alpha, F, n1, chunk, su, sl, part);
+}
+
+extern "C" __global__ void __launch_bounds__(SMO_RK_BLOCK)
+smo_round_keys_f64(const double* y, const double* C, const double* alpha, const double* F, long long n1,
+                   long long chunk, double* su, double* sl, double* part) {
+    smo_round_keys<double>(y, C, alpha, F, n1, chunk, su, sl, part);
+}
+
+extern "C" __global__ void __launch_bounds__(SMO_RK_BLOCK)
+smo_round_finish_f32(long long n1, int n_chunks, const long long* keep, int n_keep, float* su, float* sl,
+                     const double* part, double* stats) {
+    smo_round_finish<float>(n1, n_chunks, keep, n_keep, su, sl, part, stats);
+}
+
+extern "C" __global__ void __launch_bounds__(SMO_RK_BLOCK)
+smo_round_finish_f64(long long n1, int n_chunks, const long long* keep, int n_keep, double* su, double* sl,
+                     const double* part, double* stats) {
+    smo_round_finish<double>(n1, n_chunks, keep, n_keep, su, sl, part, stats);
+}

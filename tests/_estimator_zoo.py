@@ -22,6 +22,7 @@ ZOO = {
     "llsvm_multiclass": ("gpuksvm.llsvm", "LLSVM", {"gamma": 2.0, "C": 10.0, "n_landmarks": 20},
                          "multiclass"),
     "cvm": ("gpuksvm.cvm", "CVM", {"gamma": 2.0, "C": 10.0}, "binary"),
+    "cvm_multiclass": ("gpuksvm.cvm", "CVM", {"gamma": 2.0, "C": 10.0}, "multiclass"),
     "one_class_cvm": ("gpuksvm.cvm", "OneClassCVM", {"gamma": 2.0}, "one_class"),
     "svi": ("gpuksvm.svi", "SVI", {"gamma": 2.0, "C": 10.0}, "binary"),
     "svi_multiclass": ("gpuksvm.svi", "SVI", {"gamma": 2.0, "C": 10.0}, "multiclass"),

@@ -1,24 +1,30 @@
-"""Tests of the Core Vector Machine (gpuksvm.cvm, gpuksvm.solvers.meb; SPEC §2).
+"""Tests of the Core Vector Machine estimators (gpuksvm.cvm; SPEC §2).
 
-The reference for the MEB dual is an independent dense solve: the simplex QP
-min αᵀK̃α, α ≥ 0, Σα = 1 has the same KKT system as the non-negative least
-squares problem min_{γ≥0} ‖Lᵀγ − L⁻¹1‖² (K̃ = LLᵀ) up to α = γ/Σγ, which
-scipy's Lawson–Hanson NNLS solves exactly.  Kernels for the references come
-from scikit-learn's pairwise kernels, not from gpuksvm.
+The references are independent: the MEB dual on the simplex min αᵀK̃α,
+α ≥ 0, Σα = 1 has the same KKT system as the non-negative least squares
+problem min_{γ≥0} ‖Lᵀγ − L⁻¹1‖² (K̃ = LLᵀ) up to α = γ/Σγ, which scipy's
+Lawson–Hanson NNLS solves exactly; and the two-class L2-SVM with a linear
+kernel is LIBLINEAR's squared-hinge SVM with C/2 and the bias as a feature of
+value 1 (scikit-learn's ``LinearSVC``).  Kernels for the references come from
+scikit-learn's pairwise kernels, not from gpuksvm.  The solver pieces
+(core-set QP, cache, scanners) are tested in ``test_cvm_solvers.py``.
 """
 from __future__ import annotations
+
+import warnings
 
 import numpy as np
 import pytest
 import scipy.sparse as sp
 from scipy.optimize import nnls
+from sklearn.exceptions import ConvergenceWarning
 from sklearn.metrics.pairwise import polynomial_kernel, rbf_kernel
+from sklearn.svm import LinearSVC
 
 from gpuksvm import backend as bk
+from gpuksvm import cvm as cvm_module
 from gpuksvm.cvm import CVM, OneClassCVM
 from gpuksvm.datasets import make_checkerboard
-from gpuksvm.kernels import Kernel
-from gpuksvm.solvers.meb import HostScanner, SimplexMEB
 
 
 # --------------------------------------------------------------------------- references
@@ -53,30 +59,46 @@ def full_alpha(model, n: int) -> np.ndarray:
     return a
 
 
+def relative_gap(K: np.ndarray, y: np.ndarray | None, C: float, a: np.ndarray) -> float:
+    """The L2-SVM's (P − D)/|D| at α over all rows (module docstring of gpuksvm.cvm), by hand."""
+    yy = np.ones(len(a)) if y is None else y
+    ay = a * yy
+    f = K @ ay + (ay.sum() if y is not None else 0.0)
+    q = a @ ktilde(K, y, C) @ a
+    xi = np.maximum(q - yy * f, 0.0)
+    return (C * xi @ xi - a @ a / C) / q
+
+
 @pytest.fixture(scope="module")
 def board():
     X, y = make_checkerboard(240, grid=2, random_state=3)
     return X, y
 
 
+def overlapping_classes(n: int, d: int = 5, seed: int = 0):
+    """Two Gaussian classes that overlap (not separable), labels ±1."""
+    rng = np.random.default_rng(seed)
+    y = np.where(rng.random(n) < 0.5, 1.0, -1.0)
+    X = rng.normal(size=(n, d)) + 0.6 * y[:, None] * np.linspace(1.0, 0.2, d)[None, :] + 0.5
+    return X, y
+
+
 # --------------------------------------------------------------------------- dual = dense QP
-@pytest.mark.parametrize("inner", ["active_set", "smo"])
 @pytest.mark.parametrize("C", [10.0, 1000.0])
-def test_two_class_dual_equals_dense_qp(board, inner, C):
+def test_two_class_dual_equals_dense_qp(board, C):
     X, y = board
     Kt = ktilde(rbf_kernel(X, gamma=4.0), y, C)
     a_ref = simplex_qp_reference(Kt)
-    m = CVM(gamma=4.0, C=C, eps=1e-10, sample_size=None, inner_solver=inner, device="cpu",
-            random_state=0).fit(X, y)
+    m = CVM(gamma=4.0, C=C, tol=1e-10, sample_size=None, device="cpu", random_state=0).fit(X, y)
     assert m.stop_reason_ == "converged" and m.search_ == "exact"
     a = full_alpha(m, len(y))
     assert a.sum() == pytest.approx(1.0, abs=1e-12) and a.min() >= 0.0
-    np.testing.assert_allclose(a, a_ref, atol=1e-7)
+    np.testing.assert_allclose(a, a_ref, atol=1e-6)
     # ρ = αᵀK̃α (the optimal value) and b = Σαᵢyᵢ
-    assert m.rho_[0] == pytest.approx(a_ref @ Kt @ a_ref, rel=1e-10)
-    assert m.intercept_[0] == pytest.approx(a_ref @ y, abs=1e-7)
+    assert m.rho_[0] == pytest.approx(a_ref @ Kt @ a_ref, rel=1e-9)
+    assert m.intercept_[0] == pytest.approx(a_ref @ y, abs=1e-6)
     # the support vectors are exactly the rows with α > 0 in the reference
-    np.testing.assert_array_equal(np.sort(m.support_), np.nonzero(a_ref > 1e-9)[0])
+    np.testing.assert_array_equal(np.sort(m.support_), np.nonzero(a_ref > 1e-7)[0])
 
 
 def test_one_class_and_normalized_kernel_duals_equal_dense_qp(board):
@@ -84,27 +106,27 @@ def test_one_class_and_normalized_kernel_duals_equal_dense_qp(board):
     # one-class, RBF (eq. 7)
     Kt = ktilde(rbf_kernel(X, gamma=4.0), None, 2.0)
     a_ref = simplex_qp_reference(Kt)
-    oc = OneClassCVM(gamma=4.0, C=2.0, eps=1e-10, sample_size=None, device="cpu", random_state=0).fit(X)
-    np.testing.assert_allclose(full_alpha(oc, len(X)), a_ref, atol=1e-7)
-    assert oc.rho_[0] == pytest.approx(a_ref @ Kt @ a_ref, rel=1e-10)
+    oc = OneClassCVM(gamma=4.0, C=2.0, tol=1e-10, sample_size=None, device="cpu", random_state=0).fit(X)
+    np.testing.assert_allclose(full_alpha(oc, len(X)), a_ref, atol=1e-6)
+    assert oc.rho_[0] == pytest.approx(a_ref @ Kt @ a_ref, rel=1e-9)
     assert oc.offset_ == pytest.approx(oc.rho_[0] - 3 * np.median(oc.alpha_[oc.alpha_ > 0]) / 2.0,
                                        rel=1e-12)
     # two-class, normalized polynomial kernel κ(x,z)/√(κ(x,x)κ(z,z)) (paper eq. 4, case 3)
     Xs = X * 3.0 - 1.0
     Kt = ktilde(normalized_poly(Xs, Xs), y, 100.0)
     a_ref = simplex_qp_reference(Kt)
-    m = CVM(kernel="poly", degree=2, coef0=1.0, gamma=0.5, C=100.0, normalize=True, eps=1e-10,
+    m = CVM(kernel="poly", degree=2, coef0=1.0, gamma=0.5, C=100.0, normalize=True, tol=1e-10,
             sample_size=None, device="cpu", random_state=0).fit(Xs, y)
-    np.testing.assert_allclose(full_alpha(m, len(y)), a_ref, atol=1e-7)
+    np.testing.assert_allclose(full_alpha(m, len(y)), a_ref, atol=1e-6)
     np.testing.assert_allclose(m.decision_function(Xs),
-                               normalized_poly(Xs, Xs) @ (a_ref * y) + a_ref @ y, atol=1e-6)
+                               normalized_poly(Xs, Xs) @ (a_ref * y) + a_ref @ y, atol=1e-5)
 
 
 # --------------------------------------------------------------------------- primal/dual recovery
 def test_primal_dual_recovery_two_class(board):
     X, y = board
     C = 50.0
-    m = CVM(gamma=4.0, C=C, eps=1e-10, sample_size=None, device="cpu", random_state=0).fit(X, y)
+    m = CVM(gamma=4.0, C=C, tol=1e-12, sample_size=None, device="cpu", random_state=0).fit(X, y)
     a = full_alpha(m, len(y))
     K = rbf_kernel(X, gamma=4.0)
     ay = a * y
@@ -115,13 +137,13 @@ def test_primal_dual_recovery_two_class(board):
     margin = y * f
     sv = a > 0
     # support vectors: yᵢf(xᵢ) = ρ − ξᵢ with ξᵢ = αᵢ/C; all rows: yᵢf(xᵢ) ≥ ρ − ξᵢ
-    np.testing.assert_allclose(margin[sv] + a[sv] / C, rho, atol=1e-9)
-    assert (margin[~sv] >= rho - 1e-9).all()
+    np.testing.assert_allclose(margin[sv] + a[sv] / C, rho, atol=1e-8)
+    assert (margin[~sv] >= rho - 1e-8).all()
     # zero duality gap: ‖w‖² + b² − 2ρ + CΣξ² (primal, eq. 8) = −αᵀK̃α (dual)
     xi = np.maximum(rho - margin, 0.0)
-    np.testing.assert_allclose(xi, a / C, atol=1e-9)
+    np.testing.assert_allclose(xi, a / C, atol=1e-8)
     primal = ay @ K @ ay + ay.sum() ** 2 - 2 * rho + C * (xi ** 2).sum()
-    assert primal == pytest.approx(-rho, rel=1e-8)
+    assert primal == pytest.approx(-rho, rel=1e-7)
     # the stored model is that expansion
     np.testing.assert_allclose(m.dual_coef_[0], ay[m.support_], atol=0)
     assert m.intercept_[0] == pytest.approx(ay.sum(), abs=1e-15)
@@ -131,7 +153,7 @@ def test_primal_dual_recovery_two_class(board):
 def test_primal_dual_recovery_one_class():
     X = np.random.default_rng(1).normal(size=(200, 3))
     C = 5.0
-    oc = OneClassCVM(gamma=0.3, C=C, eps=1e-10, sample_size=None, device="cpu", random_state=0).fit(X)
+    oc = OneClassCVM(gamma=0.3, C=C, tol=1e-12, sample_size=None, device="cpu", random_state=0).fit(X)
     a = full_alpha(oc, len(X))
     K = rbf_kernel(X, gamma=0.3)
     np.testing.assert_allclose(oc.score_samples(X), K @ a, atol=1e-9)
@@ -140,39 +162,124 @@ def test_primal_dual_recovery_one_class():
     rho = oc.rho_[0]
     sv = a > 0
     # wᵀφ(xᵢ) = ρ − αᵢ/C on the support vectors, ≥ ρ elsewhere (one-class eq. 6/7)
-    np.testing.assert_allclose((K @ a - rho)[sv], -a[sv] / C, atol=1e-9)
-    assert ((K @ a - rho)[~sv] >= -1e-9).all()
+    np.testing.assert_allclose((K @ a - rho)[sv], -a[sv] / C, atol=1e-8)
+    assert ((K @ a - rho)[~sv] >= -1e-8).all()
     primal = a @ K @ a - 2 * rho + C * ((a / C) ** 2).sum()
-    assert primal == pytest.approx(-rho, rel=1e-8)
+    assert primal == pytest.approx(-rho, rel=1e-7)
     # the outlier threshold: ρ − 3·median(α_SV)/C
     assert oc.offset_ == pytest.approx(rho - 3 * np.median(a[sv]) / C, rel=1e-12)
     np.testing.assert_array_equal(oc.predict(X), np.where(dec >= 0, 1, -1))
 
 
-# --------------------------------------------------------------------------- (1+ε)² bound
-@pytest.mark.parametrize("task", ["two_class", "one_class"])
-def test_approximation_bound(board, task):
-    """R² ≤ p* + κ̃ ≤ (1+ε)²R² (eq. 15), p* = max −αᵀK̃α known from the dense solve."""
+# --------------------------------------------------------------------------- the stop rule
+@pytest.mark.parametrize("task", ["two_class", "one_class", "one_class_finished"])
+def test_stop_rule_is_the_relative_duality_gap(board, task, monkeypatch):
+    """Stopped at tol, the L2-SVM's relative duality gap over all rows is ≤ tol, and so is the
+    relative suboptimality of the dual, (αᵀK̃α − p*)/αᵀK̃α, against the dense reference.
+
+    OneClassCVM finishes its core-set QP before taking its outlier threshold
+    ("one_class_finished"): ``duality_gap_`` is then the gap of the finished α (it reported the
+    gap of the rows outside the core set at the α before the finish); "one_class" checks the
+    stop rule itself with that finish switched off."""
     X, y = board
     yy = y if task == "two_class" else None
+    if task == "one_class":
+        monkeypatch.setattr(cvm_module, "_THRESHOLD_KKT", None)
     C = 20.0
-    Kt = ktilde(rbf_kernel(X, gamma=4.0), yy, C)
+    K = rbf_kernel(X, gamma=4.0)
+    Kt = ktilde(K, yy, C)
     a_ref = simplex_qp_reference(Kt)
-    kt = Kt[0, 0]
-    R2_star = kt - a_ref @ Kt @ a_ref                 # p* + κ̃, the exact MEB radius²
-    seen = []
-    for eps in (1e-1, 3e-2, 1e-2, 1e-3):
-        kw = dict(gamma=4.0, C=C, eps=eps, sample_size=None, eps_schedule="fixed", device="cpu",
-                  random_state=0)
+    q_star = a_ref @ Kt @ a_ref
+    sub = []
+    for tol in (3e-1, 1e-1, 1e-2, 1e-3):
+        kw = dict(gamma=4.0, C=C, tol=tol, sample_size=None, device="cpu", random_state=0)
         m = CVM(**kw).fit(X, y) if yy is not None else OneClassCVM(**kw).fit(X)
         assert m.stop_reason_ == "converged"
-        R2 = m.radius_ ** 2
-        assert m.kappa_tilde_ == pytest.approx(kt)
-        assert R2 <= R2_star * (1 + 1e-12)
-        assert R2_star <= (1 + eps) ** 2 * R2 * (1 + 1e-12)
-        seen.append((R2_star - R2) / R2_star)
-    # the bound is not vacuous: loose ε stops early with a visibly smaller ball
-    assert seen[0] > 1e-4
+        a = full_alpha(m, len(X))
+        q = a @ Kt @ a
+        gap = relative_gap(K, yy, C, a)
+        assert 0.0 <= gap <= tol and m.duality_gap_ == pytest.approx(gap, rel=1e-6, abs=1e-12)
+        assert 0.0 <= (q - q_star) / q <= tol
+        sub.append((q - q_star) / q)
+    if task != "one_class_finished":
+        assert sub[0] > 1e-3      # not vacuous: a loose tol stops visibly earlier
+
+
+@pytest.mark.parametrize("C", [100.0, 1000.0])
+def test_large_C_reaches_the_l2svm_optimum(C):
+    """At large C the fit is the L2-SVM asked for: LIBLINEAR's squared-hinge SVM (LinearSVC with
+    C/2, bias regularized as a feature of value 1) on the explicit normalized-linear feature map
+    reaches the same objective within the default tol (the old (1+ε)-ball rule stopped with the
+    objective several times the optimum and said "converged")."""
+    X, y = overlapping_classes(600)
+    Xn = X / np.linalg.norm(X, axis=1, keepdims=True)        # the feature map of κ(x,z)/√(κ(x,x)κ(z,z))
+    m = CVM(kernel="linear", normalize=True, C=C, device="cpu", random_state=0).fit(X, y)
+    ref = LinearSVC(loss="squared_hinge", C=C / 2, intercept_scaling=1.0, tol=1e-10,
+                    max_iter=10_000, dual=False).fit(Xn, y)         # primal trust-region Newton
+
+    def objective(w, b):     # ½‖w‖² + ½b² + (C/2) Σ max(0, 1 − y(wᵀx̂ + b))²
+        xi = np.maximum(0.0, 1.0 - y * (Xn @ w + b))
+        return 0.5 * (w @ w + b * b) + 0.5 * C * xi @ xi
+
+    rho = m.rho_[0]
+    w = (m.dual_coef_[0] @ Xn[m.support_]) / rho                # f' = f/ρ (module docstring)
+    b = m.intercept_[0] / rho
+    j_ref = objective(ref.coef_[0], ref.intercept_[0])
+    assert m.stop_reason_ == "converged"
+    assert objective(w, b) <= j_ref * (1 + 1e-2)
+    agree = np.mean(np.sign(Xn @ w + b) == np.sign(ref.decision_function(Xn)))
+    assert agree > 0.99
+
+
+# --------------------------------------------------------------------------- early stops say so
+def test_early_stops_are_recorded_and_warned():
+    X, y = make_checkerboard(2000, random_state=0)
+    kw = dict(gamma=30.0, C=1000.0, device="cpu", random_state=0)
+    with pytest.warns(ConvergenceWarning, match="max_iter"):
+        m = CVM(max_iter=2, **kw).fit(X, y)
+    assert m.stop_reason_ == "max_iter" and m.n_iter_ == 2
+    assert m.duality_gap_ > m.tol
+    with pytest.warns(ConvergenceWarning, match="max_core_size"):
+        m = CVM(max_core_size=4, **kw).fit(X, y)
+    assert m.stop_reason_ == "max_core_size" and m.core_set_size_ == 4
+    assert m.alpha_.sum() == pytest.approx(1.0)
+    # a converged fit is silent
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ConvergenceWarning)
+        m = CVM(**kw).fit(X, y)
+    assert m.stop_reason_ == "converged" and m.duality_gap_ <= m.tol
+
+
+def test_stalled_qp_cannot_hang(board, monkeypatch):
+    """If the core-set QP makes no progress the gap stays above tol: stop, say so, don't loop."""
+    from gpuksvm.solvers import simplex_qp
+
+    def frozen(self, *args, **kwargs):
+        self.status = "max_steps"
+        return 0
+
+    monkeypatch.setattr(simplex_qp.CoreSetQP, "solve", frozen)
+    X, y = board
+    with pytest.warns(ConvergenceWarning, match="stalled"):
+        m = CVM(gamma=4.0, C=10.0, sample_size=None, device="cpu", random_state=0).fit(X, y)
+    assert m.stop_reason_ == "stalled"
+
+
+# --------------------------------------------------------------------------- row order
+def test_row_order_does_not_change_the_model():
+    """Rows sorted by label (as LIBSVM files often are) and shuffled give the same L2-SVM."""
+    X, y = make_checkerboard(3000, grid=2, random_state=0)
+    Xt, yt = make_checkerboard(4000, grid=2, random_state=1)
+    kw = dict(gamma=10.0, C=1000.0, device="cpu", random_state=0)
+    perm = np.random.default_rng(1).permutation(len(y))
+    order = np.argsort(y, kind="stable")
+    a = CVM(**kw).fit(X[perm], y[perm])
+    b = CVM(**kw).fit(X[order], y[order])
+    fa = a.decision_function(Xt) / a.rho_[0]
+    fb = b.decision_function(Xt) / b.rho_[0]
+    assert abs(a.score(Xt, yt) - b.score(Xt, yt)) <= 0.005
+    assert np.mean(np.sign(fa) == np.sign(fb)) >= 0.995
+    assert np.abs(fa - fb).max() <= 0.1 * np.abs(fa).max()
 
 
 # --------------------------------------------------------------------------- one-class outliers
@@ -182,7 +289,7 @@ def test_one_class_flags_planted_outliers():
     ang = rng.uniform(0, 2 * np.pi, 10)
     Xout = np.c_[6 * np.cos(ang), 6 * np.sin(ang)]
     X = np.vstack([Xin, Xout])
-    oc = OneClassCVM(C=1.0, device="cpu", random_state=0).fit(X)
+    oc = OneClassCVM(C=1.0, gamma="mean_dist", device="cpu", random_state=0).fit(X)
     pred = oc.predict(X)
     assert set(np.unique(pred)) <= {-1, 1}
     assert (pred[300:] == -1).all()                                  # every planted outlier
@@ -200,7 +307,7 @@ def test_one_class_flags_planted_outliers():
     assert oc.score_samples(fresh).min() > oc.score_samples(far).max()
     np.testing.assert_allclose(oc.decision_function(X), oc.score_samples(X) - oc.offset_)
     # the same model through CVM(task="one_class")
-    m = CVM(task="one_class", C=1.0, device="cpu", random_state=0).fit(X)
+    m = CVM(task="one_class", C=1.0, gamma="mean_dist", device="cpu", random_state=0).fit(X)
     np.testing.assert_array_equal(m.predict(X), pred)
     np.testing.assert_allclose(m.decision_function(X), dec, atol=1e-12)
 
@@ -209,7 +316,7 @@ def test_one_class_flags_planted_outliers():
 def test_sampled_and_exact_search_same_accuracy():
     X, y = make_checkerboard(4000, random_state=0)
     Xt, yt = make_checkerboard(5000, random_state=1)
-    kw = dict(gamma=30.0, C=1000.0, eps=1e-5, device="cpu", random_state=0)
+    kw = dict(gamma=30.0, C=1e4, device="cpu", random_state=0)
     ex = CVM(sample_size=None, **kw).fit(X, y)
     sa = CVM(sample_size=59, **kw).fit(X, y)
     assert ex.search_ == "exact" and sa.search_ == "sampled(59)"
@@ -217,9 +324,8 @@ def test_sampled_and_exact_search_same_accuracy():
     acc_ex, acc_sa = ex.score(Xt, yt), sa.score(Xt, yt)
     assert acc_ex > 0.98 and acc_sa > 0.98
     assert abs(acc_ex - acc_sa) < 0.01
-    # the exact search's ball is the tighter (1+ε) approximation: the sampled one
-    # can only stop earlier (smaller R) or equal, never produce a bigger ball than the MEB
-    assert sa.radius_ <= ex.radius_ * (1 + 1e-5) ** 2
+    # the exact search's gap is over every row: within tol; the sampled one estimated it
+    assert ex.duality_gap_ <= ex.tol and sa.duality_gap_ <= sa.tol
 
 
 def test_small_problem_uses_exact_search():
@@ -228,94 +334,14 @@ def test_small_problem_uses_exact_search():
     assert m.search_ == "exact"           # 300 ≤ 59·7 rows: sampling would not save anything
 
 
-# --------------------------------------------------------------------------- termination
 def test_zoo_problem_terminates_and_is_accurate():
-    """The binary problem of tests/_estimator_zoo.py that used to loop forever."""
+    """The binary problem of tests/_estimator_zoo.py (it used to loop forever)."""
     X, y = make_checkerboard(300, grid=2, random_state=0)
     m = CVM(gamma=2.0, C=10.0, device="cpu", random_state=0).fit(X, y)
     assert m.stop_reason_ == "converged"
     assert m.score(X, y) > 0.95
-    assert m.search_ == "exact"
-    Kt = ktilde(rbf_kernel(X, gamma=2.0), y, 10.0)
-    a_ref = simplex_qp_reference(Kt)
-    # a (1+ε)-ball: the exact MEB is only slightly larger than the CVM's ball
-    R2_star = Kt[0, 0] - a_ref @ Kt @ a_ref
-    assert m.radius_ ** 2 <= R2_star <= (1 + m.eps) ** 2 * m.radius_ ** 2 * (1 + 1e-12)
-
-
-def test_stop_reasons_recorded(board):
-    X, y = board
-    m = CVM(gamma=4.0, C=10.0, max_iter=5, device="cpu", random_state=0).fit(X, y)
-    assert m.stop_reason_ == "max_iter" and m.n_iter_ == 5 and m.core_set_size_ == 7
-    m = CVM(gamma=4.0, C=10.0, max_core_size=4, device="cpu", random_state=0).fit(X, y)
-    assert m.stop_reason_ == "max_core_size" and m.core_set_size_ == 4
-    assert m.alpha_.sum() == pytest.approx(1.0)
-
-
-def test_stalled_inner_solver_cannot_hang(board, monkeypatch):
-    """If the inner solver makes no progress, core vectors stay outside the ball: stop, don't loop."""
-    X, y = board
-
-    def frozen(self, tol, max_steps=None):
-        self.status = "max_steps"
-        return 0
-
-    monkeypatch.setattr(SimplexMEB, "solve", frozen)
-    monkeypatch.setattr(SimplexMEB, "solve_active_set", frozen)
-    m = CVM(gamma=4.0, C=10.0, sample_size=None, device="cpu", random_state=0).fit(X, y)
-    assert m.stop_reason_ == "stalled"
-    assert m.n_iter_ < len(y)
-
-
-def _random_ktilde(rng, m, C):
-    X = rng.normal(size=(m, 3))
-    y = np.where(rng.random(m) < 0.5, 1.0, -1.0)
-    return ktilde(rbf_kernel(X, gamma=0.5), y, C)
-
-
-def _fill(meb: SimplexMEB, Kt: np.ndarray) -> None:
-    for i in range(Kt.shape[0]):
-        meb.append(Kt[i, :i])
-
-
-def test_inverse_downdate_matches_direct_inverse():
-    rng = np.random.default_rng(0)
-    Kt = _random_ktilde(rng, 40, 10.0)
-    meb = SimplexMEB(Kt[0, 0], capacity=8)        # forces buffer growth too
-    _fill(meb, Kt)
-    np.testing.assert_allclose(meb.K, Kt)
-    meb.set_alpha(np.full(40, 1 / 40))
-    meb._rebuild_inverse()
-    for _ in range(15):
-        meb._remove_active(int(rng.integers(len(meb._P))))
-        if rng.random() < 0.5:
-            out = sorted(set(range(40)) - set(meb._P))
-            meb._add_active(int(rng.choice(out)))
-        P = np.asarray(meb._P)
-        s = len(P)
-        Hinv = np.linalg.inv(Kt[np.ix_(P, P)])
-        np.testing.assert_allclose(meb._H[:s, :s], Hinv, atol=1e-10)
-        np.testing.assert_allclose(meb._u[:s], Hinv.sum(axis=1), atol=1e-10)
-
-
-@pytest.mark.parametrize("max_steps", [1, 3, None])
-def test_inner_solvers_reach_reference_or_fall_back(max_steps):
-    rng = np.random.default_rng(1)
-    Kt = _random_ktilde(rng, 60, 10.0)
-    a_ref = simplex_qp_reference(Kt)
-    for method in ("solve_active_set", "solve"):
-        meb = SimplexMEB(Kt[0, 0])
-        _fill(meb, Kt)
-        meb.set_alpha(np.r_[0.5, 0.5, np.zeros(58)])
-        getattr(meb, method)(1e-10, max_steps=max_steps)
-        if method == "solve" and max_steps is not None:
-            assert meb.status == "max_steps"
-            continue
-        assert meb.status in ("optimal", "smo_fallback")
-        if max_steps is not None:
-            assert meb.status == "smo_fallback"    # capped active set is finished by SMO
-        assert meb.gap() <= 1e-10 + 1e-12 * Kt[0, 0]
-        np.testing.assert_allclose(meb.alpha, a_ref, atol=1e-6)
+    K = rbf_kernel(X, gamma=2.0)
+    assert relative_gap(K, y, 10.0, full_alpha(m, len(y))) <= m.tol
 
 
 # --------------------------------------------------------------------------- interface
@@ -331,7 +357,7 @@ def test_multiclass_ovo_and_ovr():
         D = m.decision_function(X)
         assert D.shape == (240, 3)
         np.testing.assert_array_equal(m.classes_[D.argmax(axis=1)], m.predict(X))
-        assert len(m.core_set_) == 3 and len(m.stop_reason_) == 3
+        assert len(m.core_set_) == 3 and len(m.stop_reason_) == 3 and len(m.duality_gap_) == 3
         assert m.dual_coef_.shape == (3, len(m.support_))
     # ovo problems only see their two classes
     m = CVM(C=10.0, device="cpu", random_state=0).fit(X, yl)
@@ -341,7 +367,7 @@ def test_multiclass_ovo_and_ovr():
 
 def test_sparse_equals_dense(board):
     X, y = board
-    kw = dict(gamma=4.0, C=10.0, eps=1e-8, sample_size=None, device="cpu", random_state=0)
+    kw = dict(gamma=4.0, C=10.0, tol=1e-8, sample_size=None, device="cpu", random_state=0)
     d = CVM(**kw).fit(X, y)
     s = CVM(**kw).fit(sp.csr_matrix(X), y)
     np.testing.assert_array_equal(d.core_set_, s.core_set_)
@@ -351,7 +377,7 @@ def test_sparse_equals_dense(board):
 
 def test_random_state_reproducible():
     X, y = make_checkerboard(3000, random_state=0)
-    kw = dict(gamma=30.0, C=1000.0, eps=1e-5, sample_size=59, device="cpu")
+    kw = dict(gamma=30.0, C=1000.0, sample_size=59, device="cpu")
     a = CVM(random_state=7, **kw).fit(X, y)
     b = CVM(random_state=7, **kw).fit(X, y)
     np.testing.assert_array_equal(a.core_set_, b.core_set_)
@@ -388,9 +414,9 @@ def test_bad_inputs_raise_clear_errors(board):
         est.fit(X, y[:-1])
     with pytest.raises(ValueError, match="n_samples=1"):
         OneClassCVM(device="cpu").fit(X[:1])
-    for bad in (dict(C=0.0), dict(C=-1.0), dict(eps=0.0), dict(eps=1.5), dict(sample_size=0),
+    for bad in (dict(C=0.0), dict(C=-1.0), dict(tol=0.0), dict(tol=-1.0), dict(sample_size=0),
                 dict(n_tries=0), dict(max_iter=0), dict(max_core_size=1), dict(gamma=-1.0),
-                dict(eps_schedule="x"), dict(inner_solver="x"), dict(task="x"),
+                dict(cache_size=0), dict(shrinking="yes"), dict(task="x"),
                 dict(multi_class="x"), dict(normalize="yes"), dict(kernel="nope")):
         with pytest.raises(ValueError):
             CVM(device="cpu", **bad).fit(X, y)
@@ -416,16 +442,31 @@ def test_bad_inputs_raise_clear_errors(board):
     np.testing.assert_array_equal(y, yc)
 
 
+def test_deprecated_parameters_warn(board):
+    X, y = board
+    ref = CVM(gamma=4.0, C=10.0, device="cpu", random_state=0).fit(X, y)
+    for old in (dict(eps=1e-5), dict(eps_schedule="fixed"), dict(inner_solver="smo")):
+        with pytest.warns(FutureWarning, match=next(iter(old))):
+            m = CVM(gamma=4.0, C=10.0, device="cpu", random_state=0, **old).fit(X, y)
+        np.testing.assert_array_equal(m.core_set_, ref.core_set_)     # no effect on the fit
+    for bad in (dict(eps=0.0), dict(eps_schedule="x"), dict(inner_solver="x")):
+        with pytest.raises(ValueError):
+            CVM(device="cpu", **bad).fit(X, y)
+
+
 def test_params_untouched_and_clone(board):
     from sklearn.base import clone
 
     X, y = board
-    est = CVM(gamma="mean_dist", C=3.0, sample_size=None, device="cpu", random_state=0)
+    est = CVM(C=3.0, sample_size=None, device="cpu", random_state=0)
     p = est.get_params()
     est.fit(X, y)
     assert est.get_params() == p
     assert clone(est).get_params() == p
-    assert est.kernel_.gamma == pytest.approx(1.0 / (2 * len(X) / (len(X) - 1) * X.var(axis=0).sum()))
+    # gamma="scale" as KernelSVC/LLSVM: 1/(d·Var(X)); "mean_dist" stays available
+    assert est.kernel_.gamma == pytest.approx(1.0 / (X.shape[1] * X.var()))
+    md = CVM(gamma="mean_dist", sample_size=None, device="cpu", random_state=0).fit(X, y)
+    assert md.kernel_.gamma == pytest.approx(1.0 / (2 * len(X) / (len(X) - 1) * X.var(axis=0).sum()))
 
 
 def test_check_estimator():
@@ -435,108 +476,21 @@ def test_check_estimator():
     check_estimator(OneClassCVM(device="cpu", random_state=0))
 
 
-# --------------------------------------------------------------------------- host scanner twin
-def test_host_scanner_scores_match_definition(board):
-    """s_ℓ = yℓ(Σαᵢyᵢκ(xᵢ,xℓ) + b) + [ℓ∈S]αℓ/C, and ‖c − φ̃(zℓ)‖² = κ̃ + αᵀK̃α − 2sℓ (eq. 12)."""
-    X, y = board
-    C = 10.0
-    kern = Kernel("rbf", gamma=4.0)
-    sc = HostScanner(X, y, kern, None, C, np.float64)
-    core = [5, 17, 40, 99]
-    for i in core:
-        sc.append(i)
-    alpha = np.array([0.1, 0.4, 0.3, 0.2])
-    coef, b = sc.set_alpha(alpha)
-    Kt = ktilde(rbf_kernel(X, gamma=4.0), y, C)
-    full = np.zeros(len(y))
-    full[core] = alpha
-    d2 = Kt[0, 0] + full @ Kt @ full - 2 * Kt @ full          # squared distances to the centre
-    s_best, i_best = sc.exact_min(None, coef, b)
-    assert i_best == int(np.argmax(d2))
-    assert Kt[0, 0] + full @ Kt @ full - 2 * s_best == pytest.approx(d2.max(), abs=1e-12)
-    groups = np.array([[1, 5, 17, 30], [40, 41, 42, 43]])
-    best, arg = sc.group_min(groups, coef, b)
-    for g, bs, ar in zip(groups, best, arg):
-        assert ar == g[np.argmax(d2[g])]
-        assert Kt[0, 0] + full @ Kt @ full - 2 * bs == pytest.approx(d2[g].max(), abs=1e-12)
-
-
 # --------------------------------------------------------------------------- GPU
-@pytest.mark.gpu
-@pytest.mark.parametrize("d", [2, 40])
-def test_gpu_scanner_matches_host(gpu, d):
-    from gpuksvm.solvers.meb import GpuScanner
-
-    rng = np.random.default_rng(0)
-    X = rng.normal(size=(5000, d))
-    y = np.where(rng.random(5000) < 0.5, 1.0, -1.0)
-    for kern, scale, yy in ((Kernel("rbf", gamma=0.3), False, y), (Kernel("rbf", gamma=0.3), False, None),
-                            (Kernel("poly", gamma=0.2, degree=2, coef0=1.0), True, y)):
-        Xd = gpu.asarray(X)
-        xs_h = None
-        xs_d = None
-        if scale:
-            xs_h = 1.0 / np.sqrt((0.2 * (X * X).sum(1) + 1.0) ** 2)
-            xs_d = gpu.asarray(xs_h)
-        host = HostScanner(X, yy, kern, xs_h, 10.0, np.float64)
-        dev = GpuScanner(Xd, yy, kern, xs_d, 10.0, np.float64)
-        core = rng.choice(5000, 300, replace=False)
-        for i in core:
-            host.append(int(i))
-            dev.append(int(i))
-        alpha = rng.random(300)
-        alpha /= alpha.sum()
-        ch, bh = host.set_alpha(alpha)
-        cd, bd = dev.set_alpha(alpha)
-        assert bh == pytest.approx(bd)
-        sh, ih = host.exact_min(None, ch, bh)
-        sd, idd = dev.exact_min(None, cd, bd)
-        assert sd == pytest.approx(sh, rel=1e-9, abs=1e-12) and idd == ih
-        sub = rng.choice(5000, 1234, replace=False)
-        assert dev.exact_min(sub, cd, bd)[1] == host.exact_min(sub, ch, bh)[1]
-        groups = rng.integers(0, 5000, size=(7, 59))
-        gh, ah = host.group_min(groups, ch, bh)
-        gd, ad = dev.group_min(groups, cd, bd)
-        np.testing.assert_allclose(gd, gh, rtol=1e-9, atol=1e-12)
-        np.testing.assert_array_equal(ad, ah)
-
-
-@pytest.mark.gpu
-def test_gpu_scanner_candidate_cache_follows_the_rows(gpu):
-    """exact_min reuses its device copy of ``idx`` only while the rows are the same: an array
-    changed in place (or a new array that got a freed one's id) is copied again (issue 13)."""
-    from gpuksvm.solvers.meb import GpuScanner
-
-    rng = np.random.default_rng(1)
-    X = rng.normal(size=(600, 3))
-    kern = Kernel("rbf", gamma=0.5)
-    host = HostScanner(X, None, kern, None, 10.0, np.float64)
-    dev = GpuScanner(gpu.asarray(X), None, kern, None, 10.0, np.float64)
-    for i in rng.choice(600, 20, replace=False):
-        host.append(int(i))
-        dev.append(int(i))
-    alpha = np.full(20, 1 / 20)
-    (ch, bh), (cd, bd) = host.set_alpha(alpha), dev.set_alpha(alpha)
-    idx = np.arange(0, 300, dtype=np.int64)
-    assert dev.exact_min(idx, cd, bd) == pytest.approx(host.exact_min(idx, ch, bh))
-    idx += 300                                  # the same array object, other rows
-    assert dev.exact_min(idx, cd, bd) == pytest.approx(host.exact_min(idx, ch, bh))
-
-
 @pytest.mark.gpu
 def test_gpu_fit_equals_cpu_fit(gpu, board):
     X, y = board
-    kw = dict(gamma=4.0, C=100.0, eps=1e-10, sample_size=None, dtype=np.float64, random_state=0)
+    kw = dict(gamma=4.0, C=100.0, tol=1e-10, sample_size=None, dtype=np.float64, random_state=0)
     c = CVM(device="cpu", **kw).fit(X, y)
     g = CVM(device="gpu", **kw).fit(X, y)
     assert g.fitted_device_.startswith("cuda")
-    np.testing.assert_allclose(full_alpha(g, len(y)), full_alpha(c, len(y)), atol=1e-8)
+    np.testing.assert_allclose(full_alpha(g, len(y)), full_alpha(c, len(y)), atol=1e-7)
     np.testing.assert_allclose(np.asarray(bk.to_host(g.decision_function(X))), c.decision_function(X),
-                               atol=1e-7)
+                               atol=1e-6)
     # float32 sampled search on a GPU: same accuracy as the CPU on the checkerboard
     Xb, yb = make_checkerboard(20000, random_state=0)
     Xt, yt = make_checkerboard(5000, random_state=1)
-    kw = dict(gamma=30.0, C=1000.0, eps=1e-5, random_state=0)
+    kw = dict(gamma=30.0, C=1e4, random_state=0)
     acc_c = CVM(device="cpu", **kw).fit(Xb, yb).score(Xt, yt)
     gm = CVM(device="gpu", **kw).fit(gpu.asarray(Xb), gpu.asarray(yb))
     acc_g = float((np.asarray(bk.to_host(gm.predict(gpu.asarray(Xt)))) == yt).mean())

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import mmap
 import subprocess
 import sys
 import time
@@ -60,13 +61,12 @@ def test_demo_bad_options(capsys):
 
 @pytest.mark.parametrize("how", ["auto", "rss", "tracemalloc"])
 def test_peak_memory_sees_an_allocation(how):
-    import mmap
-
     with demo.PeakMemory(how) as mem:
         a = np.ones(40 * 2**20 // 8)       # what tracemalloc sees
         a += 1
-        # what RSS sees: fresh pages (malloc may serve `a` from resident memory that earlier
-        # tests freed; glibc coalesces freed heap chunks, so RSS need not grow for it)
+        # what RSS sees: fresh pages (PeakMemory trims glibc's free heap before its baseline,
+        # but another allocator, or memory freed by earlier tests and still mapped, could
+        # serve `a` from resident pages without any growth of the RSS)
         m = mmap.mmap(-1, 40 * 2**20)
         np.frombuffer(m, dtype=np.uint8)[:] = 1
         time.sleep(0.1)     # "rss" samples every 5 ms: let the sampler see the block alive

@@ -446,17 +446,18 @@ def test_cvm_distributed_equals_single_process(client, sample_size):
     from gpuksvm.cvm import CVM
 
     X, y = make_checkerboard(1200, random_state=0)
-    kw = dict(gamma=30.0, C=100.0, eps=3e-3, sample_size=sample_size, device="cpu", random_state=0)
+    kw = dict(gamma=30.0, C=100.0, tol=3e-3, sample_size=sample_size, device="cpu", random_state=0)
     ref = CVM(**kw).fit(X, y)
     est = gd.fit_cvm(CVM(**kw), *_dask(X, y, 300), client=client)
     assert est.search_ == ref.search_
     np.testing.assert_array_equal(est.core_set_, ref.core_set_)
     np.testing.assert_allclose(est.alpha_, ref.alpha_, rtol=1e-9, atol=1e-12)
     np.testing.assert_allclose(est.decision_function(X), ref.decision_function(X), rtol=1e-9, atol=1e-12)
-    # exact scan: one pass per core vector, each returning one candidate row per chunk
+    # exact scan: one pass per search iteration, each chunk returning its 64 furthest rows
+    # (score, index, features) — never the chunk
     scans = [b for label, b in est.dask_info_["passes"] if label == "furthest point"]
     if sample_size is None:
-        assert scans and max(scans) <= 4 * (X.shape[1] + 2) * 8
+        assert scans and max(scans) <= 4 * 64 * (X.shape[1] + 2) * 8
     else:
         assert not scans
     assert est.dask_info_["max_result_bytes"] <= X.shape[0] * 8   # the labels at most
@@ -466,7 +467,7 @@ def test_one_class_cvm_distributed(client, rng):
     from gpuksvm.cvm import OneClassCVM
 
     X = rng.normal(size=(600, 3))
-    kw = dict(gamma=0.1, eps=3e-2, sample_size=None, device="cpu", random_state=0)
+    kw = dict(gamma=0.1, tol=3e-2, sample_size=None, device="cpu", random_state=0)
     ref = OneClassCVM(**kw).fit(X)
     est = gd.fit_cvm(OneClassCVM(**kw), da.from_array(X, chunks=(150, 3)), client=client)
     np.testing.assert_array_equal(est.core_set_, ref.core_set_)
@@ -481,7 +482,7 @@ def test_cvm_exact_scan_on_cupy_chunks(gpu):
     from gpuksvm.cvm import CVM
 
     X, y = make_checkerboard(1200, random_state=0)
-    kw = dict(gamma=30.0, C=100.0, eps=3e-3, sample_size=None, random_state=0, dtype=np.float64)
+    kw = dict(gamma=30.0, C=100.0, tol=3e-3, sample_size=None, random_state=0, dtype=np.float64)
     ref = CVM(device="cpu", **kw).fit(X, y)
     Xg = da.from_array(gpu.asarray(X), chunks=(300, 2), asarray=False)
     est = gd.fit_cvm(CVM(device="gpu", **kw), Xg, da.from_array(y, chunks=300), client=None)
@@ -542,7 +543,7 @@ def test_cvm_estimator_dispatches_dask_input(client):
     assert _hooked(CVM)
     X, y = make_checkerboard(800, random_state=0)
     Xd, yd = _dask(X, y, 200)
-    kw = dict(gamma=30.0, C=100.0, eps=3e-3, sample_size=None, device="cpu", random_state=0)
+    kw = dict(gamma=30.0, C=100.0, tol=3e-3, sample_size=None, device="cpu", random_state=0)
     ref = CVM(**kw).fit(X, y)
     est = CVM(**kw).fit(Xd, yd)
     assert hasattr(est, "dask_info_")
@@ -558,7 +559,7 @@ def test_one_class_cvm_estimator_dispatches_dask_input(client, rng):
     assert _hooked(OneClassCVM)
     X = rng.normal(size=(400, 3))
     Xd = da.from_array(X, chunks=(100, 3))
-    kw = dict(gamma=0.1, eps=3e-2, sample_size=None, device="cpu", random_state=0)
+    kw = dict(gamma=0.1, tol=3e-2, sample_size=None, device="cpu", random_state=0)
     ref = OneClassCVM(**kw).fit(X)
     est = OneClassCVM(**kw).fit(Xd)
     assert hasattr(est, "dask_info_")

@@ -108,6 +108,30 @@ def check_smo(cp, dtype, P, ws, pad, seed=4):
     assert max(_relerr(a_d.get(), a_h), _relerr(g_d.get(), g_h)) <= TOL[dtype] * 100
 
 
+def check_round_keys(cp, dtype, P, n1, n_keep, seed=6):
+    """The fused round decisions of the working-set solver against round_keys_host: padding rows
+    (y = 0), bounds hit (α = 0, α = C), kept rows (distinct, plus the dummy last row repeated)."""
+    rng = np.random.default_rng(seed)
+    y = np.where(rng.random((P, n1)) < 0.5, -1.0, 1.0)
+    y[:, -1] = 0.0                                        # the dummy row
+    y[:, : n1 // 7] *= rng.random((P, n1 // 7)) < 0.8      # some padding
+    C = np.where(y != 0, 1.0 + rng.random((P, n1)), 0.0)
+    u = rng.random((P, n1))
+    a = np.where(u < 0.3, 0.0, np.where(u < 0.5, C, C * rng.random((P, n1))))
+    F = rng.normal(size=(P, n1)).astype(dtype)
+    keep = np.full((P, n_keep), n1 - 1, dtype=np.int64)
+    for p in range(P):
+        k = min(n_keep - 1, n1 - 1) if n_keep else 0
+        keep[p, :k] = rng.choice(n1 - 1, size=k, replace=False)
+    args = [v.astype(dtype) for v in (y, C, a)] + [F]
+    su_h, sl_h, st_h = smo.round_keys_host(*args, keep)
+    su_d, sl_d, st_d = smo._round_keys_cuda(*(cp.asarray(v) for v in args), cp.asarray(keep))
+    assert np.array_equal(su_d.get(), su_h) and np.array_equal(sl_d.get(), sl_h)
+    st = st_d.get()
+    assert np.array_equal(st[:, [0, 2, 3]], st_h[:, [0, 2, 3]]), (st, st_h)
+    assert _relerr(st[:, 1], st_h[:, 1]) <= 1e-12
+
+
 def check_cvm(cp, dtype, kern, n, d, m, labels, scale, subset, seed=5, far_row=None):
     """``far_row``: that row is moved far from the others (and kept out of the core set), so it
     is the furthest point of a one-class problem: the arg-min then sits at a chosen thread of a
@@ -138,6 +162,15 @@ def check_cvm(cp, dtype, kern, n, d, m, labels, scale, subset, seed=5, far_row=N
         assert ih == i_d and np.array_equal(ah, ad)
     if far_row is not None:
         assert ih == far_row
+    # cvm_scores_*: every candidate's s (the sampled search), and the exact scan built on it
+    rows = np.arange(n, dtype=np.int64) if idx is None else idx
+    sc_h, sc_d = host.scores(rows, ch, bh), dev.scores(rows, cd, bd)
+    assert sc_d.shape == sc_h.shape and _relerr(sc_d, sc_h) <= tol
+    q = float(np.median(sc_h))
+    (th, tsh, vh), (td, tsd, vd) = host.exact_scan(idx, ch, bh, q, 9), dev.exact_scan(idx, cd, bd, q, 9)
+    assert abs(vd - vh) <= tol * max(1.0, abs(vh)) and _relerr(tsd, tsh) <= tol
+    if dtype == np.float64:
+        assert np.array_equal(td, th)
 
 
 # ----------------------------------------------------------------------------- the twin tests
@@ -176,6 +209,13 @@ def test_fused_matvec(gpu, dtype, kern, n, k, d, m):
 @pytest.mark.parametrize("P,ws,pad", [(1, 2, 0), (3, 6, 1), (5, 32, 0), (4, 64, 3), (2, 100, 4), (1, 1024, 0)])
 def test_smo_subproblem(gpu, dtype, P, ws, pad):
     check_smo(gpu, dtype, P, ws, pad)
+
+
+@pytest.mark.parametrize("dtype", DTYPES, **ids)
+@pytest.mark.parametrize("P,n1,n_keep", [(1, 2, 0), (1, 2, 1), (3, 300, 17), (2, 1025, 512), (5, 3000, 64),
+                                         (1, 4097, 1)])
+def test_smo_round_keys(gpu, dtype, P, n1, n_keep):
+    check_round_keys(gpu, dtype, P, n1, n_keep)
 
 
 @pytest.mark.parametrize("dtype", DTYPES, **ids)
@@ -230,6 +270,11 @@ BOUND_MUTANTS = [
     Mutant("kernel_matvec: tile remainder clamp", "kernel_matvec.cu", "min(GK_TILE, k - t0)", "GK_TILE"),
     Mutant("smo: thread bound tid < ws", "smo.cu", "const bool valid = tid < ws;", "const bool valid = true;"),
     Mutant("smo: reduction bound tid < s", "smo.cu", "if (tid < s) {", "{"),
+    Mutant("smo: round keys row bound i < i1", "smo.cu", "i < i1;", "i < i1 + SMO_RK_BLOCK;"),
+    Mutant("smo: round keys chunk end clamp", "smo.cu", "if (i1 > n1) i1 = n1;", ""),
+    Mutant("smo: round keys reduction bound tid < w", "smo.cu", "if (tid < w) {", "{"),
+    Mutant("smo: round finish kept-row bound j < n_keep", "smo.cu", "j < n_keep;", "j < n_keep + 1;"),
+    Mutant("smo: round finish chunk bound c < n_chunks", "smo.cu", "c < n_chunks;", "c < n_chunks + 1;"),
     Mutant("cvm: candidate bound c < g1", "cvm.cu", "const bool active = c < g1;", "const bool active = true;"),
     Mutant("cvm: group end clamp g1 <= n_cand", "cvm.cu", "if (g1 > n_cand) g1 = n_cand;", ""),
     Mutant("cvm: tile remainder clamp", "cvm.cu", "min(tile, m - t0)", "tile"),
@@ -250,6 +295,8 @@ PROBES = {
     "smo.cu": [
         ("smo f64 P=3 ws=6 pad 1", lambda cp: check_smo(cp, np.float64, 3, 6, 1)),
         ("smo f64 P=4 ws=64 pad 3", lambda cp: check_smo(cp, np.float64, 4, 64, 3)),
+        ("round keys f64 P=3 n1=300 keep 17", lambda cp: check_round_keys(cp, np.float64, 3, 300, 17)),
+        ("round keys f64 P=2 n1=1025 keep 512", lambda cp: check_round_keys(cp, np.float64, 2, 1025, 512)),
     ],
     "cvm.cu": [
         ("cvm f64 rbf n=300 m=7", lambda cp: check_cvm(cp, np.float64, KERNELS[0], 300, 5, 7, True, False, False)),

@@ -19,6 +19,7 @@ from sklearn.svm import LinearSVC
 from gpuksvm import backend as bk
 from gpuksvm.blocks import as_block_source
 from gpuksvm.linear_svm import LinearSVM
+from gpuksvm.solvers import linear as lin
 from gpuksvm.solvers.linear import (dual_cd, newton_squared_hinge, newton_stream, ovr_targets,
                                     primal_objective, sbm)
 
@@ -576,6 +577,58 @@ def test_check_estimator():
                           "check_class_weight_classifiers")}
     check_estimator(LinearSVM(loss="hinge", tol=1e-6, device="cpu", random_state=0),
                     expected_failed_checks=xfail)
+
+
+def _phi(t, wp, pp, o, z, Y, CS):
+    """φ(t) of one problem (columns o, z, Y, CS) at the steps t (scalar or 1-D)."""
+    t = np.asarray(t, dtype=np.float64)[..., None]
+    return wp * t[..., 0] + 0.5 * pp * t[..., 0] ** 2 + (CS * np.maximum(0.0, 1.0 - Y * (o + t * z)) ** 2).sum(-1)
+
+
+def test_exact_line_step_is_the_minimizer():
+    """The breakpoint line search (rows in memory) finds the minimizer of the piecewise-quadratic
+    φ(t) on [0, ∞): checked against a fine grid around it and the iterative search, on problems
+    with ties, rows that never change, zero directions and inactive problems."""
+    rng = np.random.default_rng(7)
+    for trial in range(300):
+        n, m = int(rng.integers(1, 80)), int(rng.integers(1, 4))
+        o = np.round(rng.normal(size=(n, m)), 1 if trial % 3 == 0 else 8)          # ties at trial % 3 == 0
+        z = np.round(rng.normal(size=(n, m)), 1 if trial % 3 == 0 else 8) * (rng.random((n, m)) > 0.15)
+        Y = np.where(rng.random((n, m)) < 0.5, -1.0, 1.0)
+        CS = rng.random((n, m)) * 4
+        wp, pp = rng.normal(size=m) - 0.5, rng.random(m) + 1e-3
+        if trial % 11 == 0:
+            z[:] = 0.0                    # a direction along which no row changes
+        if trial % 13 == 0:               # p = 0: then z = F̃p = 0 and wᵀp = pᵀp = 0
+            z[:], wp[:], pp[:] = 0.0, 0.0, 0.0
+        active = rng.random(m) < 0.85
+        t = lin.exact_line_step(wp, pp, o, z, Y, CS, active)
+        t_it = lin._line_search(wp, pp, lambda s: lin.line_derivatives(o, z, Y, CS, s), active)
+        for c in range(m):
+            if not active[c]:
+                assert t[c] == 0.0
+                continue
+            args = (wp[c], pp[c], o[:, c], z[:, c], Y[:, c], CS[:, c])
+            best = _phi(np.linspace(0.0, max(4.0, 4 * t[c]), 4001), *args).min()
+            assert t[c] >= 0 and _phi(t[c], *args) <= best + 1e-9 * max(1.0, abs(best))
+            assert _phi(t[c], *args) <= _phi(t_it[c], *args) + 1e-9 * max(1.0, abs(best))
+
+
+def test_gpu_takes_cholesky_up_to_a_wider_design(monkeypatch):
+    """On a GPU Newton's direction is a Cholesky solve up to GPU_CHOLESKY_MAX_DIM columns (CG's
+    launches cost more there), on the CPU up to STREAM_MAX_DIM."""
+    F = np.zeros((50_000, 4000), dtype=np.float32)
+    assert lin._choose_method(lin.Design(F, 1.0), 1) == "cg"
+
+    class FakeXp:                                  # the method choice only asks "is this NumPy?"
+        pass
+
+    gpu_design = lin.Design(F, 1.0)
+    gpu_design.xp = FakeXp()
+    monkeypatch.setattr(lin.bk, "device_of", lambda x: bk.Device("cpu"))
+    assert lin._choose_method(gpu_design, 1) == "cholesky"
+    gpu_design.dim = lin.GPU_CHOLESKY_MAX_DIM + 1
+    assert lin._choose_method(gpu_design, 1) == "cg"
 
 
 # --------------------------------------------------------------------------- GPU

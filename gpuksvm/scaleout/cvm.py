@@ -14,7 +14,7 @@ from sklearn.utils import check_random_state
 
 from .. import backend as bk
 from ..kernels import Kernel
-from ..solvers.meb import HostScanner, candidate_scores, kernel_scale
+from ..solvers.meb import HostScanner, block_top, candidate_scores, kernel_scale, merge_top
 from ..validation import encode_classes
 from .common import (RemoteRows, check_finite_and_classes, client_or_default, delayed_chunks,
                      host_chunks, on_device_of, persist, record_info, set_n_features)
@@ -23,13 +23,14 @@ from .runtime import Ledger, compute, require_dask, row_chunked, scheduler_conte
 __all__ = ["fit_cvm"]
 
 
-def _cvm_chunk_min(Xb: Any, yb: Any, xsb: Any, mb: Any, start: int, st: dict) -> tuple:
-    """Furthest-point candidate of one chunk: min of s (eq. 12–13), its row and index."""
+def _cvm_chunk_scan(Xb: Any, yb: Any, xsb: Any, mb: Any, start: int, st: dict) -> tuple:
+    """One chunk of the exact furthest-point scan (eq. 12–13) over the rows outside the core set:
+    its ``k`` smallest s with their row indices and rows, and Σ max(0, q − s)² (the stop rule)."""
     xp = bk.namespace_of(Xb)
     dt = st["dtype"]
     m = Xb.shape[0]
     if m == 0:
-        return np.inf, -1, None
+        return np.empty(0), np.empty(0, np.int64), np.empty((0, Xb.shape[1])), 0.0
     Xb = xp.asarray(Xb, dtype=dt)
     self_term = xp.zeros(m, dtype=dt)
     core, vals = st["core"], st["self"]
@@ -40,10 +41,12 @@ def _cvm_chunk_min(Xb: Any, yb: Any, xsb: Any, mb: Any, start: int, st: dict) ->
                          on_device_of(st["coef"], Xb).astype(dt, copy=False), st["kernel"],
                          b=st["b"], y=None if yb is None else xp.asarray(yb, dtype=dt),
                          self_term=self_term, xscale=None if xsb is None else xp.asarray(xsb, dtype=dt))
-    if mb is not None:
-        s = xp.where(xp.asarray(mb), s, xp.inf)
-    k = int(xp.argmin(s))
-    return float(s[k]), int(start + k), np.asarray(bk.to_host(Xb[k]))
+    out = xp.ones(m, dtype=bool) if mb is None else xp.asarray(mb)
+    if here.any():
+        out[xp.asarray(core[here] - start)] = False
+    s = xp.where(out, s.astype(xp.float64), xp.inf)
+    s_top, local, vsum = block_top(s, xp.arange(m), st["q"], st["k"])
+    return s_top, local + start, np.asarray(bk.to_host(Xb[xp.asarray(local)])), vsum
 
 
 def _make_dask_scanner(rows: "RemoteRows", y: Any, kernel: Kernel, xscale: Any, C: float,
@@ -52,11 +55,12 @@ def _make_dask_scanner(rows: "RemoteRows", y: Any, kernel: Kernel, xscale: Any, 
     class _DaskScanner(HostScanner):
         """HostScanner whose rows live in dask chunks on the workers.
 
-        ``exact_min`` is a map-reduce: every chunk returns its own minimum of
-        s (its local furthest point, eq. 13) and that row; the driver keeps
-        the smallest (ties to the smallest row index, as the host scan).  The
-        sampled search (``group_min``) fetches only the sampled rows.  Fetched
-        rows are cached so adding the found point to the core set costs no
+        ``exact_scan`` is a map-reduce: every chunk returns the ``k`` smallest
+        s of its rows outside the core set (its furthest points, eq. 13), those
+        rows, and its Σ max(0, q − s)² for the stop rule; the driver keeps the
+        ``k`` smallest (ties to the smallest row index, as the host scan).  The
+        sampled search (``scores``) fetches only the sampled rows.  Fetched
+        rows are cached so adding the found points to the core set costs no
         extra pass.
         """
 
@@ -100,26 +104,27 @@ def _make_dask_scanner(rows: "RemoteRows", y: Any, kernel: Kernel, xscale: Any, 
                 self._masks = {key: (idx, rows._persist(da.from_array(mask, chunks=(self._chunks,))))}
             return self._masks[key][1]
 
-        def exact_min(self, idx: np.ndarray | None, coef: Any, b: float) -> tuple[float, int]:
+        def exact_scan(self, idx: np.ndarray | None, coef: Any, b: float, q: float,
+                       k: int) -> tuple[np.ndarray, np.ndarray, float]:
             dask, _ = require_dask()
-            core = np.asarray(self.core_idx, dtype=np.int64)
+            core = self.core_idx.copy()
             st = dask.delayed({"Z": np.asarray(self.Z), "coef": np.asarray(bk.to_host(coef)),
-                               "b": float(b), "core": core,
+                               "b": float(b), "core": core, "q": float(q), "k": int(k),
                                "self": np.asarray(self.self_term[core]), "kernel": self.kernel,
                                "dtype": self.dtype}, pure=True)
-            fn = dask.delayed(_cvm_chunk_min, pure=True)
+            fn = dask.delayed(_cvm_chunk_scan, pure=True)
             cols = [delayed_chunks(rows._X)]
             for extra in (self._y_d, self._xs_d, None if idx is None else self._mask(idx)):
                 cols.append(delayed_chunks(extra) if extra is not None else [None] * len(cols[0]))
             parts = [fn(xb, yb, xs, mb, int(s0), st)
                      for xb, yb, xs, mb, s0 in zip(*cols, self._starts)]
             (res,) = compute(parts, client=rows._client, ledger=rows._ledger, label="furthest point")
-            best, besti = np.inf, -1
-            for s, i, row in res:       # chunks in row order: strict < keeps the first minimum
-                if s < best:
-                    best, besti = s, i
-                    self._cache[int(i)] = row
-            return best, besti
+            i_top, s_top = merge_top([r[0] for r in res], [r[1] for r in res], k)
+            for r in res:                                     # the next append needs no fetch
+                for i, row in zip(r[1], r[2]):
+                    if i in i_top:
+                        self._cache[int(i)] = row
+            return i_top, s_top, float(sum(r[3] for r in res))
 
     return _DaskScanner()
 
@@ -127,15 +132,16 @@ def _make_dask_scanner(rows: "RemoteRows", y: Any, kernel: Kernel, xscale: Any, 
 def fit_cvm(estimator: Any, X: Any, y: Any = None, *, client: Any = None) -> Any:
     """Fit a :class:`~gpuksvm.cvm.CVM` or :class:`~gpuksvm.cvm.OneClassCVM` on a dask array.
 
-    The core-set loop is the estimator's own (same initial pair, annealing,
-    warm-started simplex SMO on the driver, same random draws); only the
-    furthest-point search touches the data:
+    The core-set loop is the estimator's own (same initial pair, same
+    warm-started core-set QP on the driver, same random draws, same
+    duality-gap stop); only the furthest-point search touches the data:
 
     * exact search (``sample_size=None``, or small problems): every chunk
-      returns its local furthest candidate (min of eq. 13's s and that row);
-      the driver keeps the best — one pass per core vector added;
-    * sampled search: the ``sample_size`` sampled rows of each try are fetched
-      (the same rows the single-process fit samples), scored on the driver.
+      returns its furthest candidates outside the core set (the smallest s of
+      eq. 13, and those rows) and its sum of squared violations; the driver
+      keeps the best — one pass per search iteration;
+    * sampled search: the sampled rows of each iteration are fetched (the same
+      rows the single-process fit samples), scored on the driver.
 
     Per-row scalars (labels, and 1/√κ(x,x) with ``normalize=True``) are
     gathered once; the features never are.  The result equals the

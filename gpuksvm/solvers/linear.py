@@ -62,6 +62,11 @@ LOSSES = ("squared_hinge", "hinge")
 #: Widest design (features + constant column) whose dim × dim Grams the Newton
 #: solvers keep per problem (Cholesky in memory, every streamed pass out of core).
 STREAM_MAX_DIM = 2048
+#: ... and on a GPU, in memory: there a Cholesky step (~dim³/3 FLOPs at GEMM speed) is cheap
+#: and CG's many small launches are not.  bench/gpu_model.py (H100 model predictions, not
+#: measurements): LLSVM on ijcnn1 with k = 4000 fits in 0.98 s with CG (1,478 CG iterations,
+#: 68 % of the time launch-bound) and in 0.31 s with Cholesky.
+GPU_CHOLESKY_MAX_DIM = 8192
 
 # Designs at most NARROW_DIM wide run their CPU BLAS calls on one thread (each
 # call is too small to pay for a second one), and wider ones too while the host
@@ -384,6 +389,11 @@ class NewtonOracle:
     def line_accept(self, t: Any) -> None:
         """The step W ← W + t P was taken."""
 
+    def line_minimize(self, wp: Any, pp: Any, active: Any) -> Any:
+        """The step t minimizing φ(t) = ½‖w + tp‖² + L(t) per problem (``wp`` = wᵀp, ``pp`` = pᵀp;
+        zero where not ``active``): the iterative search :func:`_line_search` on :meth:`line_derivs`."""
+        return _line_search(wp, pp, self.line_derivs, active)
+
     def info(self) -> dict:
         """Solver details for :class:`LinearSolution` ``info``."""
         return {}
@@ -468,6 +478,63 @@ def _line_search(wp: Any, pp: Any, derivs: Any, active: Any, *, max_iter: int = 
     return xp.where(active, t, 0)
 
 
+def exact_line_step(wp: Any, pp: Any, o: Any, z: Any, Y: Any, CS: Any, active: Any) -> Any:
+    """argmin_{t ≥ 0} φ(t) = ½‖w + tp‖² + Σᵢ CSᵢ max(0, 1 − yᵢ(oᵢ + t zᵢ))² per column, from the
+    sorted breakpoints (Keerthi & DeCoste 2005, §3), with no host round trip.
+
+    With aᵢ = 1 − yᵢoᵢ and bᵢ = yᵢzᵢ, row i is active while aᵢ − t bᵢ > 0, and between
+    breakpoints φ'(t) = wᵀp + t pᵀp − 2 S₁ + 2t S₂ with S₁ = Σ_active CSᵢbᵢaᵢ,
+    S₂ = Σ_active CSᵢbᵢ².  A row with bᵢ > 0 leaves the active set at τᵢ = aᵢ/bᵢ, one with
+    bᵢ < 0 enters there; φ' is continuous and non-decreasing, so sorting the τᵢ > 0 and
+    accumulating (S₁, S₂) gives φ' at every breakpoint, the first interval where it turns
+    non-negative, and the root of the linear φ' there.  Everything stays on the device: one sort
+    and a few passes per Newton step, where the iterative search (:func:`_line_search`) costs
+    ~10 rounds of small kernels and a device→host check each (``bench/gpu_model.py``: on an
+    H100 the line search was ~80 % of LinearSVM's predicted fit on ijcnn1).  Computed in
+    float64 whatever the rows' dtype (the running sums span n rows).  Zero where not ``active``.
+    """
+    xp = bk.namespace_of(o)
+    f64 = np.float64
+    Yd = Y.astype(f64)
+    a = 1.0 - Yd * o
+    b = Yd * z
+    cb = CS.astype(f64) * b
+    s1, s2 = cb * a, cb * b
+    act0 = (a > 0) | ((a == 0) & (b < 0))                    # active just after t = 0
+    S1 = xp.where(act0, s1, 0.0).sum(axis=0)
+    S2 = xp.where(act0, s2, 0.0).sum(axis=0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        tau = a / b
+    tau = xp.where((b != 0) & (tau > 0) & xp.isfinite(tau), tau, xp.inf)
+    leave = b > 0
+    d1 = xp.where(leave, -s1, s1)
+    d2 = xp.where(leave, -s2, s2)
+    m = tau.shape[1]
+    sentinel = xp.full((1, m), xp.inf, dtype=f64)             # φ' beyond every breakpoint
+    zero = xp.zeros((1, m), dtype=f64)
+    tau = xp.concatenate([tau, sentinel])
+    order = xp.argsort(tau, axis=0)
+    ts = xp.take_along_axis(tau, order, axis=0)
+    d1 = xp.take_along_axis(xp.concatenate([d1, zero]), order, axis=0)
+    d2 = xp.take_along_axis(xp.concatenate([d2, zero]), order, axis=0)
+    S1b = S1 + xp.cumsum(d1, axis=0) - d1                     # sums on the interval before each breakpoint
+    S2b = S2 + xp.cumsum(d2, axis=0) - d2
+    wp64, pp64 = wp.astype(f64), pp.astype(f64)
+    with np.errstate(invalid="ignore"):
+        g = wp64 + ts * pp64 - 2.0 * S1b + 2.0 * ts * S2b      # φ' at each breakpoint
+    first = xp.argmax(~(g < 0), axis=0)[None, :]               # first breakpoint with φ' ≥ 0 (the sentinel's is NaN)
+    S1j = xp.take_along_axis(S1b, first, axis=0)[0]
+    S2j = xp.take_along_axis(S2b, first, axis=0)[0]
+    # the root lies in [left, right] = [previous breakpoint (or 0), this one]; where φ' is flat
+    # there (no curvature) it is ≥ 0 all along, so the left end is the minimizer
+    left = xp.where(first[0] > 0, xp.take_along_axis(ts, xp.maximum(first - 1, 0), axis=0)[0], 0.0)
+    right = xp.take_along_axis(ts, first, axis=0)[0]
+    den = pp64 + 2.0 * S2j
+    t = xp.where(den > 0, (2.0 * S1j - wp64) / xp.where(den > 0, den, 1.0), left)
+    t = xp.minimum(xp.maximum(t, left), right)
+    return xp.where(active, t, 0.0).astype(wp.dtype)
+
+
 def line_derivatives(o: Any, z: Any, Y: Any, CS: Any, t: Any) -> tuple[Any, Any]:
     """L'(t), L''(t) of Σ CSᵢ max(0, 1 − yᵢ(oᵢ + t zᵢ))² over the rows given."""
     marg = 1.0 - Y * (o + t[None, :] * z)
@@ -483,7 +550,8 @@ def newton_solve(oracle: NewtonOracle, W0: Any = None, *, tol: float = 1e-4, max
 
     Per step: f, ∇f and H of every unconverged problem (:meth:`~NewtonOracle.evaluate`),
     the direction p = −H⁻¹∇f (:meth:`~NewtonOracle.direction`), the exact line
-    search on φ(t) = f(w + tp) (:func:`_line_search`, piecewise quadratic).
+    search on φ(t) = f(w + tp) (:meth:`~NewtonOracle.line_minimize`, piecewise quadratic:
+    from the sorted breakpoints for rows in memory, :func:`exact_line_step`).
 
     Stopping rule (every fit path shares it): a problem stops when
     ‖∇f‖ ≤ tol · max(min(#pos, #neg), 1)/n · ‖∇f(0)‖ (LIBLINEAR's primal
@@ -528,8 +596,7 @@ def newton_solve(oracle: NewtonOracle, W0: Any = None, *, tol: float = 1e-4, max
         f_prev = f
         P = oracle.direction(G, active)
         oracle.line_start(W, P)
-        act_d = xp.asarray(active)
-        t = _line_search((W * P).sum(axis=0), (P * P).sum(axis=0), oracle.line_derivs, act_d)
+        t = oracle.line_minimize((W * P).sum(axis=0), (P * P).sum(axis=0), xp.asarray(active))
         W = W + t[None, :] * P
         oracle.line_accept(t)
         if verbose:
@@ -710,6 +777,9 @@ class DesignOracle(NewtonOracle):
 
     def line_derivs(self, t: Any) -> tuple[Any, Any]:
         return line_derivatives(self.o, self.z, self.Y, self.CS, t)
+
+    def line_minimize(self, wp: Any, pp: Any, active: Any) -> Any:
+        return exact_line_step(wp, pp, self.o, self.z, self.Y, self.CS, active)
 
     def line_accept(self, t: Any) -> None:
         self.o = self.o + t[None, :] * self.z
@@ -1055,8 +1125,8 @@ def _cg(matvec, R: Any, tol: Any, max_iter: int, active: Any) -> tuple[Any, int]
 
 
 def _choose_method(X: Design, m: int) -> str:
-    """Cholesky for dense designs up to 2048 wide whose m float64 Grams fit the memory budget;
-    several problems on few rows (dim² > 150·n) take CG.
+    """Cholesky for dense designs up to 2048 wide (:data:`GPU_CHOLESKY_MAX_DIM` on a GPU) whose m
+    float64 Grams fit the memory budget; several problems on few rows (dim² > 150·n) take CG.
 
     A Cholesky step costs about m·dim³/3, a CG step m·n·dim per iteration
     (tens of them): with few rows CG wins (digits, 1,257 × 1,001, 10 classes:
@@ -1065,7 +1135,8 @@ def _choose_method(X: Design, m: int) -> str:
     """
     fits = m * X.dim * X.dim * 8 <= bk.memory_budget(bk.device_of(X.F if not X.sparse else X.F.data))
     few_rows = m > 1 and X.dim * X.dim > 150 * X.n
-    return "cholesky" if (not X.sparse and X.dim <= STREAM_MAX_DIM and fits and not few_rows) else "cg"
+    widest = STREAM_MAX_DIM if X.xp is np else GPU_CHOLESKY_MAX_DIM
+    return "cholesky" if (not X.sparse and X.dim <= widest and fits and not few_rows) else "cg"
 
 
 def newton_squared_hinge(F: Any, Y: Any, C: float, *, sample_weight: Any = None,

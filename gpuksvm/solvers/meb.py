@@ -1,407 +1,62 @@
 """Minimum enclosing ball (MEB) pieces of the Core Vector Machine (SPEC §2).
 
-Two parts, both solver functions without estimator logic:
-
-* :class:`SimplexMEB` — the MEB dual on the core set S,
-
-      max −αᵀK̃_Sα   s.t.  α ≥ 0, Σα = 1          (CVM paper eq. 5/7/9),
-
-  with K̃_S kept *incrementally* (one row/column appended per core vector, in a
-  preallocated buffer that doubles when full) and solved by SMO on the simplex:
-  pairwise updates αᵢ += δ, αⱼ −= δ keep Σα = 1; the pair is chosen with
-  second-order working-set selection (i = arg-min of the gradient g = K̃α over
-  all core vectors, j = arg-max over {αⱼ > 0, gⱼ > gᵢ} of (gⱼ−gᵢ)²/ηᵢⱼ with
-  ηᵢⱼ = K̃ᵢᵢ + K̃ⱼⱼ − 2K̃ᵢⱼ, the LIBSVM "WSS2" rule adapted to the simplex) and
-  warm-started from the previous α.  Every step is a handful of vectorized
-  NumPy operations over the core set (no per-element Python loop).  The stop
-  rule is the simplex KKT gap max_{αⱼ>0} gⱼ − min gᵢ ≤ tol; since
-  αᵀg ≤ max_{αⱼ>0} gⱼ, a gap ≤ tol means no core vector lies more than
-  √(R² + 2·tol) from the centre.
+Two parts, both without estimator logic:
 
 * the furthest-point search: for candidate rows ℓ,
 
-      s_ℓ = y_ℓ (r_ℓ Σ_{i∈S} αᵢyᵢrᵢ κ(xᵢ, x_ℓ) + b) + [ℓ∈S] α_ℓ/C,
+      s_ℓ = y_ℓ (r_ℓ Σ_{i∈S} αᵢyᵢrᵢ κ(xᵢ, x_ℓ) + b) + [ℓ∈S] α_ℓ/C  = (K̃α)_ℓ,
       ‖c − φ̃(z_ℓ)‖² = κ̃ + αᵀK̃_Sα − 2 s_ℓ                       (eq. 12)
 
   so the furthest point is arg-min s (eq. 13; r = 1/√κ(x,x) for normalized
   kernels, 1 otherwise; one-class: y ≡ 1, b = 0).  :class:`HostScanner` is the
   NumPy path (row blocks through :func:`gpuksvm.kernels.kernel_block`, never an
   n×|S| matrix beyond one block) and the oracle of :class:`GpuScanner`, which
-  runs the fused CUDA kernel ``kernels_cuda/cvm.cu`` (distances and arg-min in
-  one launch, per-group minima for the sampled search).
+  runs the fused CUDA kernel ``kernels_cuda/cvm.cu`` (every candidate's s, or
+  per-group minima and the arg-min, in one launch).  The scanners also hold the
+  core rows and give the core-set QP its K̃ rows (:meth:`_ScannerBase.core_block`).
+
+* :func:`fit_core_set`, the core-set loop (§4, Bădoiu–Clarkson) with the
+  QP on the core set in :mod:`gpuksvm.solvers.simplex_qp`.  Each iteration
+  draws ``n_tries`` samples of ``sample_size`` rows (the probabilistic
+  speed-up, §4.1.2) or scans every row, and uses the scores twice:
+
+  - the stop rule.  With q = αᵀK̃α, the L2-SVM's primal value P at
+    (w, b) = (Σαᵢyᵢφ(xᵢ), Σαᵢyᵢ) and ρ = q, and its dual value D = −q,
+
+        P − D = C Σ_ℓ max(0, q − m_ℓ)² − ‖α‖²/C,   m_ℓ = y_ℓ f(x_ℓ) = s_ℓ − [ℓ∈S] α_ℓ/C,
+
+    split into the core set's part (exact, from the QP's gradient) and the
+    other rows' part C Σ_{ℓ∉S} max(0, q − s_ℓ)² (estimated by each sample,
+    scaled to the n − |S| rows; exact with the full scan).  The fit has
+    converged when the core part is ≤ tol·q/2 and every sample's estimate of
+    the other part is ≤ tol·q/2: (P − D)/|D| ≤ tol, the relative duality gap of
+    the L2-SVM, which also bounds the dual's relative suboptimality.
+  - the growth: the violators (s_ℓ < q) of the samples whose estimate exceeds
+    its budget join the core set, most violating first, at most 4·sample_size
+    per iteration (the paper adds the one furthest point; every violator of
+    the KKT conditions is a valid addition, Osuna et al. 1997).  A few SMO
+    steps per new core vector re-solve the QP warm; core vectors with α = 0
+    strictly inside the ball are dropped again (shrinking).
+
+  Per added core vector the QP computes one K̃ row (|S| kernel values, cached)
+  and takes a few O(|S|) steps, the same order as its share of the search —
+  no step is O(|S|²) (``history`` counts both).
 """
 from __future__ import annotations
 
+import time
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-from scipy.linalg import lapack as _lapack
 
 from .. import _cuda
 from .. import backend as bk
 from ..kernels import Kernel, kernel_block, kernel_diag
+from .simplex_qp import CoreSetQP
 
-__all__ = ["SimplexMEB", "HostScanner", "GpuScanner", "make_scanner", "candidate_scores",
-           "kernel_scale"]
-
-_ETA_FLOOR = 1e-12
-_REFACTOR_EVERY = 200   # bordering/downdating steps between refactorizations of K̃_PP⁻¹ (at least |P|)
-
-
-# --------------------------------------------------------------------------- inner MEB solver
-_RANK1_ROWS = 64
-
-
-def _rank1_update(H: np.ndarray, v: np.ndarray, w: np.ndarray, s: int) -> None:
-    """H[:s, :s] += v wᵀ in place, in row blocks (no s×s temporary: one read and one
-    write of H instead of the five passes of ``H += np.outer(v, w)``)."""
-    for r0 in range(0, s, _RANK1_ROWS):
-        r1 = min(r0 + _RANK1_ROWS, s)
-        H[r0:r1, :s] += v[r0:r1, None] * w[None, :]
-
-
-class SimplexMEB:
-    """Core-set MEB dual  min αᵀK̃_Sα on the simplex, grown one core vector at a time.
-
-    Parameters
-    ----------
-    kappa_t : float
-        The constant diagonal κ̃ = k̃(z, z) of the transformed kernel.
-    capacity : int
-        Initial buffer size (doubles when exceeded).
-
-    Attributes
-    ----------
-    m : int
-        Current core-set size.
-    K, alpha, g : views of the first ``m`` rows/entries of the buffers
-        K̃_S, α and the gradient g = K̃_S α.
-
-    Examples
-    --------
-    >>> import numpy as np
-    >>> meb = SimplexMEB(kappa_t=2.0)
-    >>> meb.append(np.empty(0)); meb.append(np.array([0.0]))
-    >>> meb.set_alpha(np.array([0.5, 0.5]))
-    >>> round(meb.radius2, 6)   # two orthogonal points of norm² 2: R² = 1
-    1.0
-    """
-
-    def __init__(self, kappa_t: float, capacity: int = 64) -> None:
-        self.kappa_t = float(kappa_t)
-        cap = max(int(capacity), 2)
-        self._K = np.empty((cap, cap))
-        self._alpha = np.zeros(cap)
-        self._g = np.zeros(cap)
-        self.m = 0
-        self.n_steps = 0
-        self._H = None        # (K̃_PP)⁻¹ of the active set P (active-set solver)
-        self._P: list[int] = []
-        self._u = None        # (K̃_PP)⁻¹ 1, kept with H
-        self._P_valid = False
-        self._updates = 0
-        self.status = "optimal"   # outcome of the last solve call
-
-    # views ---------------------------------------------------------------
-    @property
-    def K(self) -> np.ndarray:
-        return self._K[: self.m, : self.m]
-
-    @property
-    def alpha(self) -> np.ndarray:
-        return self._alpha[: self.m]
-
-    @property
-    def g(self) -> np.ndarray:
-        return self._g[: self.m]
-
-    @property
-    def q(self) -> float:
-        """αᵀK̃_Sα (= ρ of the L2-SVM at the optimum)."""
-        return float(self.alpha @ self.g)
-
-    @property
-    def radius2(self) -> float:
-        """R² = κ̃ − αᵀK̃_Sα (eq. 3 with constant diagonal)."""
-        return self.kappa_t - self.q
-
-    # growth --------------------------------------------------------------
-    def _grow(self) -> None:
-        cap = self._K.shape[0] * 2
-        if self._H is not None:
-            H = np.zeros((cap, cap))
-            H[: self._H.shape[0], : self._H.shape[0]] = self._H
-            self._H = H
-            u = np.zeros(cap)
-            u[: self._u.shape[0]] = self._u
-            self._u = u
-        K = np.empty((cap, cap))
-        K[: self.m, : self.m] = self.K
-        self._K = K
-        self._alpha = np.concatenate([self._alpha, np.zeros(cap - self._alpha.shape[0])])
-        self._g = np.concatenate([self._g, np.zeros(cap - self._g.shape[0])])
-
-    def append(self, krow: np.ndarray) -> None:
-        """Add a core vector with α = 0; ``krow`` holds k̃(zᵢ, z_new) for the current core set."""
-        m = self.m
-        krow = np.asarray(krow, dtype=np.float64).ravel()
-        if krow.shape[0] != m:
-            raise ValueError(f"krow has {krow.shape[0]} entries, expected {m}")
-        if m + 1 > self._K.shape[0]:
-            self._grow()
-        self._K[m, :m] = krow
-        self._K[:m, m] = krow
-        self._K[m, m] = self.kappa_t
-        self._alpha[m] = 0.0
-        self._g[m] = float(krow @ self._alpha[:m])
-        self.m = m + 1
-
-    def set_alpha(self, alpha: np.ndarray) -> None:
-        """Set α of the current core set (on the simplex) and refresh the gradient."""
-        self._alpha[: self.m] = alpha
-        self._P_valid = False
-        self.refresh_gradient()
-
-    def refresh_gradient(self) -> None:
-        """Recompute g = K̃_S α from scratch (clears accumulated rounding)."""
-        np.matmul(self.K, self.alpha, out=self._g[: self.m])
-
-    # SMO on the simplex -------------------------------------------------
-    def solve(self, tol: float, max_steps: int | None = None) -> int:
-        """Warm-started SMO until the KKT gap ≤ ``tol``; returns the number of steps.
-
-        Always terminates: at most ``max_steps`` pair updates (default
-        200·|S| + 1000); :attr:`status` records "optimal" or "max_steps".
-        """
-        m = self.m
-        if m < 2:
-            self.status = "optimal"
-            return 0
-        if max_steps is None:
-            max_steps = 200 * m + 1000
-        K = self.K
-        a = self._alpha[:m]
-        g = self._g[:m]
-        self.refresh_gradient()
-        self._P_valid = False
-        eta = np.empty(m)
-        viol = np.empty(m)
-        two_kt = 2.0 * self.kappa_t
-        sup = a > 0.0
-        steps = 0
-        status = "max_steps"
-        while steps < max_steps:
-            i = int(np.argmin(g))
-            gi = g[i]
-            np.subtract(g, gi, out=viol)
-            viol[~sup] = -1.0
-            if viol.max() <= tol:
-                status = "optimal"
-                break
-            Ki = K[i]
-            # η_ij = K̃_ii + K̃_jj − 2K̃_ij with the constant diagonal κ̃
-            np.multiply(Ki, -2.0, out=eta)
-            eta += two_kt
-            np.maximum(eta, _ETA_FLOOR, out=eta)
-            score = np.where(viol > 0.0, viol * viol / eta, -1.0)   # second-order gain
-            j = int(np.argmax(score))
-            delta = viol[j] / eta[j]
-            if delta >= a[j]:
-                delta = a[j]
-                a[j] = 0.0
-                sup[j] = False
-            else:
-                a[j] -= delta
-            a[i] += delta
-            sup[i] = True
-            g += delta * (Ki - K[j])
-            steps += 1
-        # the incremental gradient drifts by rounding over many steps: end on an exact one
-        a /= a.sum()
-        self.refresh_gradient()
-        self.status = status
-        self.n_steps += steps
-        return steps
-
-    # active set on the simplex ----------------------------------------
-    def _rebuild_inverse(self) -> None:
-        a = self.alpha
-        self._P = [int(i) for i in np.nonzero(a > 0.0)[0]]
-        P = np.asarray(self._P, dtype=np.int64)
-        cap = self._K.shape[0]
-        self._H = np.zeros((cap, cap))
-        s = P.shape[0]
-        # K̃_PP ⪰ I/C is positive definite: inverse from the Cholesky factor (LAPACK potrf/potri)
-        KPP = self.K[np.ix_(P, P)]
-        c, info = _lapack.dpotrf(KPP, lower=1)
-        if info == 0:
-            Hs, info = _lapack.dpotri(c, lower=1)
-        if info == 0:
-            Hs = np.tril(Hs)
-            Hs += np.tril(Hs, -1).T
-        else:
-            Hs = np.linalg.pinv(KPP, hermitian=True)
-        self._H[:s, :s] = Hs
-        self._u = np.zeros(cap)
-        self._u[:s] = self._H[:s, :s].sum(axis=1)
-        self._updates = 0
-
-    def _add_active(self, j: int) -> bool:
-        """Border K̃_PP⁻¹ with row/column j; False when the Schur complement is not positive."""
-        P = np.asarray(self._P, dtype=np.int64)
-        s = P.shape[0]
-        H = self._H
-        k = self._K[P, j]
-        v = H[:s, :s] @ k
-        sigma = self.kappa_t - float(k @ v)          # Schur complement of the bordered K̃_PP
-        if not sigma > 1e-14 * self.kappa_t:
-            return False
-        _rank1_update(H, v, v / sigma, s)
-        H[:s, s] = -v / sigma
-        H[s, :s] = -v / sigma
-        H[s, s] = 1.0 / sigma
-        u = self._u
-        sv = float(v.sum())
-        u[:s] += v * ((sv - 1.0) / sigma)
-        u[s] = (1.0 - sv) / sigma
-        self._P.append(int(j))
-        self._updates += 1
-        return True
-
-    def _remove_active(self, p: int) -> None:
-        """Drop position ``p`` of P from K̃_PP⁻¹ (and from u = K̃_PP⁻¹1) in O(|P|²).
-
-        With H = [[A, h], [hᵀ, η]] (the leaving index last), the inverse of the
-        remaining block is A − hhᵀ/η, and since u = H1 gives A1 = u₁ − h and
-        hᵀ1 = u_last − η, the new u₁' = (A − hhᵀ/η)1 = u₁ − h·u_last/η.
-        """
-        H = self._H
-        s = len(self._P)
-        last = s - 1
-        u = self._u
-        if p != last:
-            self._P[p], self._P[last] = self._P[last], self._P[p]
-            H[[p, last], :s] = H[[last, p], :s]
-            H[:s, [p, last]] = H[:s, [last, p]]
-            u[[p, last]] = u[[last, p]]
-        h = H[:last, last].copy()
-        hll = H[last, last]
-        _rank1_update(H, h, -h / hll, last)
-        u[:last] -= h * (u[last] / hll)
-        H[last, :s] = 0.0
-        H[:s, last] = 0.0
-        u[last] = 0.0
-        self._P.pop()
-        self._updates += 1
-
-    def solve_active_set(self, tol: float, max_steps: int | None = None) -> int:
-        """Primal active-set method on the simplex, warm-started; returns the number of steps.
-
-        On the active set P the equality-constrained optimum is
-        β = K̃_PP⁻¹1 / (1ᵀK̃_PP⁻¹1) (and ρ = 1/(1ᵀK̃_PP⁻¹1)); if β > 0 the most
-        violating core vector (min g < ρ − tol) joins P, otherwise α moves
-        towards β until the first αᵢ hits 0 and i leaves P.  K̃_PP⁻¹ is kept by
-        O(|P|²) bordering / downdating (refactorized every max(200, |P|) updates, or when
-        the gradient on P shows it has drifted), so a warm-started re-solve
-        after one new core vector costs a few O(|S|·|P|) steps instead of the
-        hundreds of SMO steps an ill-conditioned K̃ (large C) needs.
-
-        Termination is guaranteed: at most ``max_steps`` steps (default
-        4·|S| + 100); an index that leaves P in the very step after it entered
-        (no progress: a rounding-level cycle) is barred for the rest of the
-        call; and the result is checked against the true KKT gap — when it is
-        above ``tol`` the call finishes with :meth:`solve` (SMO, itself capped).
-        :attr:`status` records "optimal", "smo_fallback" or "max_steps".
-        """
-        m = self.m
-        if m < 2:
-            self.status = "optimal"
-            return 0
-        if max_steps is None:
-            max_steps = 4 * m + 100
-        if (self._H is None or not self._P_valid or not self._P
-                or self._updates > max(_REFACTOR_EVERY, len(self._P))):
-            self._rebuild_inverse()
-        self._P_valid = True
-        K = self.K
-        a = self._alpha[:m]
-        kt = self.kappa_t
-        steps = 0
-        barred: set[int] = set()
-        last_added = -1
-        rebuilt = False
-        g_exact = None        # K̃α of the current α when known
-        while steps < max_steps:
-            g_exact = None
-            P = np.asarray(self._P, dtype=np.int64)
-            s = P.shape[0]
-            u = self._u[:s]                                    # K̃_PP⁻¹ 1
-            usum = float(u.sum())
-            if not (np.isfinite(usum) and usum > 0.0):
-                if rebuilt:
-                    break
-                self._rebuild_inverse()
-                rebuilt = True
-                continue
-            beta = u / usum
-            if (beta > 0.0).all():
-                a[:] = 0.0
-                a[P] = beta
-                g = K @ a
-                rho = float(a @ g)
-                gP = g[P]
-                g_exact = g.copy()
-                if (gP.max() - gP.min() > 0.1 * tol + 1e-13 * kt) and not rebuilt:
-                    # the maintained inverse has drifted: refactorize once and retry
-                    self._rebuild_inverse()
-                    rebuilt = True
-                    continue
-                g[P] = np.inf
-                if barred:
-                    g[list(barred)] = np.inf
-                j = int(np.argmin(g))
-                steps += 1
-                if g[j] >= rho - tol:
-                    break
-                if not self._add_active(j):
-                    barred.add(j)
-                    continue
-                last_added = j
-            else:
-                aP = a[P]
-                neg = np.nonzero(beta <= 0.0)[0]
-                ratio = aP[neg] / (aP[neg] - beta[neg])
-                k = int(np.argmin(ratio))
-                p = int(neg[k])
-                t = float(ratio[k])
-                if t <= 0.0 and int(P[p]) == last_added:
-                    barred.add(last_added)                     # entered and left at once: cycling
-                a[P] = aP + t * (beta - aP)
-                a[P[p]] = 0.0
-                np.maximum(a, 0.0, out=a)
-                self._remove_active(p)
-                last_added = -1
-                steps += 1
-        if g_exact is not None:
-            self._g[:m] = g_exact          # α = β exactly on the simplex: g is current
-        else:
-            a /= a.sum()
-            self.refresh_gradient()
-        self.n_steps += steps
-        if self.gap() <= tol + 1e-12 * kt:
-            self.status = "optimal"
-            return steps
-        # the active-set result misses the tolerance (cap, barred index, rounding): finish by SMO
-        steps += self.solve(tol)
-        if self.status == "optimal":
-            self.status = "smo_fallback"
-        self._P_valid = False
-        return steps
-
-    def gap(self) -> float:
-        """The simplex KKT gap max_{αⱼ>0} gⱼ − min g."""
-        a, g = self.alpha, self.g
-        return float(g[a > 0].max() - g.min()) if self.m else 0.0
+__all__ = ["CoreSetResult", "fit_core_set", "initial_pair", "HostScanner", "GpuScanner",
+           "make_scanner", "candidate_scores", "kernel_scale", "block_top", "merge_top"]
 
 
 # --------------------------------------------------------------------------- kernel helpers
@@ -435,6 +90,28 @@ def candidate_scores(Xc: Any, Z: Any, coef: Any, kernel: Kernel, *, b: float = 0
     return s
 
 
+def block_top(s: Any, rows: Any, q: float, k: int) -> tuple[np.ndarray, np.ndarray, float]:
+    """The ``k`` smallest scores ``s`` of the rows ``rows`` (host arrays) and Σ max(0, q − s)².
+
+    Rows that must not count (core vectors) carry s = +inf.  One block of
+    the exact scan; :func:`merge_top` combines the blocks.
+    """
+    xp = bk.namespace_of(s)
+    v = xp.maximum(q - s, 0.0)
+    kk = min(int(k), s.shape[0])
+    part = xp.argpartition(s, kk - 1)[:kk] if kk < s.shape[0] else xp.arange(s.shape[0])
+    return (np.asarray(bk.to_host(s[part]), dtype=np.float64), np.asarray(bk.to_host(rows[part]), dtype=np.int64),
+            float(v @ v))
+
+
+def merge_top(s_parts: list, i_parts: list, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """The ``k`` smallest finite scores over blocks, ascending (ties to the smaller row), and their rows."""
+    s_all, i_all = np.concatenate(s_parts), np.concatenate(i_parts)
+    order = np.lexsort((i_all, s_all))[: int(k)]
+    order = order[np.isfinite(s_all[order])]
+    return i_all[order], s_all[order]
+
+
 class _ScannerBase:
     """State shared by the host and GPU scanners: data, labels, core rows, self terms."""
 
@@ -452,16 +129,27 @@ class _ScannerBase:
         self.xscale = xscale
         self.xscale_host = None if xscale is None else np.asarray(bk.to_host(xscale), dtype=np.float64)
         self.self_term = xp.zeros(self.n, dtype=self.dtype)
-        self.core_idx: list[int] = []
-        self._Z = xp.empty((max(capacity, 2), self.d), dtype=self.dtype)
+        self.in_core = np.zeros(self.n, dtype=bool)        # host mask of the core rows
+        self.in_core_dev = self.in_core if xp is np else xp.zeros(self.n, dtype=bool)
+        cap = max(capacity, 2)
+        self._core = np.empty(cap, dtype=np.int64)
+        self._m = 0
+        self._Z = xp.empty((cap, self.d), dtype=self.dtype)
+        self._zn = xp.empty(cap, dtype=self.dtype)         # ‖z‖² of the core rows (RBF)
+        self._Z32 = None                                    # float32 copy for the QP's row regime
 
     @property
     def m(self) -> int:
-        return len(self.core_idx)
+        return self._m
+
+    @property
+    def core_idx(self) -> np.ndarray:
+        """Training-row indices of the core vectors, by core position."""
+        return self._core[: self._m]
 
     @property
     def Z(self):
-        return self._Z[: self.m]
+        return self._Z[: self._m]
 
     def rows(self, idx: Any):
         """Dense rows of X (on the scanner's device)."""
@@ -478,28 +166,123 @@ class _ScannerBase:
             K *= self.xscale_host[idx_a][:, None] * self.xscale_host[idx_b][None, :]
         return K
 
-    def append(self, idx: int) -> np.ndarray:
-        """Add row ``idx`` to the core set; returns κₙ(zᵢ, x_idx) for the previous core vectors."""
-        m = self.m
-        row = self.rows(np.array([idx]))
-        if m == 0:
-            krow = np.empty(0)
-        else:
-            krow = np.asarray(bk.to_host(kernel_block(self.Z, row, self.kernel)), dtype=np.float64).ravel()
-            if self.xscale_host is not None:
-                krow *= self.xscale_host[self.core_idx] * self.xscale_host[idx]
-        if m + 1 > self._Z.shape[0]:
-            Z = self.xp.empty((2 * self._Z.shape[0], self.d), dtype=self.dtype)
+    def append(self, idx: np.ndarray) -> None:
+        """Add the rows ``idx`` (distinct, not core vectors yet) to the core set."""
+        idx = np.atleast_1d(np.asarray(idx, dtype=np.int64))
+        m, k = self._m, idx.shape[0]
+        xp = self.xp
+        R = self.rows(idx)
+        if m + k > self._Z.shape[0]:
+            cap = max(2 * self._Z.shape[0], m + k)
+            core = np.empty(cap, dtype=np.int64)
+            core[:m] = self._core[:m]
+            Z = xp.empty((cap, self.d), dtype=self.dtype)
             Z[:m] = self._Z[:m]
-            self._Z = Z
-        self._Z[m] = row[0]
-        self.core_idx.append(int(idx))
-        return krow
+            zn = xp.empty(cap, dtype=self.dtype)
+            zn[:m] = self._zn[:m]
+            self._core, self._Z, self._zn = core, Z, zn
+            if self._Z32 is not None:
+                Z32 = xp.empty((cap, self.d), dtype=np.float32)
+                Z32[:m] = self._Z32[:m]
+                self._Z32 = Z32
+        self._Z[m:m + k] = R
+        self._zn[m:m + k] = (R * R).sum(axis=1)
+        if self._Z32 is not None:
+            self._Z32[m:m + k] = R
+        self._core[m:m + k] = idx
+        self._m = m + k
+        self.in_core[idx] = True
+        if self.in_core_dev is not self.in_core:
+            self.in_core_dev[xp.asarray(idx)] = True
+
+    def remove(self, keep: np.ndarray) -> None:
+        """Keep only the core vectors at the positions where ``keep`` is True (the others have α = 0)."""
+        core = self.core_idx
+        gone = core[~keep]
+        xp = self.xp
+        self.in_core[gone] = False
+        if self.in_core_dev is not self.in_core:
+            self.in_core_dev[xp.asarray(gone)] = False
+        self.self_term[xp.asarray(gone)] = 0
+        kept = np.flatnonzero(keep)
+        k = kept.shape[0]
+        kd = xp.asarray(kept)
+        self._Z[:k] = self._Z[kd]
+        self._zn[:k] = self._zn[kd]
+        if self._Z32 is not None:
+            self._Z32[:k] = self._Z32[kd]
+        self._core[:k] = core[kept]
+        self._m = k
+
+    def core_block(self, pos: np.ndarray, c0: int, c1: int, dtype: Any = np.float64) -> np.ndarray:
+        """K̃ between the core vectors at positions ``pos`` and ``c0:c1`` (eq. 7 / eq. 10), on the host.
+
+        k̃ = yᵢyⱼ(κₙ + 1) + δᵢⱼ/C (two-class) or κₙ + δᵢⱼ/C (one-class); the
+        diagonal is set to κ̃ exactly.  These are the rows of the core-set QP;
+        ``dtype=float32`` computes them from a float32 copy of the core rows
+        (the QP's row regime stores float32 rows: half the memory traffic).
+        """
+        xp = self.xp
+        if np.dtype(dtype) == np.float32 and self.dtype != np.float32:
+            if self._Z32 is None:
+                self._Z32 = self._Z.astype(np.float32)
+            Z = self._Z32
+        else:
+            Z = self._Z
+        rbf = self.kernel.name == "rbf"
+        K = kernel_block(Z[xp.asarray(pos)], Z[c0:c1], self.kernel, dtype=dtype,
+                         z_sq_norms=self._zn[c0:c1] if rbf else None)
+        K = np.asarray(bk.to_host(K))
+        core = self.core_idx
+        if self.xscale_host is not None:
+            K *= (self.xscale_host[core[pos]][:, None] * self.xscale_host[core[c0:c1]][None, :]).astype(K.dtype)
+        kt = 1.0 + 1.0 / self.C
+        if self.y_host is not None:
+            yc = self.y_host[core]
+            K += 1.0
+            K *= (yc[pos][:, None] * yc[c0:c1][None, :]).astype(K.dtype)
+            kt += 1.0
+        r = np.flatnonzero((pos >= c0) & (pos < c1))
+        K[r, pos[r] - c0] = kt
+        return K
+
+    def _scores(self, idx: np.ndarray | None, s0: int, s1: int, coef, b: float):
+        """s of the rows ``s0:s1`` (of all rows, or of ``idx``) on the scanner's device."""
+        sel = slice(s0, s1) if idx is None else idx[s0:s1]
+        return candidate_scores(self.rows(sel), self.Z, coef, self.kernel, b=b,
+                                y=None if self.y is None else self.y[sel],
+                                self_term=self.self_term[sel],
+                                xscale=None if self.xscale is None else self.xscale[sel])
+
+    def scores(self, idx: np.ndarray, coef, b: float) -> np.ndarray:
+        """s of the rows ``idx`` as a host float64 array (the sampled search)."""
+        return np.asarray(bk.to_host(self._scores(idx, 0, idx.shape[0], coef, b)), dtype=np.float64)
+
+    def exact_scan(self, idx: np.ndarray | None, coef, b: float, q: float,
+                   k: int) -> tuple[np.ndarray, np.ndarray, float]:
+        """Every row outside the core set (or of ``idx``): the ``k`` smallest s and their rows
+        (ascending, ties to the smaller row), and Σ max(0, q − s)², in row blocks."""
+        xp = self.xp
+        n = self.n if idx is None else idx.shape[0]
+        step = bk.plan_rows(n, (self.m + self.d + 4) * self.dtype.itemsize,
+                            bk.device_of(self.self_term), max_rows=1 << 16)
+        top_s, top_i = [], []
+        vsum = 0.0
+        for s0 in range(0, n, step):
+            s1 = min(s0 + step, n)
+            rows = xp.arange(s0, s1) if idx is None else xp.asarray(idx[s0:s1])
+            s = xp.where(self.in_core_dev[rows], xp.inf, self._scores(idx, s0, s1, coef, b))
+            ts, ti, vs = block_top(s, rows, q, k)
+            top_s.append(ts)
+            top_i.append(ti)
+            vsum += vs
+        i_top, s_top = merge_top(top_s, top_i, k)
+        return i_top, s_top, vsum
 
     def set_alpha(self, alpha: np.ndarray) -> tuple[Any, float]:
         """Update the self terms α_ℓ/C of core rows; return (coef on device, b)."""
         alpha = np.asarray(alpha, dtype=np.float64)
-        idx = np.asarray(self.core_idx, dtype=np.int64)
+        idx = self.core_idx
         xp = self.xp
         self.self_term[xp.asarray(idx)] = xp.asarray(alpha / self.C, dtype=self.dtype)
         coef = alpha.copy()
@@ -515,13 +298,6 @@ class _ScannerBase:
 class HostScanner(_ScannerBase):
     """Blocked furthest-point search in NumPy (CPU path; oracle of :class:`GpuScanner`),
     or in CuPy with ``xp=cupy`` (GPU input the fused kernel does not take)."""
-
-    def _scores(self, idx: np.ndarray | None, s0: int, s1: int, coef, b: float) -> np.ndarray:
-        sel = slice(s0, s1) if idx is None else idx[s0:s1]
-        return candidate_scores(self.rows(sel), self.Z, coef, self.kernel, b=b,
-                                y=None if self.y is None else self.y[sel],
-                                self_term=self.self_term[sel],
-                                xscale=None if self.xscale is None else self.xscale[sel])
 
     def group_min(self, groups: np.ndarray, coef, b: float) -> tuple[np.ndarray, np.ndarray]:
         """Per-row-of-``groups`` minimum of s and its row index (sampled search)."""
@@ -558,12 +334,14 @@ class GpuScanner(_ScannerBase):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, xp=bk.get_namespace("cuda"), **kwargs)
         xp = self.xp
-        # every array argument of cvm_furthest in the scanner's dtype, C-contiguous (const T*)
+        # every array argument of cvm_furthest/cvm_scores in the scanner's dtype, C-contiguous (const T*)
         self.Xc = xp.ascontiguousarray(self.X, dtype=self.dtype)
         self._xscale_dev = None if self.xscale is None else xp.ascontiguousarray(self.xscale, dtype=self.dtype)
-        self._kernel_name = f"cvm_furthest_{'f32' if self.dtype == np.float32 else 'f64'}"
-        _cuda.get_function("cvm", self._kernel_name)   # compile now: a failure names the source
-        self._idx_key = None                           # (host idx, its device copy) of exact_min
+        suffix = "f32" if self.dtype == np.float32 else "f64"
+        self._kernel_names = {False: f"cvm_furthest_{suffix}", True: f"cvm_scores_{suffix}"}
+        for name in self._kernel_names.values():
+            _cuda.get_function("cvm", name)            # compile now: a failure names the source
+        self._idx_key = None                           # (host idx, its device copy) of the exact scans
         self._counter = xp.zeros(1, dtype=xp.uint32)
         self._out_s = xp.empty(1, dtype=xp.float64)
         self._out_i = xp.empty(1, dtype=xp.int64)
@@ -575,7 +353,7 @@ class GpuScanner(_ScannerBase):
         return not bk.is_sparse(X) and X.shape[1] <= GpuScanner._MAX_D
 
     def _launch(self, cand, n_cand: int, group_size: int, n_groups: int, coef, b: float,
-                final: bool):
+                final: bool, scores: Any = None):
         xp = self.xp
         part_s = xp.empty(n_groups, dtype=xp.float64)
         part_i = xp.empty(n_groups, dtype=xp.int64)
@@ -585,8 +363,48 @@ class GpuScanner(_ScannerBase):
                 xp.ascontiguousarray(coef, dtype=self.dtype), self.m, self._tile, float(b), self.y,
                 self.self_term, self._xscale_dev, k.code, k.gamma, k.coef0, k.degree, part_s, part_i,
                 self._counter if final else None, self._out_s, self._out_i)
-        _cuda.launch("cvm", self._kernel_name, (n_groups,), (self._BLOCK,), args, shared_mem=shared)
+        if scores is not None:
+            args += (scores,)
+        _cuda.launch("cvm", self._kernel_names[scores is not None], (n_groups,), (self._BLOCK,), args,
+                     shared_mem=shared)
         return part_s, part_i
+
+    def _all_scores(self, cand, n: int, coef, b: float):
+        """s of every candidate (device float64): one launch of ``cvm_scores``."""
+        out = self.xp.empty(n, dtype=self.xp.float64)
+        n_groups = int(min(max(1, -(-n // self._BLOCK)), 4096))
+        self._launch(cand, n, -(-n // n_groups), n_groups, coef, b, final=False, scores=out)
+        return out
+
+    def scores(self, idx: np.ndarray, coef, b: float) -> np.ndarray:
+        cand = self.xp.asarray(idx, dtype=self.xp.int64)
+        return np.asarray(bk.to_host(self._all_scores(cand, cand.shape[0], coef, b)), dtype=np.float64)
+
+    def _device_idx(self, idx: np.ndarray | None):
+        """The device copy of the candidate rows of an exact scan (None: all rows).
+
+        The copy of the last ``idx`` is reused while the caller passes the same
+        rows (one problem's rows, every iteration); the key is a host copy of
+        their values (an id() can be reused by a new array, and an array can be
+        changed in place).
+        """
+        if idx is None:
+            return None
+        host = np.asarray(idx, dtype=np.int64)
+        if self._idx_key is None or not np.array_equal(self._idx_key[0], host):
+            self._idx_key = (host.copy(), self.xp.asarray(host))
+        return self._idx_key[1]
+
+    def exact_scan(self, idx: np.ndarray | None, coef, b: float, q: float,
+                   k: int) -> tuple[np.ndarray, np.ndarray, float]:
+        xp = self.xp
+        cand = self._device_idx(idx)
+        n = self.n if idx is None else idx.shape[0]
+        rows = xp.arange(n) if cand is None else cand
+        s = xp.where(self.in_core_dev[rows], xp.inf, self._all_scores(cand, n, coef, b))
+        s_top, i_top, vsum = block_top(s, rows, q, k)
+        i_top, s_top = merge_top([s_top], [i_top], k)
+        return i_top, s_top, vsum
 
     def group_min(self, groups: np.ndarray, coef, b: float) -> tuple[np.ndarray, np.ndarray]:
         xp = self.xp
@@ -596,17 +414,8 @@ class GpuScanner(_ScannerBase):
         return bk.to_host(part_s), bk.to_host(part_i)
 
     def exact_min(self, idx: np.ndarray | None, coef, b: float) -> tuple[float, int]:
-        xp = self.xp
         n = self.n if idx is None else idx.shape[0]
-        cand = None
-        if idx is not None:
-            # the device copy of the last idx is reused while the caller passes the same rows; the
-            # key is a host copy of their values (an id() can be reused by a new array, and an
-            # array can be changed in place)
-            host = np.asarray(idx, dtype=np.int64)
-            if self._idx_key is None or not np.array_equal(self._idx_key[0], host):
-                self._idx_key = (host.copy(), xp.asarray(host))
-            cand = self._idx_key[1]
+        cand = self._device_idx(idx)
         n_groups = int(min(max(1, -(-n // self._BLOCK)), 4096))
         group_size = -(-n // n_groups)
         self._launch(cand, n, group_size, n_groups, coef, b, final=True)
@@ -622,3 +431,232 @@ def make_scanner(X: Any, y: np.ndarray | None, kernel: Kernel, xscale: Any, C: f
         # sparse or very wide X on a GPU: blocked CuPy path (same code as the host twin)
         return HostScanner(X, y, kernel, xscale, C, dtype, capacity, xp=bk.get_namespace(device))
     return HostScanner(X, y, kernel, xscale, C, dtype, capacity)
+
+
+# --------------------------------------------------------------------------- the core-set loop
+_INIT_SAMPLE = 256        # rows per class looked at for the initial pair
+_SHRINK_FRACTION = 0.1     # shrink the core set when a tenth of it can go (a pass over the cache)
+_SMO_STEPS_PER_ADD = 10    # SMO steps per added core vector in its iteration, at most
+_MAX_STALLS = 3           # consecutive QP solves that cannot reach the gap target before giving up
+
+
+@dataclass
+class CoreSetResult:
+    """Outcome of :func:`fit_core_set` for one MEB problem."""
+
+    core: np.ndarray          # training-row indices of the core vectors
+    alpha: np.ndarray         # their α (Σα = 1)
+    rho: float                # q = αᵀK̃α, the L2-SVM's ρ
+    radius2: float            # R² = κ̃ − q
+    b: float                  # Σαᵢyᵢ (0 for one-class)
+    y: np.ndarray | None      # labels of the core vectors
+    kappa_t: float
+    n_iter: int               # search iterations that added core vectors
+    n_added: int              # core vectors added (after the initial pair)
+    stop: str                 # "converged", "max_iter", "max_core_size" or "stalled"
+    search: str               # "exact" or "sampled(<sample_size>)"
+    gap: float                # relative duality gap estimate at the stop
+    n_smo_steps: int
+    history: dict = field(default_factory=dict)
+
+
+def initial_pair(scanner: "_ScannerBase", rows: np.ndarray, y: np.ndarray | None,
+                 rs: np.random.RandomState) -> tuple[int, int]:
+    """§4.1.1: the closest opposite-class pair of a sample, or (one-class) the Kumar et al. furthest pair."""
+    if y is not None:
+        pos = rows[y[rows] > 0]
+        neg = rows[y[rows] < 0]
+        ps = pos if pos.shape[0] <= _INIT_SAMPLE else rs.choice(pos, _INIT_SAMPLE, replace=False)
+        ns = neg if neg.shape[0] <= _INIT_SAMPLE else rs.choice(neg, _INIT_SAMPLE, replace=False)
+        K = scanner.kernel_between(ps, ns)
+        i, j = np.unravel_index(int(np.argmax(K)), K.shape)   # max κ = closest pair
+        return int(ps[i]), int(ns[j])
+    smp = rows if rows.shape[0] <= 2 * _INIT_SAMPLE else rs.choice(rows, 2 * _INIT_SAMPLE, replace=False)
+    z0 = int(smp[rs.randint(smp.shape[0])])
+    za = int(smp[int(np.argmin(scanner.kernel_between(np.array([z0]), smp)[0]))])
+    kb = scanner.kernel_between(np.array([za]), smp)[0]
+    kb[smp == za] = np.inf
+    zb = int(smp[int(np.argmin(kb))])
+    return za, zb
+
+
+
+def _sampled_search(scanner: "_ScannerBase", rows: np.ndarray, rs: np.random.RandomState, n_tries: int,
+                    sample_size: int, coef: Any, b: float, q: float, scale: float, budget: float,
+                    max_add: int) -> tuple[np.ndarray, float, int]:
+    """One iteration of the sampled furthest-point search.
+
+    ``n_tries`` fresh samples of ``sample_size`` rows at once (one kernel block;
+    on a GPU one launch).  Each sample estimates the other rows' part of the
+    gap, ``scale`` · mean over its rows outside the core set of max(0, q − s)²
+    (``scale`` = C·(n − |S|)); the violators (s < q) of the samples above
+    ``budget`` are returned, most violating first (at most ``max_add``),
+    with the largest estimate and the number of rows scored.
+    """
+    groups = rows[rs.randint(0, rows.shape[0], size=(n_tries, sample_size))]
+    cand = np.unique(groups)
+    cand = cand[~scanner.in_core[cand]]
+    if not cand.shape[0]:
+        return np.empty(0, np.int64), 0.0, 0
+    s = scanner.scores(cand, coef, b)
+    at = np.minimum(np.searchsorted(cand, groups), cand.shape[0] - 1)
+    out = cand[at] == groups                             # sampled rows outside the core set
+    v = np.where(out, np.maximum(q - s[at], 0.0), 0.0)
+    est = scale * (v * v).sum(axis=1) / np.maximum(out.sum(axis=1), 1)
+    bad = est > budget
+    if not bad.any():
+        return np.empty(0, np.int64), float(est.max()), cand.shape[0]
+    vc = q - s
+    hit = np.zeros(cand.shape[0], dtype=bool)
+    hit[at[bad][out[bad]]] = True
+    hit &= vc > 0.0
+    viol = np.flatnonzero(hit)
+    return cand[viol[np.argsort(-vc[viol], kind="stable")][:max_add]], float(est.max()), cand.shape[0]
+
+
+def fit_core_set(scanner: "_ScannerBase", y: np.ndarray | None, rows: np.ndarray | None, *, C: float,
+                 tol: float, sample_size: int | None, n_tries: int, max_iter: int, max_core_size: int,
+                 cache_bytes: int, shrinking: bool, rs: np.random.RandomState,
+                 max_add: int | None = None, finish_kkt: float | None = None) -> CoreSetResult:
+    """The CVM core-set algorithm on one MEB problem, stopped on the relative duality gap.
+
+    Parameters
+    ----------
+    scanner : a scanner of :func:`make_scanner` (or a distributed one), holding X
+    y : (n,) ±1 labels (0 outside ``rows``), or None for the one-class task
+    rows : int array or None
+        The rows of the problem (None: all rows of the scanner).
+    C, tol, sample_size, n_tries, max_iter, max_core_size
+        As in :class:`gpuksvm.cvm.CVM` (module docstring for the rules).
+    cache_bytes : int
+        K̃ cache of the core-set QP.
+    shrinking : bool
+        Drop α = 0 core vectors strictly inside the ball (every 8 iterations,
+        when a tenth of the core set can go).
+    rs : RandomState
+        The initial pair's samples and the search's samples.
+    max_add : int, optional
+        Core vectors added per iteration at most (default 4·sample_size, or 64
+        with the full scan).
+    finish_kkt : float, optional
+        At the end, solve the core set's QP on to a KKT gap ≤ ``finish_kkt``·ρ
+        (the one-class task: its outlier threshold is a median over the
+        support vectors, and the gap stop leaves many small-α ones at 0).
+
+    Returns
+    -------
+    CoreSetResult.  Always terminates: each iteration adds core vectors (at
+    most ``max_iter`` iterations, ``max_core_size`` vectors) or finishes the
+    core QP (at most ``_MAX_STALLS`` tries that cannot reach the target).
+    """
+    n_all = scanner.n
+    rows_arr = np.arange(n_all, dtype=np.int64) if rows is None else np.asarray(rows, dtype=np.int64)
+    n_c = rows_arr.shape[0]
+    if n_c < 2:
+        raise ValueError(f"the CVM needs at least 2 training rows, got n_samples={n_c}")
+    two_class = y is not None
+    C = float(C)
+    kt = 1.0 + 1.0 / C + (1.0 if two_class else 0.0)
+    exact = sample_size is None or n_c <= int(sample_size) * int(n_tries)
+    cand_idx = None if rows is None else rows_arr
+    if max_add is None:
+        max_add = 4 * int(sample_size) if sample_size is not None else 64
+    qp = CoreSetQP(kt, scanner.core_block, cache_bytes)
+    ylab = None if y is None else np.asarray(y, dtype=np.float64)
+
+    def add(idx: np.ndarray) -> np.ndarray:
+        scanner.append(idx)
+        return qp.append(idx.shape[0])
+
+    def kkt_tol(budget: float) -> float:
+        return 0.5 * np.sqrt(budget / (C * max(qp.m, 1)))
+
+    a0, b0 = initial_pair(scanner, rows_arr, ylab, rs)
+    add(np.array([a0, b0]))
+    qp.set_alpha(np.array([0.5, 0.5]))
+    hist = {"m": [], "search_kernel": [], "qp_kernel": [], "qp_steps": [], "added": [], "seconds": []}
+    t_start = time.perf_counter()
+    stop = "max_iter"
+    n_iter = n_added = 0
+    n_stalls = 0
+    gap_rel = np.inf
+    search_kernel = 0
+
+    def search(budget: float) -> tuple[np.ndarray, float]:
+        """Violators to add (none when the rows outside are within ``budget``) and their gap."""
+        nonlocal search_kernel
+        q = qp.q
+        coef, b = scanner.set_alpha(qp.alpha)
+        m = qp.m
+        if exact:
+            top, top_s, vsum = scanner.exact_scan(cand_idx, coef, b, q, max_add)
+            search_kernel += n_c * m
+            gap = C * vsum
+            return (top[top_s < q] if gap > budget else np.empty(0, np.int64)), gap
+        found, gap, n_kernel = _sampled_search(scanner, rows_arr, rs, int(n_tries), int(sample_size),
+                                               coef, b, q, C * max(n_c - m, 0), budget, max_add)
+        search_kernel += n_kernel * m
+        return found, gap
+
+    while True:
+        q = qp.q
+        budget = 0.5 * float(tol) * q                 # half of the gap for the core set, half for the rest
+        m = qp.m
+        found, gap_out = search(budget)
+        gap_core = qp.duality_gap(C)
+        gap_rel = (gap_core + gap_out) / q
+        if not found.shape[0]:
+            # the rows outside the core set are within their half of the gap: finish the core QP
+            if gap_core <= budget:
+                stop = "converged"
+                break
+            n_stalls += 1
+            if n_stalls > _MAX_STALLS:
+                stop = "stalled"
+                break
+            qp.solve(kkt_tol(budget) / 10 ** (n_stalls - 1), (0.5 * budget, C))
+            continue
+        if n_iter >= int(max_iter):
+            stop = "max_iter"
+            break
+        if m + found.shape[0] > int(max_core_size):
+            found = found[: int(max_core_size) - m]
+            if not found.shape[0]:
+                stop = "max_core_size"
+                break
+        n_stalls = 0
+        new = add(found)
+        n_added += found.shape[0]
+        n_iter += 1
+        tol_k = kkt_tol(budget)
+        v_new = float(q - qp.g[new].min())
+        qp.solve(max(tol_k, 0.5 * v_new), max_steps=_SMO_STEPS_PER_ADD * new.shape[0] + 50)
+        if shrinking and n_iter % 8 == 0:
+            keep = qp.shrink(qp.q + tol_k, _SHRINK_FRACTION)
+            if keep is not None:
+                scanner.remove(keep)
+        hist["m"].append(qp.m)
+        hist["search_kernel"].append(search_kernel)
+        hist["qp_kernel"].append(qp.cache.n_computed)
+        hist["qp_steps"].append(qp.n_steps)
+        hist["added"].append(n_added)
+        hist["seconds"].append(time.perf_counter() - t_start)
+    if stop in ("max_iter", "max_core_size"):
+        # out of budget for the search: still end on the optimum of the core set's QP (the best
+        # model on these core vectors), the rows outside it as they are
+        budget = 0.5 * float(tol) * qp.q
+        qp.solve(kkt_tol(budget), (0.5 * budget, C))
+    if finish_kkt is not None:
+        qp.solve(float(finish_kkt) * qp.q)
+    if stop in ("max_iter", "max_core_size") or finish_kkt is not None:
+        # α moved after the last search: measure the rows outside the core set again
+        gap_rel = (qp.duality_gap(C) + search(np.inf)[1]) / qp.q
+    core = np.asarray(scanner.core_idx, dtype=np.int64)
+    alpha = qp.alpha.copy()
+    alpha /= alpha.sum()
+    ycore = None if ylab is None else ylab[core]
+    return CoreSetResult(core=core, alpha=alpha, rho=qp.q, radius2=qp.radius2,
+                         b=0.0 if ycore is None else float(alpha @ ycore), y=ycore, kappa_t=kt,
+                         n_iter=n_iter, n_added=n_added, stop=stop,
+                         search="exact" if exact else f"sampled({int(sample_size)})", gap=float(gap_rel),
+                         n_smo_steps=qp.n_steps, history={k: np.asarray(v) for k, v in hist.items()})

@@ -678,25 +678,82 @@ def _default_ws(n_max: int, P: int, itemsize: int, dev: bk.Device) -> int:
     return ws
 
 
-def _candidates(F, up, low, widx_keep, need: int, xp):
-    """Device-side sort: the ``need`` most violating I_up and I_low rows of every problem.
+def round_keys_host(yv: np.ndarray, Cvv: np.ndarray, alpha: np.ndarray, F: np.ndarray,
+                    widx_keep: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """NumPy twin of ``kernels_cuda/smo.cu:smo_round_keys`` + ``smo_round_finish`` (and its oracle).
 
-    Rows already in the kept half of the working set are excluded.  Returns
-    host arrays (P, need): up candidates by decreasing F, low candidates by
-    increasing F, and whether each entry is a real candidate.
+    For every problem (row of the padded (P, n1) state): the sort keys of the
+    I_up rows (−F, most violating first) and I_low rows (F), +inf elsewhere and
+    at the rows of the kept half of the working set (``widx_keep``, (P, k)),
+    and ``stats`` (P, 4) float64: the gap m − M (FCL05 eq. 6, in the working
+    dtype), the dual objective ½ Σ αᵢ(−yᵢFᵢ − 1) (float64), and the number of
+    finite up and low keys.
+    """
+    up = ((yv > 0) & (alpha < Cvv)) | ((yv < 0) & (alpha > 0))
+    low = ((yv < 0) & (alpha < Cvv)) | ((yv > 0) & (alpha > 0))
+    gap = np.where(up, F, -np.inf).max(axis=1) - np.where(low, F, np.inf).min(axis=1)
+    obj = 0.5 * (alpha.astype(np.float64) * (-yv.astype(np.float64) * F - 1.0)).sum(axis=1)
+    su = np.where(up, -F, np.inf).astype(F.dtype)
+    sl = np.where(low, F, np.inf).astype(F.dtype)
+    if widx_keep.shape[1]:
+        rows = np.arange(F.shape[0])[:, None]
+        su[rows, widx_keep] = np.inf
+        sl[rows, widx_keep] = np.inf
+    stats = np.stack([gap.astype(np.float64), obj, np.isfinite(su).sum(axis=1).astype(np.float64),
+                      np.isfinite(sl).sum(axis=1).astype(np.float64)], axis=1)
+    return su, sl, stats
+
+
+_RK_BLOCK = 256              # SMO_RK_BLOCK of smo.cu
+_RK_CHUNK = 4 * _RK_BLOCK    # rows per block of smo_round_keys
+
+
+def _round_keys_cuda(yv, Cvv, alpha, F, widx_keep):
+    """:func:`round_keys_host` on the GPU: two launches (``kernels_cuda/smo.cu``), no host round trip."""
+    xp = bk.namespace_of(F)
+    P, n1 = F.shape
+    sfx = "f32" if F.dtype == np.float32 else "f64"
+    n_chunks = -(-n1 // _RK_CHUNK)
+    su, sl = xp.empty_like(F), xp.empty_like(F)
+    part = xp.empty((P, n_chunks, 5), dtype=xp.float64)
+    stats = xp.empty((P, 4), dtype=xp.float64)
+    keep = xp.ascontiguousarray(widx_keep, dtype=xp.int64) if widx_keep.shape[1] else None
+    _cuda.launch("smo", f"smo_round_keys_{sfx}", (n_chunks, P), (_RK_BLOCK,),
+                 (yv, Cvv, alpha, F, n1, _RK_CHUNK, su, sl, part))
+    _cuda.launch("smo", f"smo_round_finish_{sfx}", (P,), (_RK_BLOCK,),
+                 (n1, n_chunks, keep, int(widx_keep.shape[1]), su, sl, part, stats))
+    return su, sl, stats
+
+
+def _round_state(yv, Cvv, alpha, F, widx_keep, need: int, xp) -> tuple[np.ndarray, ...]:
+    """Everything a round of the working-set loop decides on, in ONE device→host transfer.
+
+    Per problem (:func:`round_keys_host`, fused on a GPU): the optimality gap
+    m − M (FCL05 eq. 6), the dual objective ½ Σ αᵢ(−yᵢFᵢ − 1) (float64) and
+    the I_up / I_low sort keys, rows of the kept half of the working set
+    (``widx_keep``) excluded; then — device-side sorts — the ``need`` most
+    violating I_up rows (by decreasing F) and I_low rows (by increasing F).
+    The candidates are computed even in the round that stops (one round trip
+    per round, not two).  ``bench/gpu_model.py`` (H100 model): the round's
+    ~50 small CuPy launches and 7 synchronizations became 6 launches and one.
+    Returns host arrays: gap (P,), objective (P,), up candidates (P, need),
+    their validity, low candidates, their validity.
     """
     P = F.shape[0]
-    inws = xp.zeros(F.shape, dtype=bool)
-    if widx_keep.shape[1]:
-        inws[xp.arange(P)[:, None], xp.asarray(widx_keep)] = True
-    su = xp.where(up & ~inws, -F, xp.inf)
-    sl = xp.where(low & ~inws, F, xp.inf)
+    if xp is np:
+        su, sl, stats = round_keys_host(yv, Cvv, alpha, F, np.asarray(widx_keep))
+    else:
+        su, sl, stats = _round_keys_cuda(yv, Cvv, alpha, F, widx_keep)
     ou = xp.argsort(su, axis=1)[:, :need]
     ol = xp.argsort(sl, axis=1)[:, :need]
-    vu = xp.isfinite(xp.take_along_axis(su, ou, axis=1))
-    vl = xp.isfinite(xp.take_along_axis(sl, ol, axis=1))
-    return (np.asarray(bk.to_host(ou)), np.asarray(bk.to_host(vu)),
-            np.asarray(bk.to_host(ol)), np.asarray(bk.to_host(vl)))
+    packed = xp.concatenate([stats.view(xp.int64), ou.astype(xp.int64, copy=False),
+                             ol.astype(xp.int64, copy=False)], axis=1)
+    h = np.asarray(bk.to_host(packed))
+    st = np.ascontiguousarray(h[:, :4]).view(np.float64)
+    k = int(ou.shape[1])                     # need, or n1 when the working set is wider than the rows
+    ou_h, ol_h = h[:, 4:4 + k], h[:, 4 + k:]
+    ranks = np.arange(k)[None, :]
+    return st[:, 0], st[:, 1], ou_h, ranks < st[:, 2:3], ol_h, ranks < st[:, 3:4]
 
 
 def _merge_new(cu: np.ndarray, cl: np.ndarray, n_p: int, keep: np.ndarray, need: int) -> np.ndarray:
@@ -790,25 +847,22 @@ def solve_working_set(X: Any, ys: list[np.ndarray], subs: list[np.ndarray], kern
     F = yv.copy()
     Kws = xp.zeros((P, ws, N1), dtype=dt)
     widx = np.full((P, ws), n_max, dtype=np.int64)  # working-set rows (host); n_max: empty slot
+    widx_d = xp.asarray(widx)                        # ... and its device copy
     wvalid = np.zeros((P, ws), dtype=bool)
     done = np.zeros(P, dtype=bool)
     converged = np.zeros(P, dtype=bool)
     best = np.full(P, np.inf)          # lowest dual objective so far
     since_best = np.zeros(P, dtype=np.int64)
-    n_inner_tot = np.zeros(P, dtype=np.int64)
+    n_inner_d = xp.zeros(P, dtype=xp.int64)          # inner steps, summed on the device
     rounds = np.zeros(P, dtype=np.int64)
     ar = xp.arange(P)[:, None]
     r = 0
     while True:
-        # global optimality check (FCL05 eq. 6), one reduction per problem
-        up = ((yv > 0) & (alpha < Cvv)) | ((yv < 0) & (alpha > 0))
-        low = ((yv < 0) & (alpha < Cvv)) | ((yv > 0) & (alpha > 0))
-        gap = bk.to_host(xp.where(up, F, -xp.inf).max(axis=1) - xp.where(low, F, xp.inf).min(axis=1))
-        gap = np.asarray(gap, dtype=np.float64)
-        # ½αᵀQα − eᵀα = ½ Σ αᵢ(−yᵢFᵢ − 1), in float64 whatever the working dtype
-        a64 = alpha.astype(xp.float64)
-        obj = np.asarray(bk.to_host(0.5 * (a64 * (-yv.astype(xp.float64) * F - 1.0)).sum(axis=1)),
-                         dtype=np.float64)
+        # (0) one device→host transfer per round: the gap and objective of every problem and the
+        # candidate rows for the next working sets (the decisions below need all of them)
+        slots = np.arange(ws) if r == 0 else np.arange(q) + q * ((r - 1) % 2)
+        keep_slots = np.setdiff1d(np.arange(ws), slots)
+        gap, obj, ou, vu, ol, vl = _round_state(yv, Cvv, alpha, F, widx_d[:, keep_slots], slots.size, xp)
         for p in np.flatnonzero(~done):
             if not gap[p] >= tol:
                 done[p] = converged[p] = True
@@ -822,26 +876,24 @@ def solve_working_set(X: Any, ys: list[np.ndarray], subs: list[np.ndarray], kern
                     done[p] = True
         if done.all():
             break
-        # (1) selection: which half is replaced (FIFO), the new rows per problem
-        slots = np.arange(ws) if r == 0 else np.arange(q) + q * ((r - 1) % 2)
-        keep_slots = np.setdiff1d(np.arange(ws), slots)
-        ou, vu, ol, vl = _candidates(F, up, low, widx[:, keep_slots], slots.size, xp)
+        # (1) selection (host): which half is replaced (FIFO), the new rows per problem
+        n_new = np.zeros(P, dtype=np.int64)
         for p in np.flatnonzero(~done):
             keep = widx[p, keep_slots][wvalid[p, keep_slots]]
             new = _merge_new(ou[p][vu[p]], ol[p][vl[p]], int(sizes[p]), keep, slots.size)
             widx[p, slots] = np.where(new >= 0, new, n_max)
             wvalid[p, slots] = new >= 0
-            # (2) their kernel rows: q × n_p, one GEMM + epilogue
-            rows = new[new >= 0]
-            if rows.size:
-                rows_d = bk.to_device(rows, dev) if dev.is_gpu else rows
-                Kb = (Xp[p][rows_d] if _is_precomputed(kernel)
-                      else kernel_block(Xp[p][rows_d], Xp[p], kernel, dtype=dt))
-                s0 = int(slots[0])
-                Kws[p, s0:s0 + rows.size, : int(sizes[p])] = Kb
+            n_new[p] = int((new >= 0).sum())
+        widx_d = xp.asarray(widx)
+        # (2) their kernel rows: q × n_p per problem, one GEMM + epilogue (rows read on the device)
+        s0 = int(slots[0])
+        for p in np.flatnonzero(n_new):
+            rows_d = widx_d[p, s0:s0 + int(n_new[p])]
+            Kb = (Xp[p][rows_d] if _is_precomputed(kernel)
+                  else kernel_block(Xp[p][rows_d], Xp[p], kernel, dtype=dt))
+            Kws[p, s0:s0 + int(n_new[p]), : int(sizes[p])] = Kb
         # (3) the subproblems of all problems in one call
         act = ~done
-        widx_d = xp.asarray(widx)
         yw = yv[ar, widx_d]
         Cw = Cvv[ar, widx_d]
         aw = alpha[ar, widx_d]
@@ -855,9 +907,10 @@ def solve_working_set(X: Any, ys: list[np.ndarray], subs: list[np.ndarray], kern
         delta = anew - aw
         alpha[ar, widx_d] = anew
         F -= xp.matmul((yw * delta)[:, None, :], Kws)[:, 0, :]
-        n_inner_tot += np.asarray(bk.to_host(n_in), dtype=np.int64) * act
+        n_inner_d += xp.asarray(n_in).astype(xp.int64)       # inactive problems report 0 steps
         rounds += act
         r += 1
+    n_inner_tot = np.asarray(bk.to_host(n_inner_d), dtype=np.int64)
     alpha_h = np.asarray(bk.to_host(alpha), dtype=np.float64)
     F_h = np.asarray(bk.to_host(F), dtype=np.float64)
     out = []

@@ -22,21 +22,31 @@ records names, shapes, dtypes, FLOPs, bytes and syncs)::
 A hook must not call the fake CuPy itself (that would dispatch again: such
 calls are not reported to hooks, to avoid recursion).  Exceptions raised by a
 hook propagate to the caller of the operation.
+
+Kernel substitutes: within :func:`substituted`, a RawKernel launch of a named
+kernel runs the given function (its NumPy twin) instead of the CPU emulator,
+and its event says so (``info["substituted"]``).  Emulating a kernel thread by
+thread is far too slow at the papers' scale; tooling that only counts
+operations (``bench/gpu_model.py``) traces there with the twins instead.  The
+emulator, with its checks, stays the default everywhere else.
 """
 from __future__ import annotations
 
 import contextlib
 import threading
+import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator
 
-__all__ = ["KINDS", "Event", "dispatch", "add_hook", "remove_hook", "hooked", "hooks"]
+__all__ = ["KINDS", "Event", "dispatch", "add_hook", "remove_hook", "hooked", "hooks", "substituted",
+           "kernel_substitute"]
 
 #: What an event can be.  ``sync`` marks the ones that make the host wait for the device.
 KINDS = ("ufunc", "function", "reduction", "method", "index", "alloc", "linalg", "random", "sparse",
          "kernel", "h2d", "d2h", "sync")
 
 _hooks: list[Callable[["Event"], None]] = []
+_substitutes: dict[str, Callable[[tuple, tuple, tuple], None]] = {}
 _local = threading.local()
 
 
@@ -49,7 +59,8 @@ class Event:
     (device arrays are fake ``cupy.ndarray``);  result : what the operation returned;
     sync : True when the host waited for the device (device→host copies, scalar
     conversions, synchronize);  info : kind-specific details (a kernel's grid, block,
-    shared_mem; a transfer's nbytes).
+    shared_mem; a transfer's nbytes);  elapsed_s : host seconds the emulation of the
+    operation took (tooling subtracts it to time the caller's own host work).
     """
 
     kind: str
@@ -59,6 +70,7 @@ class Event:
     result: Any = None
     sync: bool = False
     info: dict = field(default_factory=dict)
+    elapsed_s: float = 0.0
 
     def arrays(self) -> list:
         """The device arrays among the arguments (nested lists/tuples included)."""
@@ -108,12 +120,13 @@ def dispatch(kind: str, name: str, run: Callable[[], Any], args: tuple = (), kwa
     """Run one device operation (``run()``) and report it to the hooks."""
     depth = getattr(_local, "depth", 0)
     _local.depth = depth + 1
+    t0 = time.perf_counter()
     try:
         result = run()
     finally:
         _local.depth = depth
     if depth == 0 and _hooks:         # nested operations (inside another one) are not reported twice
-        ev = Event(kind, name, tuple(args), dict(kwargs or {}), result, sync, info)
+        ev = Event(kind, name, tuple(args), dict(kwargs or {}), result, sync, info, time.perf_counter() - t0)
         _local.depth = depth + 1      # a hook's own use of the fake CuPy is not reported
         try:
             for h in tuple(_hooks):
@@ -121,3 +134,22 @@ def dispatch(kind: str, name: str, run: Callable[[], Any], args: tuple = (), kwa
         finally:
             _local.depth = depth
     return result
+
+
+@contextlib.contextmanager
+def substituted(kernels: dict[str, Callable[[tuple, tuple, tuple], None]]) -> Iterator[None]:
+    """Within the block, a RawKernel launch of a kernel named in ``kernels`` runs
+    ``kernels[name](grid, block, args)`` instead of the CPU emulator (``args`` as
+    launched: device arrays and NumPy scalars; the function writes the kernel's outputs)."""
+    saved = dict(_substitutes)
+    _substitutes.update(kernels)
+    try:
+        yield
+    finally:
+        _substitutes.clear()
+        _substitutes.update(saved)
+
+
+def kernel_substitute(name: str) -> Callable[[tuple, tuple, tuple], None] | None:
+    """The substitute of kernel ``name`` (see :func:`substituted`), or None: run the emulator."""
+    return _substitutes.get(name)

@@ -5,7 +5,8 @@ would use for an sm_80 device (a failure raises ``CompileException`` with
 NVRTC's log, as on a GPU machine); without the ``nvidia-cuda-nvrtc`` package
 that step is skipped and :data:`NVRTC_CHECKED` stays False.  Then the code is
 built for the CPU (:mod:`gpuemu.build`, cached) and every launch runs in the
-emulator (:mod:`gpuemu.launcher`) as a "kernel" event of :mod:`gpuemu.dispatch`.
+emulator (:mod:`gpuemu.launcher`) as a "kernel" event of :mod:`gpuemu.dispatch` — or,
+within :func:`gpuemu.dispatch.substituted`, as the kernel's NumPy twin (tracing at scale).
 """
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from pathlib import Path
 
 from gpuemu import launcher, nvrtc
 from gpuemu.dispatch import dispatch as _dispatch
+from gpuemu.dispatch import kernel_substitute as _kernel_substitute
 
 from .cuda.compiler import CompileException
 
@@ -65,9 +67,15 @@ class _Function:
         self.kernel_name = kernel.name
 
     def __call__(self, grid, block, args, *, shared_mem=0, stream=None, enable_cooperative_groups=False):
-        _dispatch("kernel", self._kernel.name, lambda: self._kernel(grid, block, args, shared_mem=shared_mem),
-                  tuple(args), {}, grid=tuple(grid) if isinstance(grid, (tuple, list)) else (grid,),
-                  block=tuple(block) if isinstance(block, (tuple, list)) else (block,), shared_mem=shared_mem)
+        grid = tuple(grid) if isinstance(grid, (tuple, list)) else (grid,)
+        block = tuple(block) if isinstance(block, (tuple, list)) else (block,)
+        sub = _kernel_substitute(self._kernel.name)
+        if sub is None:
+            run = lambda: self._kernel(grid, block, args, shared_mem=shared_mem)  # noqa: E731
+        else:
+            run = lambda: sub(grid, block, tuple(args))  # noqa: E731
+        _dispatch("kernel", self._kernel.name, run, tuple(args), {}, grid=grid, block=block,
+                  shared_mem=shared_mem, substituted=sub is not None)
 
 
 class RawKernel:
