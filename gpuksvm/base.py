@@ -1,4 +1,4 @@
-"""Behaviour shared by every gpuksvm estimator: devices, pickling, progress.
+"""Behaviour shared by every gpuksvm estimator: devices, pickling, all-or-nothing fits.
 
 :class:`DeviceMixin` gives an estimator
 
@@ -32,7 +32,7 @@ from . import backend as bk
 from .params import ParamsMixin
 from .validation import validate_X
 
-__all__ = ["DeviceMixin", "move_arrays", "progress", "keeps_state_on_error"]
+__all__ = ["DeviceMixin", "move_arrays", "keeps_state_on_error"]
 
 #: methods wrapped by keeps_state_on_error in every DeviceMixin subclass; fit replaces the
 #: fitted attributes (a shallow snapshot restores them), the partial_fit family updates
@@ -179,15 +179,3 @@ class DeviceMixin(ParamsMixin):
 
     def __setstate__(self, state: dict) -> None:
         self.__dict__.update(state)
-
-
-def progress(iterable: Any = None, *, total: int | None = None, desc: str = "", verbose: int = 0):
-    """A tqdm progress bar when ``verbose`` and tqdm is installed, else the iterable."""
-    if verbose:
-        try:
-            from tqdm.auto import tqdm
-
-            return tqdm(iterable, total=total, desc=desc, leave=False)
-        except ImportError:  # pragma: no cover - tqdm is optional
-            pass
-    return iterable if iterable is not None else range(total or 0)

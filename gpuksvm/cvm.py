@@ -70,6 +70,7 @@ from .base import DeviceMixin
 from .kernels import Kernel, kernel_matvec, make_kernel
 from .multiclass import binary_problems, ovr_decision_function, problem_rows
 from .params import DEPRECATED, DEVICE_PARAMS, KERNEL_PARAMS, count, positive
+from .progress import report
 from .scaleout.cvm import fit_cvm
 from .scaleout.dispatch import dask_dispatch
 from .solvers.meb import CoreSetResult, fit_core_set, kernel_scale, make_scanner
@@ -228,10 +229,9 @@ class _CVMBase(DeviceMixin, BaseEstimator):
                 ypm[rows] = yp
                 res = self._solve(Xd, ypm, None if cj is None else rows, kernel, xscale, dev, dt, rs)
                 results.append(res)
-                if self.verbose:
-                    print(f"[CVM] problem {p + 1}/{len(problems)}: {res.n_iter} iterations, "
-                          f"core set {res.core.shape[0]}, stop={res.stop}, gap={res.gap:.3g}, "
-                          f"search={res.search}")
+                report("CVM", f"problem {p + 1}/{len(problems)}: {res.n_iter} iterations, core set "
+                       f"{res.core.shape[0]}, stop={res.stop}, gap={res.gap:.3g}, search={res.search}",
+                       self.verbose)
             self.problems_ = problems
             self._store_model(Xd, results, True, xscale, dev, dt)
             self.intercept_ = np.array([r.b for r in results])

@@ -56,6 +56,7 @@ from .calibration import ProbabilityMixin
 from .kernels import Kernel, make_kernel
 from .multiclass import binary_problems
 from .params import CLASS_WEIGHT, DEVICE_PARAMS, KERNEL_PARAMS, MAX_ITER_OR_NO_LIMIT, positive
+from .progress import report
 from .solvers.smo import PRECOMPUTED, solve_ovo
 from .svc_surface import (NOT_FINITE_MESSAGE, SVCSurfaceMixin, callable_gram, is_precomputed,
                           is_user_callable, n_samples_of, shape_of, sparse_like, warn_unconverged)
@@ -324,10 +325,8 @@ class KernelSVC(DeviceMixin, SVCSurfaceMixin, ProbabilityMixin, ClassifierMixin,
                 self.__dict__.pop(attr, None)
         warn_unconverged([r.converged for r in results], [r.max_iter_reached for r in results], max_iter,
                          float(self.tol), "KernelSVC")
-        if self.verbose:
-            print(f"KernelSVC: solver={self.solver_}, {len(results)} binary problem(s), "
-                  f"{self.support_.size} SVs, iterations={self.n_iter_.tolist()}, "
-                  f"converged={bool(self.converged_.all())}")
+        report("KernelSVC", f"solver={self.solver_}, {len(results)} binary problem(s), {self.support_.size} SVs, "
+               f"iterations={self.n_iter_.tolist()}, converged={bool(self.converged_.all())}", self.verbose)
         if self.probability:
             self._fit_probability(X, y, sample_weight=sample_weight)
         return self

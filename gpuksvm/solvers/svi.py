@@ -104,6 +104,7 @@ from sklearn.utils import check_random_state
 from .. import backend as bk
 from ..kernels import Kernel
 from ..multiclass import binary_problems
+from ..progress import report
 from ._blas import one_blas_thread
 from .smo import solve_batched, warn_unconverged
 from .svi_steps import (CHECK_MAX_ROWS, DEFAULT_MARGIN_TOL, DEFAULT_MAX_MARGIN_SV, DEFAULT_MIN_MARGIN_SV,
@@ -367,10 +368,8 @@ def ensemble_stage(X: Any, Xd: Any, yidx: np.ndarray, kernel: Kernel, params: SV
             S = _in_rank_order(S, rank)
             jobs.append((yfull[p][S], S))
             owner.append(p)
-    if params.verbose:
-        n_sub = sum(len(s) for s in subsets)
-        print(f"[SVI] {n_sub} sub-SVMs and {sum(not s for s in subsets)} exact problem(s) of "
-              f"{len(problems)} in one batch")
+    report("SVI", f"{sum(len(s) for s in subsets)} sub-SVMs and {sum(not s for s in subsets)} exact "
+           f"problem(s) of {len(problems)} in one batch", params.verbose)
     res_all = _solve(Xd, [j[0] for j in jobs], [j[1] for j in jobs], kernel, params, device, dtype)
     owner = np.asarray(owner)
     results, exact = [], []
