@@ -4,7 +4,6 @@ from __future__ import annotations
 import bz2
 import io
 import pickle
-import warnings
 
 import numpy as np
 import pytest
@@ -412,21 +411,6 @@ def test_caller_arrays_untouched_and_pickle():
     np.testing.assert_array_equal(y, yc)
     est2 = pickle.loads(pickle.dumps(est))
     np.testing.assert_array_equal(est.predict(X), est2.predict(X))
-
-
-def test_check_estimator():
-    from sklearn.utils.estimator_checks import check_estimator
-
-    # as for scikit-learn's SVC, weights equal to repetitions agree only up to tol
-    xfail = {
-        "check_sample_weight_equivalence_on_dense_data":
-            "sample_weight is not equivalent to removing/repeating samples beyond the solver tol",
-        "check_sample_weight_equivalence_on_sparse_data":
-            "sample_weight is not equivalent to removing/repeating samples beyond the solver tol",
-    }
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        check_estimator(KernelSVC(device="cpu"), expected_failed_checks=xfail)
 
 
 # --------------------------------------------------------------------------- GPU twins

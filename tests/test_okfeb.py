@@ -311,11 +311,6 @@ def test_online_solvers():
 
 
 # --------------------------------------------------------------------------- sklearn
-@pytest.mark.parametrize("Est", [OKFEB, OKFEBClassifier, OKFEBRegressor])
-def test_check_estimator(Est):
-    from sklearn.utils.estimator_checks import check_estimator
-
-    check_estimator(Est(rank=4, n_landmarks=10, device="cpu"))
 
 
 # --------------------------------------------------------------------------- GPU

@@ -279,12 +279,6 @@ def test_bad_input():
             SVI(device="cpu", **kw).fit(X, y)
 
 
-def test_check_estimator():
-    from sklearn.utils.estimator_checks import check_estimator
-
-    check_estimator(SVI(device="cpu", random_state=0))
-
-
 @pytest.mark.gpu
 def test_gpu_matches_cpu(gpu):
     X, y = _two_sines(1500)

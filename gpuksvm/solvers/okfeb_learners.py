@@ -253,13 +253,13 @@ def warn_if_too_small(check: dict, name: str, rank: int, budget: int, solver: st
                       stacklevel: int = 2) -> None:
     """The :class:`BudgetTooSmallWarning` for a failed :func:`capacity_check`."""
     if check.get("too_small"):
-        advice = ("Raise rank and budget, or use a linear model (LinearSVM) if the data needs no "
+        advice = ("Raise rank and n_landmarks (the budget), or use a linear model (LinearSVM) if the data needs no "
                   "kernel")
     elif check.get("model_below"):
         advice = ("The features are good enough: the linear model on them is not"
                   + ("; use solver='exact'" if solver == "online" else ""))
     else:
         return
-    warnings.warn(f"{name} (rank={rank}, budget={budget}) is out of its depth on this data: "
+    warnings.warn(f"{name} (rank={rank}, n_landmarks={budget}) is out of its depth on this data: "
                   f"{check['reason']}. {advice}; see capacity_check_.",
                   BudgetTooSmallWarning, stacklevel=stacklevel)
