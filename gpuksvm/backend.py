@@ -325,9 +325,7 @@ def to_host(x: Any) -> Any:
     """Return a NumPy array (or SciPy sparse matrix) holding ``x``."""
     if x is None:
         return None
-    if is_gpu_array(x):
-        if is_sparse(x):
-            return x.get()
+    if is_gpu_array(x):          # CuPy arrays and CuPy sparse matrices alike
         return x.get()
     if sp.issparse(x):
         return x

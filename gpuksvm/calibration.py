@@ -180,7 +180,8 @@ def couple_pairwise(R: np.ndarray) -> np.ndarray:
     return _normalize_rows(P)
 
 
-def _check_proba(self: Any) -> bool:
+def probability_enabled(self: Any) -> bool:
+    """``available_if`` test of ``predict_proba``: only with ``probability=True`` (as SVC)."""
     if not getattr(self, "probability", False):
         raise AttributeError("predict_proba is not available when probability=False")
     return True
@@ -270,7 +271,7 @@ class ProbabilityMixin:
             pair[:, j, i] = 1.0 - R[:, p]
         return couple_pairwise(pair)
 
-    @available_if(_check_proba)
+    @available_if(probability_enabled)
     @dask_dispatch()
     def predict_proba(self, X: Any):
         """Class probabilities (Platt scaling with internal 5-fold CV).
@@ -286,7 +287,7 @@ class ProbabilityMixin:
         """
         return bk.as_kind(self._proba_host(X), bk.array_kind(X))
 
-    @available_if(_check_proba)
+    @available_if(probability_enabled)
     @dask_dispatch()
     def predict_log_proba(self, X: Any):
         """Logarithm of :meth:`predict_proba`."""

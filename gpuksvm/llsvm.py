@@ -94,6 +94,7 @@ from sklearn.utils.validation import check_is_fitted
 from . import backend as bk
 from .base import DeviceMixin
 from .blocks import LinearMapBlockSource, as_block_source, check_block, is_block_input
+from .calibration import probability_enabled
 from .cluster import RowReservoir, kmeans, random_row_sample, sample_rows, take_rows
 from .kernels import Kernel, kernel_block, kernel_matvec, make_kernel
 from .linear_svm import LinearSVM
@@ -530,12 +531,7 @@ class LLSVM(DeviceMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin, Clas
         idx = (D > 0).astype(np.int64) if D.ndim == 1 else np.argmax(D, axis=1)
         return bk.labels_as_kind(self.classes_[idx], bk.array_kind(X))
 
-    def _check_proba(self) -> bool:
-        if not self.probability:
-            raise AttributeError("predict_proba is available only when probability=True")
-        return True
-
-    @available_if(_check_proba)
+    @available_if(probability_enabled)
     @dask_dispatch()
     def predict_proba(self, X: Any) -> Any:
         """Platt-scaled class probabilities (the linear SVM's, on F = K(X, Z) M).
@@ -546,7 +542,7 @@ class LLSVM(DeviceMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin, Clas
         check_is_fitted(self, "dual_coef_")
         return self.svm_.predict_proba(self.transform(X))
 
-    @available_if(_check_proba)
+    @available_if(probability_enabled)
     @dask_dispatch()
     def predict_log_proba(self, X: Any) -> Any:
         """Logarithm of :meth:`predict_proba`."""
