@@ -24,6 +24,7 @@ import contextlib
 import os
 import re
 import threading
+import time
 import warnings
 from dataclasses import dataclass
 from functools import lru_cache
@@ -480,6 +481,12 @@ def synchronize(device: str | Device) -> None:
     dev = resolve_device(device)
     if dev.is_gpu:
         get_namespace(dev).cuda.get_current_stream().synchronize()
+
+
+def synchronized_clock(device: str | Device) -> float:
+    """``time.perf_counter()`` after ``device`` finished its queued work (honest stage times)."""
+    synchronize(device)
+    return time.perf_counter()
 
 
 def free_gpu_cache() -> None:

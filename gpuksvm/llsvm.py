@@ -78,8 +78,6 @@ Conventions (documented choices)
 """
 from __future__ import annotations
 
-import time
-import warnings
 from numbers import Real
 from typing import Any, Sequence
 
@@ -95,10 +93,11 @@ from . import backend as bk
 from .base import DeviceMixin
 from .blocks import LinearMapBlockSource, as_block_source, check_block, is_block_input
 from .calibration import probability_enabled
-from .cluster import RowReservoir, kmeans, random_row_sample, sample_rows, take_rows
+from .cluster import RowReservoir
 from .kernels import Kernel, kernel_block, kernel_matvec, make_kernel
 from .linear_svm import LinearSVM
-from .nystrom import NystromMap, feature_map, nystrom_maps, spectrum_objective, supervised_spectrum
+from .nystrom import (MapParams, NystromMap, apply_spectrum, build_map, feature_map, nystrom_maps,
+                      sample_rows_for_map, select_landmarks, spectrum_objective, supervised_spectrum)
 from .params import (CLASS_WEIGHT, DEPRECATED, DEVICE_PARAMS, KERNEL_PARAMS, count, non_negative, positive,
                      renamed)
 from .scaleout.dispatch import dask_dispatch
@@ -111,12 +110,6 @@ __all__ = ["LLSVM", "NystromMap", "nystrom_maps", "supervised_spectrum", "spectr
 
 
 # --------------------------------------------------------------------------- estimator
-def _clock(dev: bk.Device) -> float:
-    """perf_counter after the device finished its queued work (honest stage times)."""
-    bk.synchronize(dev)
-    return time.perf_counter()
-
-
 class LLSVM(DeviceMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClassifierMixin,
             BaseEstimator):
     """Low-rank linearized kernel SVM (LLSVM) and its supervised-spectrum variant (LLSVM2).
@@ -298,92 +291,19 @@ class LLSVM(DeviceMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin, Clas
                          random_state=self.random_state, verbose=self.verbose)
 
     # ------------------------------------------------------------------ pieces
-    def _sample_size(self, out_of_core: bool = False) -> int | None:
-        """Rows of the random sample that k-means, random landmarks and LLSVM2 draw from."""
-        if self.kmeans_sample is None and not out_of_core:
-            return None
-        size = max(int(self.kmeans_sample or 20000), int(self.n_landmarks))
-        if self.spectrum == "supervised":
-            size = max(size, int(self.n_labeled))
-        return size
-
-    def _select_landmarks(self, Xs: Any, dev: bk.Device, dt: np.dtype,
-                          rs: np.random.RandomState) -> Any:
-        """Z on the device (SPEC §1 step 1), from the random sample ``Xs`` of the rows."""
-        xp = bk.get_namespace(dev)
-        n = Xs.shape[0]
-        if not isinstance(self.landmarks, str):
-            Z = self.landmarks
-            Z = bk.to_host(Z) if not bk.is_gpu_array(Z) else Z
-            if bk.is_sparse(Z):
-                Z = Z.toarray()
-            if Z.ndim != 2 or Z.shape[1] != self.n_features_in_:
-                raise ValueError(f"landmarks must have shape (k, {self.n_features_in_}), got {Z.shape}")
-            if Z.shape[0] < 1:
-                raise ValueError("landmarks must hold at least one row")
-            Z = bk.to_device(Z, dev, dt)
-            if not bool(xp.isfinite(Z).all()):
-                raise ValueError("landmarks contain NaN or infinity")
-            return Z
-        k = int(self.n_landmarks)
-        if k > n:   # the sample holds min(n_samples, ≥ k) rows: k > n only when n_samples < k
-            warnings.warn(f"n_landmarks={k} > n_samples={n}: using n_landmarks={n}", UserWarning)
-            k = n
-        if self.landmarks == "random":
-            idx = np.sort(rs.choice(n, size=k, replace=False))
-            return bk.to_device(take_rows(Xs, idx), dev, dt, copy=True)
-        # Algorithm 1 step 1: k-means on the random sample (module docstring)
-        return kmeans(Xs, k, n_iter=int(self.kmeans_iter), init=self.kmeans_init, sample=None,
-                      random_state=rs, device=dev, dtype=dt).centers
+    def _map_params(self) -> MapParams:
+        """The parameters of the map, as :func:`gpuksvm.nystrom.build_map` takes them."""
+        return MapParams(n_landmarks=int(self.n_landmarks), landmarks=self.landmarks,
+                         kmeans_iter=int(self.kmeans_iter), kmeans_init=self.kmeans_init,
+                         kmeans_sample=None if self.kmeans_sample is None else int(self.kmeans_sample),
+                         eig_floor=float(self.eig_floor), spectrum=self.spectrum,
+                         n_labeled=int(self.n_labeled), spectrum_reg=float(self.spectrum_reg),
+                         dissimilar_pair_weight=float(self._param("dissimilar_pair_weight")))
 
     def _kernel_for(self, X: Any) -> Kernel:
         if isinstance(self.kernel, Kernel):
             return self.kernel
         return make_kernel(self.kernel, self.gamma, self.degree, self.coef0, X)
-
-    def _apply_spectrum(self, nmap: NystromMap, Xs: Any, ys: np.ndarray,
-                        rs: np.random.RandomState) -> NystromMap:
-        """LLSVM2 (Algorithm 2 step 3) when spectrum="supervised", else the Nyström map.
-
-        The labelled subset L is ``n_labeled`` random rows of the sample ``Xs``.
-        """
-        if self.spectrum != "supervised":
-            return nmap
-        idx = sample_rows(Xs.shape[0], int(self.n_labeled), rs)
-        if idx is None:
-            idx = np.arange(Xs.shape[0])
-        XL = Xs[bk.namespace_of(Xs).asarray(idx) if bk.is_gpu_array(Xs) else idx]
-        mu, _, _ = supervised_spectrum(nmap, XL, np.asarray(ys)[idx], reg=float(self.spectrum_reg),
-                                       a=float(self._param("dissimilar_pair_weight")))
-        if not bool(bk.to_host((mu > 0).any())):
-            raise ValueError("LLSVM2 zeroed every eigenvalue (μ* = 0): spectrum_reg is too small "
-                             "for this kernel; increase spectrum_reg")
-        return nmap.with_spectrum(mu)
-
-    def _sample_indices(self, n: int, rs: np.random.RandomState) -> np.ndarray | None:
-        """Sorted indices of the random rows landmarks are drawn from (None: all rows).
-
-        :func:`~gpuksvm.cluster.random_row_sample`, the draw of the out-of-core
-        reservoir; the in-memory, out-of-core and Dask fits all call this.
-        """
-        size = self._sample_size()
-        return None if size is None else random_row_sample(n, size, rs)
-
-    def _sample(self, X: Any, y: np.ndarray, rs: np.random.RandomState) -> tuple[Any, np.ndarray]:
-        """The random rows (:meth:`_sample_indices`) of X and y."""
-        idx = self._sample_indices(X.shape[0], rs)
-        if idx is None or idx.shape[0] == X.shape[0]:
-            return X, y
-        return X[bk.namespace_of(X).asarray(idx) if bk.is_gpu_array(X) else idx], y[idx]
-
-    def _build_map(self, Xs: Any, ys: Any, kern: Kernel, dev: bk.Device, dt: np.dtype,
-                   rs: np.random.RandomState) -> tuple[NystromMap, float]:
-        """Landmarks Z from the random sample ``Xs`` (step 1) and the map M = U Λ^{-1/2}
-        (step 2, eq. 8), with the supervised spectrum when asked; also the clock after step 1."""
-        Z = self._select_landmarks(Xs, dev, dt, rs)
-        t1 = _clock(dev)
-        nmap = nystrom_maps(Z, [kern], eig_floor=float(self.eig_floor), dtype=dt)[0]
-        return self._apply_spectrum(nmap, Xs, ys, rs), t1
 
     def _set_fitted(self, nmap: NystromMap, svm: Any, dev: bk.Device, dt: np.dtype,
                     times: dict) -> "LLSVM":
@@ -430,15 +350,16 @@ class LLSVM(DeviceMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin, Clas
         dt = bk.resolve_dtype(self.dtype, dev)
         rs = check_random_state(self.random_state)
         times = {}
-        t0 = _clock(dev)
+        t0 = bk.synchronized_clock(dev)
         Xd = bk.to_device(X, dev, dt)
-        Xs, ys = self._sample(Xd, y, rs)
-        nmap, t1 = self._build_map(Xs, ys, self._kernel_for(Xd), dev, dt, rs)
-        t2 = _clock(dev)
+        params = self._map_params()
+        Xs, ys = sample_rows_for_map(Xd, y, params, rs)
+        nmap, t1 = build_map(Xs, ys, self._kernel_for(Xd), params, self.n_features_in_, dev, dt, rs)
+        t2 = bk.synchronized_clock(dev)
         F = nmap.transform(Xd)
-        t3 = _clock(dev)
+        t3 = bk.synchronized_clock(dev)
         svm = self._linear_svm().fit(F, y, sample_weight=sw)
-        t4 = _clock(dev)
+        t4 = bk.synchronized_clock(dev)
         times.update(landmarks=t1 - t0, map=t2 - t1, features=t3 - t2, svm=t4 - t3)
         return self._set_fitted(nmap, svm, dev, dt, times)
 
@@ -459,8 +380,9 @@ class LLSVM(DeviceMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin, Clas
         dev = self._device()
         dt = bk.resolve_dtype(self.dtype, dev)
         rs = check_random_state(self.random_state)
-        t0 = _clock(dev)
-        reservoir = RowReservoir(self._sample_size(out_of_core=True), rs)
+        t0 = bk.synchronized_clock(dev)
+        params = self._map_params()
+        reservoir = RowReservoir(params.sample_size(out_of_core=True), rs)
         labels = []
         n_features = getattr(src, "n_features", None)
         sq_norm = 0.0                   # max‖x‖², for the feature rows' norm bound
@@ -481,8 +403,8 @@ class LLSVM(DeviceMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin, Clas
         self.n_features_in_ = n_features
         Xsd = bk.to_device(Xs, dev, dt)
         kern = self._kernel_for(Xsd)
-        nmap, t1 = self._build_map(Xsd, ys, kern, dev, dt, rs)
-        t2 = _clock(dev)
+        nmap, t1 = build_map(Xsd, ys, kern, params, n_features, dev, dt, rs)
+        t2 = bk.synchronized_clock(dev)
         Z64 = nmap.landmarks.astype(np.float64)
 
         def kernel_rows(Xb: Any) -> Any:
@@ -495,7 +417,7 @@ class LLSVM(DeviceMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin, Clas
                                     max_rows=bk.plan_rows(1 << 30, 3 * k * 8, dev, max_rows=4096),
                                     dtype=dt, row_sq_norm_bound=bound if np.isfinite(bound) else None)
         svm = self._linear_svm().fit(fsrc)
-        t3 = _clock(dev)
+        t3 = bk.synchronized_clock(dev)
         times = dict(landmarks=t1 - t0, map=t2 - t1, features=0.0, svm=t3 - t2)
         return self._set_fitted(nmap, svm, dev, dt, times)
 
@@ -615,30 +537,31 @@ def fit_llsvm_grid(X: Any, y: Any, *, gammas: Sequence[float], Cs: Sequence[floa
     dev = proto._device()
     dt = bk.resolve_dtype(proto.dtype, dev)
     rs = check_random_state(proto.random_state)
-    t0 = _clock(dev)
+    t0 = bk.synchronized_clock(dev)
     Xd = bk.to_device(X, dev, dt)
-    Xs, ys = proto._sample(Xd, y, rs)
-    Z = proto._select_landmarks(Xs, dev, dt, rs)
-    t_land = _clock(dev) - t0
+    params = proto._map_params()
+    Xs, ys = sample_rows_for_map(Xd, y, params, rs)
+    Z = select_landmarks(Xs, params, proto.n_features_in_, dev, dt, rs)
+    t_land = bk.synchronized_clock(dev) - t0
     kerns = [Kernel(base.kernel, gamma=g, degree=base.degree, coef0=base.coef0) for g in gammas]
-    t0 = _clock(dev)
+    t0 = bk.synchronized_clock(dev)
     maps = nystrom_maps(Z, kerns, eig_floor=float(base.eig_floor), dtype=dt)
-    t_map = (_clock(dev) - t0) / len(gammas)
+    t_map = (bk.synchronized_clock(dev) - t0) / len(gammas)
     state = rs.get_state()
     models = []
     for g, nmap in zip(gammas, maps):
         rs.set_state(state)  # the same labelled subset for every γ
-        t0 = _clock(dev)
-        nmap = proto._apply_spectrum(nmap, Xs, ys, rs)
+        t0 = bk.synchronized_clock(dev)
+        nmap = apply_spectrum(nmap, Xs, ys, params, rs)
         F = nmap.transform(Xd)
-        t_feat = _clock(dev) - t0
+        t_feat = bk.synchronized_clock(dev) - t0
         for c in Cs:
             est = clone(base).set_params(gamma=g, C=c)
             est.n_features_in_ = proto.n_features_in_
             if hasattr(proto, "feature_names_in_"):
                 est.feature_names_in_ = proto.feature_names_in_
-            t0 = _clock(dev)
+            t0 = bk.synchronized_clock(dev)
             svm = est._linear_svm().fit(F, y, sample_weight=sw)
-            times = dict(landmarks=t_land, map=t_map, features=t_feat, svm=_clock(dev) - t0)
+            times = dict(landmarks=t_land, map=t_map, features=t_feat, svm=bk.synchronized_clock(dev) - t0)
             models.append(est._set_fitted(nmap, svm, dev, dt, times))
     return models

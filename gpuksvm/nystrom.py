@@ -22,6 +22,7 @@ checkerboard, k = 1000, float32 F: floor 1e-10 → 96.9 %, 1e-8 → 98.29 %,
 """
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass, replace
 from numbers import Real
 from typing import Any, Sequence
@@ -30,11 +31,13 @@ import numpy as np
 
 from . import backend as bk
 from . import linalg
+from .cluster import kmeans, random_row_sample, sample_rows, take_rows
 from .kernels import Kernel, kernel_block, kernel_matvec
 from .solvers._blas import host_busy, one_blas_thread
 from .validation import check_param
 
-__all__ = ["NystromMap", "feature_map", "nystrom_maps", "supervised_spectrum", "spectrum_objective"]
+__all__ = ["NystromMap", "MapParams", "build_map", "sample_rows_for_map", "select_landmarks", "apply_spectrum",
+           "feature_map", "nystrom_maps", "supervised_spectrum", "spectrum_objective"]
 
 
 @dataclass
@@ -217,3 +220,111 @@ def spectrum_objective(mu: Any, c: Any, mu0: Any, reg: float) -> float:
     """The objective cᵀμ + λ‖μ − μ₀‖² that eq. (23) minimizes over μ ≥ 0 (eq. 18–19)."""
     xp = bk.namespace_of(mu)
     return float(bk.to_host(c @ mu + reg * xp.sum((mu - mu0) ** 2)))
+
+
+# --------------------------------------------------------------------------- LLSVM's map, step by step
+@dataclass(frozen=True)
+class MapParams:
+    """What LLSVM's map depends on (the estimator's parameters of SPEC §1 steps 1–3).
+
+    ``landmarks`` is "kmeans", "random" or a (k, d) array; ``spectrum``
+    "nystrom" or "supervised" (LLSVM2 with ``n_labeled``, ``spectrum_reg`` and
+    ``dissimilar_pair_weight``, TNNLS eq. 17–23).
+    """
+
+    n_landmarks: int
+    landmarks: Any
+    kmeans_iter: int
+    kmeans_init: str
+    kmeans_sample: int | None
+    eig_floor: float
+    spectrum: str
+    n_labeled: int
+    spectrum_reg: float
+    dissimilar_pair_weight: float
+
+    def sample_size(self, out_of_core: bool = False) -> int | None:
+        """Rows of the random sample that k-means, random landmarks and LLSVM2 draw from
+        (None: all rows; out of core the sample always has a size: 20,000 by default)."""
+        if self.kmeans_sample is None and not out_of_core:
+            return None
+        size = max(int(self.kmeans_sample or 20000), int(self.n_landmarks))
+        if self.spectrum == "supervised":
+            size = max(size, int(self.n_labeled))
+        return size
+
+    def sample_indices(self, n: int, rs: np.random.RandomState) -> np.ndarray | None:
+        """Sorted indices of the random rows (None: all rows) —
+        :func:`~gpuksvm.cluster.random_row_sample`, the draw of the out-of-core reservoir, so the
+        in-memory, out-of-core and Dask fits see the same landmarks."""
+        size = self.sample_size()
+        return None if size is None else random_row_sample(n, size, rs)
+
+
+def sample_rows_for_map(X: Any, y: np.ndarray, params: MapParams, rs: np.random.RandomState) -> tuple[Any, np.ndarray]:
+    """The random rows (:meth:`MapParams.sample_indices`) of X and y."""
+    idx = params.sample_indices(X.shape[0], rs)
+    if idx is None or idx.shape[0] == X.shape[0]:
+        return X, y
+    return X[bk.namespace_of(X).asarray(idx) if bk.is_gpu_array(X) else idx], y[idx]
+
+
+def select_landmarks(Xs: Any, params: MapParams, n_features: int, dev: bk.Device, dt: np.dtype,
+                     rs: np.random.RandomState) -> Any:
+    """Z on the device (SPEC §1 step 1), from the random sample ``Xs`` of the rows:
+    k-means centres, random rows, or the given array."""
+    xp = bk.get_namespace(dev)
+    n = Xs.shape[0]
+    if not isinstance(params.landmarks, str):
+        Z = params.landmarks
+        Z = bk.to_host(Z) if not bk.is_gpu_array(Z) else Z
+        if bk.is_sparse(Z):
+            Z = Z.toarray()
+        if Z.ndim != 2 or Z.shape[1] != n_features:
+            raise ValueError(f"landmarks must have shape (k, {n_features}), got {Z.shape}")
+        if Z.shape[0] < 1:
+            raise ValueError("landmarks must hold at least one row")
+        Z = bk.to_device(Z, dev, dt)
+        if not bool(xp.isfinite(Z).all()):
+            raise ValueError("landmarks contain NaN or infinity")
+        return Z
+    k = int(params.n_landmarks)
+    if k > n:   # the sample holds min(n_samples, ≥ k) rows: k > n only when n_samples < k
+        warnings.warn(f"n_landmarks={k} > n_samples={n}: using n_landmarks={n}", UserWarning)
+        k = n
+    if params.landmarks == "random":
+        idx = np.sort(rs.choice(n, size=k, replace=False))
+        return bk.to_device(take_rows(Xs, idx), dev, dt, copy=True)
+    # Algorithm 1 step 1: k-means on the random sample
+    return kmeans(Xs, k, n_iter=int(params.kmeans_iter), init=params.kmeans_init, sample=None,
+                  random_state=rs, device=dev, dtype=dt).centers
+
+
+def apply_spectrum(nmap: NystromMap, Xs: Any, ys: np.ndarray, params: MapParams,
+                   rs: np.random.RandomState) -> NystromMap:
+    """LLSVM2 (Algorithm 2 step 3) when ``spectrum="supervised"``, else the Nyström map.
+
+    The labelled subset L is ``n_labeled`` random rows of the sample ``Xs``.
+    """
+    if params.spectrum != "supervised":
+        return nmap
+    idx = sample_rows(Xs.shape[0], int(params.n_labeled), rs)
+    if idx is None:
+        idx = np.arange(Xs.shape[0])
+    XL = Xs[bk.namespace_of(Xs).asarray(idx) if bk.is_gpu_array(Xs) else idx]
+    mu, _, _ = supervised_spectrum(nmap, XL, np.asarray(ys)[idx], reg=float(params.spectrum_reg),
+                                   a=float(params.dissimilar_pair_weight))
+    if not bool(bk.to_host((mu > 0).any())):
+        raise ValueError("LLSVM2 zeroed every eigenvalue (μ* = 0): spectrum_reg is too small "
+                         "for this kernel; increase spectrum_reg")
+    return nmap.with_spectrum(mu)
+
+
+def build_map(Xs: Any, ys: Any, kernel: Kernel, params: MapParams, n_features: int, dev: bk.Device,
+              dt: np.dtype, rs: np.random.RandomState) -> tuple[NystromMap, float]:
+    """Landmarks Z from the random sample ``Xs`` (step 1) and the map M = U Λ^{-1/2} (step 2,
+    eq. 8), with the supervised spectrum when asked; also the device clock after step 1."""
+    Z = select_landmarks(Xs, params, n_features, dev, dt, rs)
+    t1 = bk.synchronized_clock(dev)
+    nmap = nystrom_maps(Z, [kernel], eig_floor=float(params.eig_floor), dtype=dt)[0]
+    return apply_spectrum(nmap, Xs, ys, params, rs), t1

@@ -19,7 +19,7 @@ from sklearn.utils import check_random_state
 
 from .. import backend as bk
 from ..kernels import Kernel
-from ..nystrom import feature_map
+from ..nystrom import build_map, feature_map
 from ..solvers.cost_scaling import extreme_cost_scale, scaled_costs
 from ..solvers.linear import ReducedOracle, line_derivatives, newton_solve, ovr_targets
 from ..validation import class_weight_vector, max_row_sq_norm
@@ -199,18 +199,19 @@ def fit_llsvm(estimator: Any, X: Any, y: Any, sample_weight: Any = None, *, clie
     rs = check_random_state(est.random_state)
     with scheduler_context(client):
         kern = est._kernel_for(host_chunks(X))
-    size = est._sample_size()
-    sample_cap = max(int(size or 0), int(est.n_landmarks), int(est.n_labeled), 20000)
+    params = est._map_params()
+    size = params.sample_size()
+    sample_cap = max(int(size or 0), params.n_landmarks, params.n_labeled, 20000)
     if size is None and n > sample_cap:
         raise ValueError(f"kmeans_sample=None would run k-means on all {n} rows on the driver; "
                          "with a dask array set kmeans_sample (e.g. 20000)")
     # the single-process fit's random sample (same random_state): only those rows travel
-    idx = est._sample_indices(n, rs)
+    idx = params.sample_indices(n, rs)
     idx = np.arange(n) if idx is None else idx
     Xs = RemoteRows(X, client=client, ledger=ledger, max_rows=sample_cap, label="sample rows")[idx]
     ys = RemoteRows(y, client=client, ledger=ledger, max_rows=sample_cap, label="sample labels")[idx]
     Xs = bk.to_device(Xs, dev, dt)
-    nmap, _ = est._build_map(Xs, np.asarray(ys).ravel(), kern, dev, dt, rs)
+    nmap, _ = build_map(Xs, np.asarray(ys).ravel(), kern, params, d, dev, dt, rs)
     times["landmarks"] = time.perf_counter() - t0
     times["map"] = 0.0
 
