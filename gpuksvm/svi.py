@@ -148,6 +148,10 @@ class SVI(DeviceMixin, SVCSurfaceMixin, ProbabilityMixin, ClassifierMixin, BaseE
     multi_class : {"ovo", "ovr"}, default="ovo"
         One-vs-one (K(K−1)/2 problems, as the paper's LibSVM baseline) or
         one-vs-rest (K problems) for more than two classes.
+    decision_function_shape : {"ovr", "ovo"}, default="ovr"
+        Shape of ``decision_function`` for one-vs-one problems, as scikit-learn's
+        SVC: "ovr" (n, n_classes) vote-based values, or "ovo" the (n, K(K−1)/2)
+        pairwise values.
     break_ties : bool, default=False
         One-vs-one with more than two classes: ``predict`` returns the
         arg-max of ``decision_function`` (votes, then confidences) instead of
@@ -259,7 +263,8 @@ class SVI(DeviceMixin, SVCSurfaceMixin, ProbabilityMixin, ClassifierMixin, BaseE
                  margin_tol: float = DEFAULT_MARGIN_TOL,
                  max_margin_sv: int | None = DEFAULT_MAX_MARGIN_SV,
                  min_margin_sv: int = DEFAULT_MIN_MARGIN_SV, ensemble_check: bool = True,
-                 multi_class: str = "ovo", break_ties: bool = False, tol: float = 1e-3,
+                 multi_class: str = "ovo", decision_function_shape: str = "ovr",
+                 break_ties: bool = False, tol: float = 1e-3,
                  max_iter: int = -1, probability: bool = False,
                  device: str = "auto", dtype: Any = None, random_state: Any = None,
                  n_jobs: int | None = None, verbose: int = 0) -> None:
@@ -277,6 +282,7 @@ class SVI(DeviceMixin, SVCSurfaceMixin, ProbabilityMixin, ClassifierMixin, BaseE
         self.min_margin_sv = min_margin_sv
         self.ensemble_check = ensemble_check
         self.multi_class = multi_class
+        self.decision_function_shape = decision_function_shape
         self.break_ties = break_ties
         self.tol = tol
         self.max_iter = max_iter
@@ -300,6 +306,7 @@ class SVI(DeviceMixin, SVCSurfaceMixin, ProbabilityMixin, ClassifierMixin, BaseE
         "min_margin_sv": [count(1)],
         "ensemble_check": ["boolean"],
         "multi_class": [StrOptions({"ovo", "ovr"})],
+        "decision_function_shape": [StrOptions({"ovr", "ovo"})],
         "break_ties": ["boolean"],
         "tol": [positive()],
         "max_iter": [*MAX_ITER_OR_NO_LIMIT, Hidden(None)],    # None: the old "no limit"
