@@ -420,9 +420,6 @@ class SVI(DeviceMixin, SVCSurfaceMixin, ProbabilityMixin, ClassifierMixin, BaseE
     def _multiclass_scheme(self) -> str:
         return self.multi_class
 
-    def _decision_shape(self) -> str:
-        return "ovr"  # one-vs-one SVI always returns the (n, n_classes) scores
-
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
         tags.input_tags.sparse = True
