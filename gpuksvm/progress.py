@@ -1,10 +1,11 @@
 """One progress and logging path for every estimator and solver (``verbose``).
 
 * :func:`report` — a one-line message ``[Owner] message`` when ``verbose`` is at
-  least ``level``, sent to the ``gpuksvm`` logger (:mod:`logging`); when that
-  logger has no handler configured, to standard error, so ``verbose=1`` shows
-  something without any logging set-up, and an application that configures
-  ``logging.getLogger("gpuksvm")`` gets the messages there instead.
+  least ``level``, on standard error — or, when the application gave the
+  ``gpuksvm`` logger a handler of its own (``logging.getLogger("gpuksvm")``),
+  to that logger at INFO level.  (A handler on the root logger alone does not
+  redirect them: a root logger at the default WARNING level would drop what
+  ``verbose`` asked to see.)
 * :func:`progress` — a tqdm progress bar over a loop when ``verbose`` and tqdm
   is installed, else the plain iterable.
 
@@ -27,7 +28,7 @@ def report(owner: str, message: str, verbose: int, *, level: int = 1) -> None:
     if int(verbose or 0) < level:
         return
     line = f"[{owner}] {message}"
-    if LOGGER.hasHandlers():
+    if LOGGER.handlers:
         LOGGER.info(line)
     else:
         print(line, file=sys.stderr)

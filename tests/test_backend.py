@@ -140,3 +140,31 @@ def test_host_blas_thread_policy_is_an_explicit_setting(monkeypatch):
     assert entered == [1]
     with pytest.raises(ValueError, match="host_blas_threads"):
         bk.set_config(host_blas_threads="sometimes")
+
+
+def test_verbose_reports_go_to_stderr_or_the_gpuksvm_logger(capsys):
+    """One progress path (issue 16): ``[Owner] message`` on stderr, or on the application's
+    handler of the "gpuksvm" logger; nothing when verbose is 0."""
+    import logging
+
+    from gpuksvm.progress import LOGGER, report
+
+    report("LLSVM", "step 1", 0)
+    assert capsys.readouterr() == ("", "")
+    report("LLSVM", "step 1", 1)
+    assert capsys.readouterr().err == "[LLSVM] step 1\n"
+    report("LLSVM", "detail", 1, level=2)
+    assert capsys.readouterr().err == ""
+    records = []
+    handler = logging.Handler()
+    handler.emit = records.append
+    LOGGER.addHandler(handler)
+    old = LOGGER.level
+    LOGGER.setLevel(logging.INFO)
+    try:
+        report("CVM", "problem 1/3", 2)
+    finally:
+        LOGGER.removeHandler(handler)
+        LOGGER.setLevel(old)
+    assert [r.getMessage() for r in records] == ["[CVM] problem 1/3"]
+    assert capsys.readouterr().err == ""
