@@ -16,7 +16,7 @@ from typing import Any, Callable
 import numpy as np
 
 from .backend import DeviceUnavailableError
-from .model_schema import ModelFormatError
+from .model_format import ModelFormatError
 
 __all__ = ["CLIError", "parse_literal", "run_command"]
 

@@ -8,7 +8,7 @@ predicts on a CPU-only machine.
 What a file can contain, and what loading can do
 ------------------------------------------------
 The format is *closed* (like safetensors, or skops.io with its trusted types):
-:mod:`gpuksvm.model_schema` lists every class a file may name — the gpuksvm
+:data:`gpuksvm.model_format.REGISTRY` lists every class a file may name — the gpuksvm
 estimators, the two online learners OK-FEB nests, scikit-learn's ``Pipeline``
 and ``StandardScaler`` — and, per class, every attribute it may carry with its
 kind, dtype and shape.  Loading
@@ -47,13 +47,13 @@ A ZIP archive readable by ``numpy.load(path, allow_pickle=False)``:
          "model": {"estimator": "gpuksvm.llsvm.LLSVM", "params": {...}, "fitted": {...}},
          "arrays": {"a0": {"dtype": "<f4", "shape": [1000, 22], "sha256": "..."}, ...}}
 
-    ``model`` is the tree described in :mod:`gpuksvm.model_schema`; ``class``
+    ``model`` is the tree described in :mod:`gpuksvm.model_format`; ``class``
     must name its root.
 ``a0.npy``, ``a1.npy``, ...
     The arrays, in the ``.npy`` format (numeric, bool or unicode dtypes only).
 
 Format version 1 files (gpuksvm before the closed format) are translated node
-by node into version 2 (:func:`gpuksvm.model_schema.translate_v1`) and then
+by node into version 2 (:func:`gpuksvm.model_format.translate_v1`) and then
 validated exactly like version 2; those holding generic objects are refused.
 
 Arrays on a GPU are copied to the host, so a loaded model predicts on the CPU
@@ -86,7 +86,7 @@ from typing import Any
 import numpy as np
 
 from ._version import __version__
-from .model_schema import (ARRAY_DTYPE_RE, ArrayInfo, ModelFormatError, decode_model, describe_value,
+from .model_format import (ARRAY_DTYPE_RE, ArrayInfo, ModelFormatError, decode_model, describe_value,
                            encode_model, entry_for, translate_v1)
 
 __all__ = ["save", "load", "read_header", "describe", "check_writable", "write_atomic",

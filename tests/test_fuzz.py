@@ -39,7 +39,7 @@ from gpuksvm import CVM, LLSVM, SVI, KernelSVC, LinearSVM, OKFEBClassifier, OneC
 from gpuksvm.blocks import SVMLightBlockSource
 from gpuksvm.cli import main as cli_main
 from gpuksvm.datasets import load_svmlight, read_svmlight
-from gpuksvm.model_schema import REGISTRY, entry_for
+from gpuksvm.model_format import REGISTRY, entry_for
 
 N_EXAMPLES = int(os.environ.get("GPUKSVM_FUZZ_EXAMPLES", "60"))
 FUZZ = settings(max_examples=N_EXAMPLES, deadline=None, database=None,

@@ -21,9 +21,11 @@ from sklearn.linear_model import LogisticRegression
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 
-from gpuksvm import LLSVM, SVI, LinearSVM, io
+from gpuksvm import LLSVM, SVI, KernelSVC, LinearSVM, io
 from gpuksvm.backend import CPU, Device
 from gpuksvm.kernels import Kernel
+from gpuksvm.model_format import REGISTRY
+from gpuksvm.model_format.registry import _common
 
 from _estimator_zoo import ZOO, compare_fitted, fitted_zoo_model, outputs
 
@@ -160,6 +162,28 @@ def test_nested_estimator_must_be_the_declared_class(tmp_path):
     _rewrite_header(src, bad, lambda h: h["model"]["fitted"].update(svm_=okfeb))
     with pytest.raises(io.ModelFormatError, match=r"svm_: expected LinearSVM, got OKFEB"):
         io.load(bad)
+
+
+#: attributes an estimator lists that no model file holds: KernelSVC's training rows for a
+#: callable kernel (saving a callable kernel is refused)
+_NOT_IN_MODEL_FILES = {"X_fit_"}
+
+
+def test_schema_declares_the_fitted_attributes_the_estimators_list():
+    """An estimator's own list of fitted attributes and its model-file declaration agree: each
+    listed attribute is declared (or ``save`` would refuse the model), and the schema declares
+    no attribute the estimator no longer sets beyond those every estimator may carry."""
+    every_estimator = set(_common({}))      # n_features_in_, feature_names_in_, _fitted_on, dask_info_
+    checked = set()
+    for entry in REGISTRY.values():
+        listed = getattr(entry.cls, "FITTED_ATTRIBUTES", getattr(entry.cls, "_FITTED_ATTRIBUTES", None))
+        if listed is None:
+            continue
+        checked.add(entry.cls)
+        declared = set(entry.fitted)
+        assert set(listed) - declared <= _NOT_IN_MODEL_FILES, (entry.name, set(listed) - declared)
+        assert declared - set(listed) <= every_estimator, (entry.name, declared - set(listed))
+    assert checked >= {KernelSVC, SVI}
 
 
 def test_pipeline_steps_only_registered_estimators(tmp_path):
