@@ -345,19 +345,22 @@ def _matvec_cost(grid, block, shared, args) -> dict:
 
 
 @_kernel_cost("cvm_furthest")
+@_kernel_cost("cvm_scores")
 def _cvm_cost(grid, block, shared, args) -> dict:
     """Per candidate and core vector: 3d FLOPs for the distance, the kernel function and an FP64
     FMA into the double accumulator (counted as 4 FP32 FLOPs: FP64 runs at half rate); reads
-    each candidate row once; a 256-wide tree reduction per block (8 barrier levels, latency);
-    the last block reduces the group minima."""
+    each candidate row once (its index, its d features, y, self term, scale); a 256-wide tree
+    reduction per block (8 barrier levels, latency); the last block reduces the group minima.
+    ``cvm_scores`` (one more argument, ``scores``) also writes every candidate's s as a double."""
     d, n_cand, m = int(args[1]), int(args[3]), int(args[7])
     it = args[0]._a.itemsize
     levels = 2 * (int(np.log2(max(int(block[0]), 2))) + 1)
     latency = levels * const("BARRIER_LEVEL_CYCLES") / const("CLOCK_HZ")
+    scores = args[22] if len(args) > 22 else None
     return {"flops": n_cand * m * (3.0 * d + _epi_flops(args[13]) + 4.0),
             "bytes_read": n_cand * (d * it + 3 * it + 8) + m * (d + 1) * it,
-            "bytes_written": int(grid[0]) * 16, "rate": "raw64" if it == 8 else "raw32", "serial": True,
-            "latency_s": latency}
+            "bytes_written": int(grid[0]) * 16 + (n_cand * 8 if scores is not None else 0),
+            "rate": "raw64" if it == 8 else "raw32", "serial": True, "latency_s": latency}
 
 
 @_kernel_cost("smo_subproblem")
@@ -449,24 +452,36 @@ def _twin_matvec(grid, block, args) -> None:
     out[...] = kernel_matvec(X, Z, V, _kernel_of(*args[8:12]), dtype=X.dtype, method="blocked")
 
 
+#: candidate rows per block of the CVM twin (bounds its kernel block at rows × core vectors)
+_TWIN_CVM_ROWS = 1 << 15
+
+
 def _twin_cvm(grid, block, args) -> None:
+    """``cvm_furthest`` and ``cvm_scores`` (its 23rd argument, ``scores``, gets every candidate's s)."""
     from gpuksvm.solvers.meb import candidate_scores
     X, d, cand, n_cand, group = _host(args[0]), int(args[1]), _host(args[2]), int(args[3]), int(args[4])
     Z, coef, m = _host(args[5]), _host(args[6]), int(args[7])
     b, y, self_term, xscale = float(args[9]), _host(args[10]), _host(args[11]), _host(args[12])
     kern = _kernel_of(*args[13:17])
     part_s, part_i, counter, out_s, out_i = (_host(a) for a in args[17:22])
+    scores = _host(args[22]) if len(args) > 22 else None
     rows = np.arange(n_cand) if cand is None else cand[:n_cand].astype(np.int64)
-    if m:
-        s = candidate_scores(X[rows], Z[:m], coef[:m], kern, b=b, y=None if y is None else y[rows],
-                             self_term=None if self_term is None else self_term[rows],
-                             xscale=None if xscale is None else xscale[rows]).astype(np.float64)
-    else:
-        s = np.full(rows.size, b, dtype=np.float64)
-        if y is not None:
-            s *= y[rows]
-        if self_term is not None:
-            s += self_term[rows]
+    s = np.empty(rows.size, dtype=np.float64)
+    for lo in range(0, rows.size, _TWIN_CVM_ROWS):
+        r = rows[lo:lo + _TWIN_CVM_ROWS]
+        if m:
+            s[lo:lo + r.size] = candidate_scores(X[r], Z[:m], coef[:m], kern, b=b, y=None if y is None else y[r],
+                                                 self_term=None if self_term is None else self_term[r],
+                                                 xscale=None if xscale is None else xscale[r])
+        else:
+            sr = np.full(r.size, b, dtype=np.float64)
+            if y is not None:
+                sr *= y[r]
+            if self_term is not None:
+                sr += self_term[r]
+            s[lo:lo + r.size] = sr
+    if scores is not None:
+        scores[:n_cand] = s
     n_groups = int(grid[0])
     for g in range(n_groups):
         lo, hi = g * group, min((g + 1) * group, n_cand)
@@ -528,8 +543,8 @@ def _twin_round_finish(grid, block, args) -> None:
 
 #: kernel family -> NumPy twin run in place of the CPU emulator when tracing at scale
 TWINS = {"kernel_epilogue": _twin_epilogue, "kernel_block_tiled": _twin_tiled, "kernel_matvec": _twin_matvec,
-         "cvm_furthest": _twin_cvm, "smo_subproblem": _twin_smo, "smo_round_keys": _twin_round_keys,
-         "smo_round_finish": _twin_round_finish}
+         "cvm_furthest": _twin_cvm, "cvm_scores": _twin_cvm, "smo_subproblem": _twin_smo,
+         "smo_round_keys": _twin_round_keys, "smo_round_finish": _twin_round_finish}
 
 
 def twin_substitutes() -> dict[str, Callable]:

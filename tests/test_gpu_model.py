@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import importlib
 import json
+import re
 import sys
 from pathlib import Path
 
@@ -66,13 +67,25 @@ def test_predicted_time_is_the_issue_formula(cost):
     assert s["top_ops"][0]["op"] == "matmul @ b"
 
 
+#: an ``extern "C"`` kernel's name in a .cu source: after ``__global__``, the return type and any
+#: ``__launch_bounds__(...)``, in either order, up to the opening parenthesis of its parameters
+_EXTERN_KERNEL = re.compile(r'extern\s+"C"\s+__global__\s+(?:(?:void|__launch_bounds__\s*\([^)]*\))\s+)+(\w+)\s*\(')
+
+
 def test_every_kernel_has_a_cost_formula_and_a_twin(cost):
+    """Every ``extern "C"`` kernel in kernels_cuda/*.cu, read from the sources themselves, has a
+    cost formula (the tracer raises on a launch without one) and a NumPy twin (traces at scale)."""
     from gpuksvm import _cuda
-    for src in _cuda.cuda_sources():
-        for name in _cuda.signatures(src.stem):
-            fam = cost.kernel_family(name)
-            assert fam in cost.KERNEL_COSTS, f"{name}: no cost formula in bench/_gpu_cost.py"
-            assert fam in cost.TWINS, f"{name}: no NumPy twin registered in bench/_gpu_cost.py"
+    found = {}
+    for src in sorted((ROOT / "kernels_cuda").glob("*.cu")):
+        names = _EXTERN_KERNEL.findall(src.read_text())
+        assert len(names) == src.read_text().count('extern "C"'), f"{src.name}: a kernel the pattern misses"
+        found.update({n: src.name for n in names})
+    assert set(found) == {n for src in _cuda.cuda_sources() for n in _cuda.signatures(src.stem)}
+    missing = sorted(n for n in found if cost.kernel_family(n) not in cost.KERNEL_COSTS)
+    assert not missing, f"no cost formula in bench/_gpu_cost.py for {missing}"
+    untwinned = sorted(n for n in found if cost.kernel_family(n) not in cost.TWINS)
+    assert not untwinned, f"no NumPy twin registered in bench/_gpu_cost.py for {untwinned}"
 
 
 # ----------------------------------------------------------------------------- the tracer
@@ -159,15 +172,18 @@ def test_twins_follow_the_kernels(cost):
                 out[twins] = (kernel_block(X, Z, kern, method="tiled").get(),
                               kernel_block(X, Z, kern, method="gemm").get(),
                               kernel_matvec(X, Z, V, kern, method="fused").get(),
-                              sc.exact_min(None, coef, b), sc.group_min(np.arange(150).reshape(3, 50), coef, b))
+                              sc.scores(np.arange(0, 150, 2), coef, b),           # cvm_scores
+                              sc.exact_min(None, coef, b), sc.group_min(np.arange(150).reshape(3, 50), coef, b),
+                              sc.exact_scan(None, coef, b, 1.0, 5)[0])
             rng = np.random.default_rng(0)
             X = cp.asarray(rng.normal(size=(150, 6)).astype(np.float32))
             Z = cp.asarray(rng.normal(size=(70, 6)).astype(np.float32))
             V = cp.asarray(rng.normal(size=(70, 3)).astype(np.float32))
-    for a, b in zip(out[False][:3], out[True][:3]):
+    for a, b in zip(out[False][:4], out[True][:4]):
         np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-5)
-    assert out[False][3][1] == out[True][3][1]
-    np.testing.assert_array_equal(out[False][4][1], out[True][4][1])
+    assert out[False][4][1] == out[True][4][1]
+    np.testing.assert_array_equal(out[False][5][1], out[True][5][1])
+    np.testing.assert_array_equal(out[False][6], out[True][6])
 
 
 # ----------------------------------------------------------------------------- extrapolation
