@@ -73,7 +73,8 @@ from .params import DEPRECATED, DEVICE_PARAMS, KERNEL_PARAMS, count, positive
 from .progress import report
 from .scaleout.cvm import fit_cvm
 from .scaleout.dispatch import dask_dispatch
-from .solvers.meb import CoreSetResult, fit_core_set, kernel_scale, make_scanner
+from .solvers.meb import CoreSetResult, fit_core_set
+from .solvers.meb_scan import kernel_scale, make_scanner
 from .validation import encode_classes, validate_X, validate_X_y
 
 __all__ = ["CVM", "OneClassCVM"]

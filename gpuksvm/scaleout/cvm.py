@@ -14,7 +14,7 @@ from sklearn.utils import check_random_state
 
 from .. import backend as bk
 from ..kernels import Kernel
-from ..solvers.meb import HostScanner, block_top, candidate_scores, kernel_scale, merge_top
+from ..solvers.meb_scan import HostScanner, block_top, candidate_scores, kernel_scale, merge_top
 from ..validation import encode_classes
 from .common import (RemoteRows, check_finite_and_classes, client_or_default, delayed_chunks,
                      host_chunks, on_device_of, persist, record_info, set_n_features)
