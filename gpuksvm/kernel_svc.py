@@ -57,7 +57,8 @@ from .kernels import Kernel, make_kernel
 from .multiclass import binary_problems
 from .params import CLASS_WEIGHT, DEVICE_PARAMS, KERNEL_PARAMS, MAX_ITER_OR_NO_LIMIT, positive
 from .progress import report
-from .solvers.smo import PRECOMPUTED, solve_ovo
+from .solvers.smo import solve_ovo
+from .solvers.svc_dual import PRECOMPUTED
 from .svc_surface import (NOT_FINITE_MESSAGE, SVCSurfaceMixin, callable_gram, is_precomputed,
                           is_user_callable, n_samples_of, shape_of, sparse_like, warn_unconverged)
 from .validation import (check_sample_weight, class_counts, encode_classes,

@@ -15,12 +15,12 @@ are never copied to append it).
 Engines (``solver``; the one that ran is in ``solver_``):
 
 * ``"newton"`` — primal Newton for the squared hinge
-  (:func:`gpuksvm.solvers.linear.newton_squared_hinge`): Cholesky of
+  (:func:`gpuksvm.solvers.newton_memory.newton_squared_hinge`): Cholesky of
   H = I + 2C F̃_IᵀF̃_I for one dense problem of moderate width, Hessian-free
   Newton-CG (all one-vs-rest problems in the same GEMMs) otherwise;
 * ``"dual_cd"`` — dual coordinate descent with shrinking (Hsieh et al. 2008),
   both losses, all one-vs-rest problems in the same sweeps
-  (:func:`gpuksvm.solvers.linear.dual_cd`); the old name ``"dcd"`` still works
+  (:func:`gpuksvm.solvers.dual_cd.dual_cd`); the old name ``"dcd"`` still works
   with a ``FutureWarning``;
 * ``"liblinear"`` — scikit-learn's ``LinearSVC`` (LIBLINEAR), CPU only, with
   the same C, loss, class/sample weights and intercept column: its primal
@@ -28,12 +28,12 @@ Engines (``solver``; the one that ran is in ``solver_``):
   then ``"liblinear-primal"``), its dual coordinate descent otherwise
   (``"liblinear"``) — scikit-learn's ``dual="auto"`` rule;
 * ``"sbm"`` — selective block minimization out of core
-  (:func:`gpuksvm.solvers.linear.sbm`).
+  (:func:`gpuksvm.solvers.sbm.sbm`).
 
 Out of core (``fit`` gets a :class:`gpuksvm.blocks.BlockSource`, a list of
 ``(X_block, y_block)`` pairs or an SVMlight file path): the squared hinge with
 ``solver="auto"`` or ``"newton"`` runs the in-memory Newton solver over the
-streamed blocks (:func:`gpuksvm.solvers.linear.newton_stream`,
+streamed blocks (:func:`gpuksvm.solvers.newton_stream.newton_stream`,
 ``solver_ = "newton-stream"``: about one pass per Newton step, dim × dim
 statistics per pass, the same stopping rule and line search, so the same
 solution as in memory) when the features are at most 2,048 wide; the hinge
@@ -97,7 +97,11 @@ from .blocks import as_block_source, is_block_input
 from .calibration import ProbabilityMixin
 from .params import CLASS_WEIGHT, DEVICE_PARAMS, count, positive
 from .solvers import linear as lin
+from .solvers.dual_cd import dual_cd
 from .solvers.cost_scaling import ScaledProblemWarning, extreme_cost_scale, scaled_costs
+from .solvers.newton_memory import newton_squared_hinge
+from .solvers.newton_stream import newton_stream
+from .solvers.sbm import sbm
 from .validation import (check_sample_weight, class_counts,
                          class_weight_vector, encode_classes, max_row_sq_norm, validate_X, validate_X_y)
 
@@ -283,17 +287,17 @@ class LinearSVM(DeviceMixin, ProbabilityMixin, ClassifierMixin, BaseEstimator):
             Xd = bk.to_device(X, dev, dt)
             if solver == "newton":
                 xp = bk.get_namespace(dev)
-                sol = lin.newton_squared_hinge(Xd, xp.asarray(Y, dtype=dt), C,
-                                               sample_weight=xp.asarray(S, dtype=dt),
-                                               intercept_scaling=s, tol=float(self.tol),
-                                               max_iter=int(self.max_iter), random_state=self.random_state,
-                                               verbose=self.verbose)
+                sol = newton_squared_hinge(Xd, xp.asarray(Y, dtype=dt), C,
+                                           sample_weight=xp.asarray(S, dtype=dt),
+                                           intercept_scaling=s, tol=float(self.tol),
+                                           max_iter=int(self.max_iter), random_state=self.random_state,
+                                           verbose=self.verbose)
                 if sol.info["method"] == "cg":
                     solver = "newton-cg"
             else:
-                sol = lin.dual_cd(Xd, Y, C, self.loss, sample_weight=S, intercept_scaling=s,
-                                  tol=float(self.tol), max_iter=int(self.max_iter), shrinking=True,
-                                  random_state=self.random_state)
+                sol = dual_cd(Xd, Y, C, self.loss, sample_weight=S, intercept_scaling=s,
+                              tol=float(self.tol), max_iter=int(self.max_iter), shrinking=True,
+                              random_state=self.random_state)
                 self.dual_coef_ = sol.alpha
             coef, intercept = sol.coef, sol.intercept
         self._finish(coef, intercept, sol, solver, dev)
@@ -383,7 +387,7 @@ class LinearSVM(DeviceMixin, ProbabilityMixin, ClassifierMixin, BaseEstimator):
                              "dual variables would overflow); use C ≤ 1e100 — at such costs the model "
                              "is the C → ∞ limit anyway")
         self.cost_scale_ = 1.0
-        sol, classes, n_features = lin.sbm(
+        sol, classes, n_features = sbm(
             src, float(self.C), self.loss, n_passes=int(self.n_passes), cache_drop=float(self.cache_drop),
             labels=labels, classes=classes, class_weight=cw, intercept_scaling=self._scaling(),
             tol=float(self.tol), inner_max_iter=min(int(self.max_iter), 50),
@@ -404,7 +408,7 @@ class LinearSVM(DeviceMixin, ProbabilityMixin, ClassifierMixin, BaseEstimator):
         log_scale = extreme_cost_scale(float(self.C), float(weights.max()), labels.shape[0], r + s * s,
                                        stacklevel=4)
         C, scaled = scaled_costs(float(self.C), weights, log_scale)
-        sol, classes, n_features = lin.newton_stream(
+        sol, classes, n_features = newton_stream(
             src, C, labels=labels, classes=classes,
             class_weight=None if cw is None and log_scale == 0.0 else scaled,
             intercept_scaling=self._scaling(), tol=float(self.tol), max_iter=int(self.max_iter),

@@ -372,7 +372,7 @@ class LLSVM(DeviceMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin, Clas
         sample; then the linear SVM trains on F = K(X_b, Z) M block by block
         (:class:`~gpuksvm.blocks.LinearMapBlockSource`): for the squared hinge
         the in-memory Newton solver over streamed K(X_b, Z) blocks, warm-started
-        on the sample (:func:`gpuksvm.solvers.linear.newton_stream`), otherwise SBM.
+        on the sample (:func:`gpuksvm.solvers.newton_stream.newton_stream`), otherwise SBM.
         """
         if sample_weight is not None:
             raise ValueError("sample_weight is not supported with out-of-core (block source) input")

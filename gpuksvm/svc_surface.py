@@ -40,7 +40,7 @@ changes the predictions, as in scikit-learn.
 
 and the functions :func:`sparse_like` (``dual_coef_`` as CSR after a sparse
 fit), :func:`warn_unconverged` (one ``ConvergenceWarning`` with SVC's message
-when solvers stopped early; defined in :mod:`gpuksvm.solvers.smo`, which the
+when solvers stopped early; defined in :mod:`gpuksvm.solvers.svc_dual`, which the
 solvers share) and :func:`callable_gram` (a user kernel's output,
 checked).
 
@@ -71,7 +71,7 @@ from .kernels import Kernel, kernel_matvec
 from .multiclass import binary_predict, binary_problems, ovo_predict, ovr_decision_function
 from .scaleout.dispatch import dask_dispatch
 from .solvers._blas import host_busy, one_blas_thread
-from .solvers.smo import PRECOMPUTED, warn_unconverged
+from .solvers.svc_dual import PRECOMPUTED, warn_unconverged
 
 __all__ = ["SVCSurfaceMixin", "sparse_like", "warn_unconverged", "callable_gram", "NOT_FINITE_MESSAGE",
            "is_precomputed", "is_user_callable", "n_samples_of", "shape_of"]

@@ -103,7 +103,7 @@ def test_reduced_oracle_newton_matches_a_generic_optimizer(rng):
     # the Dask fit's data access: the single-process Newton solver over sums only
     from scipy.optimize import minimize
 
-    from gpuksvm.solvers.linear import ReducedOracle, line_derivatives, newton_solve
+    from gpuksvm.solvers.newton import ReducedOracle, line_derivatives, newton_solve
 
     F = rng.normal(size=(300, 6))
     y = np.where(F[:, 0] + 0.5 * rng.normal(size=300) > 0, 1.0, -1.0)

@@ -15,7 +15,9 @@ from sklearn.svm import SVC
 from gpuksvm.datasets import dataset_path, make_checkerboard
 from gpuksvm.kernel_svc import KernelSVC
 from gpuksvm.kernels import Kernel, kernel_block
-from gpuksvm.solvers.smo import dual_objective, solve, solve_batched, solve_subproblems_host
+from gpuksvm.solvers.smo import solve, solve_batched
+from gpuksvm.solvers.smo_working_set import solve_subproblems_host
+from gpuksvm.solvers.svc_dual import dual_objective
 
 OWN = [("smo", {}), ("working_set", {"working_set_size": 64})]
 
@@ -417,7 +419,7 @@ def test_caller_arrays_untouched_and_pickle():
 @pytest.mark.gpu
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
 def test_gpu_subproblem_kernel_matches_twin(gpu, dtype):
-    from gpuksvm.solvers.smo import _solve_subproblems_cuda
+    from gpuksvm.solvers.smo_cuda import _solve_subproblems_cuda
 
     rng = np.random.default_rng(0)
     P, ws = 3, 100

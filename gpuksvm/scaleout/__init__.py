@@ -10,7 +10,7 @@ LLSVM (:mod:`gpuksvm.scaleout.llsvm`, SPEC §1)
     single-process fit), M = U Λ^{-1/2} on the driver; Z and M are broadcast
     once; F = K(X, Z) M is computed per chunk on the workers (and kept there,
     ``persist``); the single-process primal Newton solver
-    (:func:`gpuksvm.solvers.linear.newton_solve`, same stopping rule and
+    (:func:`gpuksvm.solvers.newton.newton_solve`, same stopping rule and
     exact line search) runs over a map-reduce oracle: every pass returns only
     the k×k F_Iᵀ F_I, the k-vector gradient terms and the loss per binary
     problem (summed in a tree on the workers), each line-search step two

@@ -3,7 +3,7 @@
 Z and M = U Λ^{-1/2} are built on the driver from the same random sample as
 the single-process fit; F = K(X, Z) M is formed per chunk on the workers (and
 kept there, ``persist``); the single-process primal Newton solver
-(:func:`gpuksvm.solvers.linear.newton_solve`, same stopping rule and exact
+(:func:`gpuksvm.solvers.newton.newton_solve`, same stopping rule and exact
 line search) runs over a map-reduce oracle: every pass returns only the k×k
 F_Iᵀ F_I, the k-vector gradient terms and the loss per binary problem (summed
 in a tree on the workers), each line-search step two numbers per problem.
@@ -21,7 +21,8 @@ from .. import backend as bk
 from ..kernels import Kernel
 from ..nystrom import build_map, feature_map
 from ..solvers.cost_scaling import extreme_cost_scale, scaled_costs
-from ..solvers.linear import ReducedOracle, line_derivatives, newton_solve, ovr_targets
+from ..solvers.linear import ovr_targets
+from ..solvers.newton import ReducedOracle, line_derivatives, newton_solve
 from ..validation import class_weight_vector, max_row_sq_norm
 from .common import (RemoteRows, check_finite_and_classes, client_or_default, delayed_chunks,
                      host_chunks, on_device_of, persist, record_info, refuse_unsupported, set_n_features)
@@ -133,8 +134,8 @@ def fit_llsvm(estimator: Any, X: Any, y: Any, sample_weight: Any = None, *, clie
     4. F = [K(X, Z) M, 1] per chunk on the workers, kept in worker memory
        (``cache_features``) or recomputed in every pass;
     5. the squared-hinge linear SVM on F by the single-process Newton solver
-       (:func:`gpuksvm.solvers.linear.newton_solve` over a
-       :class:`~gpuksvm.solvers.linear.ReducedOracle`: the same stopping rule
+       (:func:`gpuksvm.solvers.newton.newton_solve` over a
+       :class:`~gpuksvm.solvers.newton.ReducedOracle`: the same stopping rule
        and exact line search), one map-reduce pass per step returning only
        (k+1)×(k+1) and (k+1)-vectors per binary problem (one-vs-rest for more
        than two classes), and one returning two numbers per problem for each
@@ -159,7 +160,7 @@ def fit_llsvm(estimator: Any, X: Any, y: Any, sample_weight: Any = None, *, clie
         is at most 4× the bytes of X per worker on average, or fits the
         default CPU budget times the number of workers).
     callback : callable(dict), optional
-        Called after every Newton step (see :func:`gpuksvm.solvers.linear.newton_solve`).
+        Called after every Newton step (see :func:`gpuksvm.solvers.newton.newton_solve`).
 
     Returns
     -------

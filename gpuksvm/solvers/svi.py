@@ -106,7 +106,8 @@ from ..kernels import Kernel
 from ..multiclass import binary_problems
 from ..progress import report
 from ._blas import one_blas_thread
-from .smo import solve_batched, warn_unconverged
+from .smo import solve_batched
+from .svc_dual import warn_unconverged
 from .svi_steps import (CHECK_MAX_ROWS, DEFAULT_MARGIN_TOL, DEFAULT_MAX_MARGIN_SV, DEFAULT_MIN_MARGIN_SV,
                         DEFAULT_MIN_SUBSET_ROWS, MAX_HELD_OUT_LOSS, MAX_SUBMODEL_DISAGREEMENT, check_rows,
                         class_orders, ensemble_check, problem_subsets, row_order_keys, select_margin_rows,
@@ -173,7 +174,7 @@ class SVIModel:
 
 
 def solve_record(r: Any) -> dict:
-    """One SMO result (:class:`~gpuksvm.solvers.smo.SMOResult`) as host data: ``support``
+    """One SMO result (:class:`~gpuksvm.solvers.svc_dual.SMOResult`) as host data: ``support``
     (int64), ``dual_coef`` (float64), ``intercept`` and the solver's ``objective``,
     ``n_iter``, ``converged``, ``max_iter_reached``.  Shared by the single-process and
     the Dask fit (where a worker returns it)."""
