@@ -24,6 +24,7 @@ import numpy as np
 
 from .. import backend as bk
 from .. import linalg
+from ..progress import report
 from .linear import LinearSolution
 
 __all__ = ["NewtonOracle", "ReducedOracle", "newton_solve", "exact_line_step", "line_derivatives"]
@@ -316,8 +317,7 @@ def newton_solve(oracle: NewtonOracle, W0: Any = None, *, tol: float = 1e-4, max
         t = oracle.line_minimize((W * P).sum(axis=0), (P * P).sum(axis=0), xp.asarray(active))
         W = W + t[None, :] * P
         oracle.line_accept(t)
-        if verbose:
-            print(f"newton {it}: f={f} |g|={gn} t={bk.to_host(t)}")
+        report("Newton", f"step {it}: f={f} |g|={gn} t={bk.to_host(t)}", verbose, level=2)
         if callback is not None:
             callback({"iteration": it, "objective": f.copy(), "grad_norm": gn.copy()})
     else:

@@ -16,6 +16,7 @@ import scipy.sparse as sp
 
 from .. import backend as bk
 from ..blocks import BlockSource, check_block
+from ..progress import report
 from .dual_cd import _dcd_core, _default_block, _dual_bounds
 from .linear import (Design, LinearSolution, _blas_limit, _check_common, _losses, _pass_blocks, _seed, _split,
                      _stream_labels, ovr_targets)
@@ -137,8 +138,7 @@ def sbm(source: Any, C: float, loss: str = "squared_hinge", *, n_passes: int = 3
                 cache_idx = widx[keep]
             else:
                 cache_X, cache_idx = None, np.empty(0, dtype=np.int64)
-        if verbose:
-            print(f"sbm pass {p}: largest initial sub-problem gap {worst:.3g}")
+        report("SBM", f"pass {p}: largest initial sub-problem gap {worst:.3g}", verbose)
         if worst <= tol:
             converged = True
             break
