@@ -497,7 +497,7 @@ def _twin_cvm(grid, block, args) -> None:
 
 
 def _twin_smo(grid, block, args) -> None:
-    from gpuksvm.solvers.smo import solve_subproblems_host
+    from gpuksvm.solvers.smo_working_set import solve_subproblems_host
     Kww, yw, Cw, alpha, Fw, active = (_host(a) for a in args[:6])
     a, n_in, g0 = solve_subproblems_host(Kww, yw, Cw, alpha, Fw, active.astype(bool), float(args[7]),
                                          int(args[8]))

@@ -3,7 +3,7 @@
 Sections
 --------
 ``scaling``
-    Strong scaling of :func:`gpuksvm.distributed.fit_llsvm` on the noisy 4×4
+    Strong scaling of :func:`gpuksvm.scaleout.llsvm.fit_llsvm` on the noisy 4×4
     checkerboard (20% flipped training labels, clean test set) with a CPU
     ``LocalCluster`` of 1 and 2 worker processes (1 thread each; Dask sets
     OMP/MKL/OpenBLAS threads to 1 in its workers), against the in-process
@@ -122,7 +122,7 @@ def _dask_fit(client, X, y, k: int, chunk: int, device: str, gpu_chunks: bool):
     import dask.array as da
     from distributed import wait
 
-    from gpuksvm import distributed as gd
+    from gpuksvm import scaleout as gd
     from gpuksvm.llsvm import LLSVM
 
     Xd = da.from_array(X, chunks=(chunk, X.shape[1]))

@@ -134,7 +134,8 @@ def _llsvm_prototype(size):
     from gpuksvm.cluster import kmeans
     from gpuksvm.kernels import Kernel
     from gpuksvm.llsvm import nystrom_maps
-    from gpuksvm.solvers.linear import DesignOracle, NewtonOracle, newton_squared_hinge
+    from gpuksvm.solvers.newton import NewtonOracle
+    from gpuksvm.solvers.newton_memory import DesignOracle, newton_squared_hinge
     k = size or 4000
     X, y, Xt, _ = _ijcnn1()
     dev = bk.resolve_device("gpu")

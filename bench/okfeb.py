@@ -138,7 +138,7 @@ def bench_approx(dev: bk.Device, scale: str) -> list[dict]:
             for r in sorted({max(k // 2, 2), k}):
                 tag = "k" if r == k else "k/2"
                 for beta in (1.0, 0.5):
-                    fe = OKFEB(gamma=gamma, rank=r, budget=k, censor=0.0, forget=beta, step_size=1.0,
+                    fe = OKFEB(gamma=gamma, rank=r, n_landmarks=k, censor=0.0, forget=beta, step_size=1.0,
                                reg=1e-6, output="kernel", device=str(dev), random_state=0)
                     errs = []
                     for s in range(0, n, WINDOW):
@@ -213,12 +213,12 @@ def bench_online(dev: bk.Device, scale: str, offline_rows: int) -> list[dict]:
         chunk = max(n // 8, 200)
         Xd, Xtd = bk.to_device(X, dev), bk.to_device(Xt, dev)
         if task == "classification":
-            ok = OKFEBClassifier(gamma=gamma, rank=50, budget=150, alpha=lr, device=str(dev), random_state=0)
+            ok = OKFEBClassifier(gamma=gamma, rank=50, n_landmarks=150, alpha=lr, device=str(dev), random_state=0)
             rff = RandomFourierFeatures(X.shape[1], 150, gamma=gamma, random_state=0)
             lin = Pegasos(150, 1, lam=lr)
             score = lambda pred: float(np.mean(pred == yt))  # noqa: E731
         else:
-            ok = OKFEBRegressor(gamma=gamma, rank=50, budget=150, learning_rate=lr, device=str(dev),
+            ok = OKFEBRegressor(gamma=gamma, rank=50, n_landmarks=150, learning_rate=lr, device=str(dev),
                                 random_state=0)
             rff = RandomFourierFeatures(X.shape[1], 150, gamma=gamma, random_state=0)
             lin = RegularizedLMS(150, step=lr, alpha=1e-4)
@@ -523,7 +523,7 @@ def bench_throughput(dev: bk.Device, scale: str, against: str | None = None) -> 
             # alternating, and in turn first (the first of a pair measured faster on this box)
             for label, cls in (list(impls.items()) if rep % 2 == 0 else list(impls.items())[::-1]):
                 def run(cls=cls, cfg=cfg):
-                    return cls(gamma=2.0, rank=50, budget=150, device=str(dev), random_state=0, **cfg).partial_fit(Xd)
+                    return cls(gamma=2.0, rank=50, n_landmarks=150, device=str(dev), random_state=0, **cfg).partial_fit(Xd)
 
                 if dev.is_gpu:
                     r = time_call(run, device=dev, repeats=1, warmup=1)
@@ -566,7 +566,7 @@ def bench_throughput(dev: bk.Device, scale: str, against: str | None = None) -> 
     total = 100_000 if scale == "small" else 1_000_000
     block = 10_000
     rng = np.random.default_rng(0)
-    fe = OKFEB(gamma=2.0, rank=50, budget=150, target_censor_rate=0.95, device=str(dev), random_state=0)
+    fe = OKFEB(gamma=2.0, rank=50, n_landmarks=150, target_censor_rate=0.95, device=str(dev), random_state=0)
     base = X[:block]
     peaks = []
     t0 = time.perf_counter()

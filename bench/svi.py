@@ -214,7 +214,7 @@ def run_dataset(name: str, scale: str, device: str, repeats: int, seed: int = 0,
             row["predict_same_path_s"] = same["median_s"]
             row["predict_same_path_agreement"] = float(agree)
         if label.startswith("SVI"):
-            row["stages_s"] = {k: float(v) for k, v in model.fit_time_.items()}
+            row["stages_s"] = {k: float(v) for k, v in model.fit_times_.items()}
             row["margin"] = [{k: v for k, v in info.items()
                               if k in ("n_rows", "subset_rate", "n_candidates", "n_selected", "guard",
                                        "exact")}

@@ -9,11 +9,11 @@ from __future__ import annotations
 
 from importlib import import_module
 
+from ._version import __version__
 from .backend import (Device, DeviceUnavailableError, config_context, cuda_available, get_config,
                       resolve_device, set_config)
 from .kernels import Kernel, kernel_block, kernel_diag, kernel_matvec, make_kernel
 
-__version__ = "0.1.0"
 
 # estimators are imported lazily so `import gpuksvm` stays fast and a module
 # that is still missing in a partial install does not break the others
@@ -38,6 +38,6 @@ def __getattr__(name: str):
     raise AttributeError(f"module 'gpuksvm' has no attribute {name!r}")
 
 
-__all__ = ["Device", "DeviceUnavailableError", "Kernel", "config_context", "cuda_available",
+__all__ = ["__version__", "Device", "DeviceUnavailableError", "Kernel", "config_context", "cuda_available",
            "get_config", "kernel_block", "kernel_diag", "kernel_matvec", "make_kernel",
            "resolve_device", "set_config", *_LAZY]

@@ -24,6 +24,7 @@ import contextlib
 import os
 import re
 import threading
+import time
 import warnings
 from dataclasses import dataclass
 from functools import lru_cache
@@ -73,7 +74,11 @@ _DEFAULT_CONFIG = {
     "cpu_memory_budget": None,  # None -> GPUKSVM_CPU_MEMORY_BUDGET or 512 MiB
     # fraction of the *free* GPU memory a block operation may use
     "gpu_memory_fraction": 0.5,
+    # when host solvers limit the BLAS to one thread (gpuksvm.solvers._blas)
+    "host_blas_threads": "auto",
 }
+#: values of the ``host_blas_threads`` setting (see :func:`set_config`)
+HOST_BLAS_POLICIES = ("auto", "by_size", "untouched")
 _config_local = threading.local()
 
 
@@ -84,15 +89,19 @@ def _config() -> dict:
 
 
 def get_config() -> dict:
-    """Return a copy of the current memory configuration."""
+    """Return a copy of the current configuration (memory budgets, host BLAS threads)."""
     cfg = dict(_config())
     cfg["cpu_memory_budget"] = _cpu_budget_bytes()
     return cfg
 
 
 def set_config(*, cpu_memory_budget: int | str | None = None,
-               gpu_memory_fraction: float | None = None) -> None:
-    """Set the memory budgets used to size row blocks.
+               gpu_memory_fraction: float | None = None,
+               host_blas_threads: str | None = None) -> None:
+    """Set the memory budgets used to size row blocks, and the host BLAS thread policy.
+
+    The settings are per thread (as scikit-learn's); :func:`config_context`
+    changes them for a ``with`` block.
 
     Parameters
     ----------
@@ -101,6 +110,15 @@ def set_config(*, cpu_memory_budget: int | str | None = None,
         CPU block operation may use.
     gpu_memory_fraction : float in (0, 1], optional
         Fraction of the currently free GPU memory a block operation may use.
+    host_blas_threads : {"auto", "by_size", "untouched"}, optional
+        When the CPU solvers limit OpenBLAS/MKL to one thread (the arithmetic
+        never changes, only the time; measured reasons in
+        :mod:`gpuksvm.solvers._blas`).  ``"auto"`` (default): for small
+        problems (designs at most 256 columns wide, eigendecompositions up to
+        2048², SMO sub-problems) and for every host solver step while the
+        1-minute load average already fills the cores this process may use;
+        ``"by_size"``: the size rule only (timings independent of the
+        machine's load); ``"untouched"``: never.
     """
     cfg = _config()
     if cpu_memory_budget is not None:
@@ -109,11 +127,15 @@ def set_config(*, cpu_memory_budget: int | str | None = None,
         if not 0.0 < float(gpu_memory_fraction) <= 1.0:
             raise ValueError(f"gpu_memory_fraction must be in (0, 1], got {gpu_memory_fraction!r}")
         cfg["gpu_memory_fraction"] = float(gpu_memory_fraction)
+    if host_blas_threads is not None:
+        if host_blas_threads not in HOST_BLAS_POLICIES:
+            raise ValueError(f"host_blas_threads must be one of {HOST_BLAS_POLICIES}, got {host_blas_threads!r}")
+        cfg["host_blas_threads"] = host_blas_threads
 
 
 @contextlib.contextmanager
 def config_context(**kwargs: Any) -> Iterator[None]:
-    """Temporarily change the memory configuration (see :func:`set_config`)."""
+    """Temporarily change the configuration (see :func:`set_config`)."""
     old = dict(_config())
     try:
         set_config(**kwargs)
@@ -304,9 +326,7 @@ def to_host(x: Any) -> Any:
     """Return a NumPy array (or SciPy sparse matrix) holding ``x``."""
     if x is None:
         return None
-    if is_gpu_array(x):
-        if is_sparse(x):
-            return x.get()
+    if is_gpu_array(x):          # CuPy arrays and CuPy sparse matrices alike
         return x.get()
     if sp.issparse(x):
         return x
@@ -365,6 +385,16 @@ def as_kind(x: Any, kind: str) -> Any:
 
         return cupy.asarray(x)
     return to_host(x)
+
+
+def labels_as_kind(labels: Any, kind: str) -> Any:
+    """Predicted class labels in the caller's kind of array (the rule of every ``predict``).
+
+    Numeric labels follow :func:`as_kind`; labels a GPU array cannot hold
+    (strings, objects) stay NumPy.
+    """
+    labels = to_host(labels)
+    return as_kind(labels, kind) if np.asarray(labels).dtype.kind in "biuf" else labels
 
 
 # --------------------------------------------------------------------------- dtypes
@@ -451,6 +481,12 @@ def synchronize(device: str | Device) -> None:
     dev = resolve_device(device)
     if dev.is_gpu:
         get_namespace(dev).cuda.get_current_stream().synchronize()
+
+
+def synchronized_clock(device: str | Device) -> float:
+    """``time.perf_counter()`` after ``device`` finished its queued work (honest stage times)."""
+    synchronize(device)
+    return time.perf_counter()
 
 
 def free_gpu_cache() -> None:

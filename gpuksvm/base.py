@@ -1,4 +1,4 @@
-"""Behaviour shared by every gpuksvm estimator: devices, pickling, progress.
+"""Behaviour shared by every gpuksvm estimator: devices, pickling, all-or-nothing fits.
 
 :class:`DeviceMixin` gives an estimator
 
@@ -7,6 +7,10 @@
 * ``to_device("cpu" | "gpu" | "cuda:N")`` — moves all fitted arrays;
 * pickling to host arrays, so a model fitted on a GPU predicts on a CPU-only
   machine (it is restored on the CPU; call ``to_device("gpu")`` to move it);
+* parameters stay as the user set them: pickling, saving and ``to_device``
+  never rewrite ``device`` (``get_params()`` is unchanged); where the fitted
+  arrays live is the fitted attribute ``fitted_device_``, and predictions run
+  there, while the next ``fit`` runs where ``device`` says;
 * **all-or-nothing fits**: ``fit``, ``partial_fit`` and ``partial_fit_transform``
   of every subclass are wrapped (:func:`keeps_state_on_error`) so that a call
   that raises leaves the estimator exactly as it was before the call — the
@@ -25,8 +29,10 @@ from typing import Any, Callable
 import numpy as np
 
 from . import backend as bk
+from .params import ParamsMixin
+from .validation import validate_X
 
-__all__ = ["DeviceMixin", "move_arrays", "progress", "keeps_state_on_error"]
+__all__ = ["DeviceMixin", "move_arrays", "keeps_state_on_error"]
 
 #: methods wrapped by keeps_state_on_error in every DeviceMixin subclass; fit replaces the
 #: fitted attributes (a shallow snapshot restores them), the partial_fit family updates
@@ -92,8 +98,9 @@ def move_arrays(obj: Any, device: bk.Device) -> Any:
     return obj
 
 
-class DeviceMixin:
-    """Device handling for estimators with a ``device`` parameter, and all-or-nothing fits."""
+class DeviceMixin(ParamsMixin):
+    """Device handling for estimators with a ``device`` parameter, all-or-nothing fits, and the
+    declared parameters (:class:`~gpuksvm.params.ParamsMixin`)."""
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -129,8 +136,6 @@ class DeviceMixin:
         ``refuse_sparse``: sparse X is an error (a model fitted on dense X,
         as scikit-learn's SVC).
         """
-        from .validation import validate_X
-
         X, kind = validate_X(self, X, reset=False)
         if refuse_sparse and bk.is_sparse(X):
             raise ValueError(f"cannot use sparse input in {type(self).__name__!r} trained on dense data")
@@ -142,8 +147,6 @@ class DeviceMixin:
         return bk.to_device(X, dev, dtype), kind
 
     def _moved_copy(self, device: bk.Device) -> "DeviceMixin":
-        import copy
-
         new = copy.copy(self)
         new._move_fitted(device)
         return new
@@ -159,12 +162,12 @@ class DeviceMixin:
     def to_device(self, device: str | bk.Device) -> "DeviceMixin":
         """Move the fitted model to ``device`` (in place) and return it.
 
-        The ``device`` parameter is set to the new device so later fits and
-        predictions run there.
+        Predictions run there from now on (``fitted_device_``).  The ``device``
+        parameter is the user's and is not changed: a later ``fit`` runs where
+        it says (``set_params(device=...)`` to change that too).
         """
         dev = bk.resolve_device(device)
         self._move_fitted(dev)
-        self.device = str(dev) if dev.is_gpu else "cpu"
         return self
 
     def __getstate__(self) -> dict:
@@ -172,22 +175,7 @@ class DeviceMixin:
         out = {k: move_arrays(v, bk.CPU) for k, v in state.items()}
         if "_fitted_on" in out:
             out["_fitted_on"] = bk.CPU
-        if out.get("device") not in (None, "auto", "cpu"):
-            # a GPU-fitted model predicts on the CPU after unpickling unless moved back
-            out["device"] = "auto"
         return out
 
     def __setstate__(self, state: dict) -> None:
         self.__dict__.update(state)
-
-
-def progress(iterable: Any = None, *, total: int | None = None, desc: str = "", verbose: int = 0):
-    """A tqdm progress bar when ``verbose`` and tqdm is installed, else the iterable."""
-    if verbose:
-        try:
-            from tqdm.auto import tqdm
-
-            return tqdm(iterable, total=total, desc=desc, leave=False)
-        except ImportError:  # pragma: no cover - tqdm is optional
-            pass
-    return iterable if iterable is not None else range(total or 0)

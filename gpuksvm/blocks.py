@@ -2,7 +2,7 @@
 
 A :class:`BlockSource` is *re-iterable*: each ``for Xb, yb in source`` is one
 pass over the data and yields ``(X_block, y_block)`` pairs, in the same order
-on every pass (selective block minimization, :func:`gpuksvm.solvers.linear.sbm`,
+on every pass (selective block minimization, :func:`gpuksvm.solvers.sbm.sbm`,
 keeps one dual variable per row and identifies rows by their position in a
 pass).  ``n_features`` is the number of columns (``None`` when unknown until
 the first block is read); ``source.map(fn)`` is the source of
@@ -232,7 +232,7 @@ class LinearMapBlockSource(BlockSource):
 
     LLSVM out of core: ``base_fn`` = K(·, Z) and T = M, so F_b = K(X_b, Z) M.
     Iterating yields ``(F_b, y_b)`` (in ``dtype``); a solver that only needs
-    sums of products of rows (:class:`gpuksvm.solvers.linear.StreamOracle`)
+    sums of products of rows (:class:`gpuksvm.solvers.newton_stream.StreamOracle`)
     iterates :meth:`base` instead and applies T to its small statistics, so no
     pass forms F (an n·k² product).
 

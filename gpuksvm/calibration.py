@@ -44,8 +44,8 @@ from sklearn.utils._available_if import available_if
 from sklearn.utils.validation import check_is_fitted
 
 from . import backend as bk
-from ._dask import is_dask_collection
 from .multiclass import problem_rows
+from .scaleout.dispatch import dask_dispatch
 
 __all__ = ["ProbabilityMixin", "fit_platt", "platt_predict", "couple_pairwise", "take_rows"]
 
@@ -180,7 +180,8 @@ def couple_pairwise(R: np.ndarray) -> np.ndarray:
     return _normalize_rows(P)
 
 
-def _check_proba(self: Any) -> bool:
+def probability_enabled(self: Any) -> bool:
+    """``available_if`` test of ``predict_proba``: only with ``probability=True`` (as SVC)."""
     if not getattr(self, "probability", False):
         raise AttributeError("predict_proba is not available when probability=False")
     return True
@@ -270,7 +271,8 @@ class ProbabilityMixin:
             pair[:, j, i] = 1.0 - R[:, p]
         return couple_pairwise(pair)
 
-    @available_if(_check_proba)
+    @available_if(probability_enabled)
+    @dask_dispatch()
     def predict_proba(self, X: Any):
         """Class probabilities (Platt scaling with internal 5-fold CV).
 
@@ -283,19 +285,12 @@ class ProbabilityMixin:
         (n_samples, n_classes) array in the caller's array kind; columns
         follow ``classes_``; rows sum to 1.
         """
-        if is_dask_collection(X):  # issue 9: chunk by chunk on a Dask cluster, lazily
-            from . import distributed
-
-            return distributed.predict_proba(self, X)
         return bk.as_kind(self._proba_host(X), bk.array_kind(X))
 
-    @available_if(_check_proba)
+    @available_if(probability_enabled)
+    @dask_dispatch()
     def predict_log_proba(self, X: Any):
         """Logarithm of :meth:`predict_proba`."""
-        if is_dask_collection(X):
-            from . import distributed
-
-            return distributed.predict_log_proba(self, X)
         with np.errstate(divide="ignore"):
             return bk.as_kind(np.log(self._proba_host(X)), bk.array_kind(X))
 

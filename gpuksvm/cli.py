@@ -35,9 +35,7 @@ a Python literal when it parses as one, else as a string).
 from __future__ import annotations
 
 import argparse
-import ast
 import json
-import sys
 import time
 import warnings
 from pathlib import Path
@@ -46,6 +44,16 @@ from typing import Any, Sequence
 import numpy as np
 
 from . import backend as bk
+from . import demo, io
+from .command import CLIError, parse_literal, run_command
+from .cvm import CVM, OneClassCVM
+from .datasets import data_line_numbers, find_malformed_line, read_svmlight
+from .kernel_svc import KernelSVC
+from .linear_svm import LinearSVM
+from .llsvm import LLSVM
+from .okfeb import OKFEBClassifier, OKFEBRegressor
+from .svi import SVI
+from .validation import check_allocation, physical_memory
 
 __all__ = ["METHODS", "main", "make_estimator", "estimator_class", "parse_kernel"]
 
@@ -60,32 +68,30 @@ METHODS = {
     "okfeb": "OKFEBClassifier",
     "okfeb-regressor": "OKFEBRegressor",
 }
+_CLASSES = {cls.__name__: cls for cls in (LLSVM, KernelSVC, LinearSVM, CVM, OneClassCVM, SVI,
+                                          OKFEBClassifier, OKFEBRegressor)}
 _METHOD_ALIASES = {"kernelsvc": "svc", "ksvc": "svc", "exact": "svc", "linearsvm": "linear",
                    "okfeb-classifier": "okfeb", "oneclass-cvm": "one-class-cvm"}
 
 # LIBSVM's -t numbers
 _KERNEL_CODES = {"0": "linear", "1": "poly", "2": "rbf", "3": "sigmoid"}
 
-# option -> candidate estimator parameter names, first present wins
+# option -> the estimator parameter it sets (one name in every estimator: gpuksvm.params)
 _OPTION_PARAMS = {
-    "kernel": ("kernel",),
-    "C": ("C",),
-    "gamma": ("gamma",),
-    "degree": ("degree",),
-    "coef0": ("coef0",),
-    "landmarks": ("n_landmarks", "budget"),
-    "tol": ("tol", "eps"),
-    "device": ("device",),
-    "seed": ("random_state",),
-    "verbose": ("verbose",),
+    "kernel": "kernel",
+    "C": "C",
+    "gamma": "gamma",
+    "degree": "degree",
+    "coef0": "coef0",
+    "landmarks": "n_landmarks",
+    "tol": "tol",
+    "device": "device",
+    "seed": "random_state",
+    "verbose": "verbose",
 }
 _OPTION_FLAGS = {"kernel": "-t", "C": "-c", "gamma": "-g", "degree": "-d", "coef0": "-r",
                  "landmarks": "-k", "tol": "-e", "device": "--device", "seed": "--seed",
                  "verbose": "-v"}
-
-
-class CLIError(Exception):
-    """A user error on the command line (printed without a traceback)."""
 
 
 def estimator_class(method: str) -> type:
@@ -94,25 +100,13 @@ def estimator_class(method: str) -> type:
     key = _METHOD_ALIASES.get(key, key)
     if key not in METHODS:
         raise CLIError(f"unknown method {method!r}; choose one of: {', '.join(METHODS)}")
-    import gpuksvm
-
-    try:
-        return getattr(gpuksvm, METHODS[key])
-    except (ImportError, AttributeError) as exc:
-        raise CLIError(f"method {key!r} ({METHODS[key]}) is not available in this installation: {exc}")
+    return _CLASSES[METHODS[key]]
 
 
 def parse_kernel(value: str) -> str:
     """``-t`` accepts LIBSVM's numbers (0 linear, 1 poly, 2 rbf, 3 sigmoid) or names."""
     v = str(value).strip().lower()
     return _KERNEL_CODES.get(v, v)
-
-
-def _parse_value(text: str) -> Any:
-    try:
-        return ast.literal_eval(text)
-    except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
-        return text
 
 
 def _number(text: str) -> Any:
@@ -137,23 +131,30 @@ def make_estimator(method: str, *, options: dict[str, Any] | None = None,
         values are ignored.  An option the method has no parameter for raises.
     extra : dict
         Estimator parameters set verbatim (``--set name=value``).
+
+    The parameters a method accepts are the ones its class declares
+    (``_parameter_constraints``, :mod:`gpuksvm.params`), so the command line
+    and the Python API share one list, one set of names and one validation.
     """
     cls = estimator_class(method)
     est = cls()
-    names = set(est.get_params(deep=False))
+    # the options a method has are its declared parameters (gpuksvm.params); old names of renamed
+    # parameters still work for one release (the estimator warns) but are not offered
+    accepted = set(cls._parameter_constraints)
+    names = accepted - set(cls._renamed_parameters)
     params: dict[str, Any] = {}
     for opt, value in (options or {}).items():
         if value is None:
             continue
-        cands = [p for p in _OPTION_PARAMS[opt] if p in names]
-        if not cands:
+        name = _OPTION_PARAMS[opt]
+        if name not in names:
             if opt == "kernel" and value == "linear" and cls.__name__ == "LinearSVM":
                 continue
             raise CLIError(f"method {method!r} ({cls.__name__}) has no parameter for "
-                           f"{_OPTION_FLAGS[opt]} ({'/'.join(_OPTION_PARAMS[opt])})")
-        params[cands[0]] = value
+                           f"{_OPTION_FLAGS[opt]} ({name})")
+        params[name] = value
     for name, value in (extra or {}).items():
-        if name not in names:
+        if name not in accepted:
             raise CLIError(f"{cls.__name__} has no parameter {name!r}; its parameters are: "
                            f"{', '.join(sorted(names))}")
         params[name] = value
@@ -162,8 +163,8 @@ def make_estimator(method: str, *, options: dict[str, Any] | None = None,
 
 def _read_data(path: str, *, n_features: int | None = None, zero_based: bool | str = "auto"):
     """(dense X, y, zero_based) of an SVMlight file; every problem is a CLIError naming the file."""
-    from .datasets import read_svmlight
-    from .validation import check_allocation
+
+
 
     try:
         data = read_svmlight(path, n_features, zero_based=zero_based)
@@ -183,8 +184,8 @@ def _read_data(path: str, *, n_features: int | None = None, zero_based: bool | s
 
 def _largest_index_line(path: str, X: Any) -> str:
     """", at line L" for the first line holding the largest feature index, when X is too wide."""
-    from .datasets import data_line_numbers
-    from .validation import physical_memory
+
+
 
     total = physical_memory()
     if total is None or X.shape[0] * X.shape[1] * 8 <= total:
@@ -212,7 +213,6 @@ def _final_estimator(model: Any) -> Any:
 
 
 def _check_writable(path: str, what: str) -> None:
-    from . import io
 
     try:
         io.check_writable(path)
@@ -222,14 +222,13 @@ def _check_writable(path: str, what: str) -> None:
 
 # --------------------------------------------------------------------------- commands
 def cmd_train(args: argparse.Namespace) -> int:
-    from . import io
 
     extra = {}
     for item in args.set or []:
         if "=" not in item:
             raise CLIError(f"--set expects name=value, got {item!r}")
         k, v = item.split("=", 1)
-        extra[k.strip()] = _parse_value(v.strip())
+        extra[k.strip()] = parse_literal(v.strip())
     options = {"kernel": parse_kernel(args.kernel) if args.kernel is not None else None,
                "C": args.C, "gamma": _number(args.gamma) if args.gamma is not None else None,
                "degree": args.degree, "coef0": args.coef0, "landmarks": args.landmarks,
@@ -268,7 +267,7 @@ def cmd_train(args: argparse.Namespace) -> int:
 
 def _test_data(path: str, model: Any, meta: dict):
     """Read a test file with the training file's index base (a mismatch is refused or warned)."""
-    from .datasets import find_malformed_line
+
 
     n_features = getattr(_final_estimator(model), "n_features_in_", None)
     if n_features is None:
@@ -290,7 +289,6 @@ def _test_data(path: str, model: Any, meta: dict):
 
 
 def cmd_predict(args: argparse.Namespace) -> int:
-    from . import io
 
     try:
         model = io.load(args.model_file, device=args.device)
@@ -335,7 +333,6 @@ def _fmt_label(v: Any) -> str:
 
 
 def cmd_info(args: argparse.Namespace) -> int:
-    from . import io
 
     try:
         info = io.describe(args.model_file)
@@ -383,8 +380,8 @@ def build_parser() -> argparse.ArgumentParser:
     tr.add_argument("-d", "--degree", type=float, help="polynomial degree")
     tr.add_argument("-r", "--coef0", type=float, help="coef0 of poly/sigmoid")
     tr.add_argument("-k", "--landmarks", type=int,
-                    help="landmarks (LLSVM n_landmarks) or budget (OK-FEB)")
-    tr.add_argument("-e", "--tol", type=float, help="stopping tolerance (tol / eps)")
+                    help="landmarks: n_landmarks (LLSVM k, OK-FEB budget B)")
+    tr.add_argument("-e", "--tol", type=float, help="stopping tolerance (tol)")
     tr.add_argument("--device", help="auto (default), cpu, gpu or cuda:N")
     tr.add_argument("--seed", type=int, help="random_state")
     tr.add_argument("--set", action="append", metavar="NAME=VALUE",
@@ -411,7 +408,6 @@ def build_parser() -> argparse.ArgumentParser:
     inf.add_argument("model_file")
     inf.set_defaults(func=cmd_info)
 
-    from . import demo
 
     dm = sub.add_parser("demo", help="train every method on the bundled ijcnn1 data, print one table",
                         description=demo.__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -433,28 +429,5 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not getattr(args, "command", None):
         ap.print_help()
         return 2
-    from . import io
-    from .backend import DeviceUnavailableError
 
-    prog = f"gpuksvm {args.command}"
-
-    def show(message, category, filename, lineno, file=None, line=None):  # noqa: ANN001
-        print(f"{prog}: warning: {message}", file=sys.stderr)
-
-    with warnings.catch_warnings():
-        warnings.showwarning = show
-        try:
-            return int(args.func(args) or 0)
-        except (CLIError, DeviceUnavailableError, io.ModelFormatError) as exc:
-            msg = str(exc)
-        except (OSError, ValueError, TypeError, MemoryError, ArithmeticError,
-                np.linalg.LinAlgError) as exc:
-            msg = f"{exc}" if str(exc) else type(exc).__name__
-        except KeyboardInterrupt:
-            print(f"{prog}: interrupted", file=sys.stderr)
-            return 130
-        except Exception as exc:  # noqa: BLE001 - never a traceback; ask for a report instead
-            msg = (f"unexpected {type(exc).__name__}: {exc} (this is a bug in gpuksvm; please report "
-                   "it with the command line)")
-    print(f"{prog}: error: {msg}", file=sys.stderr)
-    return 1
+    return run_command(f"gpuksvm {args.command}", args.func, args)

@@ -55,26 +55,30 @@ problem's ρ so that the margin sits at 1 in every problem before the arg-max.
 from __future__ import annotations
 
 import warnings
-from numbers import Integral, Real
+from numbers import Real
 from typing import Any
 
 import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin, OutlierMixin
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils import check_random_state
+from sklearn.utils._param_validation import Hidden, Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted
 
 from . import backend as bk
-from ._dask import is_dask_collection
 from .base import DeviceMixin
 from .kernels import Kernel, kernel_matvec, make_kernel
 from .multiclass import binary_problems, ovr_decision_function, problem_rows
-from .solvers.meb import CoreSetResult, fit_core_set, kernel_scale, make_scanner
-from .validation import check_choice, check_param, encode_classes, validate_X, validate_X_y
+from .params import DEPRECATED, DEVICE_PARAMS, KERNEL_PARAMS, count, positive
+from .progress import report
+from .scaleout.cvm import fit_cvm
+from .scaleout.dispatch import dask_dispatch
+from .solvers.meb import CoreSetResult, fit_core_set
+from .solvers.meb_scan import kernel_scale, make_scanner
+from .validation import encode_classes, validate_X, validate_X_y
 
 __all__ = ["CVM", "OneClassCVM"]
 
-_DEPRECATED = "deprecated"      # default of the parameters kept one release for compatibility
 _OUTLIER_SLACK_FACTOR = 3.0     # one-class: an outlier's slack exceeds this × the median SV slack
 _THRESHOLD_KKT = 1e-4           # one-class: the core-set QP is finished to a KKT gap ≤ this·ρ (OneClassCVM)
 
@@ -96,33 +100,36 @@ class _CVMBase(DeviceMixin, BaseEstimator):
     _task = "classification"
 
     # ------------------------------------------------------------------ params
-    def _check_common(self) -> None:
-        check_param("C", self.C, Real, low=0.0, closed="neither")
-        check_param("tol", self.tol, Real, low=0.0, closed="neither")
-        check_param("sample_size", self.sample_size, Integral, low=1, allow_none=True)
-        check_param("n_tries", self.n_tries, Integral, low=1)
-        check_param("max_iter", self.max_iter, Integral, low=1)
-        check_param("max_core_size", self.max_core_size, Integral, low=2)
-        check_param("cache_size", self.cache_size, Real, low=0.0, closed="neither")
-        check_param("degree", self.degree, Real, low=0.0)
-        check_param("coef0", self.coef0, Real)
-        for name in ("normalize", "shrinking"):
-            if not isinstance(getattr(self, name), (bool, np.bool_)):
-                raise ValueError(f"{name} must be True or False, got {getattr(self, name)!r}")
-        if self.eps != _DEPRECATED:
-            check_param("eps", self.eps, Real, low=0.0, high=1.0, closed="neither")
+    _parameter_constraints: dict = {
+        **KERNEL_PARAMS,
+        "C": [positive()],
+        "tol": [positive()],
+        "sample_size": [None, count(1)],
+        "n_tries": [count(1)],
+        "max_iter": [count(1)],
+        "max_core_size": [count(2)],
+        "cache_size": [positive()],
+        "shrinking": ["boolean"],
+        "normalize": ["boolean"],
+        **DEVICE_PARAMS,
+        # kept one release, no effect (a FutureWarning says so)
+        "eps": [Hidden(StrOptions({DEPRECATED})), Interval(Real, 0, 1, closed="neither")],
+        "eps_schedule": [Hidden(StrOptions({DEPRECATED})), StrOptions({"anneal", "fixed"})],
+        "inner_solver": [Hidden(StrOptions({DEPRECATED})), StrOptions({"active_set", "smo"})],
+    }
+
+    def _check_param_relations(self) -> None:
+        if self.eps != DEPRECATED:
             warnings.warn("eps (the (1+ε) ball of the old stop rule) is deprecated and has no effect; "
                           "the CVM stops on the L2-SVM's relative duality gap `tol`. eps will be "
-                          "removed in the next release.", FutureWarning, stacklevel=3)
-        if self.eps_schedule != _DEPRECATED:
-            check_choice("eps_schedule", self.eps_schedule, ("anneal", "fixed"))
+                          "removed in the next release.", FutureWarning, stacklevel=4)
+        if self.eps_schedule != DEPRECATED:
             warnings.warn("eps_schedule is deprecated and has no effect (the stop rule is the duality "
-                          "gap `tol`); it will be removed in the next release.", FutureWarning, stacklevel=3)
-        if self.inner_solver != _DEPRECATED:
-            check_choice("inner_solver", self.inner_solver, ("active_set", "smo"))
+                          "gap `tol`); it will be removed in the next release.", FutureWarning, stacklevel=4)
+        if self.inner_solver != DEPRECATED:
             warnings.warn("inner_solver is deprecated and has no effect: the core-set QP picks SMO or "
                           "the active set itself (gpuksvm.solvers.simplex_qp); it will be removed in "
-                          "the next release.", FutureWarning, stacklevel=3)
+                          "the next release.", FutureWarning, stacklevel=4)
 
     def _make_kernel(self, X: Any) -> Kernel:
         kernel = make_kernel(self.kernel, self.gamma, self.degree, self.coef0, X)
@@ -140,7 +147,7 @@ class _CVMBase(DeviceMixin, BaseEstimator):
     def _solve(self, X: Any, y: np.ndarray | None, rows: np.ndarray | None, kernel: Kernel,
                xscale: Any, dev: bk.Device, dt: np.dtype, rs: np.random.RandomState) -> CoreSetResult:
         """One MEB problem on the rows ``rows`` (None = all) with labels ``y`` (None = one-class)."""
-        # a distributed row source brings its own furthest-point search (gpuksvm.distributed)
+        # a distributed row source brings its own furthest-point search (gpuksvm.scaleout.cvm)
         factory = getattr(X, "__gpuksvm_scanner__", None)
         C = float(self.C)
         scanner = (factory(y, kernel, xscale, C, dt, dev) if factory is not None
@@ -203,7 +210,7 @@ class _CVMBase(DeviceMixin, BaseEstimator):
         """The core-set fits on prepared rows and the fitted attributes.
 
         ``Xd`` is the device array, or a distributed row source
-        (:mod:`gpuksvm.distributed`); ``yi`` the encoded labels (``classes_``
+        (:mod:`gpuksvm.scaleout.cvm`); ``yi`` the encoded labels (``classes_``
         already set), or None for the one-class task.
         """
         self.kernel_ = kernel
@@ -223,10 +230,9 @@ class _CVMBase(DeviceMixin, BaseEstimator):
                 ypm[rows] = yp
                 res = self._solve(Xd, ypm, None if cj is None else rows, kernel, xscale, dev, dt, rs)
                 results.append(res)
-                if self.verbose:
-                    print(f"[CVM] problem {p + 1}/{len(problems)}: {res.n_iter} iterations, "
-                          f"core set {res.core.shape[0]}, stop={res.stop}, gap={res.gap:.3g}, "
-                          f"search={res.search}")
+                report("CVM", f"problem {p + 1}/{len(problems)}: {res.n_iter} iterations, core set "
+                       f"{res.core.shape[0]}, stop={res.stop}, gap={res.gap:.3g}, search={res.search}",
+                       self.verbose)
             self.problems_ = problems
             self._store_model(Xd, results, True, xscale, dev, dt)
             self.intercept_ = np.array([r.b for r in results])
@@ -287,8 +293,10 @@ class CVM(ClassifierMixin, _CVMBase):
         distance between rows (CVM paper §5, LibCVM's default).  With
         ``task="one_class"`` pass "mean_dist", :class:`OneClassCVM`'s default
         (with "scale" its outlier threshold flags several times more inliers).
-    degree, coef0 : float
-        Polynomial kernel parameters.
+    degree : int, default=3
+    coef0 : float, default=0.0
+        Polynomial kernel parameters (coef0 was 1.0 before 0.2: set it for a
+        polynomial kernel).
     C : float, default=1.0
         The L2-SVM's C: the weight of the *squared* slacks in eq. 8 (it
         enters K̃ as 1/C on the diagonal).  Not SVC's C — see the module
@@ -394,14 +402,14 @@ class CVM(ClassifierMixin, _CVMBase):
     True
     """
 
-    def __init__(self, kernel: str | Kernel = "rbf", gamma: Any = "scale", degree: float = 3,
-                 coef0: float = 1.0, C: float = 1.0, tol: float = 1e-2, sample_size: int | None = 59,
+    def __init__(self, kernel: str | Kernel = "rbf", gamma: Any = "scale", degree: int = 3,
+                 coef0: float = 0.0, C: float = 1.0, tol: float = 1e-2, sample_size: int | None = 59,
                  n_tries: int = 7, max_iter: int = 100_000, max_core_size: int = 50_000,
                  cache_size: float = 1024, shrinking: bool = True, normalize: bool = False,
                  task: str = "classification", multi_class: str = "ovo", device: str = "auto",
                  dtype: Any = None, random_state: Any = None, verbose: int = 0,
-                 eps: Any = _DEPRECATED, eps_schedule: str = _DEPRECATED,
-                 inner_solver: str = _DEPRECATED) -> None:
+                 eps: Any = DEPRECATED, eps_schedule: str = DEPRECATED,
+                 inner_solver: str = DEPRECATED) -> None:
         self.kernel = kernel
         self.gamma = gamma
         self.degree = degree
@@ -425,12 +433,9 @@ class CVM(ClassifierMixin, _CVMBase):
         self.eps_schedule = eps_schedule
         self.inner_solver = inner_solver
 
+    @dask_dispatch(fit_cvm)
     def fit(self, X: Any, y: Any = None) -> "CVM":
         """Fit the CVM on (X, y); with ``task="one_class"`` y is ignored."""
-        if is_dask_collection(X):  # issue 9: on a Dask cluster, X never gathered
-            from . import distributed
-
-            return distributed.fit_cvm(self, X, y)
         self._check_params()
         rs = check_random_state(self.random_state)
         if self.task == "one_class":
@@ -442,10 +447,11 @@ class CVM(ClassifierMixin, _CVMBase):
         dev, dt, kernel, Xd, xscale = self._prepare(X)
         return self._fit_rows(Xd, yi, kernel, xscale, dev, dt, rs)
 
-    def _check_params(self) -> None:
-        self._check_common()
-        check_choice("task", self.task, ("classification", "one_class"))
-        check_choice("multi_class", self.multi_class, ("ovo", "ovr"))
+    _parameter_constraints: dict = {
+        **_CVMBase._parameter_constraints,
+        "task": [StrOptions({"classification", "one_class"})],
+        "multi_class": [StrOptions({"ovo", "ovr"})],
+    }
 
     def _set_one_class_fit(self, threshold: float) -> None:
         self.classes_ = np.array([-1, 1])
@@ -454,6 +460,7 @@ class CVM(ClassifierMixin, _CVMBase):
         D, kind = self._kernel_expansion(X)
         return D + self.intercept_[None, :], kind
 
+    @dask_dispatch()
     def decision_function(self, X: Any):
         """Decision values f(x) = Σαᵢyᵢκ(xᵢ, x) + b.
 
@@ -462,10 +469,6 @@ class CVM(ClassifierMixin, _CVMBase):
         Multi-class: (n, n_classes) scores whose arg-max is the prediction (ovo:
         votes + squashed confidences; ovr: f/ρ per class).
         """
-        if is_dask_collection(X):  # issue 9: on a Dask cluster, X never gathered
-            from . import distributed
-
-            return distributed.decision_function(self, X)
         D, kind = self._raw(X)
         if self.task == "one_class" or len(self.classes_) == 2:
             out = D[:, 0]
@@ -475,12 +478,9 @@ class CVM(ClassifierMixin, _CVMBase):
             out = ovr_decision_function(D, len(self.classes_))
         return bk.as_kind(out, kind)
 
+    @dask_dispatch()
     def predict(self, X: Any):
         """Predicted labels (±1 for the one-class task)."""
-        if is_dask_collection(X):  # issue 9: on a Dask cluster, X never gathered
-            from . import distributed
-
-            return distributed.predict(self, X)
         D, kind = self._raw(X)
         if self.task == "one_class":
             return bk.as_kind(np.where(D[:, 0] >= 0, 1, -1), kind)
@@ -574,13 +574,13 @@ class OneClassCVM(OutlierMixin, _CVMBase):
 
     _task = "one_class"
 
-    def __init__(self, kernel: str | Kernel = "rbf", gamma: Any = "mean_dist", degree: float = 3,
-                 coef0: float = 1.0, C: float = 1.0, tol: float = 1e-2, sample_size: int | None = 59,
+    def __init__(self, kernel: str | Kernel = "rbf", gamma: Any = "mean_dist", degree: int = 3,
+                 coef0: float = 0.0, C: float = 1.0, tol: float = 1e-2, sample_size: int | None = 59,
                  n_tries: int = 7, max_iter: int = 100_000, max_core_size: int = 50_000,
                  cache_size: float = 1024, shrinking: bool = True, normalize: bool = False,
                  device: str = "auto", dtype: Any = None, random_state: Any = None, verbose: int = 0,
-                 eps: Any = _DEPRECATED, eps_schedule: str = _DEPRECATED,
-                 inner_solver: str = _DEPRECATED) -> None:
+                 eps: Any = DEPRECATED, eps_schedule: str = DEPRECATED,
+                 inner_solver: str = DEPRECATED) -> None:
         self.kernel = kernel
         self.gamma = gamma
         self.degree = degree
@@ -602,47 +602,32 @@ class OneClassCVM(OutlierMixin, _CVMBase):
         self.eps_schedule = eps_schedule
         self.inner_solver = inner_solver
 
+    @dask_dispatch(fit_cvm)
     def fit(self, X: Any, y: Any = None) -> "OneClassCVM":
         """Fit on X (y is ignored)."""
-        if is_dask_collection(X):  # issue 9: on a Dask cluster, X never gathered
-            from . import distributed
-
-            return distributed.fit_cvm(self, X)
         self._check_params()
         rs = check_random_state(self.random_state)
         X, _ = validate_X(self, X, reset=True)
         dev, dt, kernel, Xd, xscale = self._prepare(X)
         return self._fit_rows(Xd, None, kernel, xscale, dev, dt, rs)
 
-    def _check_params(self) -> None:
-        self._check_common()
-
     def _set_one_class_fit(self, threshold: float) -> None:
         self.offset_ = threshold
 
+    @dask_dispatch()
     def score_samples(self, X: Any):
         """Σαᵢκ(xᵢ, x) (higher = more normal)."""
-        if is_dask_collection(X):  # issue 9: on a Dask cluster, X never gathered
-            from . import distributed
-
-            return distributed.score_samples(self, X)
         D, kind = self._kernel_expansion(X)
         return bk.as_kind(D[:, 0], kind)
 
+    @dask_dispatch()
     def decision_function(self, X: Any):
         """score_samples − offset_: negative for outliers."""
-        if is_dask_collection(X):  # issue 9: on a Dask cluster, X never gathered
-            from . import distributed
-
-            return distributed.decision_function(self, X)
         D, kind = self._kernel_expansion(X)
         return bk.as_kind(D[:, 0] - self.offset_, kind)
 
+    @dask_dispatch()
     def predict(self, X: Any):
         """+1 for inliers, −1 for outliers."""
-        if is_dask_collection(X):  # issue 9: on a Dask cluster, X never gathered
-            from . import distributed
-
-            return distributed.predict(self, X)
         D, kind = self._kernel_expansion(X)
         return bk.as_kind(np.where(D[:, 0] - self.offset_ >= 0, 1, -1), kind)

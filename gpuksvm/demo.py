@@ -40,6 +40,16 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from . import backend as bk
+from . import linalg
+from .cvm import CVM
+from .datasets import load_dataset, subsample
+from .kernel_svc import KernelSVC
+from .kernels import Kernel, kernel_block
+from .linear_svm import LinearSVM
+from .llsvm import LLSVM
+from .okfeb import OKFEBClassifier
+from .svi import SVI
+from .command import CLIError, parse_literal, run_command
 
 __all__ = ["DEMO_METHODS", "DemoMethod", "run_demo", "format_table", "model_size",
            "PeakMemory", "add_arguments", "run_from_args", "main"]
@@ -76,6 +86,8 @@ DEMO_METHODS: tuple[DemoMethod, ...] = (
 )
 METHOD_LABELS = tuple(m.label for m in DEMO_METHODS)
 
+
+_ESTIMATORS = {cls.__name__: cls for cls in (LinearSVM, KernelSVC, LLSVM, CVM, SVI, OKFEBClassifier)}
 
 # --------------------------------------------------------------------------- memory
 def _proc_status(key: str) -> int | None:
@@ -253,9 +265,6 @@ def _warm_up(device: bk.Device) -> float:
     """Initialise CuPy, cuBLAS/cuSOLVER and the shared kernels before timing."""
     if not device.is_gpu:
         return 0.0
-    from . import linalg
-    from .kernels import Kernel, kernel_block
-
     t0 = time.perf_counter()
     xp = bk.get_namespace(device)
     with device.activate():
@@ -311,8 +320,6 @@ def run_demo(*, methods: Sequence[str] | None = None, device: str = "auto",
         ``device``, ``n_train``, ``fit_s``, ``predict_s``, ``accuracy``,
         ``size``, ``size_desc``, ``peak_mem_mb`` (and ``gpu_mem_mb``) or ``error``.
     """
-    import gpuksvm
-    from .datasets import load_dataset, subsample
 
     dev = bk.resolve_device(device)
     chosen = list(METHOD_LABELS if not methods else methods)
@@ -342,7 +349,7 @@ def run_demo(*, methods: Sequence[str] | None = None, device: str = "auto",
             log(f"[{len(result['rows']) + 1}/{len(todo)}] {spec.label} ...")
         row = {"method": spec.label, "estimator": spec.cls_name, "device": str(dev)}
         try:
-            cls = getattr(gpuksvm, spec.cls_name)
+            cls = _ESTIMATORS[spec.cls_name]
             params = dict(spec.params)
             if tiny:
                 params.update(spec.tiny_params)
@@ -442,21 +449,17 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
 
 
 def _parse_overrides(items: Sequence[str]) -> dict[str, dict]:
-    from .cli import _parse_value
-
     out: dict[str, dict] = {}
     for item in items:
         key, sep, value = item.partition("=")
         label, dot, param = key.strip().partition(".")
         if not sep or not dot or not param:
             raise ValueError(f"--set expects METHOD.PARAM=VALUE, got {item!r}")
-        out.setdefault(label, {})[param] = _parse_value(value.strip())
+        out.setdefault(label, {})[param] = parse_literal(value.strip())
     return out
 
 
 def run_from_args(args: argparse.Namespace) -> int:
-    from .cli import CLIError
-
     try:
         overrides = _parse_overrides(args.set)
         methods = [m.strip() for m in args.methods.split(",") if m.strip()]
@@ -466,7 +469,7 @@ def run_from_args(args: argparse.Namespace) -> int:
                           random_state=args.seed, overrides=overrides,
                           log=lambda s: print(s, file=sys.stderr))
     except ValueError as exc:
-        raise CLIError(str(exc))
+        raise CLIError(str(exc)) from exc
     if args.json:
         print(json.dumps(result, indent=2, default=float))
     else:
@@ -476,9 +479,11 @@ def run_from_args(args: argparse.Namespace) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """``python -m gpuksvm.demo`` — same as ``gpuksvm demo``."""
-    from .cli import main as cli_main
-
-    return cli_main(["demo", *(sys.argv[1:] if argv is None else argv)])
+    ap = argparse.ArgumentParser(prog="gpuksvm demo", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_arguments(ap)
+    args = ap.parse_args(sys.argv[1:] if argv is None else list(argv))
+    return run_command("gpuksvm demo", run_from_args, args)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -8,7 +8,7 @@ predicts on a CPU-only machine.
 What a file can contain, and what loading can do
 ------------------------------------------------
 The format is *closed* (like safetensors, or skops.io with its trusted types):
-:mod:`gpuksvm.model_schema` lists every class a file may name — the gpuksvm
+:data:`gpuksvm.model_format.REGISTRY` lists every class a file may name — the gpuksvm
 estimators, the two online learners OK-FEB nests, scikit-learn's ``Pipeline``
 and ``StandardScaler`` — and, per class, every attribute it may carry with its
 kind, dtype and shape.  Loading
@@ -47,18 +47,19 @@ A ZIP archive readable by ``numpy.load(path, allow_pickle=False)``:
          "model": {"estimator": "gpuksvm.llsvm.LLSVM", "params": {...}, "fitted": {...}},
          "arrays": {"a0": {"dtype": "<f4", "shape": [1000, 22], "sha256": "..."}, ...}}
 
-    ``model`` is the tree described in :mod:`gpuksvm.model_schema`; ``class``
+    ``model`` is the tree described in :mod:`gpuksvm.model_format`; ``class``
     must name its root.
 ``a0.npy``, ``a1.npy``, ...
     The arrays, in the ``.npy`` format (numeric, bool or unicode dtypes only).
 
 Format version 1 files (gpuksvm before the closed format) are translated node
-by node into version 2 (:func:`gpuksvm.model_schema.translate_v1`) and then
+by node into version 2 (:func:`gpuksvm.model_format.translate_v1`) and then
 validated exactly like version 2; those holding generic objects are refused.
 
-Arrays on a GPU are copied to the host; the model's ``device`` parameter is
-reset to ``"auto"`` (as when pickling), so it predicts on the GPU when one is
-present and on the CPU otherwise; pass ``load(path, device=...)`` to choose.
+Arrays on a GPU are copied to the host, so a loaded model predicts on the CPU
+(``fitted_device_``) until moved with ``load(path, device=...)`` or
+``to_device``; its parameters, ``device`` included, are saved and loaded as
+the user set them (``get_params()`` is the same after loading).
 
 Writes are atomic: the file is written to a temporary file in the target's
 folder, flushed to disk and moved over the target with :func:`os.replace`, so a
@@ -84,7 +85,8 @@ from typing import Any
 
 import numpy as np
 
-from .model_schema import (ARRAY_DTYPE_RE, ArrayInfo, ModelFormatError, decode_model, describe_value,
+from ._version import __version__
+from .model_format import (ARRAY_DTYPE_RE, ArrayInfo, ModelFormatError, decode_model, describe_value,
                            encode_model, entry_for, translate_v1)
 
 __all__ = ["save", "load", "read_header", "describe", "check_writable", "write_atomic",
@@ -246,8 +248,6 @@ def save(model: Any, path: str | os.PathLike, *, metadata: dict | None = None) -
     >>> bool((gpuksvm.load(p).predict(X) == clf.predict(X)).all())
     True
     """
-    from . import __version__
-
     path = Path(path)
     if entry_for(model) is None:
         raise TypeError(f"cannot save a {type(model).__module__}.{type(model).__qualname__}: the gpuksvm "
@@ -554,8 +554,8 @@ def load(path: str | os.PathLike, *, device: str | None = None) -> Any:
     path : str or path-like
     device : str, optional
         Move the loaded model there (``model.to_device(device)``).  By default
-        it stays on the host and predicts on the device its ``device``
-        parameter resolves to (``"auto"`` for a model fitted on a GPU).
+        it stays on the host and predicts there; its ``device`` parameter is
+        the saved one (where a later ``fit`` runs).
 
     Raises
     ------

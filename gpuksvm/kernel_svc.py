@@ -41,28 +41,48 @@ features (large γ·‖x‖²) — standardize X first (e.g. ``StandardScaler``)
 from __future__ import annotations
 
 import warnings
-from numbers import Integral, Real
+from numbers import Real
 from typing import Any
 
 import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin
+from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.class_weight import compute_class_weight
 from sklearn.utils.validation import check_consistent_length, column_or_1d
 
 from . import backend as bk
 from .base import DeviceMixin
 from .calibration import ProbabilityMixin
-from .kernels import make_kernel
+from .kernels import Kernel, make_kernel
 from .multiclass import binary_problems
-from .solvers.smo import PRECOMPUTED, solve_ovo
+from .params import CLASS_WEIGHT, DEVICE_PARAMS, KERNEL_PARAMS, MAX_ITER_OR_NO_LIMIT, positive
+from .progress import report
+from .solvers.smo import solve_ovo
+from .solvers.svc_dual import PRECOMPUTED
 from .svc_surface import (NOT_FINITE_MESSAGE, SVCSurfaceMixin, callable_gram, is_precomputed,
                           is_user_callable, n_samples_of, shape_of, sparse_like, warn_unconverged)
-from .validation import (check_choice, check_param, check_sample_weight, class_counts, encode_classes,
+from .validation import (check_sample_weight, class_counts, encode_classes,
                          validate_X_y, WorkingRangeError, zero_weight_classes_message)
 
 __all__ = ["KernelSVC"]
 
 SOLVERS = ("auto", "libsvm", "smo", "working_set")
+
+_CONSTRAINTS = {
+    "C": [Interval(Real, 0, np.inf, closed="right")],        # inf: a hard margin (SVC allows it)
+    **KERNEL_PARAMS,
+    "kernel": [StrOptions({"linear", "poly", "rbf", "sigmoid", "precomputed"}), Kernel, callable],
+    "tol": [positive()],
+    "max_iter": MAX_ITER_OR_NO_LIMIT,
+    "cache_size": [positive()],
+    "shrinking": ["boolean"],
+    "class_weight": CLASS_WEIGHT,
+    "probability": ["boolean"],
+    "decision_function_shape": [StrOptions({"ovr", "ovo"})],
+    "break_ties": ["boolean"],
+    "solver": [StrOptions(set(SOLVERS))],
+    **DEVICE_PARAMS,
+}
 
 
 class KernelSVC(DeviceMixin, SVCSurfaceMixin, ProbabilityMixin, ClassifierMixin, BaseEstimator):
@@ -193,24 +213,7 @@ class KernelSVC(DeviceMixin, SVCSurfaceMixin, ProbabilityMixin, ClassifierMixin,
         self.random_state = random_state
         self.verbose = verbose
 
-    # ------------------------------------------------------------------ params
-    def _check_params(self) -> None:
-        check_param("C", self.C, Real, low=0.0, closed="neither", allow_inf=True)
-        check_param("tol", self.tol, Real, low=0.0, closed="neither")
-        check_param("coef0", self.coef0, Real)
-        check_param("degree", self.degree, Real, low=0.0)
-        check_param("cache_size", self.cache_size, Real, low=0.0, closed="neither")
-        check_param("max_iter", self.max_iter, Integral)
-        if self.max_iter == 0 or self.max_iter < -1:
-            raise ValueError(f"max_iter must be -1 or a positive integer, got {self.max_iter!r}")
-        check_choice("decision_function_shape", self.decision_function_shape, ("ovr", "ovo"))
-        check_choice("solver", self.solver, SOLVERS)
-        check_choice("shrinking", self.shrinking, (True, False))
-        check_choice("probability", self.probability, (True, False))
-        check_choice("break_ties", self.break_ties, (True, False))
-        if not (self.class_weight is None or self.class_weight == "balanced"
-                or isinstance(self.class_weight, dict)):
-            raise ValueError(f"class_weight must be None, 'balanced' or a dict, got {self.class_weight!r}")
+    _parameter_constraints: dict = _CONSTRAINTS
 
     def _validated_training_data(self, X: Any, y: Any) -> tuple[Any, np.ndarray]:
         """X and y checked as SVC does for this kernel (a callable gets X as given)."""
@@ -323,10 +326,8 @@ class KernelSVC(DeviceMixin, SVCSurfaceMixin, ProbabilityMixin, ClassifierMixin,
                 self.__dict__.pop(attr, None)
         warn_unconverged([r.converged for r in results], [r.max_iter_reached for r in results], max_iter,
                          float(self.tol), "KernelSVC")
-        if self.verbose:
-            print(f"KernelSVC: solver={self.solver_}, {len(results)} binary problem(s), "
-                  f"{self.support_.size} SVs, iterations={self.n_iter_.tolist()}, "
-                  f"converged={bool(self.converged_.all())}")
+        report("KernelSVC", f"solver={self.solver_}, {len(results)} binary problem(s), {self.support_.size} SVs, "
+               f"iterations={self.n_iter_.tolist()}, converged={bool(self.converged_.all())}", self.verbose)
         if self.probability:
             self._fit_probability(X, y, sample_weight=sample_weight)
         return self

@@ -22,7 +22,7 @@ Nothing here ever forms an n×n matrix unless the caller asks for that block.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from numbers import Real
 from typing import Any
 
@@ -148,9 +148,6 @@ class Kernel:
 
     def matvec(self, X: Any, Z: Any, V: Any, **kwargs: Any):
         return kernel_matvec(X, Z, V, self, **kwargs)
-
-    def with_gamma(self, gamma: float) -> "Kernel":
-        return replace(self, gamma=float(gamma))
 
     def params(self) -> dict:
         return {"kernel": self.name, "gamma": self.gamma, "degree": self.degree, "coef0": self.coef0}

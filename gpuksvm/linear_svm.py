@@ -15,12 +15,12 @@ are never copied to append it).
 Engines (``solver``; the one that ran is in ``solver_``):
 
 * ``"newton"`` — primal Newton for the squared hinge
-  (:func:`gpuksvm.solvers.linear.newton_squared_hinge`): Cholesky of
+  (:func:`gpuksvm.solvers.newton_memory.newton_squared_hinge`): Cholesky of
   H = I + 2C F̃_IᵀF̃_I for one dense problem of moderate width, Hessian-free
   Newton-CG (all one-vs-rest problems in the same GEMMs) otherwise;
 * ``"dual_cd"`` — dual coordinate descent with shrinking (Hsieh et al. 2008),
   both losses, all one-vs-rest problems in the same sweeps
-  (:func:`gpuksvm.solvers.linear.dual_cd`); the old name ``"dcd"`` still works
+  (:func:`gpuksvm.solvers.dual_cd.dual_cd`); the old name ``"dcd"`` still works
   with a ``FutureWarning``;
 * ``"liblinear"`` — scikit-learn's ``LinearSVC`` (LIBLINEAR), CPU only, with
   the same C, loss, class/sample weights and intercept column: its primal
@@ -28,12 +28,12 @@ Engines (``solver``; the one that ran is in ``solver_``):
   then ``"liblinear-primal"``), its dual coordinate descent otherwise
   (``"liblinear"``) — scikit-learn's ``dual="auto"`` rule;
 * ``"sbm"`` — selective block minimization out of core
-  (:func:`gpuksvm.solvers.linear.sbm`).
+  (:func:`gpuksvm.solvers.sbm.sbm`).
 
 Out of core (``fit`` gets a :class:`gpuksvm.blocks.BlockSource`, a list of
 ``(X_block, y_block)`` pairs or an SVMlight file path): the squared hinge with
 ``solver="auto"`` or ``"newton"`` runs the in-memory Newton solver over the
-streamed blocks (:func:`gpuksvm.solvers.linear.newton_stream`,
+streamed blocks (:func:`gpuksvm.solvers.newton_stream.newton_stream`,
 ``solver_ = "newton-stream"``: about one pass per Newton step, dim × dim
 statistics per pass, the same stopping rule and line search, so the same
 solution as in memory) when the features are at most 2,048 wide; the hinge
@@ -82,69 +82,49 @@ from __future__ import annotations
 
 import math
 import warnings
-from numbers import Integral, Real
+from numbers import Real
 from typing import Any
 
 import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.exceptions import ConvergenceWarning
+from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted
 
 from . import backend as bk
 from .base import DeviceMixin
 from .blocks import as_block_source, is_block_input
 from .calibration import ProbabilityMixin
+from .params import CLASS_WEIGHT, DEVICE_PARAMS, count, positive
 from .solvers import linear as lin
-from .validation import (check_choice, check_param, check_sample_weight, class_counts,
+from .solvers.dual_cd import dual_cd
+from .solvers.cost_scaling import ScaledProblemWarning, extreme_cost_scale, scaled_costs
+from .solvers.newton_memory import newton_squared_hinge
+from .solvers.newton_stream import newton_stream
+from .solvers.sbm import sbm
+from .validation import (check_sample_weight, class_counts,
                          class_weight_vector, encode_classes, max_row_sq_norm, validate_X, validate_X_y)
 
 __all__ = ["LinearSVM", "ScaledProblemWarning", "extreme_cost_scale", "scaled_costs"]
 
 SOLVERS = ("auto", "newton", "dual_cd", "liblinear", "sbm")
-#: C·n·max‖x̃‖² beyond which costs are scaled down (see "Extreme costs" in the module docstring)
-_COST_LIMIT = 1e13
 
-
-class ScaledProblemWarning(UserWarning):
-    """The costs were scaled down to the C → ∞ limit the solvers can represent (``cost_scale_``)."""
-
-
-def extreme_cost_scale(C: float, top: float, n: int, r: float, *, owner: str = "LinearSVM",
-                       stacklevel: int = 2) -> float:
-    """Log of the factor that every cost C·weight is multiplied by ("Extreme costs" in the
-    module docstring): 0.0 unless C·top·n·r > ``_COST_LIMIT``, else a
-    :class:`ScaledProblemWarning` and the factor that brings the product to that bound.
-
-    ``top`` is the largest weight (sample weight × class weight), ``n`` the number of
-    rows and ``r`` max‖x̃ᵢ‖² (the constant column's s² included).  In log space: the
-    product itself may overflow and the factor can be below 1e-308.
-    """
-    if not math.isfinite(r):
-        raise ValueError(f"{owner}: the squared row norms of the features exceed float64 ({r}); "
-                         "scale the features (e.g. sklearn.preprocessing.StandardScaler)")
-    if top == 0.0 or r == 0.0:
-        return 0.0
-    log_load = math.log(C) + math.log(top) + math.log(n) + math.log(r)
-    if log_load <= math.log(_COST_LIMIT):
-        return 0.0
-    log_scale = math.log(_COST_LIMIT) - log_load
-    warnings.warn(f"{owner}: the costs C·weight (C={C:.3g}, weights up to {top:.3g}) make "
-                  f"C·n·max‖x‖² = 1e{log_load / math.log(10):.0f}, far beyond what the solvers can "
-                  f"represent; the problem is numerically its C → ∞ limit, so every cost was scaled "
-                  f"by 1e{log_scale / math.log(10):.0f} (relative weights kept; see cost_scale_)",
-                  ScaledProblemWarning, stacklevel=stacklevel + 1)
-    return log_scale
-
-
-def scaled_costs(C: float, S: np.ndarray, log_scale: float) -> tuple[float, np.ndarray]:
-    """(C, multipliers S) with the factor exp(``log_scale``) of :func:`extreme_cost_scale`
-    applied: C is folded into S, since C·S·factor is moderate even when C or S alone is not."""
-    if log_scale == 0.0:
-        return C, S
-    with np.errstate(divide="ignore"):
-        return 1.0, np.exp(np.log(S) + (math.log(C) + log_scale))
-
-
+_CONSTRAINTS = {
+    "C": [positive()],
+    "loss": [StrOptions(set(lin.LOSSES))],
+    "solver": [StrOptions(set(SOLVERS) | {"dcd"}, deprecated={"dcd"})],
+    "fit_intercept": ["boolean"],
+    # the constant column's square enters every Gram product: keep it far from overflow
+    "intercept_scaling": [Interval(Real, 0, 1e150, closed="neither")],
+    "class_weight": CLASS_WEIGHT,
+    "tol": [positive()],
+    "max_iter": [count(1)],
+    "block_size": [None, count(1)],
+    "n_passes": [count(1)],
+    "cache_drop": [Interval(Real, 0, 1, closed="right")],
+    "probability": ["boolean"],
+    **DEVICE_PARAMS,
+}
 class LinearSVM(DeviceMixin, ProbabilityMixin, ClassifierMixin, BaseEstimator):
     """L2-regularized linear SVM (squared hinge or hinge loss), one-vs-rest.
 
@@ -236,30 +216,15 @@ class LinearSVM(DeviceMixin, ProbabilityMixin, ClassifierMixin, BaseEstimator):
         self.verbose = verbose
 
     # ------------------------------------------------------------------ params
-    def _check_params(self) -> None:
-        check_param("C", self.C, Real, low=0, closed="neither")
-        check_choice("loss", self.loss, lin.LOSSES)
+    _parameter_constraints: dict = _CONSTRAINTS
+
+    def _check_param_relations(self) -> None:
         if self.solver == "dcd":
             warnings.warn("solver='dcd' is now called solver='dual_cd' (the README's name); 'dcd' "
-                          "will stop working in a future version", FutureWarning, stacklevel=3)
-        else:
-            check_choice("solver", self.solver, SOLVERS)
-        check_choice("fit_intercept", self.fit_intercept, (True, False))
-        # the constant column's square enters every Gram product: keep it far from overflow
-        check_param("intercept_scaling", self.intercept_scaling, Real, low=0, high=1e150,
-                    closed="neither")
-        check_param("tol", self.tol, Real, low=0, closed="neither")
-        check_param("max_iter", self.max_iter, Integral, low=1)
-        check_param("block_size", self.block_size, Integral, low=1, allow_none=True)
-        check_param("n_passes", self.n_passes, Integral, low=1)
-        check_param("cache_drop", self.cache_drop, Real, low=0, high=1, closed="right")
-        check_choice("probability", self.probability, (True, False))
+                          "will stop working in a future version", FutureWarning, stacklevel=4)
         if self.solver == "newton" and self.loss != "squared_hinge":
             raise ValueError("solver='newton' solves the squared hinge only; use loss='squared_hinge' "
                              "or solver='dual_cd' / 'liblinear' for the hinge")
-        if not (self.class_weight is None or self.class_weight == "balanced"
-                or isinstance(self.class_weight, dict)):
-            raise ValueError(f"class_weight must be None, 'balanced' or a dict, got {self.class_weight!r}")
 
     def _scaling(self) -> float | None:
         return float(self.intercept_scaling) if self.fit_intercept else None
@@ -322,17 +287,17 @@ class LinearSVM(DeviceMixin, ProbabilityMixin, ClassifierMixin, BaseEstimator):
             Xd = bk.to_device(X, dev, dt)
             if solver == "newton":
                 xp = bk.get_namespace(dev)
-                sol = lin.newton_squared_hinge(Xd, xp.asarray(Y, dtype=dt), C,
-                                               sample_weight=xp.asarray(S, dtype=dt),
-                                               intercept_scaling=s, tol=float(self.tol),
-                                               max_iter=int(self.max_iter), random_state=self.random_state,
-                                               verbose=self.verbose)
+                sol = newton_squared_hinge(Xd, xp.asarray(Y, dtype=dt), C,
+                                           sample_weight=xp.asarray(S, dtype=dt),
+                                           intercept_scaling=s, tol=float(self.tol),
+                                           max_iter=int(self.max_iter), random_state=self.random_state,
+                                           verbose=self.verbose)
                 if sol.info["method"] == "cg":
                     solver = "newton-cg"
             else:
-                sol = lin.dual_cd(Xd, Y, C, self.loss, sample_weight=S, intercept_scaling=s,
-                                  tol=float(self.tol), max_iter=int(self.max_iter), shrinking=True,
-                                  random_state=self.random_state)
+                sol = dual_cd(Xd, Y, C, self.loss, sample_weight=S, intercept_scaling=s,
+                              tol=float(self.tol), max_iter=int(self.max_iter), shrinking=True,
+                              random_state=self.random_state)
                 self.dual_coef_ = sol.alpha
             coef, intercept = sol.coef, sol.intercept
         self._finish(coef, intercept, sol, solver, dev)
@@ -422,7 +387,7 @@ class LinearSVM(DeviceMixin, ProbabilityMixin, ClassifierMixin, BaseEstimator):
                              "dual variables would overflow); use C ≤ 1e100 — at such costs the model "
                              "is the C → ∞ limit anyway")
         self.cost_scale_ = 1.0
-        sol, classes, n_features = lin.sbm(
+        sol, classes, n_features = sbm(
             src, float(self.C), self.loss, n_passes=int(self.n_passes), cache_drop=float(self.cache_drop),
             labels=labels, classes=classes, class_weight=cw, intercept_scaling=self._scaling(),
             tol=float(self.tol), inner_max_iter=min(int(self.max_iter), 50),
@@ -443,7 +408,7 @@ class LinearSVM(DeviceMixin, ProbabilityMixin, ClassifierMixin, BaseEstimator):
         log_scale = extreme_cost_scale(float(self.C), float(weights.max()), labels.shape[0], r + s * s,
                                        stacklevel=4)
         C, scaled = scaled_costs(float(self.C), weights, log_scale)
-        sol, classes, n_features = lin.newton_stream(
+        sol, classes, n_features = newton_stream(
             src, C, labels=labels, classes=classes,
             class_weight=None if cw is None and log_scale == 0.0 else scaled,
             intercept_scaling=self._scaling(), tol=float(self.tol), max_iter=int(self.max_iter),
@@ -468,11 +433,11 @@ class LinearSVM(DeviceMixin, ProbabilityMixin, ClassifierMixin, BaseEstimator):
             D = D[:, 0]
         return bk.as_kind(D, kind)
 
-    def predict(self, X: Any) -> np.ndarray:
-        """Class labels (host array)."""
+    def predict(self, X: Any) -> Any:
+        """Class labels, in the caller's kind of array (:func:`gpuksvm.backend.labels_as_kind`)."""
         D = np.asarray(bk.to_host(self.decision_function(X)))
         idx = (D > 0).astype(np.int64) if D.ndim == 1 else np.argmax(D, axis=1)
-        return self.classes_[idx]
+        return bk.labels_as_kind(self.classes_[idx], bk.array_kind(X))
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()

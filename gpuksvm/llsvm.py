@@ -78,225 +78,38 @@ Conventions (documented choices)
 """
 from __future__ import annotations
 
-import time
-import warnings
-from dataclasses import dataclass, replace
-from numbers import Integral, Real
+from numbers import Real
 from typing import Any, Sequence
 
 import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin, TransformerMixin
 from sklearn.base import ClassNamePrefixFeaturesOutMixin, clone
 from sklearn.utils import check_random_state
+from sklearn.utils._param_validation import StrOptions
 from sklearn.utils.metaestimators import available_if
 from sklearn.utils.validation import check_is_fitted
 
 from . import backend as bk
-from . import linalg
-from ._dask import is_dask_collection
 from .base import DeviceMixin
 from .blocks import LinearMapBlockSource, as_block_source, check_block, is_block_input
-from .cluster import RowReservoir, kmeans, random_row_sample, sample_rows, take_rows
-from .solvers._blas import host_busy, one_blas_thread
+from .calibration import probability_enabled
+from .cluster import RowReservoir
 from .kernels import Kernel, kernel_block, kernel_matvec, make_kernel
-from .validation import (check_choice, check_param, check_sample_weight, encode_classes,
+from .linear_svm import LinearSVM
+from .nystrom import (MapParams, NystromMap, apply_spectrum, build_map, feature_map, nystrom_maps,
+                      sample_rows_for_map, select_landmarks, spectrum_objective, supervised_spectrum)
+from .params import (CLASS_WEIGHT, DEPRECATED, DEVICE_PARAMS, KERNEL_PARAMS, count, non_negative, positive,
+                     renamed)
+from .scaleout.dispatch import dask_dispatch
+from .scaleout.llsvm import fit_llsvm
+from .validation import (check_param, check_sample_weight, encode_classes,
                          max_row_sq_norm, validate_X_y)
 
 __all__ = ["LLSVM", "NystromMap", "nystrom_maps", "supervised_spectrum", "spectrum_objective",
            "fit_llsvm_grid"]
 
 
-# --------------------------------------------------------------------------- maps
-@dataclass
-class NystromMap:
-    """A rank-k empirical kernel map x ↦ K(x, Z) M with M = U diag(spectrum)^{1/2}.
-
-    Attributes
-    ----------
-    kernel : Kernel
-    landmarks : (k, d) array Z
-    eigvals : (k,) eigenvalues of K_zz after the floor (ascending)
-    eigvecs : (k, k) eigenvectors U
-    spectrum : (k,) weights s with M = U diag(s)^{1/2} (Nyström: 1/eigvals)
-    map : (k, k) array M
-    n_kept : number of eigenvalues at or above the floor
-    """
-
-    kernel: Kernel
-    landmarks: Any
-    eigvals: Any
-    eigvecs: Any
-    spectrum: Any
-    map: Any
-    n_kept: int
-
-    def with_spectrum(self, spectrum: Any) -> "NystromMap":
-        """The same eigenbasis with new weights: M' = U diag(spectrum)^{1/2} (LLSVM2 step 4)."""
-        xp = bk.namespace_of(self.eigvecs)
-        s = xp.asarray(spectrum, dtype=self.eigvecs.dtype)
-        return replace(self, spectrum=s, map=self.eigvecs * xp.sqrt(s)[None, :])
-
-    def transform(self, X: Any, *, block_rows: int | None = None) -> Any:
-        """F = K(X, Z) M, computed in row blocks (the n × k kernel block is never stored)."""
-        return feature_map(X, self.landmarks, self.map, self.kernel, block_rows=block_rows)
-
-    def feature_sq_norm_bound(self, max_sq_norm: float) -> float:
-        """An upper bound of ‖K(x, Z) M‖² over the rows with ‖x‖² ≤ ``max_sq_norm``.
-
-        ‖F_x‖² = Σⱼ sⱼ (uⱼᵀk_x)², and since K is PSD the Schur complement of
-        K_zz in the Gram matrix of [Z; x] gives Σⱼ (uⱼᵀk_x)²/λⱼ ≤ κ(x, x) (the
-        floor only raises λⱼ), so ‖F_x‖² ≤ maxⱼ(sⱼλⱼ) · max κ(x, x) — for the
-        Nyström spectrum (s = 1/λ) max κ(x, x) itself (1 for RBF).  The extreme-cost
-        rule of :class:`~gpuksvm.linear_svm.LinearSVM` uses it out of core, where
-        max‖F_x‖² itself would cost a pass forming F (inf if it overflows).
-        """
-        ratio = float(bk.to_host((self.spectrum.astype(np.float64) * self.eigvals.astype(np.float64)).max()))
-        with np.errstate(over="ignore", invalid="ignore"):
-            return float(np.float64(max(ratio, 0.0)) * np.float64(self.kernel.max_diag(max_sq_norm)))
-
-
-def _effective_floor(eig_floor: float, dtype: Any) -> float:
-    """The relative eigenvalue floor for maps in ``dtype`` (module docstring)."""
-    if np.dtype(dtype) == np.float32:
-        return max(float(eig_floor), float(np.finfo(np.float32).eps))
-    return float(eig_floor)
-
-
-def feature_map(X: Any, Z: Any, M: Any, kernel: Kernel, *, block_rows: int | None = None) -> Any:
-    """F = K(X, Z) · M in row blocks sized to the memory budget (SPEC §1 step 4).
-
-    :func:`~gpuksvm.kernels.kernel_matvec` with a row plan for a k-wide output
-    (each row holds its kernel block row and its F row).
-    """
-    dt = np.dtype(M.dtype)
-    if block_rows is None:
-        block_rows = bk.plan_rows(X.shape[0], (2 * Z.shape[0] + X.shape[1]) * dt.itemsize, bk.device_of(M))
-    return kernel_matvec(X, Z, M, kernel, dtype=dt, block_rows=block_rows, method="blocked")
-
-
-def nystrom_maps(Z: Any, kernels: Sequence[Kernel], *, eig_floor: float = 1e-10,
-                 dtype: Any = None) -> list[NystromMap]:
-    """Nyström maps of several kernels on the same landmarks, with ONE batched eigh.
-
-    This is the fast path for model selection over γ (or degree, …): the
-    ``b`` matrices K_zz are stacked ``(b, k, k)`` and decomposed together
-    (:func:`gpuksvm.linalg.inv_sqrt_psd`; batched cuSOLVER on a GPU).
-
-    Parameters
-    ----------
-    Z : (k, d) landmarks (NumPy or CuPy; the maps live on Z's device)
-    kernels : sequence of Kernel
-    eig_floor : float
-        Relative eigenvalue floor (see the module docstring).
-    dtype : float32 or float64, optional (default: Z's dtype)
-
-    Returns
-    -------
-    list of NystromMap, one per kernel
-
-    Examples
-    --------
-    >>> import numpy as np
-    >>> from gpuksvm.kernels import Kernel
-    >>> from gpuksvm.llsvm import nystrom_maps
-    >>> Z = np.random.default_rng(0).normal(size=(20, 3))
-    >>> maps = nystrom_maps(Z, [Kernel("rbf", gamma=g) for g in (0.1, 1.0)])
-    >>> F = maps[1].transform(Z)
-    >>> bool(np.allclose(F @ F.T, Kernel("rbf", gamma=1.0)(Z), atol=1e-6))
-    True
-    """
-    kernels = list(kernels)
-    if not kernels:
-        raise ValueError("nystrom_maps needs at least one kernel")
-    for kern in kernels:
-        if not isinstance(kern, Kernel):
-            raise ValueError(f"expected Kernel objects, got {kern!r}")
-        if not kern.is_psd:
-            raise ValueError(f"the Nyström map needs a PSD kernel; {kern.name!r} is not")
-    check_param("eig_floor", eig_floor, Real, low=0.0)
-    dt = np.dtype(dtype) if dtype is not None else np.dtype(Z.dtype)
-    xp = bk.namespace_of(Z)
-    Z = xp.asarray(Z, dtype=dt) if not bk.is_sparse(Z) else Z.toarray().astype(dt)
-    Z64 = Z.astype(np.float64)
-    k = Z.shape[0]
-    # K_zz in float64 (module docstring); its values must also fit the working dtype, in which
-    # the maps and every K(X, Z) row are formed
-    Kzz = xp.empty((len(kernels), k, k), dtype=np.float64)
-    fmax = float(np.finfo(dt).max)
-    with np.errstate(over="ignore", invalid="ignore"):   # checked right below
-        for i, kern in enumerate(kernels):  # SPEC §1 step 2
-            if max(kern.gamma, abs(kern.coef0)) > fmax:
-                Kzz[i] = np.nan
-            else:
-                kernel_block(Z64, Z64, kern, dtype=np.float64, out=Kzz[i])
-    in_range = xp.abs(Kzz) <= fmax                      # False for inf and NaN
-    if not bool(bk.to_host(in_range.all())):
-        bad = int(np.flatnonzero(~bk.to_host(in_range.reshape(len(kernels), -1).all(axis=1)))[0])
-        kern = kernels[bad]
-        raise ValueError(f"the kernel matrix of the landmarks has inf/NaN values in {dt.name}: "
-                         f"kernel={kern.name!r}, gamma={kern.gamma:g}, degree={kern.degree:g}, "
-                         f"coef0={kern.coef0:g} give values outside the {dt.name} range on this data. "
-                         "Use a smaller gamma (or degree), scale the features, or dtype='float64'")
-    # step 3: M = U Λ^{-1/2} with the floor, all kernels in one eigh call (on the CPU with
-    # one BLAS thread up to k = 2048 or on a busy host: see gpuksvm.solvers._blas)
-    with one_blas_thread(xp is np and (k <= 2048 or host_busy())):
-        M, w, kept = linalg.inv_sqrt_psd(Kzz, floor=_effective_floor(eig_floor, dt), mode="clip")
-    U = (M * xp.sqrt(w)[:, None, :]).astype(dt)
-    M, w = M.astype(dt), w.astype(dt)
-    kept = bk.to_host(kept)
-    return [NystromMap(kernel=kern, landmarks=Z, eigvals=w[i], eigvecs=U[i], spectrum=1.0 / w[i],
-                       map=M[i], n_kept=int(kept[i])) for i, kern in enumerate(kernels)]
-
-
-# --------------------------------------------------------------------------- LLSVM2
-def supervised_spectrum(nmap: NystromMap, X_lab: Any, y_lab: Any, *, reg: float,
-                        a: float = 0.2) -> tuple[Any, Any, Any]:
-    """LLSVM2's learned spectrum (TNNLS eq. 17–23).
-
-    Parameters
-    ----------
-    nmap : NystromMap (its eigvecs U and eigvals Λ are used)
-    X_lab : (l, d) labelled rows (on the map's device); y_lab : (l,) labels (host)
-    reg : float
-        λ of eq. (18)/(19), > 0.
-    a : float
-        Weight −a of between-class pairs in A (eq. 17).
-
-    Returns
-    -------
-    mu : (k,) μ* = max(0, μ₀ − c/(2λ))        (eq. 23)
-    c : (k,) c = diag(Uᵀ K_Lzᵀ 𝓛 K_Lz U)       (eq. 18)
-    mu0 : (k,) μ₀ = diag(Λ⁻¹)
-    """
-    check_param("spectrum_reg", reg, Real, low=0.0, closed="neither")
-    check_param("a", a, Real, low=0.0)
-    xp = bk.namespace_of(nmap.eigvecs)
-    dt = nmap.eigvecs.dtype
-    y_lab = np.asarray(bk.to_host(y_lab)).ravel()
-    same = y_lab[:, None] == y_lab[None, :]
-    A = np.where(same, 1.0, -float(a))                         # eq. (17)
-    lap = np.diag(A.sum(axis=1)) - A                           # 𝓛 = D − A
-    G = kernel_block(X_lab, nmap.landmarks, nmap.kernel, dtype=dt) @ nmap.eigvecs  # K_Lz U
-    lap = xp.asarray(lap, dtype=dt)
-    c = xp.sum(G * (lap @ G), axis=0)                          # diag(Gᵀ 𝓛 G)
-    mu0 = 1.0 / nmap.eigvals
-    mu = xp.maximum(mu0 - c / (2.0 * reg), 0)                  # eq. (23)
-    return mu, c, mu0
-
-
-def spectrum_objective(mu: Any, c: Any, mu0: Any, reg: float) -> float:
-    """The objective cᵀμ + λ‖μ − μ₀‖² that eq. (23) minimizes over μ ≥ 0 (eq. 18–19)."""
-    xp = bk.namespace_of(mu)
-    return float(bk.to_host(c @ mu + reg * xp.sum((mu - mu0) ** 2)))
-
-
 # --------------------------------------------------------------------------- estimator
-def _clock(dev: bk.Device) -> float:
-    """perf_counter after the device finished its queued work (honest stage times)."""
-    bk.synchronize(dev)
-    return time.perf_counter()
-
-
 class LLSVM(DeviceMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClassifierMixin,
             BaseEstimator):
     """Low-rank linearized kernel SVM (LLSVM) and its supervised-spectrum variant (LLSVM2).
@@ -309,8 +122,11 @@ class LLSVM(DeviceMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin, Clas
     ----------
     kernel : {"rbf", "poly", "linear"} or Kernel
     gamma : float or {"scale", "auto", "mean_dist"}
-    degree, coef0 : float
+    degree : int, default=3
         Polynomial kernel (γ xᵀz + c₀)^p.
+    coef0 : float, default=0.0
+        c₀ above (scikit-learn's default; it was 1.0 before 0.2 — set it
+        explicitly for a polynomial kernel).
     n_landmarks : int
         k (clipped to the number of training rows, with a warning).
     landmarks : {"kmeans", "random"} or array of shape (k, n_features)
@@ -339,9 +155,10 @@ class LLSVM(DeviceMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin, Clas
         |L|²·λⱼ², so small λ zeroes the leading directions first; λ → ∞ gives
         back LLSVM); the paper selects it from 1e-5 … 1e5 on validation data —
         do the same (``fit_llsvm_grid`` makes that cheap).
-    a : float, default 1.0
-        Between-class weight of LLSVM2's A (eq. 17); 1 is the paper's
-        𝓛 = D − yyᵀ (see the module docstring for why smaller values fail).
+    dissimilar_pair_weight : float, default=1.0
+        The weight −a of different-class pairs in LLSVM2's affinity A
+        (eq. 17); 1 is the paper's 𝓛 = D − yyᵀ (see the module docstring for
+        why smaller values fail).  Was called ``a`` (deprecated).
     class_weight : dict, "balanced" or None
     tol, max_iter : float, int
         Linear SVM stopping rule.
@@ -396,16 +213,43 @@ class LLSVM(DeviceMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin, Clas
     (5, 200)
     """
 
-    def __init__(self, kernel: Any = "rbf", gamma: Any = "scale", degree: float = 3,
-                 coef0: float = 1.0, n_landmarks: int = 1000, landmarks: Any = "kmeans",
+    _parameter_constraints: dict = {
+        **KERNEL_PARAMS,
+        "kernel": [StrOptions({"rbf", "poly", "linear"}), Kernel],
+        "n_landmarks": [count(1)],
+        "landmarks": [StrOptions({"kmeans", "random"}), "array-like"],
+        "kmeans_iter": [count(0)],
+        "kmeans_init": [StrOptions({"k-means++", "random"})],
+        "kmeans_sample": [None, count(1)],
+        "eig_floor": [non_negative()],
+        "C": [positive()],
+        "loss": [StrOptions({"squared_hinge", "hinge"})],
+        "solver": LinearSVM._parameter_constraints["solver"],
+        "spectrum": [StrOptions({"nystrom", "supervised"})],
+        "n_labeled": [count(2)],
+        "spectrum_reg": [positive()],
+        "dissimilar_pair_weight": [non_negative()],
+        "a": renamed([non_negative()]),
+        "class_weight": CLASS_WEIGHT,
+        "tol": [positive()],
+        "max_iter": [count(1)],
+        "block_size": [None, count(1)],
+        "probability": ["boolean"],
+        **DEVICE_PARAMS,
+    }
+    _renamed_parameters = {"a": "dissimilar_pair_weight"}
+
+    def __init__(self, kernel: Any = "rbf", gamma: Any = "scale", degree: int = 3,
+                 coef0: float = 0.0, n_landmarks: int = 1000, landmarks: Any = "kmeans",
                  kmeans_iter: int = 5, kmeans_init: str = "k-means++",
                  kmeans_sample: int | None = 20000, eig_floor: float = 1e-10, C: float = 1.0,
                  loss: str = "squared_hinge", solver: str = "auto", spectrum: str = "nystrom",
-                 n_labeled: int = 100, spectrum_reg: float = 1.0, a: float = 1.0,
+                 n_labeled: int = 100, spectrum_reg: float = 1.0,
+                 dissimilar_pair_weight: float = 1.0,
                  class_weight: Any = None, tol: float = 1e-4, max_iter: int = 1000,
                  block_size: int | None = None, probability: bool = False,
                  device: str = "auto", dtype: Any = "float32", random_state: Any = None,
-                 verbose: int = 0):
+                 verbose: int = 0, a: Any = DEPRECATED):
         self.kernel = kernel
         self.gamma = gamma
         self.degree = degree
@@ -422,7 +266,7 @@ class LLSVM(DeviceMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin, Clas
         self.spectrum = spectrum
         self.n_labeled = n_labeled
         self.spectrum_reg = spectrum_reg
-        self.a = a
+        self.dissimilar_pair_weight = dissimilar_pair_weight
         self.class_weight = class_weight
         self.tol = tol
         self.max_iter = max_iter
@@ -432,33 +276,14 @@ class LLSVM(DeviceMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin, Clas
         self.dtype = dtype
         self.random_state = random_state
         self.verbose = verbose
+        self.a = a
 
     # ------------------------------------------------------------------ params
-    def _check_params(self) -> None:
-        check_param("n_landmarks", self.n_landmarks, Integral, low=1)
-        if isinstance(self.landmarks, str):
-            check_choice("landmarks", self.landmarks, ("kmeans", "random"))
-        check_param("kmeans_iter", self.kmeans_iter, Integral, low=0)
-        check_choice("kmeans_init", self.kmeans_init, ("k-means++", "random"))
-        check_param("kmeans_sample", self.kmeans_sample, Integral, low=1, allow_none=True)
-        check_param("eig_floor", self.eig_floor, Real, low=0.0)
-        check_param("C", self.C, Real, low=0.0, closed="neither")
-        check_choice("loss", self.loss, ("squared_hinge", "hinge"))
-        check_choice("spectrum", self.spectrum, ("nystrom", "supervised"))
-        check_param("n_labeled", self.n_labeled, Integral, low=2)
-        check_param("spectrum_reg", self.spectrum_reg, Real, low=0.0, closed="neither")
-        check_param("a", self.a, Real, low=0.0)
-        check_param("tol", self.tol, Real, low=0.0, closed="neither")
-        check_param("max_iter", self.max_iter, Integral, low=1)
-        check_param("block_size", self.block_size, Integral, low=1, allow_none=True)
-        if isinstance(self.kernel, str):
-            check_choice("kernel", self.kernel, ("rbf", "poly", "linear"))
-        elif not isinstance(self.kernel, Kernel) or not self.kernel.is_psd:
+    def _check_param_relations(self) -> None:
+        if isinstance(self.kernel, Kernel) and not self.kernel.is_psd:
             raise ValueError(f"kernel must be 'rbf', 'poly', 'linear' or a PSD Kernel, got {self.kernel!r}")
 
     def _linear_svm(self, C: float | None = None):
-        from .linear_svm import LinearSVM
-
         return LinearSVM(C=self.C if C is None else C, loss=self.loss, solver=self.solver,
                          fit_intercept=True, intercept_scaling=1.0, class_weight=self.class_weight,
                          tol=self.tol, max_iter=self.max_iter, block_size=self.block_size,
@@ -466,92 +291,19 @@ class LLSVM(DeviceMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin, Clas
                          random_state=self.random_state, verbose=self.verbose)
 
     # ------------------------------------------------------------------ pieces
-    def _sample_size(self, out_of_core: bool = False) -> int | None:
-        """Rows of the random sample that k-means, random landmarks and LLSVM2 draw from."""
-        if self.kmeans_sample is None and not out_of_core:
-            return None
-        size = max(int(self.kmeans_sample or 20000), int(self.n_landmarks))
-        if self.spectrum == "supervised":
-            size = max(size, int(self.n_labeled))
-        return size
-
-    def _select_landmarks(self, Xs: Any, dev: bk.Device, dt: np.dtype,
-                          rs: np.random.RandomState) -> Any:
-        """Z on the device (SPEC §1 step 1), from the random sample ``Xs`` of the rows."""
-        xp = bk.get_namespace(dev)
-        n = Xs.shape[0]
-        if not isinstance(self.landmarks, str):
-            Z = self.landmarks
-            Z = bk.to_host(Z) if not bk.is_gpu_array(Z) else Z
-            if bk.is_sparse(Z):
-                Z = Z.toarray()
-            if Z.ndim != 2 or Z.shape[1] != self.n_features_in_:
-                raise ValueError(f"landmarks must have shape (k, {self.n_features_in_}), got {Z.shape}")
-            if Z.shape[0] < 1:
-                raise ValueError("landmarks must hold at least one row")
-            Z = bk.to_device(Z, dev, dt)
-            if not bool(xp.isfinite(Z).all()):
-                raise ValueError("landmarks contain NaN or infinity")
-            return Z
-        k = int(self.n_landmarks)
-        if k > n:   # the sample holds min(n_samples, ≥ k) rows: k > n only when n_samples < k
-            warnings.warn(f"n_landmarks={k} > n_samples={n}: using n_landmarks={n}", UserWarning)
-            k = n
-        if self.landmarks == "random":
-            idx = np.sort(rs.choice(n, size=k, replace=False))
-            return bk.to_device(take_rows(Xs, idx), dev, dt, copy=True)
-        # Algorithm 1 step 1: k-means on the random sample (module docstring)
-        return kmeans(Xs, k, n_iter=int(self.kmeans_iter), init=self.kmeans_init, sample=None,
-                      random_state=rs, device=dev, dtype=dt).centers
+    def _map_params(self) -> MapParams:
+        """The parameters of the map, as :func:`gpuksvm.nystrom.build_map` takes them."""
+        return MapParams(n_landmarks=int(self.n_landmarks), landmarks=self.landmarks,
+                         kmeans_iter=int(self.kmeans_iter), kmeans_init=self.kmeans_init,
+                         kmeans_sample=None if self.kmeans_sample is None else int(self.kmeans_sample),
+                         eig_floor=float(self.eig_floor), spectrum=self.spectrum,
+                         n_labeled=int(self.n_labeled), spectrum_reg=float(self.spectrum_reg),
+                         dissimilar_pair_weight=float(self._param("dissimilar_pair_weight")))
 
     def _kernel_for(self, X: Any) -> Kernel:
         if isinstance(self.kernel, Kernel):
             return self.kernel
         return make_kernel(self.kernel, self.gamma, self.degree, self.coef0, X)
-
-    def _apply_spectrum(self, nmap: NystromMap, Xs: Any, ys: np.ndarray,
-                        rs: np.random.RandomState) -> NystromMap:
-        """LLSVM2 (Algorithm 2 step 3) when spectrum="supervised", else the Nyström map.
-
-        The labelled subset L is ``n_labeled`` random rows of the sample ``Xs``.
-        """
-        if self.spectrum != "supervised":
-            return nmap
-        idx = sample_rows(Xs.shape[0], int(self.n_labeled), rs)
-        if idx is None:
-            idx = np.arange(Xs.shape[0])
-        XL = Xs[bk.namespace_of(Xs).asarray(idx) if bk.is_gpu_array(Xs) else idx]
-        mu, _, _ = supervised_spectrum(nmap, XL, np.asarray(ys)[idx], reg=float(self.spectrum_reg),
-                                       a=float(self.a))
-        if not bool(bk.to_host((mu > 0).any())):
-            raise ValueError("LLSVM2 zeroed every eigenvalue (μ* = 0): spectrum_reg is too small "
-                             "for this kernel; increase spectrum_reg")
-        return nmap.with_spectrum(mu)
-
-    def _sample_indices(self, n: int, rs: np.random.RandomState) -> np.ndarray | None:
-        """Sorted indices of the random rows landmarks are drawn from (None: all rows).
-
-        :func:`~gpuksvm.cluster.random_row_sample`, the draw of the out-of-core
-        reservoir; the in-memory, out-of-core and Dask fits all call this.
-        """
-        size = self._sample_size()
-        return None if size is None else random_row_sample(n, size, rs)
-
-    def _sample(self, X: Any, y: np.ndarray, rs: np.random.RandomState) -> tuple[Any, np.ndarray]:
-        """The random rows (:meth:`_sample_indices`) of X and y."""
-        idx = self._sample_indices(X.shape[0], rs)
-        if idx is None or idx.shape[0] == X.shape[0]:
-            return X, y
-        return X[bk.namespace_of(X).asarray(idx) if bk.is_gpu_array(X) else idx], y[idx]
-
-    def _build_map(self, Xs: Any, ys: Any, kern: Kernel, dev: bk.Device, dt: np.dtype,
-                   rs: np.random.RandomState) -> tuple[NystromMap, float]:
-        """Landmarks Z from the random sample ``Xs`` (step 1) and the map M = U Λ^{-1/2}
-        (step 2, eq. 8), with the supervised spectrum when asked; also the clock after step 1."""
-        Z = self._select_landmarks(Xs, dev, dt, rs)
-        t1 = _clock(dev)
-        nmap = nystrom_maps(Z, [kern], eig_floor=float(self.eig_floor), dtype=dt)[0]
-        return self._apply_spectrum(nmap, Xs, ys, rs), t1
 
     def _set_fitted(self, nmap: NystromMap, svm: Any, dev: bk.Device, dt: np.dtype,
                     times: dict) -> "LLSVM":
@@ -573,6 +325,7 @@ class LLSVM(DeviceMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin, Clas
         return self
 
     # ------------------------------------------------------------------ fit
+    @dask_dispatch(fit_llsvm)
     def fit(self, X: Any, y: Any = None, sample_weight: Any = None) -> "LLSVM":
         """Fit on arrays, or out of core on a block source / SVMlight file path.
 
@@ -587,10 +340,6 @@ class LLSVM(DeviceMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin, Clas
         y : array-like of labels (``None`` for a block source)
         sample_weight : array-like, optional (arrays only)
         """
-        if is_dask_collection(X):  # issue 9: train on a Dask cluster without gathering X
-            from . import distributed
-
-            return distributed.fit_llsvm(self, X, y, sample_weight)
         self._check_params()
         if is_block_input(X):
             return self._fit_blocks(X, y, sample_weight)
@@ -601,15 +350,16 @@ class LLSVM(DeviceMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin, Clas
         dt = bk.resolve_dtype(self.dtype, dev)
         rs = check_random_state(self.random_state)
         times = {}
-        t0 = _clock(dev)
+        t0 = bk.synchronized_clock(dev)
         Xd = bk.to_device(X, dev, dt)
-        Xs, ys = self._sample(Xd, y, rs)
-        nmap, t1 = self._build_map(Xs, ys, self._kernel_for(Xd), dev, dt, rs)
-        t2 = _clock(dev)
+        params = self._map_params()
+        Xs, ys = sample_rows_for_map(Xd, y, params, rs)
+        nmap, t1 = build_map(Xs, ys, self._kernel_for(Xd), params, self.n_features_in_, dev, dt, rs)
+        t2 = bk.synchronized_clock(dev)
         F = nmap.transform(Xd)
-        t3 = _clock(dev)
+        t3 = bk.synchronized_clock(dev)
         svm = self._linear_svm().fit(F, y, sample_weight=sw)
-        t4 = _clock(dev)
+        t4 = bk.synchronized_clock(dev)
         times.update(landmarks=t1 - t0, map=t2 - t1, features=t3 - t2, svm=t4 - t3)
         return self._set_fitted(nmap, svm, dev, dt, times)
 
@@ -622,7 +372,7 @@ class LLSVM(DeviceMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin, Clas
         sample; then the linear SVM trains on F = K(X_b, Z) M block by block
         (:class:`~gpuksvm.blocks.LinearMapBlockSource`): for the squared hinge
         the in-memory Newton solver over streamed K(X_b, Z) blocks, warm-started
-        on the sample (:func:`gpuksvm.solvers.linear.newton_stream`), otherwise SBM.
+        on the sample (:func:`gpuksvm.solvers.newton_stream.newton_stream`), otherwise SBM.
         """
         if sample_weight is not None:
             raise ValueError("sample_weight is not supported with out-of-core (block source) input")
@@ -630,8 +380,9 @@ class LLSVM(DeviceMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin, Clas
         dev = self._device()
         dt = bk.resolve_dtype(self.dtype, dev)
         rs = check_random_state(self.random_state)
-        t0 = _clock(dev)
-        reservoir = RowReservoir(self._sample_size(out_of_core=True), rs)
+        t0 = bk.synchronized_clock(dev)
+        params = self._map_params()
+        reservoir = RowReservoir(params.sample_size(out_of_core=True), rs)
         labels = []
         n_features = getattr(src, "n_features", None)
         sq_norm = 0.0                   # max‖x‖², for the feature rows' norm bound
@@ -652,8 +403,8 @@ class LLSVM(DeviceMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin, Clas
         self.n_features_in_ = n_features
         Xsd = bk.to_device(Xs, dev, dt)
         kern = self._kernel_for(Xsd)
-        nmap, t1 = self._build_map(Xsd, ys, kern, dev, dt, rs)
-        t2 = _clock(dev)
+        nmap, t1 = build_map(Xsd, ys, kern, params, n_features, dev, dt, rs)
+        t2 = bk.synchronized_clock(dev)
         Z64 = nmap.landmarks.astype(np.float64)
 
         def kernel_rows(Xb: Any) -> Any:
@@ -666,7 +417,7 @@ class LLSVM(DeviceMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin, Clas
                                     max_rows=bk.plan_rows(1 << 30, 3 * k * 8, dev, max_rows=4096),
                                     dtype=dt, row_sq_norm_bound=bound if np.isfinite(bound) else None)
         svm = self._linear_svm().fit(fsrc)
-        t3 = _clock(dev)
+        t3 = bk.synchronized_clock(dev)
         times = dict(landmarks=t1 - t0, map=t2 - t1, features=0.0, svm=t3 - t2)
         return self._set_fitted(nmap, svm, dev, dt, times)
 
@@ -675,25 +426,19 @@ class LLSVM(DeviceMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin, Clas
         check_is_fitted(self, "dual_coef_")
         return self._validated_input(X, np.dtype(self.map_.dtype), keep_sparse=False)
 
+    @dask_dispatch()
     def transform(self, X: Any) -> Any:
         """The empirical kernel map F = K(X, Z) M, shape (n, k)."""
-        if is_dask_collection(X):  # issue 9: chunk by chunk on a Dask cluster, lazily
-            from . import distributed
-
-            return distributed.transform(self, X)
         Xd, kind = self._prepare(X)
         F = feature_map(Xd, self.landmarks_, self.map_, self.kernel_)
         return bk.as_kind(F, kind)
 
+    @dask_dispatch()
     def decision_function(self, X: Any) -> Any:
         """Σⱼ μⱼ κ(x, zⱼ) + b (RSVM form, Proposition 2; equal to wᵀ(K(x,Z)M) + b).
 
         Returns (n,) for two classes, (n, n_classes) for more (one-vs-rest).
         """
-        if is_dask_collection(X):  # issue 9: chunk by chunk on a Dask cluster, lazily
-            from . import distributed
-
-            return distributed.decision_function(self, X)
         Xd, kind = self._prepare(X)
         D = kernel_matvec(Xd, self.landmarks_, self.dual_coef_.T, self.kernel_)
         D = D.reshape(Xd.shape[0], -1) + self.intercept_[None, :]
@@ -701,45 +446,28 @@ class LLSVM(DeviceMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin, Clas
             D = D[:, 0]
         return bk.as_kind(D, kind)
 
-    def predict(self, X: Any) -> np.ndarray:
-        """Class labels (host array of the training labels' type)."""
-        if is_dask_collection(X):  # issue 9: chunk by chunk on a Dask cluster, lazily
-            from . import distributed
-
-            return distributed.predict(self, X)
+    @dask_dispatch()
+    def predict(self, X: Any) -> Any:
+        """Class labels, in the caller's kind of array (:func:`gpuksvm.backend.labels_as_kind`)."""
         D = bk.to_host(self.decision_function(X))
-        if D.ndim == 1:
-            idx = (D > 0).astype(np.int64)
-        else:
-            idx = np.argmax(D, axis=1)
-        return self.classes_[idx]
+        idx = (D > 0).astype(np.int64) if D.ndim == 1 else np.argmax(D, axis=1)
+        return bk.labels_as_kind(self.classes_[idx], bk.array_kind(X))
 
-    def _check_proba(self) -> bool:
-        if not self.probability:
-            raise AttributeError("predict_proba is available only when probability=True")
-        return True
-
-    @available_if(_check_proba)
+    @available_if(probability_enabled)
+    @dask_dispatch()
     def predict_proba(self, X: Any) -> Any:
         """Platt-scaled class probabilities (the linear SVM's, on F = K(X, Z) M).
 
         The sigmoids are fitted by ``svm_`` on 5-fold out-of-fold decision
         values of the linear SVM on the fixed map (:mod:`gpuksvm.calibration`).
         """
-        if is_dask_collection(X):  # issue 9: chunk by chunk on a Dask cluster, lazily
-            from . import distributed
-
-            return distributed.predict_proba(self, X)
         check_is_fitted(self, "dual_coef_")
         return self.svm_.predict_proba(self.transform(X))
 
-    @available_if(_check_proba)
+    @available_if(probability_enabled)
+    @dask_dispatch()
     def predict_log_proba(self, X: Any) -> Any:
         """Logarithm of :meth:`predict_proba`."""
-        if is_dask_collection(X):  # issue 9: chunk by chunk on a Dask cluster, lazily
-            from . import distributed
-
-            return distributed.predict_log_proba(self, X)
         check_is_fitted(self, "dual_coef_")
         return self.svm_.predict_log_proba(self.transform(X))
 
@@ -809,30 +537,31 @@ def fit_llsvm_grid(X: Any, y: Any, *, gammas: Sequence[float], Cs: Sequence[floa
     dev = proto._device()
     dt = bk.resolve_dtype(proto.dtype, dev)
     rs = check_random_state(proto.random_state)
-    t0 = _clock(dev)
+    t0 = bk.synchronized_clock(dev)
     Xd = bk.to_device(X, dev, dt)
-    Xs, ys = proto._sample(Xd, y, rs)
-    Z = proto._select_landmarks(Xs, dev, dt, rs)
-    t_land = _clock(dev) - t0
+    params = proto._map_params()
+    Xs, ys = sample_rows_for_map(Xd, y, params, rs)
+    Z = select_landmarks(Xs, params, proto.n_features_in_, dev, dt, rs)
+    t_land = bk.synchronized_clock(dev) - t0
     kerns = [Kernel(base.kernel, gamma=g, degree=base.degree, coef0=base.coef0) for g in gammas]
-    t0 = _clock(dev)
+    t0 = bk.synchronized_clock(dev)
     maps = nystrom_maps(Z, kerns, eig_floor=float(base.eig_floor), dtype=dt)
-    t_map = (_clock(dev) - t0) / len(gammas)
+    t_map = (bk.synchronized_clock(dev) - t0) / len(gammas)
     state = rs.get_state()
     models = []
     for g, nmap in zip(gammas, maps):
         rs.set_state(state)  # the same labelled subset for every γ
-        t0 = _clock(dev)
-        nmap = proto._apply_spectrum(nmap, Xs, ys, rs)
+        t0 = bk.synchronized_clock(dev)
+        nmap = apply_spectrum(nmap, Xs, ys, params, rs)
         F = nmap.transform(Xd)
-        t_feat = _clock(dev) - t0
+        t_feat = bk.synchronized_clock(dev) - t0
         for c in Cs:
             est = clone(base).set_params(gamma=g, C=c)
             est.n_features_in_ = proto.n_features_in_
             if hasattr(proto, "feature_names_in_"):
                 est.feature_names_in_ = proto.feature_names_in_
-            t0 = _clock(dev)
+            t0 = bk.synchronized_clock(dev)
             svm = est._linear_svm().fit(F, y, sample_weight=sw)
-            times = dict(landmarks=t_land, map=t_map, features=t_feat, svm=_clock(dev) - t0)
+            times = dict(landmarks=t_land, map=t_map, features=t_feat, svm=bk.synchronized_clock(dev) - t0)
             models.append(est._set_fitted(nmap, svm, dev, dt, times))
     return models

@@ -40,7 +40,7 @@ changes the predictions, as in scikit-learn.
 
 and the functions :func:`sparse_like` (``dual_coef_`` as CSR after a sparse
 fit), :func:`warn_unconverged` (one ``ConvergenceWarning`` with SVC's message
-when solvers stopped early; defined in :mod:`gpuksvm.solvers.smo`, which the
+when solvers stopped early; defined in :mod:`gpuksvm.solvers.svc_dual`, which the
 solvers share) and :func:`callable_gram` (a user kernel's output,
 checked).
 
@@ -67,11 +67,11 @@ import scipy.sparse as sp
 from sklearn.utils.validation import check_is_fitted
 
 from . import backend as bk
-from ._dask import is_dask_collection
 from .kernels import Kernel, kernel_matvec
 from .multiclass import binary_predict, binary_problems, ovo_predict, ovr_decision_function
+from .scaleout.dispatch import dask_dispatch
 from .solvers._blas import host_busy, one_blas_thread
-from .solvers.smo import PRECOMPUTED, warn_unconverged
+from .solvers.svc_dual import PRECOMPUTED, warn_unconverged
 
 __all__ = ["SVCSurfaceMixin", "sparse_like", "warn_unconverged", "callable_gram", "NOT_FINITE_MESSAGE",
            "is_precomputed", "is_user_callable", "n_samples_of", "shape_of"]
@@ -177,6 +177,7 @@ class SVCSurfaceMixin:
         if getattr(self, "break_ties", False) and self._decision_shape() == "ovo":
             raise ValueError("break_ties must be False when decision_function_shape is 'ovo'")
 
+    @dask_dispatch()
     def decision_function(self, X: Any):
         """Decision values.
 
@@ -187,10 +188,6 @@ class SVCSurfaceMixin:
         values (pair (i, j): positive → class i); one-vs-rest problems: the
         (n, n_classes) values of each class's machine.
         """
-        if is_dask_collection(X):  # issue 9: chunk by chunk on a Dask cluster, lazily
-            from . import distributed
-
-            return distributed.decision_function(self, X)
         D, kind = self._problem_decisions(X)
         K = len(self.classes_)
         if K == 2:
@@ -201,13 +198,10 @@ class SVCSurfaceMixin:
             out = ovr_decision_function(D, K)
         return bk.as_kind(out, kind)
 
+    @dask_dispatch()
     def predict(self, X: Any):
         """Class labels: LIBSVM's vote, or with ``break_ties=True`` the arg-max of
         ``decision_function`` (more than two classes, one-vs-one)."""
-        if is_dask_collection(X):  # issue 9: chunk by chunk on a Dask cluster, lazily
-            from . import distributed
-
-            return distributed.predict(self, X)
         check_is_fitted(self)
         self._check_break_ties()
         D, kind = self._problem_decisions(X)
@@ -218,9 +212,7 @@ class SVCSurfaceMixin:
             idx = np.argmax(D, axis=1)
         else:
             idx = ovo_predict(D, K, break_ties=bool(getattr(self, "break_ties", False)))
-        labels = self.classes_[idx]
-        # labels that a GPU array cannot hold (strings, objects) stay NumPy
-        return bk.as_kind(labels, kind) if labels.dtype.kind in "biuf" else labels
+        return bk.labels_as_kind(self.classes_[idx], kind)
 
     @property
     def coef_(self):

@@ -9,24 +9,29 @@ functions in :mod:`gpuksvm.solvers.svi_steps`, re-exported here.
 """
 from __future__ import annotations
 
+import warnings
 from numbers import Integral, Real
 from typing import Any
 
 import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin
+from sklearn.utils._param_validation import Hidden, Interval, StrOptions
 
 from . import backend as bk
-from ._dask import is_dask_collection
 from .base import DeviceMixin
 from .calibration import ProbabilityMixin
 from .kernels import Kernel, make_kernel
+from .params import (DEVICE_PARAMS, KERNEL_PARAMS, MAX_ITER_OR_NO_LIMIT, count, non_negative,
+                     positive)
+from .scaleout.dispatch import dask_dispatch
+from .scaleout.svi import fit_svi
 from .solvers import svi as svi_solver
 from .solvers.svi import (DEFAULT_MARGIN_TOL, DEFAULT_MAX_MARGIN_SV, DEFAULT_MIN_MARGIN_SV,
                           DEFAULT_MIN_SUBSET_ROWS, ExactFallbackWarning, MarginCapWarning, SVIModel,
                           SVIParams)
 from .solvers.svi_steps import closed_form_beta, draw_subsets, select_margin_rows
 from .svc_surface import SVCSurfaceMixin, shape_of, sparse_like
-from .validation import check_choice, check_param, encode_classes, validate_X_y
+from .validation import encode_classes, validate_X_y
 
 __all__ = ["SVI", "FITTED_ATTRIBUTES", "ExactFallbackWarning", "MarginCapWarning", "draw_subsets",
            "select_margin_rows", "closed_form_beta", "DEFAULT_MARGIN_TOL", "DEFAULT_MAX_MARGIN_SV",
@@ -37,7 +42,7 @@ __all__ = ["SVI", "FITTED_ATTRIBUTES", "ExactFallbackWarning", "MarginCapWarning
 FITTED_ATTRIBUTES = ("classes_", "n_features_in_", "kernel_", "support_", "support_vectors_",
                      "n_support_", "dual_coef_", "intercept_", "margin_support_", "problems_",
                      "subsets_", "sub_models_", "solved_exactly_", "margin_capped_", "n_iter_",
-                     "converged_", "fit_time_", "probA_", "probB_")
+                     "converged_", "fit_times_", "probA_", "probB_")
 
 
 class SVI(DeviceMixin, SVCSurfaceMixin, ProbabilityMixin, ClassifierMixin, BaseEstimator):
@@ -109,7 +114,7 @@ class SVI(DeviceMixin, SVCSurfaceMixin, ProbabilityMixin, ClassifierMixin, BaseE
     ----------
     kernel : {"rbf", "poly", "linear", "sigmoid"} or Kernel, default="rbf"
     gamma : float or {"scale", "auto", "mean_dist"}, default="scale"
-    degree : float, default=3
+    degree : int, default=3
     coef0 : float, default=0.0
     C : float, default=1.0
         Regularization of the sub-SVMs (hinge loss) and of the least-squares
@@ -143,6 +148,10 @@ class SVI(DeviceMixin, SVCSurfaceMixin, ProbabilityMixin, ClassifierMixin, BaseE
     multi_class : {"ovo", "ovr"}, default="ovo"
         One-vs-one (K(K−1)/2 problems, as the paper's LibSVM baseline) or
         one-vs-rest (K problems) for more than two classes.
+    decision_function_shape : {"ovr", "ovo"}, default="ovr"
+        Shape of ``decision_function`` for one-vs-one problems, as scikit-learn's
+        SVC: "ovr" (n, n_classes) vote-based values, or "ovo" the (n, K(K−1)/2)
+        pairwise values.
     break_ties : bool, default=False
         One-vs-one with more than two classes: ``predict`` returns the
         arg-max of ``decision_function`` (votes, then confidences) instead of
@@ -156,9 +165,9 @@ class SVI(DeviceMixin, SVCSurfaceMixin, ProbabilityMixin, ClassifierMixin, BaseE
         exactly.)
     tol : float, default=1e-3
         Stopping tolerance of the sub-SVM solver (and of the exact SVM).
-    max_iter : int or None, default=None
-        Iteration cap of the sub-SVM solver and of the exact SVM (None: the
-        solver's default).  A solver stopped by it raises one
+    max_iter : int, default=-1
+        Iteration cap of the sub-SVM solver and of the exact SVM; -1: no limit
+        (SVC's spelling; ``None``, the old spelling, is deprecated).  A solver stopped by it raises one
         ``ConvergenceWarning`` per fit, with SVC's message (see ``converged_``).
     probability : bool, default=False
         Fit Platt sigmoids on 5-fold out-of-fold decision values
@@ -229,7 +238,7 @@ class SVI(DeviceMixin, SVCSurfaceMixin, ProbabilityMixin, ClassifierMixin, BaseE
     converged_ : (n_problems,) bool array
         Whether every SMO solve of each binary problem reached ``tol``: its
         sub-SVMs and, where ``solved_exactly_``, the exact SVM.
-    fit_time_ : dict
+    fit_times_ : dict
         Seconds spent in each stage (``subsets``, ``sub_svms``, ``ensemble``,
         ``solve``, ``check`` — the check and the exact fallback).
 
@@ -254,8 +263,9 @@ class SVI(DeviceMixin, SVCSurfaceMixin, ProbabilityMixin, ClassifierMixin, BaseE
                  margin_tol: float = DEFAULT_MARGIN_TOL,
                  max_margin_sv: int | None = DEFAULT_MAX_MARGIN_SV,
                  min_margin_sv: int = DEFAULT_MIN_MARGIN_SV, ensemble_check: bool = True,
-                 multi_class: str = "ovo", break_ties: bool = False, tol: float = 1e-3,
-                 max_iter: int | None = None, probability: bool = False,
+                 multi_class: str = "ovo", decision_function_shape: str = "ovr",
+                 break_ties: bool = False, tol: float = 1e-3,
+                 max_iter: int = -1, probability: bool = False,
                  device: str = "auto", dtype: Any = None, random_state: Any = None,
                  n_jobs: int | None = None, verbose: int = 0) -> None:
         self.kernel = kernel
@@ -272,6 +282,7 @@ class SVI(DeviceMixin, SVCSurfaceMixin, ProbabilityMixin, ClassifierMixin, BaseE
         self.min_margin_sv = min_margin_sv
         self.ensemble_check = ensemble_check
         self.multi_class = multi_class
+        self.decision_function_shape = decision_function_shape
         self.break_ties = break_ties
         self.tol = tol
         self.max_iter = max_iter
@@ -283,28 +294,44 @@ class SVI(DeviceMixin, SVCSurfaceMixin, ProbabilityMixin, ClassifierMixin, BaseE
         self.verbose = verbose
 
     # ------------------------------------------------------------------ params
-    def _check_params(self) -> None:
-        check_param("C", self.C, Real, low=0.0, closed="neither")
-        check_param("n_subsets", self.n_subsets, Integral, low=1)
-        check_param("subset_rate", self.subset_rate, Real, low=0.0, high=1.0, closed="right")
+    _parameter_constraints: dict = {
+        **KERNEL_PARAMS,
+        "C": [positive()],
+        "n_subsets": [count(1)],
+        "subset_rate": [Interval(Real, 0, 1, closed="right")],
+        "min_subset_rows": [count(0)],
+        "stratify": ["boolean"],
+        "margin_tol": [non_negative()],
+        "max_margin_sv": [None, count(1)],
+        "min_margin_sv": [count(1)],
+        "ensemble_check": ["boolean"],
+        "multi_class": [StrOptions({"ovo", "ovr"})],
+        "decision_function_shape": [StrOptions({"ovr", "ovo"})],
+        "break_ties": ["boolean"],
+        "tol": [positive()],
+        "max_iter": [*MAX_ITER_OR_NO_LIMIT, Hidden(None)],    # None: the old "no limit"
+        "probability": ["boolean"],
+        "n_jobs": [None, Integral],
+        **DEVICE_PARAMS,
+    }
+
+    def _check_param_relations(self) -> None:
         if self.n_subsets * self.subset_rate > 1.0 + 1e-12:
             raise ValueError(f"n_subsets * subset_rate must be <= 1 (disjoint subsets), got "
                              f"{self.n_subsets} * {self.subset_rate}")
-        check_param("min_subset_rows", self.min_subset_rows, Integral, low=0)
-        check_param("margin_tol", self.margin_tol, Real, low=0.0)
-        check_param("max_margin_sv", self.max_margin_sv, Integral, low=1, allow_none=True)
-        check_param("min_margin_sv", self.min_margin_sv, Integral, low=1)
         if self.max_margin_sv is not None and self.min_margin_sv > self.max_margin_sv:
             raise ValueError(f"min_margin_sv ({self.min_margin_sv}) must not exceed "
                              f"max_margin_sv ({self.max_margin_sv})")
-        check_choice("multi_class", self.multi_class, ("ovo", "ovr"))
-        check_choice("break_ties", self.break_ties, (True, False))
-        check_param("tol", self.tol, Real, low=0.0, closed="neither")
-        check_param("max_iter", self.max_iter, Integral, low=1, allow_none=True)
-        check_choice("probability", self.probability, (True, False))
-        check_choice("ensemble_check", self.ensemble_check, (True, False))
-        if not isinstance(self.stratify, (bool, np.bool_)):
-            raise ValueError(f"stratify must be True or False, got {self.stratify!r}")
+        if self.max_iter is None:
+            warnings.warn("SVI: max_iter=None is now spelled max_iter=-1 (no limit, as SVC); None will be "
+                          "refused in the next release", FutureWarning, stacklevel=4)
+
+    @property
+    def fit_time_(self) -> dict:
+        """Deprecated name of ``fit_times_`` (one vocabulary with LLSVM)."""
+        warnings.warn("SVI.fit_time_ is now called fit_times_; fit_time_ will be removed in the next release",
+                      FutureWarning, stacklevel=2)
+        return self.fit_times_
 
     def _solver_params(self) -> SVIParams:
         """The validated parameters as the algorithm takes them."""
@@ -314,10 +341,11 @@ class SVI(DeviceMixin, SVCSurfaceMixin, ProbabilityMixin, ClassifierMixin, BaseE
                          min_margin_sv=int(self.min_margin_sv),
                          max_margin_sv=None if self.max_margin_sv is None else int(self.max_margin_sv),
                          multi_class=self.multi_class, ensemble_check=bool(self.ensemble_check),
-                         tol=float(self.tol), max_iter=self.max_iter, random_state=self.random_state,
+                         tol=float(self.tol), max_iter=-1 if self.max_iter is None else self.max_iter, random_state=self.random_state,
                          n_jobs=self.n_jobs, verbose=int(self.verbose))
 
     # ------------------------------------------------------------------ fit
+    @dask_dispatch(fit_svi)
     def fit(self, X: Any, y: Any) -> "SVI":
         """Fit the SVI model (Algorithm 1 of the paper, :func:`gpuksvm.solvers.svi.fit`).
 
@@ -330,10 +358,6 @@ class SVI(DeviceMixin, SVCSurfaceMixin, ProbabilityMixin, ClassifierMixin, BaseE
         -------
         self
         """
-        if is_dask_collection(X):  # issue 9: sub-SVMs on the workers, X never gathered
-            from . import distributed
-
-            return distributed.fit_svi(self, X, y)
         self._check_params()
         sparse_fit = bk.is_sparse(X)  # validation keeps sparse input sparse (a GPU then densifies it)
         X, y, classes, yidx, Xd, kernel, dev, dt = self._prepare(X, y)
@@ -377,7 +401,7 @@ class SVI(DeviceMixin, SVCSurfaceMixin, ProbabilityMixin, ClassifierMixin, BaseE
         self.margin_capped_ = model.margin_capped
         self.n_iter_ = model.n_iter
         self.converged_ = model.converged
-        self.fit_time_ = model.times
+        self.fit_times_ = model.times
         self._set_fitted_device(dev)
 
     # ------------------------------------------------------------------ model (SVCSurfaceMixin)
@@ -395,9 +419,6 @@ class SVI(DeviceMixin, SVCSurfaceMixin, ProbabilityMixin, ClassifierMixin, BaseE
 
     def _multiclass_scheme(self) -> str:
         return self.multi_class
-
-    def _decision_shape(self) -> str:
-        return "ovr"  # one-vs-one SVI always returns the (n, n_classes) scores
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()

@@ -1,3 +1,4 @@
+import contextlib
 import warnings
 
 import numpy as np
@@ -112,3 +113,58 @@ def test_gpu_transfer_roundtrip(gpu):
     np.testing.assert_allclose(bk.to_host(g), x.astype(np.float32))
     assert bk.resolve_dtype(None, "cuda") == np.float32
     assert bk.memory_budget("cuda") > 0
+
+
+def test_host_blas_thread_policy_is_an_explicit_setting(monkeypatch):
+    """The load-average switch of the host BLAS limit is the documented ``host_blas_threads``
+    setting (issue 16: no hidden global state): "auto" follows the load, "by_size" never does,
+    "untouched" never limits; bad values are refused."""
+    import os
+
+    from gpuksvm import backend as bk
+    from gpuksvm.solvers import _blas
+
+    monkeypatch.setattr(os, "getloadavg", lambda: (1e6, 1e6, 1e6))
+    assert bk.get_config()["host_blas_threads"] == "auto"
+    assert _blas.host_busy()
+    with bk.config_context(host_blas_threads="by_size"):
+        assert not _blas.host_busy()
+    entered = []
+    monkeypatch.setattr(_blas, "_limited", lambda: entered.append(1) or contextlib.nullcontext())
+    with bk.config_context(host_blas_threads="untouched"):
+        with _blas.one_blas_thread():
+            pass
+    assert entered == []
+    with _blas.one_blas_thread():
+        pass
+    assert entered == [1]
+    with pytest.raises(ValueError, match="host_blas_threads"):
+        bk.set_config(host_blas_threads="sometimes")
+
+
+def test_verbose_reports_go_to_stderr_or_the_gpuksvm_logger(capsys):
+    """One progress path (issue 16): ``[Owner] message`` on stderr, or on the application's
+    handler of the "gpuksvm" logger; nothing when verbose is 0."""
+    import logging
+
+    from gpuksvm.progress import LOGGER, report
+
+    report("LLSVM", "step 1", 0)
+    assert capsys.readouterr() == ("", "")
+    report("LLSVM", "step 1", 1)
+    assert capsys.readouterr().err == "[LLSVM] step 1\n"
+    report("LLSVM", "detail", 1, level=2)
+    assert capsys.readouterr().err == ""
+    records = []
+    handler = logging.Handler()
+    handler.emit = records.append
+    LOGGER.addHandler(handler)
+    old = LOGGER.level
+    LOGGER.setLevel(logging.INFO)
+    try:
+        report("CVM", "problem 1/3", 2)
+    finally:
+        LOGGER.removeHandler(handler)
+        LOGGER.setLevel(old)
+    assert [r.getMessage() for r in records] == ["[CVM] problem 1/3"]
+    assert capsys.readouterr().err == ""

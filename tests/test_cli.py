@@ -260,7 +260,7 @@ def test_not_gzip_and_binary_files_name_the_file(tmp_path, capsys):
 def test_absurd_set_sizes_refused_before_allocating(tmp_path, capsys):
     X, y = zoo_data("binary", n=60)
     train = _write(tmp_path / "t.svm", X, y)
-    for setting in ("budget=1000000000000", "rank=1000000000000"):
+    for setting in ("n_landmarks=1000000000000", "rank=1000000000000"):
         rc, _, err = _run(["train", "-m", "okfeb", "--device", "cpu", "--set", setting, train,
                            str(tmp_path / "m.npz")], capsys)
         assert rc == 1 and "of memory of this machine" in _err_line(err, "train")
@@ -271,7 +271,7 @@ def test_diverging_regressor_is_an_error_and_nan_predictions_are_never_written(t
     X, y = zoo_data("regression", n=120)
     train = _write(tmp_path / "r.svm", X, y)
     rc, _, err = _run(["train", "-m", "okfeb-regressor", "--device", "cpu", "--set", "learning_rate=1e6",
-                       "--set", "normalized=False", "--set", "solver=online", train, str(tmp_path / "m.npz")], capsys)
+                       "--set", "normalize=False", "--set", "solver=online", train, str(tmp_path / "m.npz")], capsys)
     assert rc == 1 and "diverged" in _err_line(err, "train")
     assert not (tmp_path / "m.npz").exists()
     # a model that predicts NaN (weights damaged after training) is refused at predict

@@ -469,13 +469,6 @@ def test_params_untouched_and_clone(board):
     assert md.kernel_.gamma == pytest.approx(1.0 / (2 * len(X) / (len(X) - 1) * X.var(axis=0).sum()))
 
 
-def test_check_estimator():
-    from sklearn.utils.estimator_checks import check_estimator
-
-    check_estimator(CVM(device="cpu", random_state=0))
-    check_estimator(OneClassCVM(device="cpu", random_state=0))
-
-
 # --------------------------------------------------------------------------- GPU
 @pytest.mark.gpu
 def test_gpu_fit_equals_cpu_fit(gpu, board):

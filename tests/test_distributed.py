@@ -1,4 +1,4 @@
-"""Tests of gpuksvm.distributed: training and prediction on Dask (issue 9).
+"""Tests of gpuksvm.scaleout: training and prediction on Dask (issue 9).
 
 One CPU LocalCluster (2 worker processes, 1 thread each) is shared by the
 module.  Checked: the distributed fits equal the single-process fits with the
@@ -19,8 +19,9 @@ import pytest
 da = pytest.importorskip("dask.array")
 distributed = pytest.importorskip("distributed")
 
-from gpuksvm import distributed as gd  # noqa: E402
-from gpuksvm._dask import DistributedFitError, Ledger, is_dask_collection  # noqa: E402
+from gpuksvm import backend as bk  # noqa: E402
+from gpuksvm import scaleout as gd  # noqa: E402
+from gpuksvm.scaleout.runtime import DistributedFitError, Ledger, is_dask_collection  # noqa: E402
 from gpuksvm.datasets import make_checkerboard  # noqa: E402
 
 
@@ -102,7 +103,7 @@ def test_reduced_oracle_newton_matches_a_generic_optimizer(rng):
     # the Dask fit's data access: the single-process Newton solver over sums only
     from scipy.optimize import minimize
 
-    from gpuksvm.solvers.linear import ReducedOracle, line_derivatives, newton_solve
+    from gpuksvm.solvers.newton import ReducedOracle, line_derivatives, newton_solve
 
     F = rng.normal(size=(300, 6))
     y = np.where(F[:, 0] + 0.5 * rng.normal(size=300) > 0, 1.0, -1.0)
@@ -133,7 +134,7 @@ def test_reduced_oracle_newton_matches_a_generic_optimizer(rng):
 
 
 def test_row_chunked_validation():
-    from gpuksvm._dask import row_chunked
+    from gpuksvm.scaleout.runtime import row_chunked
 
     X = da.from_array(np.ones((10, 4)), chunks=(5, 2))
     Xc, yc = row_chunked(X, np.arange(10))
@@ -308,9 +309,9 @@ def test_predict_helpers_return_lazy_dask_arrays(client, board):
     est = _llsvm().fit(X, y)
     Xd = da.from_array(X, chunks=(700, 2))
     for name in ("decision_function", "predict", "transform"):
-        _assert_lazy_matches(getattr(gd, name)(est, Xd), getattr(est, name)(X), Xd, rtol=1e-12, atol=1e-12)
+        _assert_lazy_matches(getattr(est, name)(Xd), getattr(est, name)(X), Xd, rtol=1e-12, atol=1e-12)
     with pytest.raises(ValueError, match="features"):
-        gd.predict(est, da.from_array(np.ones((10, 3)), chunks=5))
+        est.predict(da.from_array(np.ones((10, 3)), chunks=5))
 
 
 @pytest.mark.parametrize("kw", [dict(landmarks="random"),
@@ -355,7 +356,7 @@ def test_svi_distributed_equals_single_process(client):
     np.testing.assert_array_equal(est.margin_capped_, ref.margin_capped_)
     # no pass brought back more than the labels and keys or the selected rows
     assert est.dask_info_["max_result_bytes"] <= max(X.shape[0] * 24, 2 * X.nbytes // 5)
-    d = gd.decision_function(est, da.from_array(X, chunks=(500, 2))).compute()
+    d = est.decision_function(da.from_array(X, chunks=(500, 2))).compute()
     np.testing.assert_allclose(d, ref.decision_function(X), rtol=1e-6, atol=1e-6)
 
 
@@ -426,10 +427,10 @@ def test_llsvm_cupy_chunks_match_numpy(gpu, board):
     kw = dict(dtype=np.float64)
     ref = gd.fit_llsvm(_llsvm(**kw), *_dask(X, y, 600), client=None)
     est = gd.fit_llsvm(_llsvm(device="gpu", **kw), Xg, da.from_array(y, chunks=600), client=None)
-    np.testing.assert_allclose(gd.bk.to_host(est.decision_function(X)), ref.decision_function(X),
+    np.testing.assert_allclose(bk.to_host(est.decision_function(X)), ref.decision_function(X),
                                atol=1e-6)
-    out = gd.decision_function(est, Xg)
-    assert gd.bk.is_gpu_array(out.compute())
+    out = est.decision_function(Xg)
+    assert bk.is_gpu_array(out.compute())
 
 
 def test_ledger_records_sizes():
@@ -471,7 +472,7 @@ def test_one_class_cvm_distributed(client, rng):
     est = gd.fit_cvm(OneClassCVM(**kw), da.from_array(X, chunks=(150, 3)), client=client)
     np.testing.assert_array_equal(est.core_set_, ref.core_set_)
     assert est.offset_ == pytest.approx(ref.offset_, rel=1e-10)
-    s = gd.score_samples(est, da.from_array(X, chunks=(150, 3)))
+    s = est.score_samples(da.from_array(X, chunks=(150, 3)))
     assert isinstance(s, da.Array)
     np.testing.assert_allclose(s.compute(), ref.score_samples(X), rtol=1e-9)
 
@@ -490,9 +491,8 @@ def test_cvm_exact_scan_on_cupy_chunks(gpu):
 
 # --------------------------------------------------------------------------- hooks
 def _hooked(cls, method="fit"):
-    import inspect
-
-    return "is_dask_collection" in inspect.getsource(getattr(cls, method))
+    """The method routes a dask X through gpuksvm.scaleout.dispatch.dask_dispatch."""
+    return getattr(getattr(cls, method), "dask_route", None) is not None
 
 
 def test_llsvm_estimator_dispatches_dask_input(client, board):
@@ -610,3 +610,20 @@ def test_unrecoverable_worker_loss_is_a_clear_error(client, cluster):
     finally:
         lc.scheduler.allowed_failures = old
         client.wait_for_workers(2, timeout=60)
+
+
+def test_old_module_name_warns_and_still_works():
+    """``gpuksvm.distributed`` is a deprecated alias of ``gpuksvm.scaleout`` for one release."""
+    import importlib
+    import sys
+
+    sys.modules.pop("gpuksvm.distributed", None)
+    with pytest.warns(FutureWarning, match="gpuksvm.scaleout"):
+        old = importlib.import_module("gpuksvm.distributed")
+    assert old.fit_llsvm is gd.fit_llsvm and old.fit_svi is gd.fit_svi and old.fit_cvm is gd.fit_cvm
+    X = np.random.default_rng(0).normal(size=(120, 2))
+    y = (X[:, 0] > 0).astype(int)
+    est = _llsvm(dtype=np.float64).fit(X, y)
+    out = old.predict(est, da.from_array(X, chunks=(40, 2)))
+    assert isinstance(out, da.Array)
+    np.testing.assert_array_equal(out.compute(), est.predict(X))

@@ -21,7 +21,7 @@ from gpuemu import launcher
 from gpuksvm import _cuda
 from gpuksvm import kernels as K
 from gpuksvm.kernels import Kernel
-from gpuksvm.solvers import meb, smo
+from gpuksvm.solvers import meb, smo_cuda, smo_working_set
 
 from conftest import EMULATED_FULL, GPU_MODE
 
@@ -102,8 +102,8 @@ def check_smo(cp, dtype, P, ws, pad, seed=4):
     rng = np.random.default_rng(seed)
     Kww, y, C, a, F, act = [v.astype(dtype) if v.dtype.kind == "f" else v for v in _subproblems(P, ws, pad, rng)]
     tol, max_inner = 1e-3, (10 * ws if ws <= 100 else 50)
-    a_h, n_h, g_h = smo.solve_subproblems_host(Kww, y, C, a, F, act, tol, max_inner)
-    a_d, n_d, g_d = smo._solve_subproblems_cuda(*(cp.asarray(v) for v in (Kww, y, C, a, F)), act, tol, max_inner)
+    a_h, n_h, g_h = smo_working_set.solve_subproblems_host(Kww, y, C, a, F, act, tol, max_inner)
+    a_d, n_d, g_d = smo_cuda._solve_subproblems_cuda(*(cp.asarray(v) for v in (Kww, y, C, a, F)), act, tol, max_inner)
     assert np.array_equal(n_d.get(), n_h), (n_d.get(), n_h)
     assert max(_relerr(a_d.get(), a_h), _relerr(g_d.get(), g_h)) <= TOL[dtype] * 100
 
@@ -124,8 +124,8 @@ def check_round_keys(cp, dtype, P, n1, n_keep, seed=6):
         k = min(n_keep - 1, n1 - 1) if n_keep else 0
         keep[p, :k] = rng.choice(n1 - 1, size=k, replace=False)
     args = [v.astype(dtype) for v in (y, C, a)] + [F]
-    su_h, sl_h, st_h = smo.round_keys_host(*args, keep)
-    su_d, sl_d, st_d = smo._round_keys_cuda(*(cp.asarray(v) for v in args), cp.asarray(keep))
+    su_h, sl_h, st_h = smo_working_set.round_keys_host(*args, keep)
+    su_d, sl_d, st_d = smo_cuda._round_keys_cuda(*(cp.asarray(v) for v in args), cp.asarray(keep))
     assert np.array_equal(su_d.get(), su_h) and np.array_equal(sl_d.get(), sl_h)
     st = st_d.get()
     assert np.array_equal(st[:, [0, 2, 3]], st_h[:, [0, 2, 3]]), (st, st_h)

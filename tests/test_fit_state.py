@@ -28,9 +28,9 @@ ESTIMATORS = {
     "CVM": lambda: CVM(gamma=1.0, device="cpu", random_state=0),
     "OneClassCVM": lambda: OneClassCVM(gamma=1.0, device="cpu", random_state=0),
     "SVI": lambda: SVI(gamma=1.0, device="cpu", random_state=0),
-    "OKFEB": lambda: OKFEB(rank=4, budget=8, device="cpu", random_state=0),
-    "OKFEBClassifier": lambda: OKFEBClassifier(rank=4, budget=8, device="cpu", random_state=0),
-    "OKFEBRegressor": lambda: OKFEBRegressor(rank=4, budget=8, device="cpu", random_state=0),
+    "OKFEB": lambda: OKFEB(rank=4, n_landmarks=8, device="cpu", random_state=0),
+    "OKFEBClassifier": lambda: OKFEBClassifier(rank=4, n_landmarks=8, device="cpu", random_state=0),
+    "OKFEBRegressor": lambda: OKFEBRegressor(rank=4, n_landmarks=8, device="cpu", random_state=0),
 }
 UNSUPERVISED = {"OneClassCVM", "OKFEB"}
 

@@ -39,7 +39,7 @@ from gpuksvm import CVM, LLSVM, SVI, KernelSVC, LinearSVM, OKFEBClassifier, OneC
 from gpuksvm.blocks import SVMLightBlockSource
 from gpuksvm.cli import main as cli_main
 from gpuksvm.datasets import load_svmlight, read_svmlight
-from gpuksvm.model_schema import REGISTRY, entry_for
+from gpuksvm.model_format import REGISTRY, entry_for
 
 N_EXAMPLES = int(os.environ.get("GPUKSVM_FUZZ_EXAMPLES", "60"))
 FUZZ = settings(max_examples=N_EXAMPLES, deadline=None, database=None,
@@ -67,7 +67,7 @@ def _corpus() -> list[tuple[str, bytes, np.ndarray]]:
         "cvm": CVM(gamma=1.0, device="cpu", random_state=0).fit(X, y3),
         "ocvm": OneClassCVM(gamma=1.0, device="cpu", random_state=0).fit(X),
         "svi": SVI(gamma=1.0, device="cpu", random_state=0).fit(X, y),
-        "okfeb": OKFEBClassifier(rank=3, budget=6, device="cpu", random_state=0).fit(X, y),
+        "okfeb": OKFEBClassifier(rank=3, n_landmarks=6, device="cpu", random_state=0).fit(X, y),
         "pipeline": make_pipeline(StandardScaler(), LinearSVM(device="cpu")).fit(X, y),
         "unfitted": LLSVM(kernel="poly", degree=2, class_weight={0: 2.0, 1: 1.0}),
     }

@@ -130,7 +130,7 @@ def test_tracer_records_operations_syncs_and_copies(cost):
 
 def _solve_ws(cp, use_twins: bool, cost):
     from gpuksvm.kernels import Kernel
-    from gpuksvm.solvers.smo import solve_working_set
+    from gpuksvm.solvers.smo_working_set import solve_working_set
     rng = np.random.default_rng(3)
     X = rng.normal(size=(260, 5)).astype(np.float32)
     y = np.where(X[:, 0] + 0.3 * rng.normal(size=260) > 0, 1.0, -1.0)

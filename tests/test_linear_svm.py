@@ -1,4 +1,5 @@
-"""Tests of gpuksvm.solvers.linear and gpuksvm.linear_svm.LinearSVM against LIBLINEAR.
+"""Tests of the linear solvers (gpuksvm.solvers.linear, newton, newton_memory, newton_stream, dual_cd,
+sbm) and gpuksvm.linear_svm.LinearSVM against LIBLINEAR.
 
 LIBLINEAR is scikit-learn's ``LinearSVC`` with the same loss, C and intercept
 treatment (a constant column of value ``intercept_scaling``, regularized).
@@ -20,8 +21,12 @@ from gpuksvm import backend as bk
 from gpuksvm.blocks import as_block_source
 from gpuksvm.linear_svm import LinearSVM
 from gpuksvm.solvers import linear as lin
-from gpuksvm.solvers.linear import (dual_cd, newton_squared_hinge, newton_stream, ovr_targets,
-                                    primal_objective, sbm)
+from gpuksvm.solvers import newton, newton_memory
+from gpuksvm.solvers.dual_cd import dual_cd
+from gpuksvm.solvers.linear import ovr_targets, primal_objective
+from gpuksvm.solvers.newton_memory import newton_squared_hinge
+from gpuksvm.solvers.newton_stream import newton_stream
+from gpuksvm.solvers.sbm import sbm
 
 GAP = 1e-3
 
@@ -150,12 +155,12 @@ def test_newton_rebuilds_a_non_pd_hessian_in_float64(monkeypatch):
     # float32 Grams (or their up/downdates) can lose positive definiteness at large
     # n·C (seen at 800K rows × 1000 features): the step then rebuilds the Gram in
     # float64 from the active rows and goes on to the same solution
-    import gpuksvm.solvers.linear as lin
+    from gpuksvm import linalg
 
     X, y = _synthetic(400, d=6)
     Y = np.where(y == 1, 1.0, -1.0)
     ref = newton_squared_hinge(X, Y, 3.0, tol=1e-10, method="cholesky")
-    real, calls = lin.linalg.cho_factor, []
+    real, calls = linalg.cho_factor, []
 
     def flaky(A, **kw):
         calls.append(A.copy())
@@ -163,7 +168,7 @@ def test_newton_rebuilds_a_non_pd_hessian_in_float64(monkeypatch):
             raise np.linalg.LinAlgError("1-th leading minor of the array is not positive definite")
         return real(A, **kw)
 
-    monkeypatch.setattr(lin.linalg, "cho_factor", flaky)
+    monkeypatch.setattr(linalg, "cho_factor", flaky)
     sol = newton_squared_hinge(X.astype(np.float32), Y.astype(np.float32), 3.0, tol=1e-6,
                                method="cholesky")
     assert len(calls) >= 2 and calls[1].dtype == np.float64
@@ -417,7 +422,8 @@ def test_stream_oracle_one_pass_steps_equal_two_pass_steps():
     # room for undecided rows (spare_blocks=0: only steps that leave every row decided)
     # or a bracket no step fits (t_max=0: none) steps read the data twice — the
     # iterates are the same
-    from gpuksvm.solvers.linear import StreamOracle, newton_solve
+    from gpuksvm.solvers.newton import newton_solve
+    from gpuksvm.solvers.newton_stream import StreamOracle
 
     X, y = _synthetic(1200, d=9, classes=3, noise=1.0)
     Y, S = ovr_targets(y, 3, class_weight=np.array([1.0, 2.0, 0.5]))
@@ -562,23 +568,6 @@ def test_nonconvergence_warns():
         LinearSVM(C=100.0, loss="hinge", solver="dual_cd", max_iter=2, device="cpu").fit(X, y)
 
 
-def test_check_estimator():
-    from sklearn.utils.estimator_checks import check_estimator
-
-    check_estimator(LinearSVM(device="cpu"))
-    # LIBLINEAR's hinge DCD stops at max_iter short of the exact optimum on these
-    # tiny unscaled sets, so weights == repeated rows holds only approximately
-    # (scikit-learn's own LinearSVC is in the same position)
-    xfail = {name: "LIBLINEAR hinge-loss DCD stops before the exact optimum"
-             for name in ("check_sample_weight_equivalence_on_dense_data",
-                          "check_sample_weight_equivalence_on_sparse_data",
-                          # its fixed accuracy threshold is missed by the unconverged LIBLINEAR
-                          # hinge; class weights are checked against LinearSVC above
-                          "check_class_weight_classifiers")}
-    check_estimator(LinearSVM(loss="hinge", tol=1e-6, device="cpu", random_state=0),
-                    expected_failed_checks=xfail)
-
-
 def _phi(t, wp, pp, o, z, Y, CS):
     """φ(t) of one problem (columns o, z, Y, CS) at the steps t (scalar or 1-D)."""
     t = np.asarray(t, dtype=np.float64)[..., None]
@@ -602,8 +591,8 @@ def test_exact_line_step_is_the_minimizer():
         if trial % 13 == 0:               # p = 0: then z = F̃p = 0 and wᵀp = pᵀp = 0
             z[:], wp[:], pp[:] = 0.0, 0.0, 0.0
         active = rng.random(m) < 0.85
-        t = lin.exact_line_step(wp, pp, o, z, Y, CS, active)
-        t_it = lin._line_search(wp, pp, lambda s: lin.line_derivatives(o, z, Y, CS, s), active)
+        t = newton.exact_line_step(wp, pp, o, z, Y, CS, active)
+        t_it = newton._line_search(wp, pp, lambda s: newton.line_derivatives(o, z, Y, CS, s), active)
         for c in range(m):
             if not active[c]:
                 assert t[c] == 0.0
@@ -618,17 +607,17 @@ def test_gpu_takes_cholesky_up_to_a_wider_design(monkeypatch):
     """On a GPU Newton's direction is a Cholesky solve up to GPU_CHOLESKY_MAX_DIM columns (CG's
     launches cost more there), on the CPU up to STREAM_MAX_DIM."""
     F = np.zeros((50_000, 4000), dtype=np.float32)
-    assert lin._choose_method(lin.Design(F, 1.0), 1) == "cg"
+    assert newton_memory._choose_method(lin.Design(F, 1.0), 1) == "cg"
 
     class FakeXp:                                  # the method choice only asks "is this NumPy?"
         pass
 
     gpu_design = lin.Design(F, 1.0)
     gpu_design.xp = FakeXp()
-    monkeypatch.setattr(lin.bk, "device_of", lambda x: bk.Device("cpu"))
-    assert lin._choose_method(gpu_design, 1) == "cholesky"
-    gpu_design.dim = lin.GPU_CHOLESKY_MAX_DIM + 1
-    assert lin._choose_method(gpu_design, 1) == "cg"
+    monkeypatch.setattr(bk, "device_of", lambda x: bk.Device("cpu"))
+    assert newton_memory._choose_method(gpu_design, 1) == "cholesky"
+    gpu_design.dim = newton_memory.GPU_CHOLESKY_MAX_DIM + 1
+    assert newton_memory._choose_method(gpu_design, 1) == "cg"
 
 
 # --------------------------------------------------------------------------- GPU

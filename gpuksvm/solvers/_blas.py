@@ -9,6 +9,11 @@ ijcnn1 (49,990 × 23) 1.05 s with 2 BLAS threads vs 0.025 s with one; on a
 dense 20,000 × 1,000 problem under a load average of 8, 11–14 s vs 3.9 s;
 five LIBSVM fits of 2,000 ijcnn1 rows with their dual objectives 0.8–0.9 s vs
 0.53 s.  The helpers here only change the thread count, never the arithmetic.
+
+The policy is a library setting, not hidden state: ``host_blas_threads`` of
+:func:`gpuksvm.set_config` / :func:`gpuksvm.config_context` — ``"auto"``
+(default: the size rule, plus every host solver step while the load average
+fills the cores), ``"by_size"`` (the size rule only) or ``"untouched"``.
 """
 from __future__ import annotations
 
@@ -16,6 +21,8 @@ import contextlib
 import os
 import threading
 from typing import Any, Iterator
+
+from ..backend import get_config
 
 __all__ = ["one_blas_thread", "host_busy", "NARROW_DIM"]
 
@@ -33,7 +40,10 @@ _depth = 0
 
 
 def host_busy() -> bool:
-    """True when the 1-minute load average already fills every core this process may use."""
+    """True when the 1-minute load average already fills every core this process may use
+    and the ``host_blas_threads`` setting is ``"auto"`` (module docstring)."""
+    if get_config()["host_blas_threads"] != "auto":
+        return False
     try:
         n_cpu = len(os.sched_getaffinity(0))
     except (AttributeError, OSError):
@@ -85,6 +95,9 @@ def one_blas_thread(enable: bool = True) -> Any:
 
     Re-entrant and thread-safe: the caller's setting comes back when the last
     user leaves.  Uses threadpoolctl (a scikit-learn dependency); without it,
-    or if it cannot inspect the loaded BLAS, nothing changes.
+    or if it cannot inspect the loaded BLAS, or with the setting
+    ``host_blas_threads="untouched"``, nothing changes.
     """
-    return _limited() if enable else contextlib.nullcontext()
+    if not enable or get_config()["host_blas_threads"] == "untouched":
+        return contextlib.nullcontext()
+    return _limited()

@@ -27,7 +27,7 @@ model.  ``partial_fit`` is a stream and keeps the order it is given.
 rows at hand, the extractor streams them once (Alg. 4), then the linear
 model is solved exactly on the features of every row under the *final*
 extractor: the L2-loss linear SVM by primal Newton
-(:func:`~gpuksvm.solvers.linear.newton_squared_hinge`, C = 1/(α n), the
+(:func:`~gpuksvm.solvers.newton_memory.newton_squared_hinge`, C = 1/(α n), the
 Pegasos objective's scale) for the classifier, ridge regression in closed
 form ((1/n)Σ(y − qᵀw − b)² + α‖w‖²) for the regressor.  The same-pass learner
 (``solver="online"``, what ``partial_fit`` does) trains on the features each
@@ -72,7 +72,7 @@ import scipy.sparse as sp
 from sklearn.utils import check_random_state
 
 from .. import backend as bk
-from .linear import newton_squared_hinge
+from .newton_memory import newton_squared_hinge
 from .svi_steps import row_order_keys
 
 __all__ = ["BudgetTooSmallWarning", "CHECK_ROWS", "stream_order", "exact_classifier", "exact_ridge",
@@ -253,13 +253,13 @@ def warn_if_too_small(check: dict, name: str, rank: int, budget: int, solver: st
                       stacklevel: int = 2) -> None:
     """The :class:`BudgetTooSmallWarning` for a failed :func:`capacity_check`."""
     if check.get("too_small"):
-        advice = ("Raise rank and budget, or use a linear model (LinearSVM) if the data needs no "
+        advice = ("Raise rank and n_landmarks (the budget), or use a linear model (LinearSVM) if the data needs no "
                   "kernel")
     elif check.get("model_below"):
         advice = ("The features are good enough: the linear model on them is not"
                   + ("; use solver='exact'" if solver == "online" else ""))
     else:
         return
-    warnings.warn(f"{name} (rank={rank}, budget={budget}) is out of its depth on this data: "
+    warnings.warn(f"{name} (rank={rank}, n_landmarks={budget}) is out of its depth on this data: "
                   f"{check['reason']}. {advice}; see capacity_check_.",
                   BudgetTooSmallWarning, stacklevel=stacklevel)

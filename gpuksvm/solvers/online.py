@@ -31,12 +31,17 @@ from typing import Any
 
 import numpy as np
 
+from .. import backend as bk
+
 __all__ = ["Pegasos", "RegularizedLMS", "RandomFourierFeatures"]
 
 
-def _host2d(F: Any) -> np.ndarray:
-    from .. import backend as bk
+def _with_intercept_column(fit_intercept: bool, F: np.ndarray) -> np.ndarray:
+    """F with a constant column of ones appended when the model fits an intercept."""
+    return np.hstack([F, np.ones((F.shape[0], 1))]) if fit_intercept else F
 
+
+def _host2d(F: Any) -> np.ndarray:
     F = np.asarray(bk.to_host(F), dtype=np.float64)
     if F.ndim == 1:
         F = F.reshape(1, -1)
@@ -79,11 +84,6 @@ class Pegasos:
         self.G = np.zeros((self.n_features + int(self.fit_intercept), int(n_outputs)))
         self.t = 0
 
-    def _augment(self, F: np.ndarray) -> np.ndarray:
-        if self.fit_intercept:
-            return np.hstack([F, np.ones((F.shape[0], 1))])
-        return F
-
     @property
     def coef(self) -> np.ndarray:
         """Current weights w = G / (λ t), shape (n_features (+1), n_outputs)."""
@@ -91,7 +91,7 @@ class Pegasos:
 
     def partial_fit(self, F: Any, Y: Any) -> "Pegasos":
         """One Pegasos step per row of ``F`` with ±1 targets ``Y`` (n, n_outputs)."""
-        X = self._augment(_host2d(F))
+        X = _with_intercept_column(self.fit_intercept, _host2d(F))
         Y = np.asarray(Y, dtype=np.float64).reshape(X.shape[0], -1)
         G, lam = self.G, self.lam
         t = self.t
@@ -117,7 +117,7 @@ class Pegasos:
         return self
 
     def decision_function(self, F: Any) -> np.ndarray:
-        return self._augment(_host2d(F)) @ self.coef
+        return _with_intercept_column(self.fit_intercept, _host2d(F)) @ self.coef
 
 
 class RegularizedLMS:
@@ -161,13 +161,8 @@ class RegularizedLMS:
         self.w = np.zeros(self.n_features + int(self.fit_intercept))
         self.t = 0
 
-    def _augment(self, F: np.ndarray) -> np.ndarray:
-        if self.fit_intercept:
-            return np.hstack([F, np.ones((F.shape[0], 1))])
-        return F
-
     def partial_fit(self, F: Any, y: Any) -> "RegularizedLMS":
-        X = self._augment(_host2d(F))
+        X = _with_intercept_column(self.fit_intercept, _host2d(F))
         y = np.asarray(y, dtype=np.float64).ravel()
         w, mu = self.w, self.step
         shrink = np.ones_like(w) * (1.0 - mu * self.alpha)
@@ -192,7 +187,7 @@ class RegularizedLMS:
         return self
 
     def predict(self, F: Any) -> np.ndarray:
-        return self._augment(_host2d(F)) @ self.w
+        return _with_intercept_column(self.fit_intercept, _host2d(F)) @ self.w
 
 
 class RandomFourierFeatures:

@@ -23,7 +23,7 @@ Two engines, both warm-started from the previous α:
   for the same KKT gap.  Large C makes K̃ = yyᵀ∘(K + 1) + I/C ill-conditioned.
 
 Working-set rounds with the engines' subproblem solver
-(:func:`gpuksvm.solvers.smo.solve_subproblems_host`, ThunderSVM-style) were
+(:func:`gpuksvm.solvers.smo_working_set.solve_subproblems_host`, ThunderSVM-style) were
 measured and do not fit this QP: on adult (4,000 rows, C = 1, all rows as core
 vectors, KKT gap 10⁻³ρ) global WSS 2 SMO needs 6,509 steps from the initial
 pair, rounds of 256 variables 126,000 steps without converging — K̃ is dense

@@ -104,8 +104,10 @@ from sklearn.utils import check_random_state
 from .. import backend as bk
 from ..kernels import Kernel
 from ..multiclass import binary_problems
+from ..progress import report
 from ._blas import one_blas_thread
-from .smo import solve_batched, warn_unconverged
+from .smo import solve_batched
+from .svc_dual import warn_unconverged
 from .svi_steps import (CHECK_MAX_ROWS, DEFAULT_MARGIN_TOL, DEFAULT_MAX_MARGIN_SV, DEFAULT_MIN_MARGIN_SV,
                         DEFAULT_MIN_SUBSET_ROWS, MAX_HELD_OUT_LOSS, MAX_SUBMODEL_DISAGREEMENT, check_rows,
                         class_orders, ensemble_check, problem_subsets, row_order_keys, select_margin_rows,
@@ -172,7 +174,7 @@ class SVIModel:
 
 
 def solve_record(r: Any) -> dict:
-    """One SMO result (:class:`~gpuksvm.solvers.smo.SMOResult`) as host data: ``support``
+    """One SMO result (:class:`~gpuksvm.solvers.svc_dual.SMOResult`) as host data: ``support``
     (int64), ``dual_coef`` (float64), ``intercept`` and the solver's ``objective``,
     ``n_iter``, ``converged``, ``max_iter_reached``.  Shared by the single-process and
     the Dask fit (where a worker returns it)."""
@@ -367,10 +369,8 @@ def ensemble_stage(X: Any, Xd: Any, yidx: np.ndarray, kernel: Kernel, params: SV
             S = _in_rank_order(S, rank)
             jobs.append((yfull[p][S], S))
             owner.append(p)
-    if params.verbose:
-        n_sub = sum(len(s) for s in subsets)
-        print(f"[SVI] {n_sub} sub-SVMs and {sum(not s for s in subsets)} exact problem(s) of "
-              f"{len(problems)} in one batch")
+    report("SVI", f"{sum(len(s) for s in subsets)} sub-SVMs and {sum(not s for s in subsets)} exact "
+           f"problem(s) of {len(problems)} in one batch", params.verbose)
     res_all = _solve(Xd, [j[0] for j in jobs], [j[1] for j in jobs], kernel, params, device, dtype)
     owner = np.asarray(owner)
     results, exact = [], []

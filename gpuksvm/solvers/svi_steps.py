@@ -1,7 +1,7 @@
 """The steps of SVI (Algorithm 1 of the SVI paper) as pure functions.
 
 :mod:`gpuksvm.solvers.svi` runs them (single process) and
-:mod:`gpuksvm.distributed` (on a Dask cluster); the measured reasons for the
+:mod:`gpuksvm.scaleout` (on a Dask cluster); the measured reasons for the
 defaults below are in :mod:`gpuksvm.solvers.svi`.
 
 * step 1 — the subsets: :func:`row_order_keys` (:func:`order_directions`,

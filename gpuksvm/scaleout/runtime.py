@@ -1,4 +1,4 @@
-"""Small Dask internals shared by :mod:`gpuksvm.distributed` (issue 9).
+"""Small Dask internals shared by the distributed fits of :mod:`gpuksvm.scaleout` (issue 9).
 
 Dask (``dask[array]``) and ``distributed`` are optional: nothing here imports
 them at module import time, and :func:`is_dask_collection` answers ``False``
@@ -24,6 +24,8 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator, Sequence
 
 import numpy as np
+
+from .. import backend as bk
 
 __all__ = ["DistributedFitError", "Ledger", "is_dask_collection", "require_dask", "compute",
            "scheduler_context", "row_chunked", "tree_reduce", "nbytes_of", "n_workers"]
@@ -202,8 +204,6 @@ def row_chunked(X: Any, y: Any = None):
         if is_dask_collection(y) and hasattr(y, "to_dask_array"):
             y = y.to_dask_array(lengths=True)
         else:
-            from . import backend as bk
-
             y = np.asarray(bk.to_host(y))
             if y.ndim == 2 and y.shape[1] == 1:
                 y = y[:, 0]

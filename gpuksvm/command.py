@@ -1,0 +1,58 @@
+"""The command-line contract shared by ``gpuksvm <command>`` and ``python -m gpuksvm.demo``.
+
+Every error is one line ``gpuksvm <command>: error: <message>`` on stderr and
+exit status 1, never a traceback; warnings are ``gpuksvm <command>: warning:
+<message>``.  An error the commands do not expect says so and asks for a bug
+report.  :func:`parse_literal` reads the ``--set name=value`` values.
+"""
+from __future__ import annotations
+
+import argparse
+import ast
+import sys
+import warnings
+from typing import Any, Callable
+
+import numpy as np
+
+from .backend import DeviceUnavailableError
+from .model_format import ModelFormatError
+
+__all__ = ["CLIError", "parse_literal", "run_command"]
+
+
+class CLIError(Exception):
+    """A user error on the command line (printed without a traceback)."""
+
+
+def parse_literal(text: str) -> Any:
+    """``text`` as a Python literal when it parses as one (``0.5``, ``None``, ``{1: 2.0}``), else the string."""
+    try:
+        return ast.literal_eval(text)
+    except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+        return text
+
+
+def run_command(prog: str, func: Callable[[argparse.Namespace], Any], args: argparse.Namespace) -> int:
+    """Run ``func(args)`` under the contract of the module docstring; returns the exit status."""
+
+    def show(message, category, filename, lineno, file=None, line=None):  # noqa: ANN001
+        print(f"{prog}: warning: {message}", file=sys.stderr)
+
+    with warnings.catch_warnings():
+        warnings.showwarning = show
+        try:
+            return int(func(args) or 0)
+        except (CLIError, DeviceUnavailableError, ModelFormatError) as exc:
+            msg = str(exc)
+        except (OSError, ValueError, TypeError, MemoryError, ArithmeticError,
+                np.linalg.LinAlgError) as exc:
+            msg = f"{exc}" if str(exc) else type(exc).__name__
+        except KeyboardInterrupt:
+            print(f"{prog}: interrupted", file=sys.stderr)
+            return 130
+        except Exception as exc:  # noqa: BLE001 - never a traceback; ask for a report instead
+            msg = (f"unexpected {type(exc).__name__}: {exc} (this is a bug in gpuksvm; please report "
+                   "it with the command line)")
+    print(f"{prog}: error: {msg}", file=sys.stderr)
+    return 1

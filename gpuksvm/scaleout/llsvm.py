@@ -1,0 +1,322 @@
+"""LLSVM on Dask (SPEC §1, Algorithm 1): landmarks from a sample, Newton by map-reduce.
+
+Z and M = U Λ^{-1/2} are built on the driver from the same random sample as
+the single-process fit; F = K(X, Z) M is formed per chunk on the workers (and
+kept there, ``persist``); the single-process primal Newton solver
+(:func:`gpuksvm.solvers.newton.newton_solve`, same stopping rule and exact
+line search) runs over a map-reduce oracle: every pass returns only the k×k
+F_Iᵀ F_I, the k-vector gradient terms and the loss per binary problem (summed
+in a tree on the workers), each line-search step two numbers per problem.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import numpy as np
+from sklearn.utils import check_random_state
+
+from .. import backend as bk
+from ..kernels import Kernel
+from ..nystrom import build_map, feature_map
+from ..solvers.cost_scaling import extreme_cost_scale, scaled_costs
+from ..solvers.linear import ovr_targets
+from ..solvers.newton import ReducedOracle, line_derivatives, newton_solve
+from ..validation import class_weight_vector, max_row_sq_norm
+from .common import (RemoteRows, check_finite_and_classes, client_or_default, delayed_chunks,
+                     host_chunks, on_device_of, persist, record_info, refuse_unsupported, set_n_features)
+from .runtime import (DistributedFitError, Ledger, compute, n_workers, require_dask, row_chunked,
+                      scheduler_context, tree_reduce)
+
+__all__ = ["fit_llsvm"]
+
+
+@dataclass(frozen=True)
+class _FeatureMap:
+    """F = [K(X, Z) M, s·1] on a chunk's device (shipped once per graph)."""
+
+    landmarks: np.ndarray
+    map: np.ndarray
+    kernel: Kernel
+    dtype: np.dtype
+    intercept_scaling: float | None
+
+    def __call__(self, Xb: Any) -> Any:
+        xp = bk.namespace_of(Xb)
+        Z = on_device_of(self.landmarks, Xb)
+        M = on_device_of(self.map, Xb)
+        Xb = Xb.astype(self.dtype, copy=False)
+        F = feature_map(Xb, Z, M.astype(self.dtype, copy=False), self.kernel)
+        if self.intercept_scaling is None:
+            return F
+        ones = xp.full((F.shape[0], 1), self.intercept_scaling, dtype=self.dtype)
+        return xp.concatenate([F, ones], axis=1)
+
+
+def _features_block(Xb: Any, fmap: _FeatureMap) -> Any:
+    return fmap(Xb)
+
+
+def _row_costs(yb: np.ndarray, swb: np.ndarray | None, spec: dict) -> tuple[np.ndarray, np.ndarray]:
+    """Targets Y (m, P) in {−1, +1} and costs c (m, P) of a chunk (host): the
+    one-vs-rest rules of :func:`~gpuksvm.solvers.linear.ovr_targets` (the
+    single-process fit's), times C, extreme costs scaled as in memory
+    (:func:`~gpuksvm.linear_svm.scaled_costs`)."""
+    classes = spec["classes"]
+    idx = np.searchsorted(classes, np.asarray(bk.to_host(yb)).ravel())
+    sw = None if swb is None else np.asarray(bk.to_host(swb), dtype=np.float64).ravel()
+    Y, S = ovr_targets(idx, classes.shape[0], class_weight=spec["class_weight"], sample_weight=sw)
+    C, S = scaled_costs(spec["C"], S, spec["log_scale"])
+    return Y, C * S
+
+
+def _sqhinge_stats(Fb: Any, yb: Any, swb: Any, W: np.ndarray, spec: dict,
+                   fmap: _FeatureMap | None) -> dict:
+    """Loss, gradient and Hessian sums of one chunk (runs on a worker, chunk's device)."""
+    if fmap is not None:  # features not cached: recompute this chunk's F
+        Fb = fmap(Fb)
+    xp = bk.namespace_of(Fb)
+    Y, cost = _row_costs(yb, swb, spec)
+    Wd = xp.asarray(W, dtype=Fb.dtype)
+    O = Fb @ Wd                                        # outputs wᵀfᵢ
+    Yd = xp.asarray(Y, dtype=Fb.dtype)
+    cd = xp.asarray(cost, dtype=Fb.dtype)
+    active = (Yd * O) < 1                              # I = {i: yᵢ wᵀfᵢ < 1}
+    R = xp.where(active, O - Yd, 0)                    # residuals on I
+    loss = xp.sum(cd * R * R, axis=0, dtype=np.float64)
+    grad = (Fb.T @ (cd * R)).astype(np.float64)
+    P = W.shape[1]
+    p = Fb.shape[1]
+    hess = np.zeros((P, p, p))
+    for j in np.flatnonzero(spec["active"]):        # problems that still need a Hessian
+        sel = xp.flatnonzero(active[:, j])
+        Fi = Fb[sel]
+        hess[j] = bk.to_host((Fi * cd[sel, j][:, None]).T @ Fi)  # F_Iᵀ diag(c) F_I
+    return {"n": int(Fb.shape[0]), "loss": np.asarray(bk.to_host(loss), dtype=np.float64),
+            "grad": np.asarray(bk.to_host(grad), dtype=np.float64), "hess": hess}
+
+
+def _sqhinge_line(Fb: Any, yb: Any, swb: Any, WPt: tuple, spec: dict, fmap: _FeatureMap | None) -> dict:
+    """L'(t), L''(t) of one chunk along W + tP (the exact line search; runs on a worker)."""
+    if fmap is not None:
+        Fb = fmap(Fb)
+    xp = bk.namespace_of(Fb)
+    W, P, t = WPt
+    Y, cost = _row_costs(yb, swb, spec)
+    o = Fb @ xp.asarray(W, dtype=Fb.dtype)
+    z = Fb @ xp.asarray(P, dtype=Fb.dtype)
+    d1, d2 = line_derivatives(o.astype(np.float64), z.astype(np.float64), xp.asarray(Y), xp.asarray(cost),
+                          xp.asarray(t, dtype=np.float64))
+    return {"n": int(Fb.shape[0]), "d1": np.asarray(bk.to_host(d1)), "d2": np.asarray(bk.to_host(d2))}
+
+
+def _sum_stats(parts: list) -> dict:
+    out = {key: (val.copy() if isinstance(val, np.ndarray) else val) for key, val in parts[0].items()}
+    for st in parts[1:]:
+        for key, val in st.items():
+            out[key] = out[key] + val
+    return out
+
+
+def fit_llsvm(estimator: Any, X: Any, y: Any, sample_weight: Any = None, *, client: Any = None,
+              cache_features: bool | str = "auto", callback: Callable[[dict], None] | None = None) -> Any:
+    """Fit an :class:`~gpuksvm.llsvm.LLSVM` on a dask array without gathering the data.
+
+    Steps (SPEC §1, Algorithm 1, distributed):
+
+    1. one validation pass (finite values, labels) and γ resolved over all rows;
+    2. landmarks Z exactly as the single-process fit draws them (k-means on the
+       same random ``kmeans_sample`` rows, or random rows, with the same
+       ``random_state``) — only those sampled rows are gathered; LLSVM2's
+       labelled subset likewise;
+    3. M = U Λ^{-1/2} on the driver; (Z, M) broadcast once to the workers;
+    4. F = [K(X, Z) M, 1] per chunk on the workers, kept in worker memory
+       (``cache_features``) or recomputed in every pass;
+    5. the squared-hinge linear SVM on F by the single-process Newton solver
+       (:func:`gpuksvm.solvers.newton.newton_solve` over a
+       :class:`~gpuksvm.solvers.newton.ReducedOracle`: the same stopping rule
+       and exact line search), one map-reduce pass per step returning only
+       (k+1)×(k+1) and (k+1)-vectors per binary problem (one-vs-rest for more
+       than two classes), and one returning two numbers per problem for each
+       line-search step.  Class weights come from
+       :func:`gpuksvm.validation.class_weight_vector` with the class counts
+       weighted by ``sample_weight``, as in memory.
+
+    The result equals the single-process fit (same ``random_state``) up to
+    the linear solver's tolerance: both minimize the same strongly convex
+    problem on the same features.
+
+    Parameters
+    ----------
+    estimator : LLSVM (its parameters are used; it is fitted in place)
+    X : dask array (n, d), NumPy or CuPy chunks
+    y : dask array or array-like (n,)
+    sample_weight : dask array or array-like (n,), optional
+    client : distributed.Client, optional (default: the active client, or the
+        local scheduler)
+    cache_features : bool or "auto"
+        Keep F (n × (k+1)) in worker memory between passes ("auto": when it
+        is at most 4× the bytes of X per worker on average, or fits the
+        default CPU budget times the number of workers).
+    callback : callable(dict), optional
+        Called after every Newton step (see :func:`gpuksvm.solvers.newton.newton_solve`).
+
+    Returns
+    -------
+    estimator, fitted; ``estimator.dask_info_`` records the passes, the bytes
+    each brought back to the driver, the Newton steps and timings.
+
+    Notes
+    -----
+    Only the squared hinge loss (the primal Newton map-reduce) is supported;
+    ``loss="hinge"`` and ``probability=True`` raise ``ValueError``.
+    """
+    dask, da = require_dask()
+
+    est = estimator
+    est._check_params()
+    refuse_unsupported(est, {
+        "loss": (est.loss != "squared_hinge",
+                 "must be 'squared_hinge' (the distributed solver is primal Newton map-reduce)"),
+        "probability": (bool(est.probability), "=True is not supported (fit Platt scaling on a sample)"),
+    })
+    client = client_or_default(client)
+    ledger = Ledger()
+    times: dict = {}
+    t0 = time.perf_counter()
+    X, y = row_chunked(X, y)
+    sw = None
+    if sample_weight is not None:
+        _, sw = row_chunked(X, sample_weight)
+    X, y, sw = persist(client, X, y, sw)
+    n, d = (int(s) for s in X.shape)
+    classes = check_finite_and_classes(X, y, client=client, ledger=ledger)
+    if classes.shape[0] < 2:
+        raise ValueError(f"The number of classes has to be greater than one; got {classes.shape[0]} class")
+    set_n_features(est, d)
+    dev = est._device()
+    dt = bk.resolve_dtype(est.dtype, dev)
+    rs = check_random_state(est.random_state)
+    with scheduler_context(client):
+        kern = est._kernel_for(host_chunks(X))
+    params = est._map_params()
+    size = params.sample_size()
+    sample_cap = max(int(size or 0), params.n_landmarks, params.n_labeled, 20000)
+    if size is None and n > sample_cap:
+        raise ValueError(f"kmeans_sample=None would run k-means on all {n} rows on the driver; "
+                         "with a dask array set kmeans_sample (e.g. 20000)")
+    # the single-process fit's random sample (same random_state): only those rows travel
+    idx = params.sample_indices(n, rs)
+    idx = np.arange(n) if idx is None else idx
+    Xs = RemoteRows(X, client=client, ledger=ledger, max_rows=sample_cap, label="sample rows")[idx]
+    ys = RemoteRows(y, client=client, ledger=ledger, max_rows=sample_cap, label="sample labels")[idx]
+    Xs = bk.to_device(Xs, dev, dt)
+    nmap, _ = build_map(Xs, np.asarray(ys).ravel(), kern, params, d, dev, dt, rs)
+    times["landmarks"] = time.perf_counter() - t0
+    times["map"] = 0.0
+
+    # the linear SVM on F = [K(X,Z)M, s] (LinearSVM: fit_intercept, intercept_scaling)
+    t0 = time.perf_counter()
+    svm = est._linear_svm()
+    scaling = float(getattr(svm, "intercept_scaling", 1.0)) if getattr(svm, "fit_intercept", True) else None
+    fmap = _FeatureMap(np.asarray(bk.to_host(nmap.landmarks)), np.asarray(bk.to_host(nmap.map)),
+                       nmap.kernel, np.dtype(dt), scaling)
+    k = fmap.map.shape[1]
+    p = k + (0 if scaling is None else 1)
+    fmap_d = dask.delayed(fmap, pure=True)
+    meta = getattr(X, "_meta", np.empty((0, 0)))
+    xp_meta = bk.namespace_of(meta)
+    F = X.map_blocks(_features_block, fmap_d, chunks=(X.chunks[0], (p,)), dtype=dt,
+                     meta=xp_meta.empty((0, 0), dtype=dt))
+    if cache_features == "auto":
+        f_bytes = n * p * np.dtype(dt).itemsize
+        cache = f_bytes <= max(4 * X.nbytes, bk.get_config()["cpu_memory_budget"] * n_workers(client))
+    else:
+        cache = bool(cache_features)
+    if cache:
+        (F,) = persist(client, F)
+    src = F if cache else X
+    times["features"] = time.perf_counter() - t0
+
+    t0 = time.perf_counter()
+    n_problems = 1 if classes.shape[0] == 2 else classes.shape[0]     # one-vs-rest
+    counts, weighted, sw_max = _class_counts(classes, y, sw, client=client, ledger=ledger)
+    cw = class_weight_vector(est.class_weight, classes, weighted)
+    # extreme costs as in memory, with max‖F̃ᵢ‖² bounded from max‖xᵢ‖² (no pass forming F)
+    sq_norm = 0.0 if kern.constant_diag is not None else _max_row_sq_norm(X, client=client, ledger=ledger)
+    top = sw_max * (1.0 if cw is None else float(cw.max()))
+    r = nmap.feature_sq_norm_bound(sq_norm) + (scaling or 0.0) ** 2
+    log_scale = extreme_cost_scale(float(est.C), top, n, r, owner=type(est).__name__)
+    spec = {"classes": classes, "C": float(est.C), "class_weight": cw, "log_scale": log_scale}
+    fm_arg = None if cache else fmap_d
+    src_chunks = delayed_chunks(src)
+    y_chunks = delayed_chunks(y)
+    sw_chunks = delayed_chunks(sw) if sw is not None else [None] * len(y_chunks)
+    stats_fn = dask.delayed(_sqhinge_stats, pure=True)
+    line_fn = dask.delayed(_sqhinge_line, pure=True)
+
+    def reduce(fn, arg, extra, label):
+        parts = [fn(fb, yb, wb, arg, extra, fm_arg) for fb, yb, wb in zip(src_chunks, y_chunks, sw_chunks)]
+        (st,) = compute(tree_reduce(parts, _sum_stats), client=client, ledger=ledger, label=label)
+        if st["n"] != n:
+            raise DistributedFitError(f"a Newton pass summed {st['n']} rows instead of {n}; "
+                                      "the cluster lost data and no model was produced")
+        return st
+
+    def stats(W: np.ndarray, active: np.ndarray) -> dict:
+        return reduce(stats_fn, dask.delayed(W, pure=True), dask.delayed({**spec, "active": active}, pure=True),
+                      "newton")
+
+    def line_stats(W: np.ndarray, P: np.ndarray, t: np.ndarray) -> tuple:
+        st = reduce(line_fn, dask.delayed((W, P, t), pure=True), dask.delayed(spec, pure=True), "line search")
+        return st["d1"], st["d2"]
+
+    npos = counts[1:2] if n_problems == 1 else counts
+    oracle = ReducedOracle(stats, line_stats, dim=p, m=n_problems, npos=npos, n=n, scale=scaling,
+                           dtype=dt)
+    sol = newton_solve(oracle, tol=float(est.tol), max_iter=int(est.max_iter), callback=callback)
+    times["svm"] = time.perf_counter() - t0
+    svm._from_solution(sol, classes, k, "newton-dask", dev, dt, log_scale)
+    svm.n_passes_ = int(sol.info["n_passes"])
+    est._set_fitted(nmap, svm, dev, dt, times)
+    record_info(est, ledger, client, {"newton_iter": sol.n_iter, "newton_converged": sol.converged,
+                                       "n_passes": sol.info["n_passes"],
+                                       "cache_features": cache, "n_chunks": len(y_chunks),
+                                       "state_bytes_per_problem": (p * p + p + 1) * 8})
+    return est
+
+
+def _class_counts(classes: np.ndarray, y: Any, sw: Any, *, client: Any,
+                  ledger: Ledger) -> tuple[np.ndarray, np.ndarray, float]:
+    """Rows per class, their summed sample weights (the counts of
+    :func:`gpuksvm.validation.class_counts`, so "balanced" weights them as in memory) and
+    the largest sample weight, in one pass; negative or non-finite weights are refused."""
+    _, da = require_dask()
+    yh = host_chunks(y)
+    parts = [da.sum(yh == c) for c in classes]
+    if sw is not None:
+        swh = host_chunks(sw)
+        parts += [da.sum(da.where(yh == c, swh, 0.0)) for c in classes]
+        parts += [da.min(swh), da.max(swh)]
+    got = np.asarray(compute(*parts, client=client, ledger=ledger, label="class counts"), dtype=np.float64)
+    m = classes.shape[0]
+    if sw is None:
+        return got[:m], got[:m], 1.0
+    lo, hi = got[-2], got[-1]
+    if not (np.isfinite(lo) and np.isfinite(hi)) or lo < 0:
+        raise ValueError(f"sample_weight must be finite and non-negative, got values in [{lo:g}, {hi:g}]")
+    return got[:m], got[m:2 * m], float(hi)
+
+
+def _block_max_sq_norm(Xb: Any) -> np.ndarray:
+    return np.asarray([max_row_sq_norm(Xb)])
+
+
+def _max_row_sq_norm(X: Any, *, client: Any, ledger: Ledger) -> float:
+    """max‖xᵢ‖² over the chunks of X (one pass; one number comes back)."""
+    _, da = require_dask()
+    parts = X.map_blocks(_block_max_sq_norm, chunks=((1,) * X.numblocks[0],), drop_axis=1,
+                         dtype=np.float64, meta=np.empty((0,)))
+    (best,) = compute(parts.max(), client=client, ledger=ledger, label="row norms")
+    return float(bk.to_host(best))
