@@ -18,31 +18,18 @@ __all__ = ["DistributedFitError", "decision_function", "fit_cvm", "fit_llsvm", "
            "predict", "predict_log_proba", "predict_proba", "score_samples", "transform"]
 
 
-def predict(estimator: Any, X: Any) -> Any:
-    """Lazy ``estimator.predict`` over a dask array."""
-    return map_method(estimator, X, "predict")
+def _lazy(method: str):
+    def apply(estimator: Any, X: Any) -> Any:
+        return map_method(estimator, X, method)
+
+    apply.__name__ = apply.__qualname__ = method
+    apply.__doc__ = f"Lazy ``estimator.{method}`` over a dask array (deprecated: call the method itself)."
+    return apply
 
 
-def decision_function(estimator: Any, X: Any) -> Any:
-    """Lazy ``estimator.decision_function`` over a dask array."""
-    return map_method(estimator, X, "decision_function")
-
-
-def transform(estimator: Any, X: Any) -> Any:
-    """Lazy ``estimator.transform`` over a dask array."""
-    return map_method(estimator, X, "transform")
-
-
-def predict_proba(estimator: Any, X: Any) -> Any:
-    """Lazy ``estimator.predict_proba`` over a dask array."""
-    return map_method(estimator, X, "predict_proba")
-
-
-def predict_log_proba(estimator: Any, X: Any) -> Any:
-    """Lazy ``estimator.predict_log_proba`` over a dask array."""
-    return map_method(estimator, X, "predict_log_proba")
-
-
-def score_samples(estimator: Any, X: Any) -> Any:
-    """Lazy ``estimator.score_samples`` over a dask array (one-class models)."""
-    return map_method(estimator, X, "score_samples")
+predict = _lazy("predict")
+decision_function = _lazy("decision_function")
+transform = _lazy("transform")
+predict_proba = _lazy("predict_proba")
+predict_log_proba = _lazy("predict_log_proba")
+score_samples = _lazy("score_samples")

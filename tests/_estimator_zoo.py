@@ -70,10 +70,12 @@ def fitted_zoo_model(name: str, *, device: str = "cpu"):
     return est, X
 
 
-def outputs(model, X):
-    """(name, host array) of every prediction-like output the model has."""
-    out = []
-    for meth in ("predict", "decision_function", "predict_proba", "transform", "score_samples"):
+OUTPUT_METHODS = ("predict", "decision_function", "predict_proba", "transform", "score_samples")
+
+
+def output_methods(model, X):
+    """(name, method, its output on X) for every prediction-like method the model has."""
+    for meth in OUTPUT_METHODS:
         fn = getattr(model, meth, None)
         if fn is None:
             continue
@@ -81,7 +83,12 @@ def outputs(model, X):
             val = fn(X)
         except (AttributeError, NotImplementedError):
             continue
-        out.append((meth, np.asarray(bk.to_host(val))))
+        yield meth, fn, val
+
+
+def outputs(model, X):
+    """(name, host array) of every prediction-like output the model has."""
+    out = [(meth, np.asarray(bk.to_host(val))) for meth, _, val in output_methods(model, X)]
     assert out, f"{type(model).__name__} has no output method"
     return out
 

@@ -32,7 +32,7 @@ from gpuksvm.llsvm import LLSVM
 from gpuksvm.okfeb import OKFEB, OKFEBClassifier, OKFEBRegressor
 from gpuksvm.svi import SVI
 
-from _estimator_zoo import ZOO, estimator_for, fitted_zoo_model, outputs, zoo_data
+from _estimator_zoo import ZOO, estimator_for, fitted_zoo_model, output_methods, outputs, zoo_data
 
 # --------------------------------------------------------------------------- scikit-learn's checks
 _SAMPLE_WEIGHT_CHECKS = ("check_sample_weight_equivalence_on_dense_data",
@@ -182,14 +182,7 @@ def test_outputs_come_back_in_the_callers_array_kind(gpu, name):
     model fitted on the CPU and predicting CuPy rows."""
     model, X = fitted_zoo_model(name, device="cpu")
     Xg = gpu.asarray(X)
-    for meth in ("predict", "decision_function", "predict_proba", "transform", "score_samples"):
-        fn = getattr(model, meth, None)
-        if fn is None:
-            continue
-        try:
-            host = fn(X)
-        except (AttributeError, NotImplementedError):
-            continue
+    for meth, fn, host in output_methods(model, X):
         dev = fn(Xg)
         assert isinstance(host, np.ndarray), (meth, type(host))
         if np.asarray(host).dtype.kind in "biuf":

@@ -2,18 +2,9 @@
 
 Two parts, both without estimator logic:
 
-* the furthest-point search (:mod:`gpuksvm.solvers.meb_scan`): for candidate rows ℓ,
-
-      s_ℓ = y_ℓ (r_ℓ Σ_{i∈S} αᵢyᵢrᵢ κ(xᵢ, x_ℓ) + b) + [ℓ∈S] α_ℓ/C  = (K̃α)_ℓ,
-      ‖c − φ̃(z_ℓ)‖² = κ̃ + αᵀK̃_Sα − 2 s_ℓ                       (eq. 12)
-
-  so the furthest point is arg-min s (eq. 13; r = 1/√κ(x,x) for normalized
-  kernels, 1 otherwise; one-class: y ≡ 1, b = 0).  :class:`HostScanner` is the
-  NumPy path (row blocks through :func:`gpuksvm.kernels.kernel_block`, never an
-  n×|S| matrix beyond one block) and the oracle of :class:`GpuScanner`, which
-  runs the fused CUDA kernel ``kernels_cuda/cvm.cu`` (every candidate's s, or
-  per-group minima and the arg-min, in one launch).  The scanners also hold the
-  core rows and give the core-set QP its K̃ rows (:meth:`~gpuksvm.solvers.meb_scan.ScannerBase.core_block`).
+* the furthest-point search, :mod:`gpuksvm.solvers.meb_scan`: the scores
+  s_ℓ = (K̃α)_ℓ of candidate rows (the furthest point is arg-min s, eq. 12–13)
+  on the host or in one fused CUDA launch, and the core set's K̃ rows for the QP;
 
 * :func:`fit_core_set`, the core-set loop (§4, Bădoiu–Clarkson) with the
   QP on the core set in :mod:`gpuksvm.solvers.simplex_qp`.  Each iteration
