@@ -27,6 +27,8 @@ from gpuksvm.datasets import make_checkerboard
 from gpuksvm.kernel_svc import KernelSVC
 from gpuksvm.linear_svm import LinearSVM
 from gpuksvm.llsvm import LLSVM
+from gpuksvm.okfeb import OKFEBClassifier
+from gpuksvm.svi import SVI
 
 
 # --------------------------------------------------------------------------- data
@@ -117,6 +119,15 @@ CASES: dict[str, Case] = {
     "CVM-multiclass": Case(lambda: CVM(device="cpu", random_state=0), data="blobs3", tol=0.01),
     "OneClassCVM": Case(lambda: OneClassCVM(device="cpu", random_state=0), data="outliers", tol=0.01,
                         fit=fit_unlabelled),
+    # the paper's algorithm (sub-SVMs on disjoint subsets, no size floor, no fallback): the subsets
+    # are drawn from an order-free ranking of the rows (solvers.svi_steps.row_order_keys)
+    "SVI": Case(lambda: SVI(gamma=30.0, C=10.0, min_subset_rows=0, ensemble_check=False, device="cpu",
+                            random_state=0), tol=0.01),
+    "SVI-multiclass": Case(lambda: SVI(gamma=1.0, min_subset_rows=0, ensemble_check=False, device="cpu",
+                                       random_state=0), data="blobs3", tol=0.01),
+    # fit streams the rows in an order that depends on the rows and random_state only (shuffle=True)
+    "OKFEBClassifier": Case(lambda: OKFEBClassifier(gamma=1.0, rank=10, n_landmarks=30, device="cpu",
+                                                    random_state=0), data="blobs3", tol=0.01),
 }
 
 
