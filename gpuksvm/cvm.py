@@ -251,28 +251,20 @@ class _CVMBase(DeviceMixin, BaseEstimator):
         return self
 
     def _record(self, results: list[CoreSetResult]) -> None:
-        single = len(results) == 1
-
-        def pick(key: str, kind: Any = None) -> Any:
-            vals = [getattr(r, key) for r in results]
-            if single:
-                return vals[0] if kind is None else kind(vals[0])
-            return vals if kind is None else np.array(vals)
-
-        self.core_set_ = pick("core")
-        self.alpha_ = pick("alpha")
-        self.radius_ = (float(np.sqrt(max(results[0].radius2, 0.0))) if single
-                        else np.sqrt(np.maximum([r.radius2 for r in results], 0.0)))
-        self.rho_ = np.array([r.rho for r in results])
-        self.n_iter_ = pick("n_iter", int)
-        self.stop_reason_ = pick("stop")
-        self.duality_gap_ = pick("gap", float)
+        """The per-problem fitted attributes, one entry per binary problem in the order of
+        ``problems_`` (one for a binary or one-class fit), as SVC's ``n_iter_`` (issue 16)."""
+        self.core_set_ = [r.core for r in results]
+        self.alpha_ = [r.alpha for r in results]
+        self.radius_ = np.sqrt(np.maximum(np.array([r.radius2 for r in results], dtype=np.float64), 0.0))
+        self.rho_ = np.array([r.rho for r in results], dtype=np.float64)
+        self.n_iter_ = np.array([r.n_iter for r in results], dtype=np.int64)
+        self.stop_reason_ = [r.stop for r in results]
+        self.duality_gap_ = np.array([r.gap for r in results], dtype=np.float64)
         self.search_ = results[0].search
         self.kappa_tilde_ = float(results[0].kappa_t)
-        self.n_smo_steps_ = pick("n_smo_steps", int)
-        self.core_set_size_ = (int(results[0].core.shape[0]) if single
-                               else np.array([r.core.shape[0] for r in results]))
-        self.history_ = pick("history")
+        self.n_smo_steps_ = np.array([r.n_smo_steps for r in results], dtype=np.int64)
+        self.core_set_size_ = np.array([r.core.shape[0] for r in results], dtype=np.int64)
+        self.history_ = [r.history for r in results]
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
@@ -356,10 +348,14 @@ class CVM(ClassifierMixin, _CVMBase):
     Attributes
     ----------
     classes_ : ndarray
-    core_set_ : ndarray of int (list of arrays for multi-class)
-        Training-row indices of the core vectors at the end.
-    alpha_ : ndarray (list for multi-class)
-        MEB weights α of the core vectors (Σα = 1).
+    problems_ : list of (int, int or None), length n_problems
+        The binary problems (positive class index, negative class index or
+        None for "the rest"): one, (1, 0), for two classes; the order of
+        every per-problem attribute below.
+    core_set_ : list of n_problems ndarrays of int
+        Training-row indices of each problem's core vectors at the end.
+    alpha_ : list of n_problems ndarrays
+        MEB weights α of the core vectors (Σα = 1 per problem).
     support_ : ndarray of int
         Rows with α > 0 (union over the binary problems).
     support_vectors_ : array (n_SV, n_features)
@@ -369,22 +365,25 @@ class CVM(ClassifierMixin, _CVMBase):
         b = Σαᵢyᵢ (eq. 11).
     rho_ : ndarray (n_problems,)
         ρ = αᵀK̃α, the margin of the L2-SVM.
-    radius_ : float (array for multi-class)
+    radius_ : ndarray (n_problems,)
         Radius R of the final ball in the k̃ feature space.
-    n_iter_ : int (array)
-        Search iterations that added core vectors.
-    stop_reason_ : str (list)
+    n_iter_ : ndarray of int (n_problems,)
+        Search iterations that added core vectors (an array also for one
+        problem, as scikit-learn SVC's ``n_iter_``).
+    stop_reason_ : list of n_problems str
         "converged" (relative duality gap ≤ tol), or why it stopped early:
         "max_iter", "max_core_size", "stalled" (the core-set QP could not
         reach the gap target) — each with a ConvergenceWarning.
-    duality_gap_ : float (array)
+    duality_gap_ : ndarray (n_problems,)
         The relative duality gap at the stop (rows outside the core set
         estimated from the search's samples when the search is sampled).
     search_ : str
         "sampled(59)" or "exact".
-    n_smo_steps_ : int (array)
+    n_smo_steps_ : ndarray of int (n_problems,)
         QP steps (SMO pair steps plus active-set steps).
-    history_ : dict of arrays (list for multi-class)
+    core_set_size_ : ndarray of int (n_problems,)
+        |S| at the end, ``len(core_set_[p])``.
+    history_ : list of n_problems dicts of arrays
         Per search iteration that added core vectors, cumulative from the
         start: core-set size ``m``, ``added`` core vectors, kernel evaluations
         of the search (``search_kernel``) and of the QP (``qp_kernel``), QP
@@ -550,8 +549,11 @@ class OneClassCVM(OutlierMixin, _CVMBase):
 
     Attributes
     ----------
-    core_set_, alpha_, support_, support_vectors_, radius_, n_iter_, stop_reason_,
-    duality_gap_, search_, history_
+    core_set_, alpha_, radius_, n_iter_, stop_reason_, duality_gap_, n_smo_steps_,
+    core_set_size_, history_
+        As in :class:`CVM`, for the one problem: arrays of shape (1,) and
+        lists of one entry.
+    support_, support_vectors_, search_
         As in :class:`CVM`.
     dual_coef_ : ndarray (1, n_SV)
         α of the support vectors.
