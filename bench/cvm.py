@@ -118,8 +118,10 @@ def _fit_cvm(X, y, Xt, yt, dev: bk.Device, params: dict, repeats: int, warmup: i
     acc = _acc(pred, yt)
     row = {"method": "CVM", "device": str(dev), "fit_s": t["median_s"], "fit_times_s": t["times_s"],
            "predict_s": pred_s, "accuracy": acc, "error": 1 - acc,
-           "core_set": int(est.core_set_size_), "n_sv": int(est.n_support_total_),
-           "n_iter": int(est.n_iter_), "stop": est.stop_reason_, "duality_gap": float(est.duality_gap_),
+           # one binary problem: entry 0 of the per-problem attributes
+           "core_set": int(est.core_set_size_[0]), "n_sv": int(est.n_support_total_),
+           "n_iter": int(est.n_iter_[0]), "stop": est.stop_reason_[0],
+           "duality_gap": float(est.duality_gap_[0]),
            "search": est.search_, "gamma": float(est.kernel_.gamma), "C": float(est.C),
            "tol": float(est.tol), "warnings": sorted({str(w.category.__name__) for w in caught})}
     return row, est
@@ -127,7 +129,7 @@ def _fit_cvm(X, y, Xt, yt, dev: bk.Device, params: dict, repeats: int, warmup: i
 
 def per_core_vector(est: CVM, edges: tuple[int, ...]) -> list[dict]:
     """Seconds, kernel evaluations and QP steps per added core vector, in bins of |S|."""
-    h = est.history_
+    h = est.history_[0]
     m = h["m"]
     out = []
     for lo, hi in zip(edges[:-1], edges[1:]):

@@ -51,6 +51,15 @@ calibration between problems whose decision values live on different scales
 (ρ differs per problem) — which is also what LibCVM (built on LIBSVM) does.
 ``multi_class="ovr"`` is available; its decision values are divided by each
 problem's ρ so that the margin sits at 1 in every problem before the arg-max.
+
+:class:`CVM` has scikit-learn SVC's prediction surface
+(:class:`~gpuksvm.svc_surface.SVCSurfaceMixin`: ``decision_function_shape``,
+``break_ties``, ``coef_`` for a linear kernel — w of eq. 11 in the normalized
+kernel's feature space, see :attr:`CVM.coef_`); its decision values are the
+normalized-kernel expansion above (``_problem_decisions``).  Per-problem
+fitted attributes are per problem also for one problem (issue 16): arrays of
+shape (n_problems,) and lists of n_problems entries, in the order of
+``problems_``.
 """
 from __future__ import annotations
 
@@ -68,13 +77,15 @@ from sklearn.utils.validation import check_is_fitted
 from . import backend as bk
 from .base import DeviceMixin
 from .kernels import Kernel, kernel_matvec, make_kernel
-from .multiclass import binary_problems, ovr_decision_function, problem_rows
+from .multiclass import binary_problems, problem_rows
 from .params import DEPRECATED, DEVICE_PARAMS, KERNEL_PARAMS, count, positive
 from .progress import report
 from .scaleout.cvm import fit_cvm
 from .scaleout.dispatch import dask_dispatch
 from .solvers.meb import CoreSetResult, fit_core_set
 from .solvers.meb_scan import kernel_scale, make_scanner
+from .solvers.svc_dual import svc_max_iter_message
+from .svc_surface import SVCSurfaceMixin
 from .validation import encode_classes, validate_X, validate_X_y
 
 __all__ = ["CVM", "OneClassCVM"]
@@ -187,15 +198,32 @@ class _CVMBase(DeviceMixin, BaseEstimator):
         self._sv_scale = None if xscale is None else np.asarray(bk.to_host(xscale), np.float64)[support]
         self.n_support_total_ = int(support.shape[0])
 
+    def _problem_coef(self) -> np.ndarray:
+        """(n_SV, n_problems) host W with f_p(x) = Σ_k W[k, p] κ(sv_k, x) r(x) + b_p.
+
+        W = ``dual_coef_``ᵀ, times r(sv_k) = 1/√κ(sv_k, sv_k) per row with
+        ``normalize=True`` (r(x) the same scale of the input row; 1 for a
+        kernel of constant diagonal).  Checked against the other attributes.
+        """
+        D = np.asarray(bk.to_host(self.dual_coef_), dtype=np.float64)
+        n_sv = self.support_vectors_.shape[0]
+        n_problems = np.shape(self.rho_)[0]
+        if D.shape != (n_problems, n_sv) or np.shape(self.intercept_) != (n_problems,):
+            raise ValueError(f"The fitted model of {type(self).__name__} was altered: dual_coef_ {D.shape}, "
+                             f"intercept_ {np.shape(self.intercept_)}, rho_ ({n_problems},), {n_sv} "
+                             "support vectors")
+        W = D.T
+        if self._sv_scale is not None:
+            W = W * np.asarray(bk.to_host(self._sv_scale), dtype=np.float64)[:, None]
+        return W
+
     def _kernel_expansion(self, X: Any) -> tuple[np.ndarray, str]:
         """(n, n_problems) host values Σᵢ coefᵢ κₙ(xᵢ, x) of the stored expansion."""
         check_is_fitted(self, "dual_coef_")
         dt = self.support_vectors_.dtype
         Xd, kind = self._validated_input(X, dt)
         xp = self._fitted_xp()
-        V = np.asarray(bk.to_host(self.dual_coef_), dtype=np.float64).T
-        if self._sv_scale is not None:
-            V = V * np.asarray(bk.to_host(self._sv_scale))[:, None]
+        V = self._problem_coef()
         if V.shape[0] == 0:
             return np.zeros((Xd.shape[0], V.shape[1])), kind
         D = kernel_matvec(Xd, self.support_vectors_, xp.asarray(np.ascontiguousarray(V), dtype=dt),
@@ -243,7 +271,10 @@ class _CVMBase(DeviceMixin, BaseEstimator):
             what = "; ".join(f"{'' if len(results) == 1 else f'problem {p}: '}stopped by {r.stop} at a "
                              f"relative duality gap of {r.gap:.3g} with {r.core.shape[0]} core vectors"
                              for p, r in early)
-            warnings.warn(f"CVM did not reach tol={self.tol:g}: {what}. The model is an approximate "
+            # one warning; it starts with SVC's own sentence when max_iter stopped a problem
+            head = (svc_max_iter_message(int(self.max_iter)) + " "
+                    if any(r.stop == "max_iter" for _, r in early) else "")
+            warnings.warn(f"{head}CVM did not reach tol={self.tol:g}: {what}. The model is an approximate "
                           "L2-SVM (see stop_reason_ and duality_gap_); raise max_iter / max_core_size, "
                           "or, when the core set holds most rows (noisy data keep nearly every row as a "
                           "support vector of an L2-SVM), use KernelSVC or LLSVM.",
@@ -251,28 +282,20 @@ class _CVMBase(DeviceMixin, BaseEstimator):
         return self
 
     def _record(self, results: list[CoreSetResult]) -> None:
-        single = len(results) == 1
-
-        def pick(key: str, kind: Any = None) -> Any:
-            vals = [getattr(r, key) for r in results]
-            if single:
-                return vals[0] if kind is None else kind(vals[0])
-            return vals if kind is None else np.array(vals)
-
-        self.core_set_ = pick("core")
-        self.alpha_ = pick("alpha")
-        self.radius_ = (float(np.sqrt(max(results[0].radius2, 0.0))) if single
-                        else np.sqrt(np.maximum([r.radius2 for r in results], 0.0)))
-        self.rho_ = np.array([r.rho for r in results])
-        self.n_iter_ = pick("n_iter", int)
-        self.stop_reason_ = pick("stop")
-        self.duality_gap_ = pick("gap", float)
+        """The per-problem fitted attributes, one entry per binary problem in the order of
+        ``problems_`` (one for a binary or one-class fit), as SVC's ``n_iter_`` (issue 16)."""
+        self.core_set_ = [r.core for r in results]
+        self.alpha_ = [r.alpha for r in results]
+        self.radius_ = np.sqrt(np.maximum(np.array([r.radius2 for r in results], dtype=np.float64), 0.0))
+        self.rho_ = np.array([r.rho for r in results], dtype=np.float64)
+        self.n_iter_ = np.array([r.n_iter for r in results], dtype=np.int64)
+        self.stop_reason_ = [r.stop for r in results]
+        self.duality_gap_ = np.array([r.gap for r in results], dtype=np.float64)
         self.search_ = results[0].search
         self.kappa_tilde_ = float(results[0].kappa_t)
-        self.n_smo_steps_ = pick("n_smo_steps", int)
-        self.core_set_size_ = (int(results[0].core.shape[0]) if single
-                               else np.array([r.core.shape[0] for r in results]))
-        self.history_ = pick("history")
+        self.n_smo_steps_ = np.array([r.n_smo_steps for r in results], dtype=np.int64)
+        self.core_set_size_ = np.array([r.core.shape[0] for r in results], dtype=np.int64)
+        self.history_ = [r.history for r in results]
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
@@ -280,7 +303,7 @@ class _CVMBase(DeviceMixin, BaseEstimator):
         return tags
 
 
-class CVM(ClassifierMixin, _CVMBase):
+class CVM(ClassifierMixin, _CVMBase, SVCSurfaceMixin):
     """Core Vector Machine classifier (two-class L2-SVM as an MEB; SPEC §2).
 
     Parameters
@@ -346,6 +369,18 @@ class CVM(ClassifierMixin, _CVMBase):
         (as :class:`OneClassCVM`).
     multi_class : {"ovo", "ovr"}, default="ovo"
         One-vs-one (default, see the module docstring for why) or one-vs-rest.
+    decision_function_shape : {"ovr", "ovo"}, default="ovr"
+        One-vs-one problems, more than two classes: ``decision_function``
+        returns (n, n_classes) one-vs-rest shaped scores (votes plus squashed
+        summed confidences) or, with "ovo", the (n, K(K−1)/2) pairwise values
+        (as scikit-learn's SVC).
+    break_ties : bool, default=True
+        One-vs-one, more than two classes: True predicts the arg-max of the
+        one-vs-rest shaped scores, whose confidences decide between classes
+        with equal votes (what CVM has always predicted); False is LIBSVM's
+        vote, the lowest class index among tied classes (SVC's default).
+        Unlike SVC, the default is True, so that predictions do not change;
+        ``decision_function_shape="ovo"`` needs ``break_ties=False`` (as SVC).
     device : str, default="auto"
     dtype : float32, float64 or None
         Compute dtype of the furthest-point search (float32 on GPU, float64 on
@@ -356,10 +391,14 @@ class CVM(ClassifierMixin, _CVMBase):
     Attributes
     ----------
     classes_ : ndarray
-    core_set_ : ndarray of int (list of arrays for multi-class)
-        Training-row indices of the core vectors at the end.
-    alpha_ : ndarray (list for multi-class)
-        MEB weights α of the core vectors (Σα = 1).
+    problems_ : list of (int, int or None), length n_problems
+        The binary problems (positive class index, negative class index or
+        None for "the rest"): one, (1, 0), for two classes; the order of
+        every per-problem attribute below.
+    core_set_ : list of n_problems ndarrays of int
+        Training-row indices of each problem's core vectors at the end.
+    alpha_ : list of n_problems ndarrays
+        MEB weights α of the core vectors (Σα = 1 per problem).
     support_ : ndarray of int
         Rows with α > 0 (union over the binary problems).
     support_vectors_ : array (n_SV, n_features)
@@ -369,22 +408,25 @@ class CVM(ClassifierMixin, _CVMBase):
         b = Σαᵢyᵢ (eq. 11).
     rho_ : ndarray (n_problems,)
         ρ = αᵀK̃α, the margin of the L2-SVM.
-    radius_ : float (array for multi-class)
+    radius_ : ndarray (n_problems,)
         Radius R of the final ball in the k̃ feature space.
-    n_iter_ : int (array)
-        Search iterations that added core vectors.
-    stop_reason_ : str (list)
+    n_iter_ : ndarray of int (n_problems,)
+        Search iterations that added core vectors (an array also for one
+        problem, as scikit-learn SVC's ``n_iter_``).
+    stop_reason_ : list of n_problems str
         "converged" (relative duality gap ≤ tol), or why it stopped early:
         "max_iter", "max_core_size", "stalled" (the core-set QP could not
         reach the gap target) — each with a ConvergenceWarning.
-    duality_gap_ : float (array)
+    duality_gap_ : ndarray (n_problems,)
         The relative duality gap at the stop (rows outside the core set
         estimated from the search's samples when the search is sampled).
     search_ : str
         "sampled(59)" or "exact".
-    n_smo_steps_ : int (array)
+    n_smo_steps_ : ndarray of int (n_problems,)
         QP steps (SMO pair steps plus active-set steps).
-    history_ : dict of arrays (list for multi-class)
+    core_set_size_ : ndarray of int (n_problems,)
+        |S| at the end, ``len(core_set_[p])``.
+    history_ : list of n_problems dicts of arrays
         Per search iteration that added core vectors, cumulative from the
         start: core-set size ``m``, ``added`` core vectors, kernel evaluations
         of the search (``search_kernel``) and of the QP (``qp_kernel``), QP
@@ -406,7 +448,8 @@ class CVM(ClassifierMixin, _CVMBase):
                  coef0: float = 0.0, C: float = 1.0, tol: float = 1e-2, sample_size: int | None = 59,
                  n_tries: int = 7, max_iter: int = 100_000, max_core_size: int = 50_000,
                  cache_size: float = 1024, shrinking: bool = True, normalize: bool = False,
-                 task: str = "classification", multi_class: str = "ovo", device: str = "auto",
+                 task: str = "classification", multi_class: str = "ovo",
+                 decision_function_shape: str = "ovr", break_ties: bool = True, device: str = "auto",
                  dtype: Any = None, random_state: Any = None, verbose: int = 0,
                  eps: Any = DEPRECATED, eps_schedule: str = DEPRECATED,
                  inner_solver: str = DEPRECATED) -> None:
@@ -425,6 +468,8 @@ class CVM(ClassifierMixin, _CVMBase):
         self.normalize = normalize
         self.task = task
         self.multi_class = multi_class
+        self.decision_function_shape = decision_function_shape
+        self.break_ties = break_ties
         self.device = device
         self.dtype = dtype
         self.random_state = random_state
@@ -451,46 +496,51 @@ class CVM(ClassifierMixin, _CVMBase):
         **_CVMBase._parameter_constraints,
         "task": [StrOptions({"classification", "one_class"})],
         "multi_class": [StrOptions({"ovo", "ovr"})],
+        "decision_function_shape": [StrOptions({"ovr", "ovo"})],
+        "break_ties": ["boolean"],
     }
 
     def _set_one_class_fit(self, threshold: float) -> None:
         self.classes_ = np.array([-1, 1])
 
-    def _raw(self, X: Any) -> tuple[np.ndarray, str]:
-        D, kind = self._kernel_expansion(X)
-        return D + self.intercept_[None, :], kind
+    def _multiclass_scheme(self) -> str:
+        return self.multi_class
 
-    @dask_dispatch()
-    def decision_function(self, X: Any):
-        """Decision values f(x) = Σαᵢyᵢκ(xᵢ, x) + b.
+    def _problem_decisions(self, X: Any) -> tuple[np.ndarray, str]:
+        """(n, n_problems) f_p(x) = Σαᵢyᵢκₙ(xᵢ, x) + b_p, for the SVC surface's predict/decision_function.
 
-        Binary: (n,), positive for ``classes_[1]``.  One-class task: Σαᵢκ(xᵢ, x) minus the
-        outlier threshold ρ − τ (as :class:`OneClassCVM`).
-        Multi-class: (n, n_classes) scores whose arg-max is the prediction (ovo:
-        votes + squashed confidences; ovr: f/ρ per class).
+        κₙ is the kernel as fitted (normalized with ``normalize=True``,
+        :meth:`_kernel_expansion`).  One-vs-rest problems (more than two
+        classes) return f_p/ρ_p: each problem's margin sits at ρ_p, not 1
+        (module docstring), so the values are put on one scale before the
+        arg-max.  One-class task: Σαᵢκ(xᵢ, x) minus the outlier threshold
+        (``classes_`` = [−1, 1], so the binary rule predicts +1 for f ≥ 0).
         """
-        D, kind = self._raw(X)
-        if self.task == "one_class" or len(self.classes_) == 2:
-            out = D[:, 0]
-        elif self.multi_class == "ovr":
-            out = D / self.rho_[None, :]
-        else:
-            out = ovr_decision_function(D, len(self.classes_))
-        return bk.as_kind(out, kind)
+        D, kind = self._kernel_expansion(X)
+        D = D + np.asarray(bk.to_host(self.intercept_), dtype=np.float64)[None, :]
+        if self.task != "one_class" and len(self.classes_) > 2 and self.multi_class == "ovr":
+            D = D / np.asarray(self.rho_, dtype=np.float64)[None, :]
+        return D, kind
 
-    @dask_dispatch()
-    def predict(self, X: Any):
-        """Predicted labels (±1 for the one-class task)."""
-        D, kind = self._raw(X)
-        if self.task == "one_class":
-            return bk.as_kind(np.where(D[:, 0] >= 0, 1, -1), kind)
-        if len(self.classes_) == 2:
-            idx = (D[:, 0] > 0).astype(np.int64)
-        elif self.multi_class == "ovr":
-            idx = np.argmax(D / self.rho_[None, :], axis=1)
-        else:
-            idx = np.argmax(ovr_decision_function(D, len(self.classes_)), axis=1)
-        return bk.as_kind(self.classes_[idx], kind)
+    @property
+    def coef_(self):
+        """Primal weights w_p = Σᵢ αᵢyᵢ xᵢ/‖xᵢ‖ of a linear kernel (eq. 11), (n_problems, n_features).
+
+        The CVM needs κ(x, x) constant, so a linear kernel is used normalized
+        (``normalize=True``): κₙ(x, z) = xᵀz/(‖x‖‖z‖), whose feature map is
+        φ(x) = x/‖x‖.  ``coef_`` is the paper's w = Σαᵢyᵢφ(xᵢ) in that space, so
+
+            f_p(x) = coef_[p] · x/‖x‖ + intercept_[p]
+
+        (``decision_function`` for two classes and, with
+        ``decision_function_shape="ovo"``, the pairwise values; one-vs-rest
+        values are then divided by ``rho_``).  Unlike SVC's ``coef_``,
+        ``X @ coef_.T + intercept_`` is *not* the decision function unless the
+        rows of X have unit norm: the boundary w·x + b‖x‖ = 0 is a cone, a
+        hyperplane only when b = 0.  Rows in the order of ``intercept_``;
+        read-only; other kernels: ``AttributeError``.
+        """
+        return SVCSurfaceMixin.coef_.fget(self)
 
 
 class OneClassCVM(OutlierMixin, _CVMBase):
@@ -550,8 +600,11 @@ class OneClassCVM(OutlierMixin, _CVMBase):
 
     Attributes
     ----------
-    core_set_, alpha_, support_, support_vectors_, radius_, n_iter_, stop_reason_,
-    duality_gap_, search_, history_
+    core_set_, alpha_, radius_, n_iter_, stop_reason_, duality_gap_, n_smo_steps_,
+    core_set_size_, history_
+        As in :class:`CVM`, for the one problem: arrays of shape (1,) and
+        lists of one entry.
+    support_, support_vectors_, search_
         As in :class:`CVM`.
     dual_coef_ : ndarray (1, n_SV)
         α of the support vectors.

@@ -243,7 +243,7 @@ def model_size(model: Any) -> tuple[int | None, str]:
     if name == "CVM" or name == "OneClassCVM":
         core = getattr(model, "core_set_", None)
         if core is not None:
-            n = int(sum(len(c) for c in core)) if isinstance(core, list) else int(len(core))
+            n = int(sum(len(c) for c in core))       # one array per binary problem
             return n, f"{n} core vectors"
     if name.startswith("OKFEB"):
         fe = getattr(model, "extractor_", model)      # the classifier's OKFEB, or an OKFEB

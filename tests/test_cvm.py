@@ -55,7 +55,7 @@ def normalized_poly(A, B, degree=2, coef0=1.0, gamma=0.5):
 
 def full_alpha(model, n: int) -> np.ndarray:
     a = np.zeros(n)
-    a[model.core_set_] = model.alpha_
+    a[model.core_set_[0]] = model.alpha_[0]
     return a
 
 
@@ -90,7 +90,7 @@ def test_two_class_dual_equals_dense_qp(board, C):
     Kt = ktilde(rbf_kernel(X, gamma=4.0), y, C)
     a_ref = simplex_qp_reference(Kt)
     m = CVM(gamma=4.0, C=C, tol=1e-10, sample_size=None, device="cpu", random_state=0).fit(X, y)
-    assert m.stop_reason_ == "converged" and m.search_ == "exact"
+    assert m.stop_reason_ == ["converged"] and m.search_ == "exact"
     a = full_alpha(m, len(y))
     assert a.sum() == pytest.approx(1.0, abs=1e-12) and a.min() >= 0.0
     np.testing.assert_allclose(a, a_ref, atol=1e-6)
@@ -109,7 +109,7 @@ def test_one_class_and_normalized_kernel_duals_equal_dense_qp(board):
     oc = OneClassCVM(gamma=4.0, C=2.0, tol=1e-10, sample_size=None, device="cpu", random_state=0).fit(X)
     np.testing.assert_allclose(full_alpha(oc, len(X)), a_ref, atol=1e-6)
     assert oc.rho_[0] == pytest.approx(a_ref @ Kt @ a_ref, rel=1e-9)
-    assert oc.offset_ == pytest.approx(oc.rho_[0] - 3 * np.median(oc.alpha_[oc.alpha_ > 0]) / 2.0,
+    assert oc.offset_ == pytest.approx(oc.rho_[0] - 3 * np.median(oc.alpha_[0][oc.alpha_[0] > 0]) / 2.0,
                                        rel=1e-12)
     # two-class, normalized polynomial kernel κ(x,z)/√(κ(x,x)κ(z,z)) (paper eq. 4, case 3)
     Xs = X * 3.0 - 1.0
@@ -147,7 +147,7 @@ def test_primal_dual_recovery_two_class(board):
     # the stored model is that expansion
     np.testing.assert_allclose(m.dual_coef_[0], ay[m.support_], atol=0)
     assert m.intercept_[0] == pytest.approx(ay.sum(), abs=1e-15)
-    assert m.radius_ ** 2 == pytest.approx(m.kappa_tilde_ - rho, rel=1e-12)
+    assert m.radius_[0] ** 2 == pytest.approx(m.kappa_tilde_ - rho, rel=1e-12)
 
 
 def test_primal_dual_recovery_one_class():
@@ -194,11 +194,11 @@ def test_stop_rule_is_the_relative_duality_gap(board, task, monkeypatch):
     for tol in (3e-1, 1e-1, 1e-2, 1e-3):
         kw = dict(gamma=4.0, C=C, tol=tol, sample_size=None, device="cpu", random_state=0)
         m = CVM(**kw).fit(X, y) if yy is not None else OneClassCVM(**kw).fit(X)
-        assert m.stop_reason_ == "converged"
+        assert m.stop_reason_ == ["converged"]
         a = full_alpha(m, len(X))
         q = a @ Kt @ a
         gap = relative_gap(K, yy, C, a)
-        assert 0.0 <= gap <= tol and m.duality_gap_ == pytest.approx(gap, rel=1e-6, abs=1e-12)
+        assert 0.0 <= gap <= tol and m.duality_gap_[0] == pytest.approx(gap, rel=1e-6, abs=1e-12)
         assert 0.0 <= (q - q_star) / q <= tol
         sub.append((q - q_star) / q)
     if task != "one_class_finished":
@@ -225,7 +225,7 @@ def test_large_C_reaches_the_l2svm_optimum(C):
     w = (m.dual_coef_[0] @ Xn[m.support_]) / rho                # f' = f/ρ (module docstring)
     b = m.intercept_[0] / rho
     j_ref = objective(ref.coef_[0], ref.intercept_[0])
-    assert m.stop_reason_ == "converged"
+    assert m.stop_reason_ == ["converged"]
     assert objective(w, b) <= j_ref * (1 + 1e-2)
     agree = np.mean(np.sign(Xn @ w + b) == np.sign(ref.decision_function(Xn)))
     assert agree > 0.99
@@ -237,17 +237,17 @@ def test_early_stops_are_recorded_and_warned():
     kw = dict(gamma=30.0, C=1000.0, device="cpu", random_state=0)
     with pytest.warns(ConvergenceWarning, match="max_iter"):
         m = CVM(max_iter=2, **kw).fit(X, y)
-    assert m.stop_reason_ == "max_iter" and m.n_iter_ == 2
-    assert m.duality_gap_ > m.tol
+    assert m.stop_reason_ == ["max_iter"] and m.n_iter_.tolist() == [2]
+    assert m.duality_gap_[0] > m.tol
     with pytest.warns(ConvergenceWarning, match="max_core_size"):
         m = CVM(max_core_size=4, **kw).fit(X, y)
-    assert m.stop_reason_ == "max_core_size" and m.core_set_size_ == 4
-    assert m.alpha_.sum() == pytest.approx(1.0)
+    assert m.stop_reason_ == ["max_core_size"] and m.core_set_size_.tolist() == [4]
+    assert m.alpha_[0].sum() == pytest.approx(1.0)
     # a converged fit is silent
     with warnings.catch_warnings():
         warnings.simplefilter("error", ConvergenceWarning)
         m = CVM(**kw).fit(X, y)
-    assert m.stop_reason_ == "converged" and m.duality_gap_ <= m.tol
+    assert m.stop_reason_ == ["converged"] and m.duality_gap_[0] <= m.tol
 
 
 def test_stalled_qp_cannot_hang(board, monkeypatch):
@@ -262,7 +262,7 @@ def test_stalled_qp_cannot_hang(board, monkeypatch):
     X, y = board
     with pytest.warns(ConvergenceWarning, match="stalled"):
         m = CVM(gamma=4.0, C=10.0, sample_size=None, device="cpu", random_state=0).fit(X, y)
-    assert m.stop_reason_ == "stalled"
+    assert m.stop_reason_ == ["stalled"]
 
 
 # --------------------------------------------------------------------------- row order
@@ -320,12 +320,12 @@ def test_sampled_and_exact_search_same_accuracy():
     ex = CVM(sample_size=None, **kw).fit(X, y)
     sa = CVM(sample_size=59, **kw).fit(X, y)
     assert ex.search_ == "exact" and sa.search_ == "sampled(59)"
-    assert ex.stop_reason_ == sa.stop_reason_ == "converged"
+    assert ex.stop_reason_ == sa.stop_reason_ == ["converged"]
     acc_ex, acc_sa = ex.score(Xt, yt), sa.score(Xt, yt)
     assert acc_ex > 0.98 and acc_sa > 0.98
     assert abs(acc_ex - acc_sa) < 0.01
     # the exact search's gap is over every row: within tol; the sampled one estimated it
-    assert ex.duality_gap_ <= ex.tol and sa.duality_gap_ <= sa.tol
+    assert ex.duality_gap_[0] <= ex.tol and sa.duality_gap_[0] <= sa.tol
 
 
 def test_small_problem_uses_exact_search():
@@ -338,7 +338,7 @@ def test_zoo_problem_terminates_and_is_accurate():
     """The binary problem of tests/_estimator_zoo.py (it used to loop forever)."""
     X, y = make_checkerboard(300, grid=2, random_state=0)
     m = CVM(gamma=2.0, C=10.0, device="cpu", random_state=0).fit(X, y)
-    assert m.stop_reason_ == "converged"
+    assert m.stop_reason_ == ["converged"]
     assert m.score(X, y) > 0.95
     K = rbf_kernel(X, gamma=2.0)
     assert relative_gap(K, y, 10.0, full_alpha(m, len(y))) <= m.tol
@@ -365,6 +365,33 @@ def test_multiclass_ovo_and_ovr():
         assert set(np.unique(yl[core])) <= {m.classes_[i], m.classes_[j]}
 
 
+@pytest.mark.parametrize("n_classes", [2, 3, 1])
+def test_per_problem_attributes_have_one_shape(n_classes):
+    """Issue 16: whatever the number of binary problems (one for two classes and for the
+    one-class task), numeric per-problem attributes are arrays of shape (n_problems,) and
+    per-problem objects lists of n_problems entries, in the order of problems_."""
+    X, y = make_checkerboard(400, grid=2, random_state=0)
+    if n_classes == 3:
+        y = np.where(X[:, 0] > 0.6, 2, y)
+    m = (OneClassCVM(device="cpu", random_state=0).fit(X) if n_classes == 1
+         else CVM(gamma=4.0, C=10.0, device="cpu", random_state=0).fit(X, y))
+    P = 1 if n_classes < 3 else 3
+    if n_classes > 1:
+        assert len(m.problems_) == P
+    for name, kind in (("n_iter_", "i"), ("n_smo_steps_", "i"), ("core_set_size_", "i"),
+                       ("radius_", "f"), ("duality_gap_", "f"), ("rho_", "f")):
+        v = getattr(m, name)
+        assert isinstance(v, np.ndarray) and v.shape == (P,) and v.dtype.kind == kind, name
+    for name in ("core_set_", "alpha_", "stop_reason_", "history_"):
+        assert isinstance(getattr(m, name), list) and len(getattr(m, name)) == P, name
+    for p in range(P):
+        assert m.core_set_[p].dtype.kind == "i" and m.alpha_[p].shape == m.core_set_[p].shape
+        assert m.core_set_size_[p] == len(m.core_set_[p])
+        assert m.alpha_[p].sum() == pytest.approx(1.0)
+        assert m.stop_reason_[p] == "converged" and m.duality_gap_[p] <= m.tol
+        assert m.history_[p]["m"][-1] >= 2 and m.n_iter_[p] == len(m.history_[p]["m"])
+
+
 def test_sparse_equals_dense(board):
     X, y = board
     kw = dict(gamma=4.0, C=10.0, tol=1e-8, sample_size=None, device="cpu", random_state=0)
@@ -385,7 +412,7 @@ def test_random_state_reproducible():
     c = CVM(random_state=np.random.RandomState(7), **kw).fit(X, y)
     np.testing.assert_array_equal(a.core_set_, c.core_set_)
     d = CVM(random_state=8, **kw).fit(X, y)
-    assert not np.array_equal(a.core_set_, d.core_set_)
+    assert not np.array_equal(a.core_set_[0], d.core_set_[0])
     Xb = np.random.default_rng(0).normal(size=(3000, 2))
     oc1 = OneClassCVM(random_state=3, device="cpu").fit(Xb)
     oc2 = OneClassCVM(random_state=3, device="cpu").fit(Xb)

@@ -372,6 +372,34 @@ def test_gpu_fitted_state_loads_on_cpu_only_machine(tmp_path):
         np.testing.assert_array_equal(a, b, err_msg=what)
 
 
+@pytest.mark.parametrize("name", ["cvm", "one_class_cvm"])
+def test_cvm_file_with_one_problem_as_scalars_loads_per_problem(name, tmp_path):
+    """A binary or one-class CVM saved before issue 16 held its one problem's ``n_iter_`` etc.
+    as numbers and ``core_set_`` etc. as the bare object; such a file loads with the
+    per-problem shapes of a fit today (arrays of shape (1,), lists of one entry)."""
+    model, X = fitted_zoo_model(name)
+    old = pickle.loads(pickle.dumps(model))
+    for k in ("radius_", "duality_gap_"):
+        setattr(old, k, float(getattr(model, k)[0]))
+    for k in ("n_iter_", "n_smo_steps_", "core_set_size_"):
+        setattr(old, k, int(getattr(model, k)[0]))
+    for k in ("core_set_", "alpha_", "stop_reason_", "history_"):
+        setattr(old, k, getattr(model, k)[0])
+    path = io.save(old, tmp_path / "old.npz")
+    fitted = io.read_header(path)["model"]["fitted"]
+    assert type(fitted["n_iter_"]) is int and type(fitted["stop_reason_"]) is str    # the old layout
+    back = io.load(path)
+    compare_fitted(model, back)          # n_iter_ an int64 array (1,), core_set_ a list of one array, …
+    assert back.n_iter_.shape == (1,) and isinstance(back.core_set_, list) and len(back.history_) == 1
+    for (what, a), (_, b) in zip(outputs(model, X), outputs(back, X)):
+        np.testing.assert_array_equal(a, b, err_msg=what)
+    # the new layout is strict: a scalar where no old file had one is refused
+    bad = tmp_path / "bad.npz"
+    _rewrite_header(path, bad, lambda h: h["model"]["fitted"].update(n_iter_=[3]))
+    with pytest.raises(io.ModelFormatError, match="n_iter_"):
+        io.load(bad)
+
+
 # ----------------------------------------------------------------------------- bad files
 @pytest.fixture
 def saved(tmp_path):

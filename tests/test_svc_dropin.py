@@ -1,4 +1,4 @@
-"""KernelSVC as a drop-in for scikit-learn's SVC, and the shared surface on SVI (issue 18).
+"""KernelSVC as a drop-in for scikit-learn's SVC, and the shared surface on SVI and CVM (issue 18).
 
 Every number is compared with scikit-learn's SVC (LIBSVM) fitted on the same data;
 GPU twins are marked ``gpu``.  scikit-learn's own SVC tests run against KernelSVC in
@@ -16,9 +16,11 @@ from sklearn.datasets import load_iris, make_blobs
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.metrics.pairwise import rbf_kernel
 from sklearn.svm import SVC
+from sklearn.utils.multiclass import _ovr_decision_function
 
 import gpuksvm
-from gpuksvm import SVI, KernelSVC
+from gpuksvm import CVM, SVI, KernelSVC
+from gpuksvm.datasets import make_checkerboard
 from gpuksvm.kernels import Kernel
 from gpuksvm.solvers.smo import solve_batched, solve_ovo
 from gpuksvm.solvers.svc_dual import dual_objective
@@ -334,6 +336,111 @@ def test_svi_has_the_same_surface():
     with pytest.warns(ConvergenceWarning, match=r"Solver terminated early \(max_iter=1\)"):
         stopped = SVI(C=1.0, max_iter=1, random_state=0, device="cpu").fit(X, y)
     assert not stopped.converged_.all()
+
+
+# --------------------------------------------------------------------------- CVM
+def _cvm_pair_values(est, X):
+    """f_p(x) = Σ dual_coef_[p, k] κ(sv_k, x) + intercept_[p] of an RBF CVM, by scikit-learn's kernel."""
+    K = rbf_kernel(X, est.support_vectors_, gamma=est.kernel_.gamma)
+    return K @ est.dual_coef_.T + est.intercept_
+
+
+def _cvm_votes(f, n_classes):
+    """LIBSVM's one-vs-one vote by hand: pair (i, j) votes i when f > 0; most votes, lowest index."""
+    votes = np.zeros((f.shape[0], n_classes))
+    pairs = [(i, j) for i in range(n_classes) for j in range(i + 1, n_classes)]
+    for p, (i, j) in enumerate(pairs):
+        votes[:, i] += f[:, p] > 0
+        votes[:, j] += f[:, p] <= 0
+    return np.argmax(votes, axis=1)
+
+
+@pytest.mark.parametrize("data", ["binary", "multiclass"])
+def test_cvm_predictions_are_unchanged_by_the_svc_surface(data):
+    """With the default parameters CVM predicts as before the surface: binary f > 0 →
+    classes_[1]; one-vs-one, the arg-max of scikit-learn's one-vs-rest decision function
+    (votes, ties broken by the summed confidences); one-vs-rest, the arg-max of f/ρ."""
+    X, y = make_blobs(300, centers=4, cluster_std=3.0, random_state=0)
+    if data == "binary":
+        y = y % 2
+    G = np.mgrid[-15:15:0.5, -15:15:0.5].reshape(2, -1).T
+    est = CVM(C=10.0, device="cpu", random_state=0).fit(X, y)
+    f = _cvm_pair_values(est, G)
+    if data == "binary":
+        np.testing.assert_allclose(est.decision_function(G), f[:, 0], atol=1e-10)
+        np.testing.assert_array_equal(est.predict(G), est.classes_[(f[:, 0] > 0).astype(int)])
+        return
+    ovr = _ovr_decision_function(f < 0, -f, 4)
+    np.testing.assert_allclose(est.decision_function(G), ovr, atol=1e-10)
+    np.testing.assert_array_equal(est.predict(G), est.classes_[np.argmax(ovr, axis=1)])
+    ovr_est = CVM(C=10.0, multi_class="ovr", device="cpu", random_state=0).fit(X, y)
+    scaled = _cvm_pair_values(ovr_est, G) / ovr_est.rho_
+    np.testing.assert_allclose(ovr_est.decision_function(G), scaled, atol=1e-10)
+    np.testing.assert_array_equal(ovr_est.predict(G), ovr_est.classes_[np.argmax(scaled, axis=1)])
+
+
+def test_cvm_break_ties_and_decision_function_shape():
+    X, y = make_blobs(60, centers=3, cluster_std=3.0, random_state=2)
+    G = np.mgrid[-15:15:0.25, -15:15:0.25].reshape(2, -1).T
+    est = CVM(C=10.0, device="cpu", random_state=0).fit(X, y)
+    assert est.break_ties is True and est.decision_function_shape == "ovr"
+    f = _cvm_pair_values(est, G)
+    tied = est.predict(G)
+    est.set_params(break_ties=False)
+    libsvm = est.predict(G)
+    np.testing.assert_array_equal(libsvm, est.classes_[_cvm_votes(f, 3)])
+    assert (libsvm != tied).sum() > 10                   # the vote ties that break_ties decides
+    est.set_params(decision_function_shape="ovo")
+    np.testing.assert_allclose(est.decision_function(G), f, atol=1e-10)       # (n, 3) pairwise values
+    np.testing.assert_array_equal(est.predict(G), libsvm)
+    with pytest.raises(ValueError, match="break_ties must be False"):
+        est.set_params(break_ties=True).predict(G)
+    for bad in (dict(break_ties="yes"), dict(decision_function_shape="x")):
+        with pytest.raises(ValueError, match=next(iter(bad))):
+            CVM(device="cpu", **bad).fit(X, y)
+
+
+@pytest.mark.parametrize("multiclass", [False, True])
+def test_cvm_coef_is_w_of_the_normalized_linear_kernel(multiclass):
+    """coef_ = Σαᵢyᵢ xᵢ/‖xᵢ‖ (eq. 11 in the feature space of κ(x, z)/(‖x‖‖z‖)): the pairwise
+    decision values are coef_ · x/‖x‖ + intercept_, not X @ coef_.T + intercept_."""
+    X, y = make_blobs(200, centers=3 if multiclass else 2, cluster_std=2.0, random_state=1)
+    est = CVM(kernel="linear", normalize=True, C=10.0, device="cpu", random_state=0).fit(X, y)
+    Xn = X / np.linalg.norm(X, axis=1, keepdims=True)
+    n_problems = 3 if multiclass else 1
+    assert est.coef_.shape == (n_problems, 2)
+    np.testing.assert_allclose(est.coef_, est.dual_coef_ @ (est.support_vectors_ / np.linalg.norm(
+        est.support_vectors_, axis=1, keepdims=True)), atol=1e-12)
+    f = Xn @ est.coef_.T + est.intercept_
+    if multiclass:
+        np.testing.assert_allclose(est.set_params(break_ties=False, decision_function_shape="ovo")
+                                   .decision_function(X), f, atol=1e-10)
+    else:
+        np.testing.assert_allclose(est.decision_function(X), f[:, 0], atol=1e-10)
+        assert np.abs(X @ est.coef_[0] + est.intercept_[0] - f[:, 0]).max() > 1e-3
+    with pytest.raises(ValueError):
+        est.coef_[0, 0] = 1.0                             # read-only
+    rbf = CVM(device="cpu", random_state=0).fit(X, y)
+    with pytest.raises(AttributeError, match="linear kernel"):
+        rbf.coef_
+
+
+@pytest.mark.parametrize("multiclass", [False, True])
+def test_cvm_max_iter_gives_one_svc_convergence_warning(multiclass):
+    X, y = make_checkerboard(2000, random_state=0)
+    if multiclass:
+        y = np.where(X[:, 0] > 0.6, 2, y)
+    kw = dict(gamma=30.0, C=1000.0, device="cpu", random_state=0)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        est = CVM(max_iter=1, **kw).fit(X, y)
+    conv = [c for c in caught if issubclass(c.category, ConvergenceWarning)]
+    assert len(conv) == 1                               # one, starting with SVC's own sentence
+    assert re.match(SVC_MAX_ITER, str(conv[0].message)) and "CVM did not reach tol" in str(conv[0].message)
+    assert est.stop_reason_ == ["max_iter"] * (3 if multiclass else 1)
+    with pytest.warns(ConvergenceWarning) as record:     # an early stop not by max_iter: CVM's own words
+        CVM(max_core_size=4, **kw).fit(X, y)
+    assert len(record) == 1 and str(record[0].message).startswith("CVM did not reach tol")
 
 
 # --------------------------------------------------------------------------- GPU twins

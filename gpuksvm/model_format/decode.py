@@ -228,13 +228,17 @@ class _Reader:
             dims = Dims({k: v for k, v in vars(obj).items() if type(v) is int})
         values = {}
         for k, sub in fitted.items():
-            spec = entry.fitted.get(k)
-            if spec is None:
+            if k not in entry.fitted:
                 raise format_error(f"{path}.{k}", f"{entry.cls.__name__} has no declared attribute {k!r}; "
                             "refusing the file")
-            v = self.value(sub, f"{path}.{k}", depth + 1, estimators=True)
+            values[k] = self.value(sub, f"{path}.{k}", depth + 1, estimators=True)
+        if entry.upgrade_decoded is not None:
+            values = entry.upgrade_decoded(values)
+        for k, v in values.items():
+            spec = entry.fitted.get(k)
+            if spec is None:
+                raise format_error(f"{path}.{k}", f"{entry.cls.__name__} has no declared attribute {k!r}")
             spec.check(v, dims, f"{path}.{k}")
-            values[k] = v
         if values:
             missing = [k for k in entry.required if k not in values]
             if missing:

@@ -26,7 +26,8 @@ from ..solvers.okfeb import OnlineSubspace
 from ..solvers.online import Pegasos, RegularizedLMS
 from ..svi import SVI
 from .specs import (INT64_RANGE, Arr, Bool, DeviceSpec, Dims, DictOf, DTypeSpec, Either, Float, Info, Instance,
-                    Int, ListOf, ModelFormatError, Opt, SparseOrArr, Spec, Str, Strings, TupleOf, format_error)
+                    Int, ListOf, ModelFormatError, Opt, SparseOrArr, Spec, Str, Strings, TupleOf, format_error,
+                    is_array)
 
 __all__ = ["Entry", "REGISTRY", "entry_for"]
 
@@ -58,6 +59,10 @@ class Entry:
     transient : attributes not stored, recreated on load (caches)
     upgrade : rewrites the ``fitted`` JSON object of a file written before the class's
         attributes changed (pure JSON → JSON: renames and regrouping, nothing is built)
+    upgrade_decoded : the post-load normalization step: rewrites the decoded attribute
+        values (name → value, before they are checked against ``fitted``) of a file written
+        before an attribute changed shape in a way JSON cannot express (a number that is
+        now an array); builds nothing but NumPy arrays and lists
     """
 
     name: str
@@ -69,6 +74,7 @@ class Entry:
     check: Callable[[Any, Dims, str], None] | None = None
     transient: dict[str, Callable[[], Any]] = field(default_factory=dict)
     upgrade: Callable[[dict], dict] | None = None
+    upgrade_decoded: Callable[[dict], dict] | None = None
 
     @property
     def v1_name(self) -> str:
@@ -276,20 +282,45 @@ _CVM_FITTED = _common({
     "_sv_scale": Opt(Arr("f", ("n_sv",))),
     "n_support_total_": Int(low=0, dim="n_sv"),
     "intercept_": Arr("f", ("n_problems",)),
-    "core_set_": Either(INT_1D, ListOf(INT_1D)),
-    "alpha_": Either(FLOAT_1D, ListOf(FLOAT_1D)),
-    "radius_": Either(Float(), FLOAT_1D),
+    "core_set_": ListOf(INT_1D, dim="n_problems"),
+    "alpha_": ListOf(FLOAT_1D, dim="n_problems"),
+    "radius_": Arr("f", ("n_problems",)),
     "rho_": Arr("f", ("n_problems",)),
-    "n_iter_": Either(Int(low=0), INT_1D),
-    "stop_reason_": Either(_CVM_STOP, ListOf(_CVM_STOP)),
-    "duality_gap_": Either(Float(), FLOAT_1D),
-    "history_": Either(_CVM_HISTORY, ListOf(_CVM_HISTORY)),
+    "n_iter_": Arr("iu", ("n_problems",)),
+    "stop_reason_": ListOf(_CVM_STOP, dim="n_problems"),
+    "duality_gap_": Arr("f", ("n_problems",)),
+    "history_": ListOf(_CVM_HISTORY, dim="n_problems"),
     "search_": Str(),
     "kappa_tilde_": Float(),
-    "n_smo_steps_": Either(Int(low=0), INT_1D),
-    "core_set_size_": Either(Int(low=0), INT_1D),
+    "n_smo_steps_": Arr("iu", ("n_problems",)),
+    "core_set_size_": Arr("iu", ("n_problems",)),
     "offset_": Float(),
 })
+#: per-problem attributes that a binary or one-class CVM stored as one value before issue 16
+_CVM_PER_PROBLEM_ARRAYS = {"radius_": np.float64, "n_iter_": np.int64, "duality_gap_": np.float64,
+                           "n_smo_steps_": np.int64, "core_set_size_": np.int64}
+_CVM_PER_PROBLEM_LISTS = {"core_set_": is_array, "alpha_": is_array,
+                          "stop_reason_": lambda v: type(v) is str, "history_": lambda v: type(v) is dict}
+
+
+def _cvm_one_problem_as_lists(values: dict) -> dict:
+    """Decoded CVM attributes of a file written before issue 16 → per-problem shapes.
+
+    Such files hold a single binary or one-class problem's ``n_iter_`` etc. as
+    a number and its ``core_set_`` etc. as the bare object; they become
+    arrays of shape (1,) and lists of one entry, the shapes a fit gives now.
+    Files with several problems already had them.
+    """
+    out = dict(values)
+    for k, dtype in _CVM_PER_PROBLEM_ARRAYS.items():
+        if type(out.get(k)) in (int, float):
+            out[k] = np.array([out[k]], dtype=dtype)
+    for k, is_one in _CVM_PER_PROBLEM_LISTS.items():
+        if k in out and is_one(out[k]):
+            out[k] = [out[k]]
+    return out
+
+
 _CVM_REQUIRED = ("kernel_", "support_vectors_", "dual_coef_", "intercept_", "_sv_scale",
                  "n_features_in_", "rho_")
 
@@ -356,9 +387,11 @@ _ENTRIES = [
                   "n_features_in_"),
           validate=_own_checks("_check_params"), check=_check_llsvm),
     Entry("gpuksvm.cvm.CVM", CVM, _CVM_FITTED, required=_CVM_REQUIRED + ("classes_",),
-          validate=_own_checks("_check_params"), check=_check_cvm),
+          validate=_own_checks("_check_params"), check=_check_cvm,
+          upgrade_decoded=_cvm_one_problem_as_lists),
     Entry("gpuksvm.cvm.OneClassCVM", OneClassCVM, _CVM_FITTED, required=_CVM_REQUIRED + ("offset_",),
-          validate=_own_checks("_check_params"), check=_check_cvm),
+          validate=_own_checks("_check_params"), check=_check_cvm,
+          upgrade_decoded=_cvm_one_problem_as_lists),
     Entry("gpuksvm.kernel_svc.KernelSVC", KernelSVC, _common({
         **_SVM_SHAPES,
         # (0, 0) for kernel="precomputed", as SVC's (checked in _check_svc)
