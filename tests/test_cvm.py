@@ -22,7 +22,7 @@ from sklearn.metrics.pairwise import polynomial_kernel, rbf_kernel
 from sklearn.svm import LinearSVC
 
 from gpuksvm import backend as bk
-from gpuksvm import cvm as cvm_module
+from gpuksvm import cvm_base as cvm_module
 from gpuksvm.cvm import CVM, OneClassCVM
 from gpuksvm.datasets import make_checkerboard
 
