@@ -309,9 +309,13 @@ class LinearSVM(DeviceMixin, ProbabilityMixin, ClassifierMixin, BaseEstimator):
         return self
 
     def _from_solution(self, sol: lin.LinearSolution, classes: np.ndarray, n_features: int, solver: str,
-                       dev: bk.Device, dt: Any, log_scale: float = 0.0) -> "LinearSVM":
+                       dev: bk.Device, dt: Any, log_scale: float = 0.0,
+                       n_passes: int | None = None) -> "LinearSVM":
         """The fitted state from a solution found outside :meth:`fit` (newton-stream, the Dask
-        fit's Newton); ``log_scale`` as from :func:`extreme_cost_scale`."""
+        fit's Newton); ``log_scale`` as from :func:`extreme_cost_scale`; ``n_passes`` over the
+        data, when they were streamed (``n_passes_``)."""
+        if n_passes is not None:
+            self.n_passes_ = int(n_passes)
         self.classes_ = np.asarray(classes)
         self.n_features_in_ = int(n_features)
         self.cost_scale_ = math.exp(log_scale)

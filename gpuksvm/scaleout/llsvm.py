@@ -277,8 +277,7 @@ def fit_llsvm(estimator: Any, X: Any, y: Any, sample_weight: Any = None, *, clie
                            dtype=dt)
     sol = newton_solve(oracle, tol=float(est.tol), max_iter=int(est.max_iter), callback=callback)
     times["svm"] = time.perf_counter() - t0
-    svm._from_solution(sol, classes, k, "newton-dask", dev, dt, log_scale)
-    svm.n_passes_ = int(sol.info["n_passes"])
+    svm._from_solution(sol, classes, k, "newton-dask", dev, dt, log_scale, n_passes=sol.info["n_passes"])
     est._set_fitted(nmap, svm, dev, dt, times)
     record_info(est, ledger, client, {"newton_iter": sol.n_iter, "newton_converged": sol.converged,
                                        "n_passes": sol.info["n_passes"],
