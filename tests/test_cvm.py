@@ -7,7 +7,7 @@ Lawson–Hanson NNLS solves exactly; and the two-class L2-SVM with a linear
 kernel is LIBLINEAR's squared-hinge SVM with C/2 and the bias as a feature of
 value 1 (scikit-learn's ``LinearSVC``).  Kernels for the references come from
 scikit-learn's pairwise kernels, not from gpuksvm.  The solver pieces
-(core-set QP, cache, scanners) are tested in ``test_cvm_solvers.py``.
+(core-set QP, cache, scanners) are tested in ``tests/solvers/test_cvm_solvers.py``.
 """
 from __future__ import annotations
 
