@@ -52,6 +52,7 @@ from .kernel_svc import KernelSVC
 from .linear_svm import LinearSVM
 from .llsvm import LLSVM
 from .okfeb import OKFEBClassifier, OKFEBRegressor
+from .params import is_unset
 from .svi import SVI
 from .validation import check_allocation, physical_memory
 
@@ -138,10 +139,10 @@ def make_estimator(method: str, *, options: dict[str, Any] | None = None,
     """
     cls = estimator_class(method)
     est = cls()
-    # the options a method has are its declared parameters (gpuksvm.params); old names of renamed
-    # parameters still work for one release (the estimator warns) but are not offered
+    # the options a method has are its declared parameters (gpuksvm.params); the ones kept one
+    # release under an old name (default DEPRECATED) still work (the estimator warns) but are not offered
     accepted = set(cls._parameter_constraints)
-    names = accepted - set(cls._renamed_parameters)
+    names = {name for name in accepted if not is_unset(getattr(est, name))}
     params: dict[str, Any] = {}
     for opt, value in (options or {}).items():
         if value is None:

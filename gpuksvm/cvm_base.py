@@ -13,14 +13,14 @@ from typing import Any
 import numpy as np
 from sklearn.base import BaseEstimator
 from sklearn.exceptions import ConvergenceWarning
-from sklearn.utils._param_validation import Hidden, Interval, StrOptions
+from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted
 
 from . import backend as bk
 from .base import DeviceMixin
 from .kernels import Kernel, kernel_matvec, make_kernel
 from .multiclass import binary_problems, problem_rows
-from .params import DEPRECATED, DEVICE_PARAMS, KERNEL_PARAMS, count, positive
+from .params import DEVICE_PARAMS, KERNEL_PARAMS, count, deprecated, is_unset, positive
 from .progress import report
 from .solvers.meb import CoreSetResult, fit_core_set
 from .solvers.meb_scan import kernel_scale, make_scanner
@@ -63,20 +63,20 @@ class CVMBase(DeviceMixin, BaseEstimator):
         "normalize": ["boolean"],
         **DEVICE_PARAMS,
         # kept one release, no effect (a FutureWarning says so)
-        "eps": [Hidden(StrOptions({DEPRECATED})), Interval(Real, 0, 1, closed="neither")],
-        "eps_schedule": [Hidden(StrOptions({DEPRECATED})), StrOptions({"anneal", "fixed"})],
-        "inner_solver": [Hidden(StrOptions({DEPRECATED})), StrOptions({"active_set", "smo"})],
+        "eps": deprecated([Interval(Real, 0, 1, closed="neither")]),
+        "eps_schedule": deprecated([StrOptions({"anneal", "fixed"})]),
+        "inner_solver": deprecated([StrOptions({"active_set", "smo"})]),
     }
 
     def _check_param_relations(self) -> None:
-        if self.eps != DEPRECATED:
+        if not is_unset(self.eps):
             warnings.warn("eps (the (1+ε) ball of the old stop rule) is deprecated and has no effect; "
                           "the CVM stops on the L2-SVM's relative duality gap `tol`. eps will be "
                           "removed in the next release.", FutureWarning, stacklevel=4)
-        if self.eps_schedule != DEPRECATED:
+        if not is_unset(self.eps_schedule):
             warnings.warn("eps_schedule is deprecated and has no effect (the stop rule is the duality "
                           "gap `tol`); it will be removed in the next release.", FutureWarning, stacklevel=4)
-        if self.inner_solver != DEPRECATED:
+        if not is_unset(self.inner_solver):
             warnings.warn("inner_solver is deprecated and has no effect: the core-set QP picks SMO or "
                           "the active set itself (gpuksvm.solvers.simplex_qp); it will be removed in "
                           "the next release.", FutureWarning, stacklevel=4)

@@ -98,8 +98,8 @@ from .kernels import Kernel, kernel_block, kernel_matvec, make_kernel
 from .linear_svm import LinearSVM
 from .nystrom import (MapParams, NystromMap, apply_spectrum, build_map, feature_map, nystrom_maps,
                       sample_rows_for_map, select_landmarks, spectrum_objective, supervised_spectrum)
-from .params import (CLASS_WEIGHT, DEPRECATED, DEVICE_PARAMS, KERNEL_PARAMS, count, non_negative, positive,
-                     renamed)
+from .params import (CLASS_WEIGHT, DEPRECATED, DEVICE_PARAMS, KERNEL_PARAMS, count, deprecated, non_negative,
+                     positive)
 from .scaleout.dispatch import dask_dispatch
 from .scaleout.llsvm import fit_llsvm
 from .validation import (check_param, check_sample_weight, encode_classes,
@@ -229,7 +229,7 @@ class LLSVM(DeviceMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin, Clas
         "n_labeled": [count(2)],
         "spectrum_reg": [positive()],
         "dissimilar_pair_weight": [non_negative()],
-        "a": renamed([non_negative()]),
+        "a": deprecated([non_negative()]),
         "class_weight": CLASS_WEIGHT,
         "tol": [positive()],
         "max_iter": [count(1)],

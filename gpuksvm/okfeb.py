@@ -28,7 +28,7 @@ from sklearn.utils.validation import check_is_fitted
 from . import backend as bk
 from .base import DeviceMixin
 from .okfeb_extractor import OKFEB, take_rows, windowed_kernel_error
-from .params import DEPRECATED, count, non_negative, positive, renamed
+from .params import DEPRECATED, count, deprecated, non_negative, positive
 from .solvers.linear import ovr_targets
 from .solvers.okfeb import batch_objective
 from .solvers.okfeb_learners import (CHECK_ROWS, BudgetTooSmallWarning, capacity_check, exact_classifier,
@@ -79,7 +79,7 @@ class _OKFEBLearner(DeviceMixin, BaseEstimator):
         return OKFEB(output="features", verbose=0, **params)
 
     def _check_param_relations(self) -> None:
-        self._extractor()._check_params()
+        self._extractor()           # refuses mode="batch"; its parameters are declared here too
 
     def _check_learner_size(self, n_outputs: int) -> None:
         """The learner's weights are (rank + 1) × outputs: refuse an absurd rank before allocating."""
@@ -365,7 +365,7 @@ class OKFEBRegressor(RegressorMixin, _OKFEBLearner):
         "alpha": [non_negative()],
         "learning_rate": [positive()],
         "normalize": ["boolean"],
-        "normalized": renamed(["boolean"]),
+        "normalized": deprecated(["boolean"]),
     }
     _renamed_parameters = {"budget": "n_landmarks", "normalized": "normalize"}
 

@@ -19,7 +19,7 @@ from sklearn.utils.validation import check_is_fitted
 from . import backend as bk
 from .base import DeviceMixin
 from .kernels import Kernel, kernel_block, make_kernel
-from .params import DEPRECATED, DEVICE_PARAMS, KERNEL_PARAMS, count, non_negative, positive, renamed
+from .params import DEPRECATED, DEVICE_PARAMS, KERNEL_PARAMS, count, deprecated, non_negative, positive
 from .progress import progress
 from .solvers.okfeb import MODES, OUTPUTS, OnlineSubspace, SubspaceParams
 from .solvers.okfeb_learners import stream_order
@@ -195,7 +195,7 @@ class OKFEB(DeviceMixin, TransformerMixin, BaseEstimator):
         **KERNEL_PARAMS,
         "rank": [count(1)],
         "n_landmarks": [count(1)],
-        "budget": renamed([count(1)]),
+        "budget": deprecated([count(1)]),
         "reg": [positive()],
         "step_size": [positive()],
         "step_decay": [Interval(Real, 0, 1, closed="both")],

@@ -44,11 +44,12 @@ from sklearn.utils._param_validation import (Hidden, Interval, InvalidParameterE
 
 from .backend import Device
 from .kernels import Kernel
+from .validation import check_int_width
 
-__all__ = ["ParamsMixin", "DEPRECATED", "renamed", "positive", "non_negative", "count",
+__all__ = ["ParamsMixin", "DEPRECATED", "deprecated", "is_unset", "positive", "non_negative", "count",
            "KERNEL_PARAMS", "DEVICE_PARAMS", "CLASS_WEIGHT", "MAX_ITER_OR_NO_LIMIT", "InvalidParameterError"]
 
-#: default of a renamed parameter's old name (it takes effect only when set)
+#: default of a parameter kept one release under an old name (it takes effect only when set)
 DEPRECATED = "deprecated"
 
 _INT64_MAX = 2 ** 63 - 1
@@ -99,9 +100,15 @@ CLASS_WEIGHT = [StrOptions({"balanced"}), dict, None]
 MAX_ITER_OR_NO_LIMIT = [count(1), Options(Integral, {-1})]
 
 
-def renamed(new_constraints: list) -> list:
-    """Constraints of a renamed parameter's old name: unset (:data:`DEPRECATED`) or a value for the new one."""
-    return [Hidden(StrOptions({DEPRECATED})), *new_constraints]
+def deprecated(constraints: list) -> list:
+    """Constraints of a parameter kept one release under an old name: unset (:data:`DEPRECATED`),
+    or a value the ``constraints`` accept (for a renamed one: the new name's constraints)."""
+    return [Hidden(StrOptions({DEPRECATED})), *constraints]
+
+
+def is_unset(value: Any) -> bool:
+    """Whether a deprecated parameter was left at :data:`DEPRECATED` (its default)."""
+    return isinstance(value, str) and value == DEPRECATED
 
 
 class ParamsMixin:
@@ -122,10 +129,7 @@ class ParamsMixin:
             if isinstance(value, (bool, np.bool_)):
                 raise InvalidParameterError(f"{type(self).__name__}: {name} must be a number, not a bool; "
                                             f"got {value!r}")
-            if abs(int(value)) > _INT64_MAX:
-                raise InvalidParameterError(f"{type(self).__name__}: {name} is too large: an integer of "
-                                            f"{int(value).bit_length()} bits (at most 64-bit integers are "
-                                            "accepted)")
+            check_int_width(f"{type(self).__name__}: {name}", value)
         degree = getattr(self, "degree", None)
         if isinstance(degree, (float, np.floating)) and "degree" in self._parameter_constraints:
             if float(degree).is_integer():
@@ -143,7 +147,7 @@ class ParamsMixin:
         defaults = {p.name: p.default for p in inspect.signature(type(self).__init__).parameters.values()}
         for old, new in self._renamed_parameters.items():
             value = getattr(self, old)
-            if isinstance(value, str) and value == DEPRECATED:
+            if is_unset(value):
                 continue
             current = getattr(self, new)
             if not (current is defaults[new] or (type(current) is type(defaults[new]) and current == defaults[new])):
@@ -158,7 +162,6 @@ class ParamsMixin:
     def _param(self, name: str) -> Any:
         """The effective value of parameter ``name``: its old name's value when only that was set."""
         for old, new in self._renamed_parameters.items():
-            value = getattr(self, old, DEPRECATED) if new == name else DEPRECATED
-            if not (isinstance(value, str) and value == DEPRECATED):
-                return value
+            if new == name and not is_unset(getattr(self, old, DEPRECATED)):
+                return getattr(self, old)
         return getattr(self, name)

@@ -32,6 +32,7 @@ __all__ = [
     "class_counts",
     "class_weight_vector",
     "check_param",
+    "check_int_width",
     "check_choice",
     "check_allocation",
     "physical_memory",
@@ -302,6 +303,13 @@ def zero_weight_classes_message(classes: np.ndarray, totals: np.ndarray) -> str:
             "with no weight cannot be learned; give its rows positive weight or drop the class")
 
 
+def check_int_width(name: str, value: Any) -> None:
+    """An integer parameter must fit in 64 bits (the solvers' and NumPy's integers)."""
+    if isinstance(value, (int, np.integer)) and abs(int(value)) >= 2 ** 63:
+        raise ValueError(f"{name} is too large: an integer of {int(value).bit_length()} bits "
+                         "(at most 64-bit integers are accepted)")
+
+
 def check_param(name: str, value: Any, kind: type | tuple = Real, *, low: float | None = None,
                 high: float | None = None, closed: str = "both", allow_none: bool = False,
                 allow_inf: bool = False) -> Any:
@@ -320,9 +328,7 @@ def check_param(name: str, value: Any, kind: type | tuple = Real, *, low: float 
     if isinstance(value, (float, np.floating)) and not (np.isfinite(value)
                                                        or (allow_inf and np.isinf(value))):
         raise ValueError(f"{name} must be finite, got {value!r}")
-    if isinstance(value, (int, np.integer)) and abs(int(value)) >= 2 ** 63:
-        raise ValueError(f"{name} is too large: an integer of {int(value).bit_length()} bits "
-                         "(at most 64-bit integers are accepted)")
+    check_int_width(name, value)
     lo_ok = low is None or (value >= low if closed in ("both", "left") else value > low)
     hi_ok = high is None or (value <= high if closed in ("both", "right") else value < high)
     if not (lo_ok and hi_ok):
