@@ -53,6 +53,8 @@ __all__ = [
     "set_config",
     "get_config",
     "config_context",
+    "available_memory",
+    "model_load_max_bytes",
     "memory_budget",
     "plan_rows",
     "is_out_of_memory",
@@ -76,6 +78,8 @@ _DEFAULT_CONFIG = {
     "gpu_memory_fraction": 0.5,
     # when host solvers limit the BLAS to one thread (gpuksvm.solvers._blas)
     "host_blas_threads": "auto",
+    # decompressed bytes loading one model file may take (gpuksvm.io.load)
+    "model_load_max_bytes": None,  # None -> GPUKSVM_MODEL_LOAD_MAX_BYTES or half the available memory
 }
 #: values of the ``host_blas_threads`` setting (see :func:`set_config`)
 HOST_BLAS_POLICIES = ("auto", "by_size", "untouched")
@@ -92,12 +96,14 @@ def get_config() -> dict:
     """Return a copy of the current configuration (memory budgets, host BLAS threads)."""
     cfg = dict(_config())
     cfg["cpu_memory_budget"] = _cpu_budget_bytes()
+    cfg["model_load_max_bytes"] = model_load_max_bytes()
     return cfg
 
 
 def set_config(*, cpu_memory_budget: int | str | None = None,
                gpu_memory_fraction: float | None = None,
-               host_blas_threads: str | None = None) -> None:
+               host_blas_threads: str | None = None,
+               model_load_max_bytes: int | str | None = None) -> None:
     """Set the memory budgets used to size row blocks, and the host BLAS thread policy.
 
     The settings are per thread (as scikit-learn's); :func:`config_context`
@@ -119,6 +125,15 @@ def set_config(*, cpu_memory_budget: int | str | None = None,
         1-minute load average already fills the cores this process may use;
         ``"by_size"``: the size rule only (timings independent of the
         machine's load); ``"untouched"``: never.
+    model_load_max_bytes : int or str, optional
+        Bytes (or ``"4GiB"``) of decompressed content one model file may
+        hold for :func:`gpuksvm.io.load` (see there); a larger file is
+        refused before its arrays are read.  Default: the environment
+        variable ``GPUKSVM_MODEL_LOAD_MAX_BYTES``, else half the memory
+        available now (``MemAvailable`` in ``/proc/meminfo``, capped by the
+        room left under a cgroup v2 ``memory.max``; elsewhere
+        ``sysconf`` available pages, else physical pages; 2 GiB where the
+        system reports none), at least 512 MiB.
     """
     cfg = _config()
     if cpu_memory_budget is not None:
@@ -131,6 +146,8 @@ def set_config(*, cpu_memory_budget: int | str | None = None,
         if host_blas_threads not in HOST_BLAS_POLICIES:
             raise ValueError(f"host_blas_threads must be one of {HOST_BLAS_POLICIES}, got {host_blas_threads!r}")
         cfg["host_blas_threads"] = host_blas_threads
+    if model_load_max_bytes is not None:
+        cfg["model_load_max_bytes"] = parse_bytes(model_load_max_bytes)
 
 
 @contextlib.contextmanager
@@ -169,6 +186,51 @@ def _cpu_budget_bytes() -> int:
         return int(b)
     env = os.environ.get("GPUKSVM_CPU_MEMORY_BUDGET")
     return parse_bytes(env) if env else 512 * 2**20
+
+
+def _read_int(path: str, field: str | None = None) -> int | None:
+    """An integer read from a small system file (a ``field:`` line in kB, or the whole file)."""
+    try:
+        with open(path) as fh:
+            if field is None:
+                text = fh.read(64).strip()
+                return int(text) if text.isdigit() else None
+            for line in fh:
+                if line.startswith(field + ":"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
+
+
+def available_memory() -> int | None:
+    """Bytes of memory this process could still use, as far as the system says (None: unknown)."""
+    avail = _read_int("/proc/meminfo", "MemAvailable")
+    if avail is None and hasattr(os, "sysconf"):
+        for name in ("SC_AVPHYS_PAGES", "SC_PHYS_PAGES"):
+            try:
+                avail = os.sysconf(name) * os.sysconf("SC_PAGE_SIZE")
+                break
+            except (ValueError, OSError):
+                continue
+    limit = _read_int("/sys/fs/cgroup/memory.max")
+    used = _read_int("/sys/fs/cgroup/memory.current")
+    if limit is not None and used is not None:
+        room = max(limit - used, 0)
+        avail = room if avail is None else min(avail, room)
+    return avail if avail is None or avail > 0 else None
+
+
+def model_load_max_bytes() -> int:
+    """The ``model_load_max_bytes`` setting in effect (see :func:`set_config`)."""
+    b = _config()["model_load_max_bytes"]
+    if b is not None:
+        return int(b)
+    env = os.environ.get("GPUKSVM_MODEL_LOAD_MAX_BYTES")
+    if env:
+        return parse_bytes(env)
+    avail = available_memory()
+    return max(512 * 2**20, (avail if avail is not None else 4 * 2**30) // 2)
 
 
 # --------------------------------------------------------------------------- devices

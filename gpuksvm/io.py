@@ -21,6 +21,15 @@ kind, dtype and shape.  Loading
 * sets only declared attributes, after checking each one's type, dtype and
   shape and that the named dimensions agree (so a loaded model predicts
   without shape errors);
+* opens only regular files, without blocking (a FIFO, socket, device or
+  folder is refused after ``fstat`` of the opened descriptor, so ``/dev/zero``
+  is never read and a FIFO never waits for a writer);
+* checks, before any array is read, the total decompressed size the file
+  declares (every array's size from the header's table or the zip directory,
+  whichever is larger, plus :data:`JSON_MEMORY_FACTOR` times the header's)
+  against a limit tied to the memory available (``max_bytes``, or the
+  ``model_load_max_bytes`` setting of :func:`gpuksvm.set_config`), so the
+  memory a load takes is bounded whatever the compression ratio;
 * reads each array only after checking its declared size against the header
   (no zip bombs), with the header size and the tree depth bounded.
 
@@ -65,7 +74,9 @@ Writes are atomic: the file is written to a temporary file in the target's
 folder, flushed to disk and moved over the target with :func:`os.replace`, so a
 crash never leaves a partial model (an existing file survives intact).  An
 existing file keeps its permission bits; writing to a symbolic link writes the
-file it points to (the link stays).
+file it points to (the link stays).  Only a regular file is ever replaced: a
+folder, FIFO, socket or device at the target (``/dev/null`` included) is
+refused with an ``OSError`` before writing, and again just before the move.
 """
 from __future__ import annotations
 
@@ -75,22 +86,26 @@ import json
 import math
 import os
 import re
-import secrets
-import stat
+import struct
 import tokenize
 import zipfile
 import zlib
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from ._version import __version__
+from .backend import model_load_max_bytes, parse_bytes
+from .files import check_writable, open_regular, same_file, write_atomic
 from .model_format import (ARRAY_DTYPE_RE, ArrayInfo, ModelFormatError, decode_model, describe_value,
                            encode_model, entry_for, translate_v1)
 
-__all__ = ["save", "load", "read_header", "describe", "check_writable", "write_atomic",
-           "ModelFormatError", "FORMAT_NAME", "FORMAT_VERSION", "MAX_HEADER_BYTES"]
+__all__ = ["save", "load", "read_header", "describe", "check_writable", "write_atomic", "same_file",
+           "ModelFormatError", "ModelFileNotFoundError", "FORMAT_NAME", "FORMAT_VERSION",
+           "MAX_HEADER_BYTES", "JSON_MEMORY_FACTOR", "LOAD_MEMORY_FACTOR"]
 
 FORMAT_NAME = "gpuksvm-model"
 #: the version this gpuksvm writes; it reads versions 1 and 2
@@ -98,11 +113,18 @@ FORMAT_VERSION = 2
 HEADER_MEMBER = "header.json"
 #: largest header.json accepted (a model's header is a few kB to a few MB)
 MAX_HEADER_BYTES = 64 * 2 ** 20
+#: a JSON header takes up to this many times its size as Python objects (measured: about 33
+#: for ``[[],[],...]``); the header counts this many times against the load limit
+JSON_MEMORY_FACTOR = 40
+#: :func:`load` takes at most this many times the declared array bytes (plus the header's
+#: share and a constant) of peak memory (tests/test_io_hostile.py measures it)
+LOAD_MEMORY_FACTOR = 2
 #: largest .npy header accepted in a member (NumPy writes < 200 bytes)
 _MAX_NPY_HEADER = 10_000
 #: DEFLATE cannot compress by more than ~1032:1; a member claiming more lies about its size
 _MAX_DEFLATE_RATIO = 1100
 _MAX_ARRAY_DIMS = 32
+_READ_CHUNK = 2 ** 20
 _REF_RE = re.compile(r"^a\d{1,9}$")
 _SHA_RE = re.compile(r"^[0-9a-f]{64}$")
 _V2_KEYS = {"format", "format_version", "gpuksvm_version", "numpy_version", "created", "class",
@@ -112,87 +134,16 @@ _V1_KEYS = {"format", "format_version", "gpuksvm_version", "numpy_version", "cre
             "fitted_device", "params", "tree", "arrays"}
 
 
+class ModelFileNotFoundError(ModelFormatError, FileNotFoundError):
+    """There is no model file at the path (a :class:`ModelFormatError` and a ``FileNotFoundError``)."""
+
+
 def _sha256(a: np.ndarray) -> str:
     return hashlib.sha256(np.ascontiguousarray(a).view(np.uint8).reshape(-1).data
                           if a.size else b"").hexdigest()
 
 
 # --------------------------------------------------------------------------- writing
-def _write_target(path: Path) -> Path:
-    """The file a write to ``path`` goes to (a symlink's target), with clear errors."""
-    target = Path(os.path.realpath(path)) if path.is_symlink() else path
-    if target.is_dir():
-        raise IsADirectoryError(f"cannot write the model to {path}: it is a folder; "
-                                "give a file name such as model.npz")
-    folder = target.parent if str(target.parent) else Path(".")
-    if not folder.is_dir():
-        raise FileNotFoundError(f"cannot write the model to {path}: the folder {folder} does not exist")
-    return target
-
-
-def _open_temp(target: Path) -> tuple[int, Path]:
-    """A new temporary file beside ``target`` (mode of the target, or the umask default)."""
-    folder = target.parent if str(target.parent) else Path(".")
-    for _ in range(100):
-        tmp = folder / f".{target.name}.{secrets.token_hex(6)}.tmp"
-        try:
-            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0), 0o666)
-        except FileExistsError:
-            continue
-        except PermissionError as exc:
-            raise PermissionError(f"cannot write the model to {target}: no permission to create "
-                                  f"files in {folder} ({exc.strerror})") from exc
-        return fd, tmp
-    raise FileExistsError(f"cannot create a temporary file in {folder}")  # pragma: no cover
-
-
-def check_writable(path: str | os.PathLike) -> Path:
-    """Raise a clear ``OSError`` now if :func:`save` could not write ``path``.
-
-    Checks that the folder exists, that ``path`` is not a folder and that a file
-    can be created beside it (what the atomic write needs).  Returns the
-    file that would be written (a symlink's target).  The CLI calls this
-    before training.
-    """
-    target = _write_target(Path(path))
-    fd, tmp = _open_temp(target)
-    os.close(fd)
-    os.unlink(tmp)
-    return target
-
-
-def write_atomic(path: str | os.PathLike, write: Any) -> Path:
-    """Write a file atomically: ``write(fh)`` fills a temporary file beside the target,
-    which is then flushed, synced and moved over it (:func:`os.replace`).
-
-    An existing target keeps its permission bits; a symbolic link is followed
-    (its target is replaced, the link stays); nothing is left behind on error.
-    ``write`` may be ``bytes`` instead of a function.
-    """
-    path = Path(path)
-    target = _write_target(path)
-    existing_mode = stat.S_IMODE(os.stat(target).st_mode) if target.exists() else None
-    fd, tmp = _open_temp(target)
-    try:
-        if existing_mode is not None:
-            os.chmod(tmp, existing_mode)
-        with os.fdopen(fd, "wb") as fh:
-            if isinstance(write, (bytes, bytearray)):
-                fh.write(write)
-            else:
-                write(fh)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, target)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
-    return path
-
-
 def _check_metadata(meta: Any, where: str) -> dict:
     """A flat dict of at most 64 short str keys → None/bool/int/float/str (for the header)."""
     if type(meta) is not dict or len(meta) > _MAX_METADATA:
@@ -219,8 +170,13 @@ def save(model: Any, path: str | os.PathLike, *, metadata: dict | None = None) -
     path : str or path-like
         Destination; written atomically (temporary file + :func:`os.replace`),
         keeping an existing file's permission bits; a symbolic link is
-        followed and its target replaced.  ``.npz`` is the conventional
-        suffix; none is added.
+        followed and its target replaced.  An existing folder, FIFO, socket
+        or device there is refused.  ``.npz`` is the conventional suffix;
+        none is added.
+    metadata : dict, optional
+        At most 64 entries stored in the header (``gpuksvm info`` shows
+        them): str keys of at most 100 characters, values ``None``, bool,
+        64-bit int, finite float or a str of at most 1000 characters.
 
     Returns
     -------
@@ -232,10 +188,11 @@ def save(model: Any, path: str | os.PathLike, *, metadata: dict | None = None) -
     TypeError
         If the model is or holds something the closed format cannot represent
         (another library's estimator, a callable, an undeclared attribute);
-        pickle/joblib can still store such a model.
+        pickle/joblib can still store such a model.  Also if ``metadata`` is
+        not such a dict.
     OSError
-        If the folder does not exist, ``path`` is a folder, or the file cannot
-        be written (nothing is left behind).
+        If the folder does not exist, ``path`` is a folder, FIFO, socket or
+        device, or the file cannot be written (nothing is left behind).
 
     Examples
     --------
@@ -254,6 +211,8 @@ def save(model: Any, path: str | os.PathLike, *, metadata: dict | None = None) -
                         "model format holds gpuksvm estimators (and scikit-learn Pipeline/"
                         "StandardScaler around them); use pickle/joblib for other objects")
     if metadata is not None:
+        if not isinstance(metadata, Mapping):
+            raise TypeError(f"save: metadata must be a dict, got {type(metadata).__name__}")
         try:
             metadata = _check_metadata(dict(metadata), "save")
         except ModelFormatError as exc:
@@ -297,17 +256,43 @@ def _write_member(zf: zipfile.ZipFile, name: str, a: np.ndarray) -> None:
 
 
 # --------------------------------------------------------------------------- reading
-def _open_archive(path: Path) -> zipfile.ZipFile:
-    if not path.exists():
-        raise FileNotFoundError(f"no such model file: {path}")
-    if path.is_dir():
-        raise ModelFormatError(f"{path}: is a folder, not a model file")
+_LIMIT_HINT = "max_bytes=, or gpuksvm.set_config(model_load_max_bytes=...)"
+_ZIP_ERRORS = (zipfile.BadZipFile, zipfile.LargeZipFile, OSError, EOFError, ValueError, struct.error,
+               zlib.error, NotImplementedError)
+
+
+def _max_bytes(max_bytes: int | str | None) -> int:
+    return model_load_max_bytes() if max_bytes is None else parse_bytes(max_bytes)
+
+
+@contextmanager
+def _archive(path: Path) -> Iterator[zipfile.ZipFile]:
+    """The model file at ``path`` as a zip archive read from one regular-file descriptor.
+
+    Every failure (no such file, a link loop, a folder/FIFO/socket/device, no
+    permission, not a zip archive, duplicate member names) is a
+    :class:`ModelFormatError`; a missing file a :class:`ModelFileNotFoundError`.
+    """
     try:
-        return zipfile.ZipFile(path, "r")
-    except (zipfile.BadZipFile, zipfile.LargeZipFile, OSError, EOFError, ValueError,
-            NotImplementedError) as exc:
-        raise ModelFormatError(f"{path}: not a gpuksvm model file, or the file is corrupted "
-                               f"(truncated/damaged archive: {exc})") from exc
+        fh = open_regular(path, "load the model file")
+    except FileNotFoundError as exc:
+        err = ModelFileNotFoundError(str(exc) if os.path.islink(path) else f"no such model file: {path}")
+        err.errno = exc.errno
+        raise err from None
+    except OSError as exc:
+        raise ModelFormatError(str(exc)) from None
+    with fh:
+        try:
+            zf = zipfile.ZipFile(fh, "r")
+        except _ZIP_ERRORS as exc:
+            raise ModelFormatError(f"{path}: not a gpuksvm model file, or the file is corrupted "
+                                   f"(truncated/damaged archive: {exc})") from exc
+        with zf:
+            names = zf.namelist()
+            if len(names) != len(set(names)):
+                dup = sorted({n for n in names if names.count(n) > 1})[:5]
+                raise ModelFormatError(f"{path}: the archive holds duplicate members {dup}")
+            yield zf
 
 
 def _check_member_info(info: zipfile.ZipInfo, path: Path, limit: int) -> None:
@@ -326,16 +311,20 @@ def _check_member_info(info: zipfile.ZipInfo, path: Path, limit: int) -> None:
                                "real archive has (a zip bomb?)")
 
 
-def _json_header(zf: zipfile.ZipFile, path: Path) -> dict:
+def _json_header(zf: zipfile.ZipFile, path: Path, max_bytes: int) -> dict:
     try:
         info = zf.getinfo(HEADER_MEMBER)
     except KeyError as exc:
         raise ModelFormatError(f"{path}: not a gpuksvm model file (no {HEADER_MEMBER} member)") from exc
     _check_member_info(info, path, MAX_HEADER_BYTES)
+    if JSON_MEMORY_FACTOR * info.file_size > max_bytes:
+        raise ModelFormatError(f"{path}: the header declares {info.file_size} bytes, which may take "
+                               f"{JSON_MEMORY_FACTOR} times that in memory, more than the {max_bytes} "
+                               f"bytes allowed ({_LIMIT_HINT})")
     try:
         with zf.open(info) as fh:
             raw = fh.read(MAX_HEADER_BYTES + 1)
-    except (zipfile.BadZipFile, OSError, EOFError, ValueError, zlib.error, NotImplementedError) as exc:
+    except _ZIP_ERRORS as exc:
         raise ModelFormatError(f"{path}: corrupted model file: cannot read its header ({exc})") from exc
     if len(raw) > MAX_HEADER_BYTES:
         raise ModelFormatError(f"{path}: the header is larger than {MAX_HEADER_BYTES} bytes")
@@ -462,7 +451,7 @@ def _read_member(zf: zipfile.ZipFile, ref: str, spec: dict, path: Path) -> np.nd
             view = memoryview(flat.view(np.uint8))
             got = 0
             while got < nbytes:
-                n = fh.readinto(view[got:])
+                n = fh.readinto(view[got:got + _READ_CHUNK])  # (a whole-array read() copies it twice)
                 if not n:
                     break
                 got += n
@@ -485,35 +474,54 @@ def _read_member(zf: zipfile.ZipFile, ref: str, spec: dict, path: Path) -> np.nd
 
 def _check_members(zf: zipfile.ZipFile, table: dict, path: Path) -> None:
     expected = {HEADER_MEMBER} | {f"{ref}.npy" for ref in table}
-    names = zf.namelist()
-    extra = set(names) - expected
-    if extra or len(names) != len(set(names)):
+    extra = set(zf.namelist()) - expected
+    if extra:
         raise ModelFormatError(f"{path}: the archive holds members the header does not list "
-                               f"({sorted(extra)[:5] or 'duplicates'})")
+                               f"({sorted(extra)[:5]})")
 
 
-def read_header(path: str | os.PathLike) -> dict:
+def _check_total(zf: zipfile.ZipFile, table: dict, path: Path, max_bytes: int) -> None:
+    """Refuse a file whose arrays (and header) declare more decompressed bytes than ``max_bytes``."""
+    arrays = 0
+    for ref, spec in table.items():
+        declared = math.prod(spec["shape"]) * np.dtype(spec["dtype"]).itemsize
+        try:
+            stored = zf.getinfo(f"{ref}.npy").file_size
+        except KeyError:
+            stored = 0
+        arrays += max(declared, stored)
+    header = JSON_MEMORY_FACTOR * zf.getinfo(HEADER_MEMBER).file_size
+    if arrays + header > max_bytes:
+        raise ModelFormatError(f"{path}: the file declares {arrays} bytes of arrays (and a header worth "
+                               f"{header}), more than the {max_bytes} bytes allowed ({_LIMIT_HINT})")
+
+
+def read_header(path: str | os.PathLike, *, max_bytes: int | str | None = None) -> dict:
     """The JSON header of a model file after its top-level checks (no array is read).
 
-    Raises :class:`ModelFormatError` for a file that is not a gpuksvm model, is
-    damaged, or is from a newer format version.
+    ``max_bytes`` bounds the header as in :func:`load`.  Raises
+    :class:`ModelFormatError` for a path that is not a regular file, a file that
+    is not a gpuksvm model, is damaged, or is from a newer format version.
     """
     path = Path(path)
-    with _open_archive(path) as zf:
-        return _check_header(_json_header(zf, path), path)
+    with _archive(path) as zf:
+        return _check_header(_json_header(zf, path, _max_bytes(max_bytes)), path)
 
 
-def describe(path: str | os.PathLike) -> dict:
+def describe(path: str | os.PathLike, *, max_bytes: int | str | None = None) -> dict:
     """What a model file holds, validated against the closed schema, without reading its arrays.
 
     Returns a dict with ``file``, ``class`` (of the validated tree),
     ``format_version``, ``gpuksvm_version``, ``created``, ``fitted_device``,
     ``metadata``, ``params`` (JSON-friendly), ``fitted`` (attribute → description, public
     ones), ``state`` (private declared attributes), ``n_arrays`` and
-    ``array_bytes``.  Raises :class:`ModelFormatError` like :func:`load`.
+    ``array_bytes``.  Raises :class:`ModelFormatError` like :func:`load` (the
+    archive's members are checked as there; ``max_bytes`` bounds the header).
     """
     path = Path(path)
-    header = read_header(path)
+    with _archive(path) as zf:
+        header = _check_header(_json_header(zf, path, _max_bytes(max_bytes)), path)
+        _check_members(zf, header["arrays"], path)
     model = _validated(header, path)
     entry = entry_for(model)
     params = {}
@@ -543,11 +551,20 @@ def describe(path: str | os.PathLike) -> dict:
     }
 
 
-def load(path: str | os.PathLike, *, device: str | None = None) -> Any:
+def load(path: str | os.PathLike, *, device: str | None = None,
+         max_bytes: int | str | None = None) -> Any:
     """Read a model written by :func:`save` (format version 1 or 2).
 
-    The whole tree is validated against the closed schema before any array is
-    read; each array is read only after its declared size matches the header.
+    Only a regular file is opened (without blocking, checked on the opened
+    descriptor).  The whole tree is validated against the closed schema before
+    any array is read; then the total decompressed size the file declares (each
+    array's size from the header's table or the zip directory, whichever is
+    larger, plus :data:`JSON_MEMORY_FACTOR` times the header's size) must not
+    exceed ``max_bytes``; each array is read only after its declared size
+    matches the header, and read in chunks straight into its final buffer.
+    Peak memory is at most :data:`LOAD_MEMORY_FACTOR` (2) times the declared
+    array bytes, plus the parsed header and a constant (measured about 1.1
+    times for a 48 MB ``coef_``, tests/test_io_hostile.py).
 
     Parameters
     ----------
@@ -556,26 +573,36 @@ def load(path: str | os.PathLike, *, device: str | None = None) -> Any:
         Move the loaded model there (``model.to_device(device)``).  By default
         it stays on the host and predicts there; its ``device`` parameter is
         the saved one (where a later ``fit`` runs).
+    max_bytes : int or str, optional
+        The largest total decompressed size accepted, in bytes or as
+        ``"4GiB"``.  Default: the ``model_load_max_bytes`` setting of
+        :func:`gpuksvm.set_config` (half the memory available, at least
+        512 MiB, unless set).
 
     Raises
     ------
     ModelFormatError
         If the file is corrupted, truncated or tampered with, is not a gpuksvm
         model, holds a class or attribute the format does not allow or a value
-        of the wrong kind or shape, or has a newer format version.
-    FileNotFoundError
-        If there is no such file.
+        of the wrong kind or shape, has a newer format version, declares more
+        than ``max_bytes``, or the path is not a regular file (a folder, FIFO,
+        socket, device, a loop of symbolic links) or cannot be read.
+    ModelFileNotFoundError
+        If there is no such file (a :class:`ModelFormatError` and a
+        ``FileNotFoundError``).
 
     Examples
     --------
     See :func:`save`.
     """
     path = Path(path)
-    with _open_archive(path) as zf:
-        header = _check_header(_json_header(zf, path), path)
+    limit = _max_bytes(max_bytes)
+    with _archive(path) as zf:
+        header = _check_header(_json_header(zf, path, limit), path)
         _validated(header, path)
         table = header["arrays"]
         _check_members(zf, table, path)
+        _check_total(zf, table, path, limit)
         arrays = {ref: _read_member(zf, ref, spec, path) for ref, spec in table.items()}
     try:
         model = decode_model(_tree_of(header, path), arrays)
