@@ -9,6 +9,8 @@
   regular file (so ``/dev/zero`` is never read).
 * :func:`same_file` tells whether two paths name one file (through symbolic
   and hard links).
+* :func:`zip_directory_size` reads the size of a zip archive's directory from
+  its end record, so that the memory parsing it takes is bounded first.
 """
 from __future__ import annotations
 
@@ -20,7 +22,7 @@ from pathlib import Path
 from typing import IO, Any
 
 __all__ = ["NotRegularFileError", "file_kind", "same_file", "open_regular", "check_writable",
-           "write_atomic"]
+           "write_atomic", "zip_directory_size"]
 
 
 class NotRegularFileError(OSError):
@@ -196,3 +198,54 @@ def write_atomic(path: str | os.PathLike, write: Any) -> Path:
             pass
         raise
     return path
+
+
+# --------------------------------------------------------------------------- zip archives
+_END = b"PK\x05\x06"
+_END_SIZE = 22
+_END64 = b"PK\x06\x06"
+_END64_SIZE = 56
+_LOCATOR64 = b"PK\x06\x07"
+_LOCATOR64_SIZE = 20
+
+
+def zip_directory_size(fh: IO[bytes]) -> int:
+    """The size in bytes that a zip archive's end record gives its central directory.
+
+    The end record is looked for where :mod:`zipfile` looks for it: at the very
+    end of the file (no archive comment), else the last signature in the final
+    64 KiB + 22 bytes; a zip64 end record directly before the zip64 locator
+    that directly precedes it replaces the 32-bit size.  Returns 0 when there is
+    no end record (:mod:`zipfile` refuses such a file).  Lets a caller bound
+    the memory that parsing the directory takes before :mod:`zipfile` parses it.
+    """
+    try:
+        return _directory_size(fh)
+    finally:
+        fh.seek(0)
+
+
+def _directory_size(fh: IO[bytes]) -> int:
+    size = fh.seek(0, os.SEEK_END)
+    if size < _END_SIZE:
+        return 0
+    fh.seek(size - _END_SIZE)
+    record = fh.read(_END_SIZE)
+    where = size - _END_SIZE
+    if not (record[:4] == _END and record[-2:] == b"\0\0"):
+        start = max(size - 2 ** 16 - _END_SIZE, 0)
+        fh.seek(start)
+        tail = fh.read()
+        i = tail.rfind(_END)
+        if i < 0 or len(tail) - i < _END_SIZE:
+            return 0
+        where, record = start + i, tail[i:i + _END_SIZE]
+    directory = int.from_bytes(record[12:16], "little")
+    if where >= _LOCATOR64_SIZE + _END64_SIZE:
+        fh.seek(where - _LOCATOR64_SIZE)
+        if fh.read(4) == _LOCATOR64:
+            fh.seek(where - _LOCATOR64_SIZE - _END64_SIZE)
+            record64 = fh.read(_END64_SIZE)
+            if record64[:4] == _END64:
+                directory = int.from_bytes(record64[40:48], "little")
+    return directory

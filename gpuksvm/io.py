@@ -81,17 +81,12 @@ refused with an ``OSError`` before writing, and again just before the move.
 from __future__ import annotations
 
 import datetime as _dt
-import hashlib
 import json
 import math
 import os
 import re
-import struct
-import tokenize
 import zipfile
-import zlib
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -99,7 +94,9 @@ import numpy as np
 
 from ._version import __version__
 from .backend import model_load_max_bytes, parse_bytes
-from .files import check_writable, open_regular, same_file, write_atomic
+from .files import check_writable, same_file, write_atomic
+from .model_archive import (HEADER_MEMBER, JSON_MEMORY_FACTOR, MAX_HEADER_BYTES, ModelFileNotFoundError,
+                            check_members, check_total, open_archive, read_json_header, read_member, sha256)
 from .model_format import (ARRAY_DTYPE_RE, ArrayInfo, ModelFormatError, decode_model, describe_value,
                            encode_model, entry_for, translate_v1)
 
@@ -110,21 +107,10 @@ __all__ = ["save", "load", "read_header", "describe", "check_writable", "write_a
 FORMAT_NAME = "gpuksvm-model"
 #: the version this gpuksvm writes; it reads versions 1 and 2
 FORMAT_VERSION = 2
-HEADER_MEMBER = "header.json"
-#: largest header.json accepted (a model's header is a few kB to a few MB)
-MAX_HEADER_BYTES = 64 * 2 ** 20
-#: a JSON header takes up to this many times its size as Python objects (measured: about 33
-#: for ``[[],[],...]``); the header counts this many times against the load limit
-JSON_MEMORY_FACTOR = 40
 #: :func:`load` takes at most this many times the declared array bytes (plus the header's
 #: share and a constant) of peak memory (tests/test_io_hostile.py measures it)
 LOAD_MEMORY_FACTOR = 2
-#: largest .npy header accepted in a member (NumPy writes < 200 bytes)
-_MAX_NPY_HEADER = 10_000
-#: DEFLATE cannot compress by more than ~1032:1; a member claiming more lies about its size
-_MAX_DEFLATE_RATIO = 1100
 _MAX_ARRAY_DIMS = 32
-_READ_CHUNK = 2 ** 20
 _REF_RE = re.compile(r"^a\d{1,9}$")
 _SHA_RE = re.compile(r"^[0-9a-f]{64}$")
 _V2_KEYS = {"format", "format_version", "gpuksvm_version", "numpy_version", "created", "class",
@@ -132,15 +118,6 @@ _V2_KEYS = {"format", "format_version", "gpuksvm_version", "numpy_version", "cre
 _MAX_METADATA = 64
 _V1_KEYS = {"format", "format_version", "gpuksvm_version", "numpy_version", "created", "class",
             "fitted_device", "params", "tree", "arrays"}
-
-
-class ModelFileNotFoundError(ModelFormatError, FileNotFoundError):
-    """There is no model file at the path (a :class:`ModelFormatError` and a ``FileNotFoundError``)."""
-
-
-def _sha256(a: np.ndarray) -> str:
-    return hashlib.sha256(np.ascontiguousarray(a).view(np.uint8).reshape(-1).data
-                          if a.size else b"").hexdigest()
 
 
 # --------------------------------------------------------------------------- writing
@@ -232,7 +209,7 @@ def save(model: Any, path: str | os.PathLike, *, metadata: dict | None = None) -
         "fitted_device": fitted_device,
         "metadata": metadata or {},
         "model": tree,
-        "arrays": {ref: {"dtype": a.dtype.str, "shape": list(a.shape), "sha256": _sha256(a)}
+        "arrays": {ref: {"dtype": a.dtype.str, "shape": list(a.shape), "sha256": sha256(a)}
                    for ref, a in arrays.items()},
     }
     blob = json.dumps(header, allow_nan=False, separators=(",", ":")).encode("utf-8")
@@ -256,84 +233,8 @@ def _write_member(zf: zipfile.ZipFile, name: str, a: np.ndarray) -> None:
 
 
 # --------------------------------------------------------------------------- reading
-_LIMIT_HINT = "max_bytes=, or gpuksvm.set_config(model_load_max_bytes=...)"
-_ZIP_ERRORS = (zipfile.BadZipFile, zipfile.LargeZipFile, OSError, EOFError, ValueError, struct.error,
-               zlib.error, NotImplementedError)
-
-
 def _max_bytes(max_bytes: int | str | None) -> int:
     return model_load_max_bytes() if max_bytes is None else parse_bytes(max_bytes)
-
-
-@contextmanager
-def _archive(path: Path) -> Iterator[zipfile.ZipFile]:
-    """The model file at ``path`` as a zip archive read from one regular-file descriptor.
-
-    Every failure (no such file, a link loop, a folder/FIFO/socket/device, no
-    permission, not a zip archive, duplicate member names) is a
-    :class:`ModelFormatError`; a missing file a :class:`ModelFileNotFoundError`.
-    """
-    try:
-        fh = open_regular(path, "load the model file")
-    except FileNotFoundError as exc:
-        err = ModelFileNotFoundError(str(exc) if os.path.islink(path) else f"no such model file: {path}")
-        err.errno = exc.errno
-        raise err from None
-    except OSError as exc:
-        raise ModelFormatError(str(exc)) from None
-    with fh:
-        try:
-            zf = zipfile.ZipFile(fh, "r")
-        except _ZIP_ERRORS as exc:
-            raise ModelFormatError(f"{path}: not a gpuksvm model file, or the file is corrupted "
-                                   f"(truncated/damaged archive: {exc})") from exc
-        with zf:
-            names = zf.namelist()
-            if len(names) != len(set(names)):
-                dup = sorted({n for n in names if names.count(n) > 1})[:5]
-                raise ModelFormatError(f"{path}: the archive holds duplicate members {dup}")
-            yield zf
-
-
-def _check_member_info(info: zipfile.ZipInfo, path: Path, limit: int) -> None:
-    """Refuse encrypted members, unknown compression and sizes beyond ``limit`` before reading."""
-    if info.flag_bits & 0x1:
-        raise ModelFormatError(f"{path}: member {info.filename!r} is encrypted")
-    if info.compress_type not in (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED):
-        raise ModelFormatError(f"{path}: member {info.filename!r} uses an unsupported compression")
-    if info.file_size > limit:
-        raise ModelFormatError(f"{path}: member {info.filename!r} declares {info.file_size} bytes, "
-                               f"more than the {limit} allowed")
-    if info.compress_type == zipfile.ZIP_STORED and info.compress_size != info.file_size:
-        raise ModelFormatError(f"{path}: member {info.filename!r} has inconsistent sizes")
-    if info.file_size > _MAX_DEFLATE_RATIO * info.compress_size + 1024:
-        raise ModelFormatError(f"{path}: member {info.filename!r} claims a compression ratio no "
-                               "real archive has (a zip bomb?)")
-
-
-def _json_header(zf: zipfile.ZipFile, path: Path, max_bytes: int) -> dict:
-    try:
-        info = zf.getinfo(HEADER_MEMBER)
-    except KeyError as exc:
-        raise ModelFormatError(f"{path}: not a gpuksvm model file (no {HEADER_MEMBER} member)") from exc
-    _check_member_info(info, path, MAX_HEADER_BYTES)
-    if JSON_MEMORY_FACTOR * info.file_size > max_bytes:
-        raise ModelFormatError(f"{path}: the header declares {info.file_size} bytes, which may take "
-                               f"{JSON_MEMORY_FACTOR} times that in memory, more than the {max_bytes} "
-                               f"bytes allowed ({_LIMIT_HINT})")
-    try:
-        with zf.open(info) as fh:
-            raw = fh.read(MAX_HEADER_BYTES + 1)
-    except _ZIP_ERRORS as exc:
-        raise ModelFormatError(f"{path}: corrupted model file: cannot read its header ({exc})") from exc
-    if len(raw) > MAX_HEADER_BYTES:
-        raise ModelFormatError(f"{path}: the header is larger than {MAX_HEADER_BYTES} bytes")
-    try:
-        header = json.loads(raw.decode("utf-8"))
-    except (UnicodeDecodeError, ValueError, RecursionError) as exc:
-        what = "is nested too deeply" if isinstance(exc, RecursionError) else f"does not parse ({exc})"
-        raise ModelFormatError(f"{path}: corrupted model file: the JSON header {what}") from None
-    return header
 
 
 def _short(v: Any) -> str:
@@ -418,84 +319,6 @@ def _validated(header: dict, path: Path) -> Any:
     return model
 
 
-def _read_member(zf: zipfile.ZipFile, ref: str, spec: dict, path: Path) -> np.ndarray:
-    """Read ``<ref>.npy`` after checking its declared sizes against the header's entry."""
-    name = f"{ref}.npy"
-    try:
-        info = zf.getinfo(name)
-    except KeyError:
-        raise ModelFormatError(f"{path}: corrupted model file: array {name} is missing") from None
-    dtype = np.dtype(spec["dtype"])
-    shape = tuple(spec["shape"])
-    nbytes = math.prod(shape) * dtype.itemsize
-    _check_member_info(info, path, nbytes + _MAX_NPY_HEADER)
-    if info.file_size < nbytes:
-        raise ModelFormatError(f"{path}: corrupted model file: array {name} declares {info.file_size} "
-                               f"bytes, too few for its header entry")
-    try:
-        with zf.open(info) as fh:
-            version = np.lib.format.read_magic(fh)
-            if version == (1, 0):
-                got_shape, fortran, got_dtype = np.lib.format.read_array_header_1_0(
-                    fh, max_header_size=_MAX_NPY_HEADER)
-            elif version == (2, 0):
-                got_shape, fortran, got_dtype = np.lib.format.read_array_header_2_0(
-                    fh, max_header_size=_MAX_NPY_HEADER)
-            else:
-                raise ValueError(f"unsupported .npy version {version}")
-            if got_dtype.str != dtype.str or tuple(got_shape) != shape:
-                raise ModelFormatError(f"{path}: corrupted model file: array {name} is "
-                                       f"{got_dtype} {tuple(got_shape)}, its header entry says "
-                                       f"{dtype} {shape}")
-            flat = np.empty(math.prod(shape), dtype=dtype)
-            view = memoryview(flat.view(np.uint8))
-            got = 0
-            while got < nbytes:
-                n = fh.readinto(view[got:got + _READ_CHUNK])  # (a whole-array read() copies it twice)
-                if not n:
-                    break
-                got += n
-            if got != nbytes or fh.read(1):
-                raise ValueError("the array data has the wrong length")
-    except ModelFormatError:
-        raise
-    except (zipfile.BadZipFile, OSError, EOFError, ValueError, TypeError, KeyError, SyntaxError,
-            tokenize.TokenError, OverflowError, RecursionError, MemoryError, zlib.error,
-            NotImplementedError) as exc:
-        # (the .npy header is a Python literal: a damaged one fails in ast/tokenize)
-        raise ModelFormatError(f"{path}: corrupted model file: cannot read array {name} "
-                               f"({type(exc).__name__}: {exc})") from None
-    a = flat.reshape(shape[::-1]).T if fortran else flat.reshape(shape)
-    if _sha256(a) != spec["sha256"]:
-        raise ModelFormatError(f"{path}: corrupted model file: array {name} does not match its "
-                               f"checksum in the header")
-    return a
-
-
-def _check_members(zf: zipfile.ZipFile, table: dict, path: Path) -> None:
-    expected = {HEADER_MEMBER} | {f"{ref}.npy" for ref in table}
-    extra = set(zf.namelist()) - expected
-    if extra:
-        raise ModelFormatError(f"{path}: the archive holds members the header does not list "
-                               f"({sorted(extra)[:5]})")
-
-
-def _check_total(zf: zipfile.ZipFile, table: dict, path: Path, max_bytes: int) -> None:
-    """Refuse a file whose arrays (and header) declare more decompressed bytes than ``max_bytes``."""
-    arrays = 0
-    for ref, spec in table.items():
-        declared = math.prod(spec["shape"]) * np.dtype(spec["dtype"]).itemsize
-        try:
-            stored = zf.getinfo(f"{ref}.npy").file_size
-        except KeyError:
-            stored = 0
-        arrays += max(declared, stored)
-    header = JSON_MEMORY_FACTOR * zf.getinfo(HEADER_MEMBER).file_size
-    if arrays + header > max_bytes:
-        raise ModelFormatError(f"{path}: the file declares {arrays} bytes of arrays (and a header worth "
-                               f"{header}), more than the {max_bytes} bytes allowed ({_LIMIT_HINT})")
-
-
 def read_header(path: str | os.PathLike, *, max_bytes: int | str | None = None) -> dict:
     """The JSON header of a model file after its top-level checks (no array is read).
 
@@ -504,8 +327,9 @@ def read_header(path: str | os.PathLike, *, max_bytes: int | str | None = None) 
     is not a gpuksvm model, is damaged, or is from a newer format version.
     """
     path = Path(path)
-    with _archive(path) as zf:
-        return _check_header(_json_header(zf, path, _max_bytes(max_bytes)), path)
+    limit = _max_bytes(max_bytes)
+    with open_archive(path, limit) as zf:
+        return _check_header(read_json_header(zf, path, limit), path)
 
 
 def describe(path: str | os.PathLike, *, max_bytes: int | str | None = None) -> dict:
@@ -519,9 +343,10 @@ def describe(path: str | os.PathLike, *, max_bytes: int | str | None = None) -> 
     archive's members are checked as there; ``max_bytes`` bounds the header).
     """
     path = Path(path)
-    with _archive(path) as zf:
-        header = _check_header(_json_header(zf, path, _max_bytes(max_bytes)), path)
-        _check_members(zf, header["arrays"], path)
+    limit = _max_bytes(max_bytes)
+    with open_archive(path, limit) as zf:
+        header = _check_header(read_json_header(zf, path, limit), path)
+        check_members(zf, header["arrays"], path)
     model = _validated(header, path)
     entry = entry_for(model)
     params = {}
@@ -597,13 +422,13 @@ def load(path: str | os.PathLike, *, device: str | None = None,
     """
     path = Path(path)
     limit = _max_bytes(max_bytes)
-    with _archive(path) as zf:
-        header = _check_header(_json_header(zf, path, limit), path)
+    with open_archive(path, limit) as zf:
+        header = _check_header(read_json_header(zf, path, limit), path)
         _validated(header, path)
         table = header["arrays"]
-        _check_members(zf, table, path)
-        _check_total(zf, table, path, limit)
-        arrays = {ref: _read_member(zf, ref, spec, path) for ref, spec in table.items()}
+        check_members(zf, table, path)
+        check_total(zf, table, path, limit)
+        arrays = {ref: read_member(zf, ref, spec, path) for ref, spec in table.items()}
     try:
         model = decode_model(_tree_of(header, path), arrays)
     except ModelFormatError as exc:

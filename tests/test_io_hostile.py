@@ -379,3 +379,59 @@ def test_load_peak_memory_is_a_small_multiple_of_the_declared_arrays(tmp_path):
     growth = int(res.stdout.split()[-1])
     bound = io.LOAD_MEMORY_FACTOR * declared + 16 * 2 ** 20
     assert growth <= bound, f"load took {growth / 2**20:.0f} MiB for {declared / 2**20:.0f} MiB of arrays"
+
+
+def _directory_of_many_entries(path, n=60_000):
+    """A zip file that is nothing but a central directory of ``n`` one-letter entries."""
+    entry = (b"PK\x01\x02" + bytes([20, 3, 20, 0]) + bytes(24) + (1).to_bytes(2, "little")
+             + bytes(12) + b"a")
+    directory = entry * n
+    end = (b"PK\x05\x06" + bytes(4) + n.to_bytes(2, "little") * 2 + len(directory).to_bytes(4, "little")
+           + bytes(6))
+    path.write_bytes(directory + end)
+    return path
+
+
+def test_a_zip_directory_that_would_expand_in_memory_is_refused_unparsed(tmp_path):
+    """2.8 MB of directory entries take ~8 times that as zipfile.ZipInfo objects."""
+    path = _directory_of_many_entries(tmp_path / "dir_bomb.npz")
+    tracemalloc.start()
+    try:
+        for read in _readers(path).values():
+            with pytest.raises(io.ModelFormatError, match=r"zip directory declares 2820000 bytes"):
+                with gpuksvm.config_context(model_load_max_bytes="16MiB"):
+                    read()
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 2 * 2 ** 20
+    with pytest.raises(io.ModelFormatError, match="duplicate members"):  # parsed under a large limit
+        io.load(path, max_bytes="1GiB")
+
+
+def test_zip_directory_size_finds_the_record_zipfile_uses(tmp_path, monkeypatch):
+    """Checked against zipfile's own end-record search: plain, with a comment, with a zip64 end
+    record, with bytes after the end record, truncated."""
+    plain = io.save(_linear(), tmp_path / "plain.npz")
+    commented = tmp_path / "comment.npz"
+    commented.write_bytes(plain.read_bytes())
+    with zipfile.ZipFile(commented, "a") as zf:
+        zf.comment = b"PK\x05\x06 a comment that holds the signature" * 100
+    monkeypatch.setattr(zipfile, "ZIP_FILECOUNT_LIMIT", 1)  # zipfile then writes zip64 end records
+    zip64 = tmp_path / "zip64.npz"
+    zip64.write_bytes(plain.read_bytes())
+    with zipfile.ZipFile(zip64, "a") as zf:
+        zf.writestr("extra", b"x")
+    trailing = tmp_path / "trailing.npz"
+    trailing.write_bytes(plain.read_bytes() + b"junk")
+    truncated = tmp_path / "truncated.npz"
+    truncated.write_bytes(plain.read_bytes()[:-30])
+    many = _directory_of_many_entries(tmp_path / "many.npz", 100)
+    for path in (plain, commented, zip64, trailing, truncated, many):
+        with open(path, "rb") as fh:
+            ours = files.zip_directory_size(fh)
+            assert fh.tell() == 0
+            theirs = zipfile._EndRecData(fh)  # the private function zipfile.ZipFile calls
+        assert ours == (theirs[zipfile._ECD_SIZE] if theirs else 0), path.name
+    with open(zip64, "rb") as fh:
+        assert zipfile._EndRecData(fh)[0] == b"PK\x06\x06"  # the zip64 record was exercised
