@@ -26,8 +26,9 @@ kind, dtype and shape.  Loading
   is never read and a FIFO never waits for a writer);
 * checks, before any array is read, the total decompressed size the file
   declares (every array's size from the header's table or the zip directory,
-  whichever is larger, plus :data:`JSON_MEMORY_FACTOR` times the header's)
-  against a limit tied to the memory available (``max_bytes``, or the
+  whichever is larger, plus :data:`JSON_MEMORY_FACTOR` times the header's;
+  and, before the zip directory is parsed, 10 times its size) against a
+  limit tied to the memory available (``max_bytes``, or the
   ``model_load_max_bytes`` setting of :func:`gpuksvm.set_config`), so the
   memory a load takes is bounded whatever the compression ratio;
 * reads each array only after checking its declared size against the header
@@ -385,7 +386,8 @@ def load(path: str | os.PathLike, *, device: str | None = None,
     any array is read; then the total decompressed size the file declares (each
     array's size from the header's table or the zip directory, whichever is
     larger, plus :data:`JSON_MEMORY_FACTOR` times the header's size) must not
-    exceed ``max_bytes``; each array is read only after its declared size
+    exceed ``max_bytes`` (nor may 10 times the zip directory's size, checked
+    before it is parsed); each array is read only after its declared size
     matches the header, and read in chunks straight into its final buffer.
     Peak memory is at most :data:`LOAD_MEMORY_FACTOR` (2) times the declared
     array bytes, plus the parsed header and a constant (measured about 1.1
