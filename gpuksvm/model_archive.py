@@ -79,6 +79,8 @@ def open_archive(path: Path, max_bytes: int) -> Iterator[zipfile.ZipFile]:
         raise err from None
     except OSError as exc:
         raise ModelFormatError(str(exc)) from None
+    except ValueError as exc:  # a NUL character in the path
+        raise ModelFormatError(f"cannot load the model file {str(path)!r}: {exc}") from None
     with fh:
         try:
             directory = zip_directory_size(fh)

@@ -221,6 +221,15 @@ def test_symlink_loop_and_missing_files(tmp_path):
         io.describe(dangling)
 
 
+def test_every_failure_to_open_is_a_model_format_error(tmp_path):
+    regular = io.save(_linear(), tmp_path / "m.npz")
+    for path, match in ((str(regular) + "\0x", "embedded null"), (regular / "inside.npz", "Not a directory"),
+                        (tmp_path / ("x" * 300), "File name too long")):
+        for name, read in _readers(path).items():
+            with pytest.raises(io.ModelFormatError, match=match):
+                read()
+
+
 def test_unreadable_file_is_a_model_format_error(tmp_path):
     if os.geteuid() == 0:
         pytest.skip("root reads files whatever their mode")
@@ -319,6 +328,19 @@ def test_available_memory_is_reported():
         assert free is not None
 
 
+def _peak_while_every_reader_refuses(path, limit, match):
+    """Peak traced memory while load, read_header and describe all refuse ``path`` under ``limit``."""
+    tracemalloc.start()
+    try:
+        with gpuksvm.config_context(model_load_max_bytes=limit):
+            for read in _readers(path).values():
+                with pytest.raises(io.ModelFormatError, match=match):
+                    read()
+        return tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+
+
 def test_a_header_that_would_expand_in_memory_is_refused_unparsed(tmp_path):
     """8 MB of '[],' compress into ~10 kB and would take ~24 times that as Python lists."""
     path = tmp_path / "header_bomb.npz"
@@ -326,16 +348,8 @@ def test_a_header_that_would_expand_in_memory_is_refused_unparsed(tmp_path):
     with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED, compresslevel=9) as zf:
         zf.writestr(io.HEADER_MEMBER, '{"format": "gpuksvm-model", "pad": %s}' % pad)
     assert path.stat().st_size < 100_000
-    tracemalloc.start()
-    try:
-        for read in _readers(path).values():
-            with pytest.raises(io.ModelFormatError, match="header declares .* times that in memory"):
-                with gpuksvm.config_context(model_load_max_bytes="64MiB"):
-                    read()
-        peak = tracemalloc.get_traced_memory()[1]
-    finally:
-        tracemalloc.stop()
-    assert peak < 4 * 2 ** 20
+    assert _peak_while_every_reader_refuses(path, "64MiB", "header declares .* times that in memory") \
+        < 4 * 2 ** 20
     with pytest.raises(io.ModelFormatError, match="bad format_version"):  # parsed under a large limit
         io.read_header(path, max_bytes="1GiB")
 
@@ -395,16 +409,7 @@ def _directory_of_many_entries(path, n=60_000):
 def test_a_zip_directory_that_would_expand_in_memory_is_refused_unparsed(tmp_path):
     """2.8 MB of directory entries take ~8 times that as zipfile.ZipInfo objects."""
     path = _directory_of_many_entries(tmp_path / "dir_bomb.npz")
-    tracemalloc.start()
-    try:
-        for read in _readers(path).values():
-            with pytest.raises(io.ModelFormatError, match=r"zip directory declares 2820000 bytes"):
-                with gpuksvm.config_context(model_load_max_bytes="16MiB"):
-                    read()
-        peak = tracemalloc.get_traced_memory()[1]
-    finally:
-        tracemalloc.stop()
-    assert peak < 2 * 2 ** 20
+    assert _peak_while_every_reader_refuses(path, "16MiB", "zip directory declares 2820000 bytes") < 2 * 2 ** 20
     with pytest.raises(io.ModelFormatError, match="duplicate members"):  # parsed under a large limit
         io.load(path, max_bytes="1GiB")
 
