@@ -440,3 +440,22 @@ def test_zip_directory_size_finds_the_record_zipfile_uses(tmp_path, monkeypatch)
         assert ours == (theirs[zipfile._ECD_SIZE] if theirs else 0), path.name
     with open(zip64, "rb") as fh:
         assert zipfile._EndRecData(fh)[0] == b"PK\x06\x06"  # the zip64 record was exercised
+
+
+@pytest.mark.parametrize("kind", ["chardev", "fifo"])
+def test_cli_never_replaces_a_device_or_fifo(kind, short_dir, capsys):
+    """`gpuksvm predict ... /dev/null` as root replaced the device by a regular file; a copy here."""
+    rng = np.random.default_rng(0)
+    data = short_dir / "d.svm"
+    data.write_text("".join(f"{1 if x[0] > 0 else -1} 1:{x[0]:.3f} 2:{x[1]:.3f}\n"
+                            for x in rng.normal(size=(30, 2))))
+    model = short_dir / "m.npz"
+    assert cli_main(["train", "-q", "-m", "linear", str(data), str(model)]) == 0
+    target = short_dir / "out"
+    _make(kind, target)
+    for argv in (["predict", str(data), str(model), str(target)], ["train", "-m", "linear", str(data), str(target)]):
+        with _no_hang():
+            assert cli_main(argv) == 1
+        err = capsys.readouterr().err
+        assert _KIND_WORD[kind] in err and "Traceback" not in err
+        assert _type_of(target) == (stat.S_IFCHR if kind == "chardev" else stat.S_IFIFO)
