@@ -289,7 +289,7 @@ def _check_writable(path: str, what: str, example: str) -> None:
     except OSError as exc:                          # a symlink loop, a file used as a folder, ...
         raise CLIError(f"{where}: {_os_reason(exc)}") from None
     if st is not None and not stat.S_ISREG(st.st_mode):
-        kind = next((name for test, name in _FILE_KINDS if test(st.st_mode)), "not a regular file")
+        kind = next((name for test, name in _FILE_KINDS if test(st.st_mode)), "a special file")
         raise CLIError(f"{where}: it is {kind}, not a regular file; give a file name such as {example}")
     folder = os.path.dirname(os.path.realpath(path))
     if not os.path.isdir(folder):
