@@ -19,19 +19,7 @@ from gpuksvm.__main__ import main
 from gpuksvm.command import printable
 
 from _estimator_zoo import zoo_data
-
-
-def _run(argv, capsys):
-    rc = main([str(a) for a in argv])
-    cap = capsys.readouterr()
-    return rc, cap.out, cap.err
-
-
-def _err_line(err, command):
-    assert "Traceback" not in err
-    lines = [ln for ln in err.splitlines() if ": error: " in ln]
-    assert len(lines) == 1 and lines[0].startswith(f"gpuksvm {command}: error: "), err
-    return lines[0]
+from test_cli import _err_line, _run
 
 
 @pytest.fixture
