@@ -359,7 +359,7 @@ class SVMLightBlockSource(BlockSource):
             toks = c.split()
             n_lines += 1
             labels.append(float(toks[0]))
-            feats = [t for t in toks[1:] if not t.startswith(b"qid:")]
+            feats = toks[1:]
             if feats:
                 lo = int(feats[0].partition(b":")[0])
                 max_idx = max(max_idx, int(feats[-1].partition(b":")[0]))
@@ -382,12 +382,12 @@ class SVMLightBlockSource(BlockSource):
 
         def load(lines: list[bytes]):
             return load_svmlight_file(io.BytesIO(b"\n".join(lines) + b"\n"), n_features=self.n_features,
-                                      zero_based=self.zero_based, dtype=self.dtype)
+                                      zero_based=self.zero_based, dtype=self.dtype, query_id=True)
 
         try:
-            Xb, yb = load([c for _, c in chunk])
-            ok = bool(np.isfinite(Xb.data).all() and np.isfinite(yb).all())
-        except ValueError:
+            Xb, yb, query_ids = load([c for _, c in chunk])
+            ok = bool(np.isfinite(Xb.data).all() and np.isfinite(yb).all()) and not len(query_ids)
+        except (ValueError, OverflowError):     # OverflowError: an index beyond a C int
             ok = False
         if not ok:  # find the offending line and name it
             for lineno, c in chunk:

@@ -5,7 +5,7 @@
     gpuksvm train [-m method] [-t kernel] [-c C] [-g gamma] [-d degree] [-r coef0]
                   [-k landmarks] [-e tol] [--device D] [--seed S] [--set name=value ...]
                   train_file [model_file]
-    gpuksvm predict [--device D] test_file model_file output_file
+    gpuksvm predict [--device D] test_file model_file output_file   (output_file "-": stdout)
     gpuksvm info [--json] model_file
     gpuksvm demo [options]            (see ``gpuksvm demo --help``)
 
@@ -13,15 +13,25 @@
 chosen method and writes a model file (:mod:`gpuksvm.io`; default name
 ``<train_file>.model``).  ``predict`` writes one predicted label per line and
 prints ``Accuracy = 98.1% (981/1000) (classification)`` like ``svm-predict``
-(mean squared error and squared correlation for regressors).  ``info`` prints
-what a model file holds — validated against the closed model schema, without
-reading its arrays or running anything from it.
+(mean squared error and squared correlation for regressors).  An output file
+``-``, or a path that is the process's own standard output (``/dev/stdout``,
+``/proc/self/fd/1``), writes the labels to standard output directly, and the
+accuracy goes to standard error.  ``info`` prints what a model file holds —
+validated against the closed model schema, without reading its arrays or
+running anything from it; every string from the file is printed with its
+control characters escaped (:func:`gpuksvm.command.printable`), so a file
+cannot send terminal escape sequences.
 
 Errors: every failure is one line ``gpuksvm <command>: error: <message>`` on
 stderr and exit status 1, never a traceback — a malformed data file names the
-file and the line; the model and output paths are checked before any work;
-sizes beyond the machine's memory are refused before allocating; a model whose
-predictions are not finite writes nothing.  ``train`` stores the training
+file and the line; the model and output paths are checked before any work: an
+output that is the same file as an input (through symbolic or hard links;
+``os.stat``'s device and inode) is refused, and so is one that exists and is
+not a regular file (a folder, device, FIFO or socket: writes go to a
+temporary file renamed over the target, which would replace it); sizes beyond
+the machine's memory are refused before allocating; a model whose predictions
+are not finite writes nothing; a model file that loads but cannot predict is
+reported as a damaged file.  ``train`` stores the training
 file's SVMlight index base in the model; ``predict`` reads the test file with
 that base (a file that contradicts it is refused, one that looks one-based for
 a zero-based model gets a warning).
@@ -36,6 +46,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import stat
+import sys
 import time
 import warnings
 from pathlib import Path
@@ -45,7 +58,7 @@ import numpy as np
 
 from . import backend as bk
 from . import demo, io
-from .command import CLIError, parse_literal, run_command
+from .command import CLIError, parse_literal, printable, run_command
 from .cvm import CVM, OneClassCVM
 from .datasets import data_line_numbers, find_malformed_line, read_svmlight
 from .kernel_svc import KernelSVC
@@ -213,12 +226,78 @@ def _final_estimator(model: Any) -> Any:
     return steps[-1][1] if steps else model
 
 
-def _check_writable(path: str, what: str) -> None:
+#: the predict output that means standard output
+STDOUT = "-"
+_FILE_KINDS = ((stat.S_ISDIR, "a folder"), (stat.S_ISCHR, "a character device"),
+               (stat.S_ISBLK, "a block device"), (stat.S_ISFIFO, "a FIFO (named pipe)"),
+               (stat.S_ISSOCK, "a socket"))
 
+
+def _stat(path: str | int) -> os.stat_result | None:
+    """``os.stat`` of a path (links followed) or an open descriptor; None when there is none."""
+    try:
+        return os.fstat(path) if isinstance(path, int) else os.stat(path)
+    except (OSError, ValueError):
+        return None
+
+
+def _same_file(a: os.stat_result | None, b: os.stat_result | None) -> bool:
+    """Whether two stats are of one file (device and inode: symbolic and hard links included)."""
+    return a is not None and b is not None and os.path.samestat(a, b)
+
+
+def _is_stdout(path: str) -> bool:
+    """``-``, or a path naming the process's own standard output (``/dev/stdout``, ...)."""
+    return path == STDOUT or _same_file(_stat(path), _stat(1))
+
+
+def _refuse_overwriting_inputs(output: str, what: str, inputs: dict[str, str], *,
+                               to_stdout: bool = False) -> None:
+    """A CLIError when the output (a path, or standard output) is one of the input files."""
+    out = _stat(1) if to_stdout else _stat(output)
+    shown = "standard output" if to_stdout else f"the {what} file {output}"
+    for role, path in inputs.items():
+        if _same_file(out, _stat(path)):
+            link = "" if to_stdout or os.path.abspath(output) == os.path.abspath(path) else \
+                " (the same file, through a link)"
+            raise CLIError(f"{shown} is the {role} {path}{link}: writing the {what} there would destroy "
+                           f"the {role}; nothing was written. Give another {what} file")
+
+
+def _os_reason(exc: OSError) -> str:
+    """What the system said (``strerror``) rather than a library's wording about another file kind."""
+    cause: BaseException | None = exc
+    while cause is not None:
+        if isinstance(cause, OSError) and cause.strerror:
+            return cause.strerror
+        cause = cause.__cause__
+    return str(exc)
+
+
+def _check_writable(path: str, what: str, example: str) -> None:
+    """A clear CLIError now (before any work) if the ``what`` cannot be written to ``path``.
+
+    Refuses a target that exists and is not a regular file (folder, device,
+    FIFO, socket: the atomic write would replace it), a missing folder, and a
+    folder where no file can be created.
+    """
+    where = f"cannot write the {what} to {path}"
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        st = None                                   # a new file (or a link to one)
+    except OSError as exc:                          # a symlink loop, a file used as a folder, ...
+        raise CLIError(f"{where}: {_os_reason(exc)}") from None
+    if st is not None and not stat.S_ISREG(st.st_mode):
+        kind = next((name for test, name in _FILE_KINDS if test(st.st_mode)), "a special file")
+        raise CLIError(f"{where}: it is {kind}, not a regular file; give a file name such as {example}")
+    folder = os.path.dirname(os.path.realpath(path))
+    if not os.path.isdir(folder):
+        raise CLIError(f"{where}: the folder {folder} does not exist")
     try:
         io.check_writable(path)
     except OSError as exc:
-        raise CLIError(f"cannot write the {what}: {exc}")
+        raise CLIError(f"{where}: {_os_reason(exc)}") from None
 
 
 # --------------------------------------------------------------------------- commands
@@ -243,7 +322,9 @@ def cmd_train(args: argparse.Namespace) -> int:
         except ValueError as exc:
             raise CLIError(f"{type(est).__name__}: {exc}")
     model_file = args.model_file or (Path(args.train_file).name + ".model")
-    _check_writable(model_file, "model file")          # before hours of training, not after
+    # before hours of training, not after
+    _refuse_overwriting_inputs(model_file, "model", {"training file": args.train_file})
+    _check_writable(model_file, "model file", "model.npz")
     X, y, zero_based = _read_data(args.train_file)
     t0 = time.perf_counter()
     try:
@@ -258,7 +339,7 @@ def cmd_train(args: argparse.Namespace) -> int:
         io.save(est, model_file, metadata={"svmlight_zero_based": bool(zero_based),
                                            "svmlight_n_features": int(X.shape[1])})
     except OSError as exc:
-        raise CLIError(f"cannot write the model file: {exc}")
+        raise CLIError(f"cannot write the model file to {model_file}: {_os_reason(exc)}") from None
     if not args.quiet:
         dev = getattr(est, "fitted_device_", "cpu")
         print(f"trained {type(est).__name__} on {X.shape[0]} rows x {X.shape[1]} features "
@@ -289,48 +370,95 @@ def _test_data(path: str, model: Any, meta: dict):
     return X, y
 
 
+def _damaged_model(path: str, exc: Exception, when: str) -> CLIError:
+    """The error for a model file that passed the loader's checks yet fails ``when``."""
+    return CLIError(f"{path}: the model file is damaged or inconsistent: {when} failed "
+                    f"({type(exc).__name__}: {exc}); retrain the model (and report it if an "
+                    "unmodified file written by gpuksvm does this)")
+
+
+def _load_model(path: str, device: str | None) -> tuple[Any, dict]:
+    """(model, header metadata) of a model file; every problem with the file is a CLIError."""
+    try:
+        model = io.load(path)
+        meta = io.read_header(path).get("metadata", {})
+    except (FileNotFoundError, io.ModelFormatError) as exc:
+        raise CLIError(str(exc)) from None
+    except (ValueError, TypeError, ArithmeticError, LookupError, AttributeError,
+            RecursionError) as exc:     # the loader should have said ModelFormatError
+        raise _damaged_model(path, exc, "loading") from None
+    if device is not None:
+        if not hasattr(model, "to_device"):
+            raise CLIError(f"--device: a {type(model).__name__} model cannot be moved to a device")
+        model.to_device(device)
+    return model, meta
+
+
 def cmd_predict(args: argparse.Namespace) -> int:
 
-    try:
-        model = io.load(args.model_file, device=args.device)
-        meta = io.read_header(args.model_file).get("metadata", {})
-    except (FileNotFoundError, io.ModelFormatError) as exc:
-        raise CLIError(str(exc))
-    _check_writable(args.output_file, "predictions")
+    to_stdout = _is_stdout(args.output_file)
+    _refuse_overwriting_inputs(args.output_file, "predictions", {"test file": args.test_file,
+                                                                 "model file": args.model_file},
+                               to_stdout=to_stdout)
+    if not to_stdout:
+        _check_writable(args.output_file, "predictions", "predictions.txt")
+    model, meta = _load_model(args.model_file, args.device)
     X, y = _test_data(args.test_file, model, meta)
     try:
         pred = np.asarray(bk.to_host(model.predict(X)))
     except (ValueError, TypeError, ArithmeticError, np.linalg.LinAlgError) as exc:
         raise CLIError(f"predicting {args.test_file} with {args.model_file} failed: {exc}")
+    except (LookupError, AttributeError) as exc:    # an inconsistent model, not the data
+        raise _damaged_model(args.model_file, exc, "predicting") from None
     if pred.dtype.kind in "fc" and not np.isfinite(pred).all():
         bad = int(np.flatnonzero(~np.isfinite(pred))[0])
         raise CLIError(f"the model produced non-finite predictions (first at data row {bad + 1} of "
                        f"{args.test_file}); nothing was written. The model is unusable: retrain it "
                        "(for OK-FEB regressors, with a smaller learning_rate)")
     lines = [_fmt_label(v) for v in pred.reshape(-1)]
-    try:
-        io.write_atomic(args.output_file, ("\n".join(lines) + ("\n" if lines else "")).encode())
-    except OSError as exc:
-        raise CLIError(f"cannot write the predictions: {exc}")
+    _write_predictions(args.output_file, ("\n".join(lines) + ("\n" if lines else "")).encode(),
+                       to_stdout)
     if args.quiet:
         return 0
+    report = sys.stderr if to_stdout else sys.stdout     # the labels have standard output
     if _is_regressor(model):
         err = float(np.mean((pred - y) ** 2))
         r = np.corrcoef(pred, y)[0, 1] if np.std(pred) > 0 and np.std(y) > 0 else float("nan")
-        print(f"Mean squared error = {err:g} (regression)")
-        print(f"Squared correlation coefficient = {r * r:g} (regression)")
+        print(f"Mean squared error = {err:g} (regression)", file=report)
+        print(f"Squared correlation coefficient = {r * r:g} (regression)", file=report)
     else:
         if _is_outlier_detector(model):
             y = np.where(y > 0, 1, -1)
         correct = int(np.sum(pred == y))
-        print(f"Accuracy = {100.0 * correct / len(y):.4g}% ({correct}/{len(y)}) (classification)")
+        print(f"Accuracy = {100.0 * correct / len(y):.4g}% ({correct}/{len(y)}) (classification)",
+              file=report)
     return 0
 
 
+def _write_predictions(path: str, data: bytes, to_stdout: bool) -> None:
+    """The labels to standard output directly, or atomically to a file."""
+    try:
+        if to_stdout:
+            sys.stdout.flush()
+            stream = getattr(sys.stdout, "buffer", None)
+            if stream is None:
+                sys.stdout.write(data.decode())
+            else:
+                stream.write(data)
+            (stream or sys.stdout).flush()
+        else:
+            io.write_atomic(path, data)
+    except OSError as exc:
+        where = "standard output" if to_stdout else path
+        raise CLIError(f"cannot write the predictions to {where}: {_os_reason(exc)}") from None
+
+
 def _fmt_label(v: Any) -> str:
+    """A label as written (one per line): numbers as LIBSVM writes them, strings with their
+    control characters (line breaks included) escaped."""
     if isinstance(v, (float, np.floating)):
         return str(int(v)) if float(v).is_integer() else repr(float(v))
-    return str(v)
+    return printable(v)
 
 
 def cmd_info(args: argparse.Namespace) -> int:
@@ -338,28 +466,30 @@ def cmd_info(args: argparse.Namespace) -> int:
     try:
         info = io.describe(args.model_file)
     except (FileNotFoundError, io.ModelFormatError) as exc:
-        raise CLIError(str(exc))
-    if args.json:
+        raise CLIError(str(exc)) from None
+    except (ValueError, TypeError, ArithmeticError, LookupError, AttributeError,
+            RecursionError) as exc:     # the loader should have said ModelFormatError
+        raise _damaged_model(args.model_file, exc, "reading its header") from None
+    if args.json:     # JSON escapes every control character (and all non-ASCII) itself
         print(json.dumps(info, indent=2))
         return 0
-    print(f"{info['file']}: {info['class']}")
-    print(f"  format version {info['format_version']}, written by gpuksvm {info['gpuksvm_version']} "
-          f"on {info['created']}, fitted on {info['fitted_device']}")
-    print(f"  {info['n_arrays']} arrays, {info['array_bytes'] / 2**20:.3g} MiB "
-          "(validated against the closed model schema; arrays not read)")
-    print("  parameters:")
-    for k, v in info["params"].items():
-        print(f"    {k} = {v}")
+    lines = [f"{info['file']}: {info['class']}",
+             f"  format version {info['format_version']}, written by gpuksvm {info['gpuksvm_version']} "
+             f"on {info['created']}, fitted on {info['fitted_device']}",
+             f"  {info['n_arrays']} arrays, {info['array_bytes'] / 2**20:.3g} MiB "
+             "(validated against the closed model schema; arrays not read)",
+             "  parameters:"]
+    lines += [f"    {k} = {v}" for k, v in info["params"].items()]
     if info["fitted"]:
-        print("  fitted attributes:")
-        for k, v in info["fitted"].items():
-            print(f"    {k}: {v}")
+        lines.append("  fitted attributes:")
+        lines += [f"    {k}: {v}" for k, v in info["fitted"].items()]
         if info["state"]:
-            print("  internal state: " + ", ".join(f"{k} ({v})" for k, v in info["state"].items()))
+            lines.append("  internal state: " + ", ".join(f"{k} ({v})" for k, v in info["state"].items()))
     else:
-        print("  (not fitted)")
-    for k, v in info["metadata"].items():
-        print(f"  {k} = {v}")
+        lines.append("  (not fitted)")
+    lines += [f"  {k} = {v}" for k, v in info["metadata"].items()]
+    for line in lines:      # every string comes from the file: no control character reaches the terminal
+        print(printable(line))
     return 0
 
 
@@ -400,7 +530,7 @@ def build_parser() -> argparse.ArgumentParser:
     pr.add_argument("-q", "--quiet", action="store_true")
     pr.add_argument("test_file")
     pr.add_argument("model_file")
-    pr.add_argument("output_file")
+    pr.add_argument("output_file", help="where the labels go, one per line ('-': standard output)")
     pr.set_defaults(func=cmd_predict)
 
     inf = sub.add_parser("info", help="describe a model file", description="Describe a model file "

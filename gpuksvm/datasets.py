@@ -8,8 +8,9 @@ train / 91,701 test rows, 22 features), ``"adult"`` (123 features) and
 are looked up in ``$GPUKSVM_DATA_DIR`` and then in ``shared/datasets`` beside
 the repository.  Parsing is delegated to scikit-learn; a malformed file raises
 a ``ValueError`` naming the file and the first bad line — including what
-scikit-learn lets through (NaN/inf values) or reports without a line
-(unsorted, duplicate or negative indices, ``1,2`` labels).  The index base is
+scikit-learn lets through (NaN/inf values, ``qid:`` ranking query ids, which
+gpuksvm refuses as LIBSVM does) or reports without a line (unsorted,
+duplicate or negative indices, indices of 2**31 and beyond, ``1,2`` labels).  The index base is
 guessed as scikit-learn does, with a warning when one stray ``0:`` decides it
 (:func:`read_svmlight`).
 
@@ -45,6 +46,7 @@ from .validation import check_allocation
 
 __all__ = [
     "DATASETS",
+    "MAX_FEATURE_INDEX",
     "dataset_path",
     "load_dataset",
     "load_svmlight",
@@ -67,6 +69,8 @@ DATASETS = {
     "abalone": (8, "regression"),
 }
 _SPLIT_SUFFIX = {"train": "trn", "test": "tst"}
+#: the largest SVMlight feature index read (scikit-learn's parser keeps indices as 32-bit C ints)
+MAX_FEATURE_INDEX = 2 ** 31 - 1
 
 
 def _search_dirs() -> list[Path]:
@@ -135,9 +139,12 @@ def svmlight_line_error(content: bytes, *, zero_based: bool | None = None,
 
     ``None`` for a valid line.  Checks what scikit-learn's parser checks and
     what it lets through: one finite label (``1,2`` is a multi-label list, not
-    read here), an optional ``qid:N``, then ``index:value`` pairs with integer
-    indices that are non-negative (positive when ``zero_based`` is False),
-    strictly increasing, below ``n_features`` (after the base), and finite values.
+    read here), then ``index:value`` pairs with integer indices that are
+    non-negative (positive when ``zero_based`` is False), at most
+    :data:`MAX_FEATURE_INDEX`, strictly increasing, below ``n_features`` (after
+    the base), and finite values.  A ``qid:N`` token (a ranking query id) is an
+    error, as in LIBSVM: no gpuksvm method uses query ids, and dropping them
+    silently would train a ranking file as a classification one.
     """
     if b"\x00" in content:
         return "binary data, not an SVMlight text line"
@@ -157,23 +164,23 @@ def svmlight_line_error(content: bytes, *, zero_based: bool | None = None,
         return f"label {_shown(toks[0])} is not a number"
     if not math.isfinite(label):
         return f"label {_shown(toks[0])} is not a finite number"
-    rest = toks[1:]
-    if rest and rest[0].startswith(b"qid:"):
-        try:
-            int(rest[0][4:])
-        except ValueError:
-            return f"bad query id {_shown(rest[0])}"
-        rest = rest[1:]
     prev = -1
     low = 1 if zero_based is False else 0
-    for tok in rest:
+    for tok in toks[1:]:
         key, sep, val = tok.partition(b":")
         if not sep:
             return f"token {_shown(tok)} is not index:value"
+        if key == b"qid":
+            return (f"{_shown(tok)} is a ranking query id (SVMrank's qid:), which gpuksvm does not "
+                    "read: a line holds a label and index:value pairs, as in LIBSVM; remove the "
+                    "qid: tokens")
         try:
             idx = int(key)
         except ValueError:
             return f"feature index {_shown(key)} is not an integer"
+        if idx > MAX_FEATURE_INDEX:
+            return (f"feature index {_shown(key)} is too large: the largest index an SVMlight "
+                    f"file may use is 2**31 - 1 = {MAX_FEATURE_INDEX}")
         if idx < low:
             return (f"feature index {idx} is negative" if idx < 0 else
                     "feature index 0 in a one-based file (indices start at 1)")
@@ -270,9 +277,10 @@ def read_svmlight(path: str | os.PathLike, n_features: int | None = None, *,
     """Read an SVMlight / LIBSVM file (plain, ``.bz2`` or ``.gz``) as a CSR matrix.
 
     Parsing is scikit-learn's; every malformed line — bad tokens, unsorted,
-    duplicate or negative indices, multi-label lists such as ``1,2``, NaN or
-    infinite values, binary data — is a ``ValueError`` naming the file and the
-    line.
+    duplicate or negative indices, an index beyond :data:`MAX_FEATURE_INDEX`,
+    multi-label lists such as ``1,2``, ``qid:`` query ids (refused, as LIBSVM
+    refuses them), NaN or infinite values, binary data — is a ``ValueError``
+    naming the file and the line.
 
     Parameters
     ----------
@@ -301,11 +309,13 @@ def read_svmlight(path: str | os.PathLike, n_features: int | None = None, *,
 
     try:
         with open_binary(path) as fh:
-            raw, y = load_svmlight_file(fh, dtype=dtype, zero_based=True)
+            raw, y, query_ids = load_svmlight_file(fh, dtype=dtype, zero_based=True, query_id=True)
     except (OSError, EOFError, zlib.error) as exc:
         raise ValueError(f"{path}: cannot read the file ({exc})") from None
-    except ValueError as exc:
+    except (ValueError, OverflowError) as exc:   # OverflowError: an index beyond a C int
         raise (bad_line() or malformed(path, str(exc))) from None
+    if len(query_ids):
+        raise bad_line() or malformed(path, "qid: query ids are not read")
     raw = raw.tocsr()
     y = np.asarray(y, dtype=np.float64)
     if not (np.isfinite(raw.data).all() and np.isfinite(y).all()):

@@ -178,7 +178,7 @@ def test_python_m_gpuksvm_runs():
 
 # ----------------------------------------------------------------------------- issue 14: messages
 def _run(argv, capsys):
-    rc = main(argv)
+    rc = main([str(a) for a in argv])
     cap = capsys.readouterr()
     return rc, cap.out, cap.err
 

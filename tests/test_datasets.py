@@ -91,6 +91,13 @@ BAD_LINES = {
     "no-label": (b"1:2 3:4", "not with a label"),
     "float-index": (b"-1 1.5:2", "not an integer"),
     "binary": (b"\x00\x01\x02\xff\xfe", "binary"),
+    # indices beyond a C int (scikit-learn's parser raised a bare OverflowError), beyond int64
+    "index-2**31": (b"-1 1:1 2147483648:1", "'2147483648' is too large"),
+    "index-2**32+1": (b"-1 4294967297:1", "'4294967297' is too large"),
+    "index-beyond-int64": (b"-1 1:1 99999999999999999999999:1", "'99999999999999999999999' is too large"),
+    # ranking query ids: refused (LIBSVM refuses them; scikit-learn dropped them silently)
+    "qid": (b"-1 qid:3 1:1", "'qid:3' is a ranking query id"),
+    "qid-later": (b"-1 1:1 qid:3", "'qid:3' is a ranking query id"),
 }
 
 
@@ -139,3 +146,13 @@ def test_bad_compressed_files_name_the_file(tmp_path):
     fakebz.write_text("1 1:1\n")
     with pytest.raises(ValueError, match=r"d\.svm\.bz2: cannot read the file"):
         datasets.load_svmlight(fakebz)
+
+
+def test_largest_index_reads_and_qid_is_refused_by_the_line_check(tmp_path):
+    path = tmp_path / "edge.svm"
+    path.write_bytes(b"1 1:1\n-1 2147483647:2\n")      # 2**31 - 1: the largest index read
+    data = datasets.read_svmlight(path, zero_based=False)
+    assert data.X.shape == (2, 2 ** 31 - 1) and data.X[1, 2 ** 31 - 2] == 2.0
+    assert datasets.MAX_FEATURE_INDEX == 2 ** 31 - 1
+    assert "ranking query id" in datasets.svmlight_line_error(b"1 qid:1 1:1")
+    assert not datasets.check_svmlight_line("1 qid:1 1:1")

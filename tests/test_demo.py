@@ -80,3 +80,36 @@ def test_python_m_gpuksvm_demo_help():
     res = subprocess.run([sys.executable, "-m", "gpuksvm", "demo", "--help"], capture_output=True,
                          text=True, timeout=120)
     assert res.returncode == 0 and "--tiny" in res.stdout and "--json" in res.stdout
+
+
+def test_svc_max_train_draws_random_rows_reproducibly(monkeypatch):
+    """--svc-max-train N used the file's first N rows: on label-sorted data, one class only."""
+    from gpuksvm.kernel_svc import KernelSVC
+
+    rng = np.random.default_rng(0)
+    X = rng.uniform(-1, 1, size=(300, 3))
+    y = np.where(X[:, 0] > 0, 1.0, -1.0)
+    order = np.argsort(y, kind="stable")           # label-sorted: the first 100 rows are all -1
+    X, y = X[order], y[order]
+    monkeypatch.setattr(demo, "load_dataset", lambda name, split: (X.copy(), y.copy()))
+    seen = []
+
+    class Recording(KernelSVC):
+        def fit(self, X, y):
+            seen.append((np.array(X), np.array(y)))
+            return super().fit(X, y)
+
+    monkeypatch.setitem(demo._ESTIMATORS, "KernelSVC", Recording)
+    runs = [demo.run_demo(methods=["svc"], device="cpu", svc_max_train=100, progress=False,
+                          memory="tracemalloc", random_state=seed) for seed in (0, 0, 1)]
+    for res in runs:
+        assert "error" not in res["rows"][0], res["rows"][0]
+        assert res["rows"][0]["n_train"] == 100
+    (X0, y0), (X0b, y0b), (X1, _) = seen
+    assert set(np.unique(y0)) == {-1.0, 1.0}                       # a random sample, not the head
+    rows = [int(np.flatnonzero((X == r).all(axis=1))[0]) for r in X0]
+    assert len(set(rows)) == 100 and rows == sorted(rows)          # distinct rows, in file order
+    assert rows != list(range(100))
+    np.testing.assert_array_equal(X0, X0b)                          # the same seed: the same rows
+    np.testing.assert_array_equal(y0, y0b)
+    assert not np.array_equal(X0, X1)                               # another seed: other rows
