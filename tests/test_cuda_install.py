@@ -3,7 +3,9 @@ brings CuPy *with* the CUDA libraries it loads, and the real CuPy on a machine w
 driver tells why there is no GPU and what would fix it.  No GPU needed.
 
 Each extra is installed into its own virtual environment, as a user would
-(``pip install --only-binary :all: "<repo>[cuda12]"``), cached between runs in
+(``pip install --only-binary :all: "<repo>[cuda12]"``; the checkout's wheel is
+built once first, so that the two installs do not build it in the same
+``build/`` folder at once), cached between runs in
 ``~/.cache/gpuksvm/cuda-venvs/<extra>-<hash>`` (``$GPUKSVM_CUDA_VENV_CACHE``
 overrides the folder): the hash covers the extra's requirements, the project's
 dependencies, the Python version and the machine, so a change to any of them
@@ -25,6 +27,7 @@ import hashlib
 import json
 import os
 import platform
+import re
 import shutil
 import subprocess
 import sys
@@ -81,6 +84,17 @@ def _locked(root: Path):
             fcntl.flock(fh, fcntl.LOCK_UN)
 
 
+def _build_wheel(root: Path) -> Path:
+    """This checkout's wheel (what ``pip install ".[extra]"`` builds first), in ``root/wheel``."""
+    out = root / "wheel"
+    shutil.rmtree(out, ignore_errors=True)
+    res = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-input", "-q", "-w",
+                          str(out), str(REPO)], capture_output=True, text=True)
+    if res.returncode != 0:
+        pytest.fail(f"pip wheel {REPO} failed:\n{res.stdout[-2000:]}\n{res.stderr[-2000:]}")
+    return next(out.glob("gpuksvm-*.whl"))
+
+
 def ensure_venvs(extras: tuple[str, ...]) -> dict[str, dict]:
     """The cached environment of each extra, installing the missing ones at the same time.
 
@@ -91,6 +105,7 @@ def ensure_venvs(extras: tuple[str, ...]) -> dict[str, dict]:
     out: dict[str, dict] = {}
     with _locked(root):
         jobs = {}
+        wheel = None
         for extra in extras:
             venv = root / f"{extra}-{venv_key(extra)}"
             for stale in root.glob(f"{extra}-*"):
@@ -100,10 +115,12 @@ def ensure_venvs(extras: tuple[str, ...]) -> dict[str, dict]:
             if (venv / "gpuksvm-install.json").exists():
                 continue
             shutil.rmtree(venv, ignore_errors=True)
+            if wheel is None:      # one build of this checkout for all installs (setuptools builds in-tree)
+                wheel = _build_wheel(root)
             subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
             log = open(venv / "pip-install.log", "w")
             cmd = [str(_python(venv)), "-m", "pip", "install", "--no-input", "--progress-bar", "off",
-                   "--only-binary", ":all:", f"{REPO}[{extra}]"]
+                   "--only-binary", ":all:", f"{wheel}[{extra}]"]
             jobs[extra] = (subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, cwd=venv), log,
                            time.perf_counter(), cmd)
         failed = []
@@ -143,6 +160,13 @@ def _run(venv: Path, args: list[str], **kw) -> subprocess.CompletedProcess:
 def _gpu_machine() -> bool:
     smi = shutil.which("nvidia-smi")
     return bool(smi) and subprocess.run([smi, "-L"], capture_output=True).returncode == 0
+
+
+def _driver_cuda_major() -> int:
+    """The CUDA major version the driver supports (nvidia-smi's header 'CUDA Version: 12.4')."""
+    text = subprocess.run(["nvidia-smi"], capture_output=True, text=True).stdout
+    m = re.search(r"CUDA Version:\s*(\d+)", text)
+    return int(m.group(1)) if m else 0
 
 
 _LOAD = """
@@ -187,49 +211,58 @@ try:
     error = None
 except bk.DeviceUnavailableError as exc:
     error = str(exc)
-print(json.dumps({"devices": [str(first), str(second)], "error": error,
+import contextlib, io
+from gpuksvm.cli import main
+with contextlib.redirect_stdout(io.StringIO()) as text:
+    doctor_status = main(["doctor"])
+print(json.dumps({"devices": [str(first), str(second)], "error": error, "doctor_status": doctor_status,
+                  "doctor": text.getvalue(),
                   "warnings": [[type(w.message).__name__, str(w.message)] for w in caught]}))
 """
 
 
 @pytest.mark.parametrize("extra", EXTRAS)
-def test_real_cupy_without_a_driver_is_never_silent(venvs, extra):
-    """The real CuPy, no driver: 'auto' runs on the CPU with one warning naming reason and fix;
-    'gpu' raises DeviceUnavailableError with the same."""
+def test_real_cupy_without_a_driver(venvs, extra):
+    """The real CuPy, no driver: 'auto' runs on the CPU with one warning naming the reason and the fix,
+    'gpu' raises DeviceUnavailableError with the same; ``python -m gpuksvm doctor`` finds every library
+    in the extra's environment, says why there is no GPU and what would fix it, and exits with 0
+    (1 with --expect-gpu)."""
     if _gpu_machine():
-        pytest.skip("nvidia-smi lists a GPU: this checks the machine without a driver")
-    res = _run(venvs[extra]["path"], ["-c", _WARN], cwd=REPO.parent)
+        pytest.skip("nvidia-smi lists a GPU: this checks the real CuPy on a machine without a driver")
+    venv = venvs[extra]["path"]
+    res = _run(venv, ["-c", _WARN], cwd=REPO.parent)
     assert res.returncode == 0, res.stderr
     out = json.loads(res.stdout)
     assert out["devices"] == ["cpu", "cpu"]
     assert [w[0] for w in out["warnings"]] == ["GpuUnavailableWarning"], out["warnings"]
-    message = out["warnings"][0][1]
-    for text in (message, out["error"]):
+    for text in (out["warnings"][0][1], out["error"]):
         assert "cudaErrorInsufficientDriver" in text and "driver is not installed" in text, text
         assert "Fix: install the NVIDIA driver" in text, text
+    assert out["doctor_status"] == 0, out["doctor"]
+
+    cli = _run(venv, ["-m", "gpuksvm", "doctor", "--expect-gpu"], cwd=REPO.parent)
+    print(cli.stdout)
+    assert cli.returncode == 1 and "a GPU was expected" in cli.stderr, cli.stdout + cli.stderr
+    assert cli.stdout == out["doctor"]
+    lines = cli.stdout.splitlines()
+    for label in ("NVRTC", "cuBLAS", "cuSOLVER", "cuSPARSE", "cuRAND"):
+        line = next(x for x in lines if x[7:].split()[0] == label)
+        assert line.startswith("[ ok ]") and str(venv) in line, line
+    assert any(x.startswith("[ ok ] CuPy") and " 14." in x for x in lines)
+    assert "[FAIL] CUDA driver" in cli.stdout and "none (no NVIDIA driver" in cli.stdout
+    auto = cli.stdout[cli.stdout.index("device='auto'"):]
+    assert auto.split()[1] == "cpu:" and "cudaErrorInsufficientDriver" in auto
+    assert "fix: install the NVIDIA driver" in auto
 
 
 @pytest.mark.parametrize("extra", EXTRAS)
-def test_doctor_with_real_cupy(venvs, extra):
-    """``python -m gpuksvm doctor`` in the extra's environment: every library found, and on a machine
-    without a driver it says why there is no GPU and what would fix it; exit 0, 1 with --expect-gpu."""
-    venv = venvs[extra]["path"]
-    res = _run(venv, ["-m", "gpuksvm", "doctor"], cwd=REPO.parent)
-    print(res.stdout)
-    assert res.returncode == 0, res.stdout + res.stderr
-    lines = res.stdout.splitlines()
-    for label in ("NVRTC", "cuBLAS", "cuSOLVER", "cuSPARSE", "cuRAND"):
-        line = next(x for x in lines if x.split("]", 1)[-1].split()[0] == label)
-        assert line.startswith("[ ok ]") and str(venv) in line, line
-    assert any(x.startswith("[ ok ] CuPy") and " 14." in x for x in lines)
-    expect = _run(venv, ["-m", "gpuksvm", "doctor", "--expect-gpu"], cwd=REPO.parent)
-    if _gpu_machine():
-        assert expect.returncode == 0, expect.stdout + expect.stderr
-        return
-    assert expect.returncode == 1, expect.stdout + expect.stderr
-    assert "a GPU was expected" in expect.stderr
-    text = res.stdout
-    assert "[FAIL] CUDA driver" in text and "none (no NVIDIA driver" in text
-    auto = text[text.index("device='auto'"):]
-    assert auto.split()[1] == "cpu:" and "cudaErrorInsufficientDriver" in auto
-    assert "fix: install the NVIDIA driver" in auto
+def test_doctor_expects_a_gpu_on_a_gpu_machine(venvs, extra):
+    """Where nvidia-smi lists a GPU, the extra of a CUDA version the driver supports must give gpuksvm a
+    GPU (every check ok); the other one must say that the driver is too old."""
+    if not _gpu_machine():
+        pytest.skip("no GPU here (nvidia-smi lists none): test_real_cupy_without_a_driver checks this machine")
+    cli = _run(venvs[extra]["path"], ["-m", "gpuksvm", "doctor", "--expect-gpu"], cwd=REPO.parent)
+    if int(extra[-2:]) <= _driver_cuda_major():
+        assert cli.returncode == 0 and "[FAIL]" not in cli.stdout, cli.stdout + cli.stderr
+    else:
+        assert cli.returncode == 1 and "is older than CuPy's CUDA runtime" in cli.stdout, cli.stdout
