@@ -119,8 +119,10 @@ def ensure_venvs(extras: tuple[str, ...]) -> dict[str, dict]:
                 wheel = _build_wheel(root)
             subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
             log = open(venv / "pip-install.log", "w")
+            # --no-cache-dir: this folder is the cache (pip's would hold the 5 GB of wheels again);
+            # --no-compile: byte-compiling thousands of modules costs minutes of CPU on 2 cores
             cmd = [str(_python(venv)), "-m", "pip", "install", "--no-input", "--progress-bar", "off",
-                   "--only-binary", ":all:", f"{wheel}[{extra}]"]
+                   "--no-cache-dir", "--no-compile", "--only-binary", ":all:", f"{wheel}[{extra}]"]
             jobs[extra] = (subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, cwd=venv), log,
                            time.perf_counter(), cmd)
         failed = []
