@@ -25,8 +25,8 @@ import numpy as np
 
 from . import _cuda
 
-__all__ = ["CUDA_LIBRARIES", "GpuStatus", "explain", "driver_version", "import_cupy", "load_cuda_library", "compile_source",
-           "probe", "INSTALL_FIX"]
+__all__ = ["CUDA_LIBRARIES", "INSTALL_FIX", "DRIVER_FIX", "NO_DRIVER_FIX", "GpuStatus", "explain",
+           "driver_version", "import_cupy", "load_cuda_library", "compile_source", "probe"]
 
 #: the CUDA libraries gpuksvm's GPU path loads (NVRTC compiles kernels, CuPy calls the others)
 CUDA_LIBRARIES = ("nvrtc", "cublas", "cusolver", "cusparse", "curand")
@@ -36,11 +36,10 @@ INSTALL_FIX = ("pip install 'gpuksvm[cuda12]' for a CUDA 12 driver or 'gpuksvm[c
                "NVIDIA's wheels of the CUDA libraries")
 _LIBRARY_FIX = ("install CuPy with its CUDA libraries: " + INSTALL_FIX
                 + "; or install a CUDA toolkit of CuPy's CUDA major version and set CUDA_PATH to it")
-_DRIVER_FIX = ("install or update the NVIDIA driver (nvidia-smi must list the GPU), or install the extra "
-               "that matches the driver: " + INSTALL_FIX)
-
-_NO_DRIVER_FIX = ("install the NVIDIA driver (nvidia-smi must then list the GPU); on a machine without an "
-                  "NVIDIA GPU use device='cpu', or uninstall CuPy")
+DRIVER_FIX = ("install or update the NVIDIA driver (nvidia-smi must list the GPU), or install the extra "
+              "that matches the driver: " + INSTALL_FIX)
+NO_DRIVER_FIX = ("install the NVIDIA driver (nvidia-smi must then list the GPU); on a machine without an "
+                 "NVIDIA GPU use device='cpu', or uninstall CuPy")
 
 
 @dataclass(frozen=True)
@@ -112,9 +111,9 @@ def explain(exc: BaseException, driver_version: int | None = None) -> tuple[str,
                 what = {None: "is missing or older than CuPy's CUDA runtime", 0: "is not installed"}.get(
                     driver_version, f"(CUDA {driver_version // 1000}.{driver_version % 1000 // 10}) "
                                     "is older than CuPy's CUDA runtime")
-                fix = _NO_DRIVER_FIX if driver_version == 0 else _DRIVER_FIX
+                fix = NO_DRIVER_FIX if driver_version == 0 else DRIVER_FIX
                 return f"the NVIDIA driver {what} ({_one_line(e)})", fix
-            return f"the CUDA runtime fails ({_one_line(e)})", _DRIVER_FIX
+            return f"the CUDA runtime fails ({_one_line(e)})", DRIVER_FIX
     for e in chain:
         if type(e).__name__ == "CompileException" or isinstance(e, _cuda.CudaCompileError):
             return (f"a gpuksvm CUDA source does not compile with this CuPy/NVRTC ({_one_line(chain[-1])})",

@@ -25,8 +25,8 @@ import numpy as np
 import scipy
 
 from . import _cuda
-from ._gpu_probe import (CUDA_LIBRARIES, INSTALL_FIX, compile_source, driver_version, explain, import_cupy,
-                         load_cuda_library)
+from ._gpu_probe import (CUDA_LIBRARIES, DRIVER_FIX, INSTALL_FIX, NO_DRIVER_FIX, compile_source, driver_version,
+                         explain, import_cupy, load_cuda_library)
 from .backend import gpu_status
 
 __all__ = ["Check", "DoctorReport", "doctor", "main"]
@@ -99,13 +99,12 @@ def _runtime_checks(report: DoctorReport, cupy: Any) -> int:
         add(Check("CUDA driver", FAIL, *explain(exc)))
     else:
         if driver == 0:
-            add(Check("CUDA driver", FAIL, "none (no NVIDIA driver: libcuda cannot be loaded)",
-                      "install the NVIDIA driver (nvidia-smi must list the GPU)"))
+            add(Check("CUDA driver", FAIL, "none (no NVIDIA driver: libcuda cannot be loaded)", NO_DRIVER_FIX))
         else:
             too_old = bool(runtime) and driver // 1000 < runtime // 1000
-            add(Check("CUDA driver", FAIL if too_old else OK, f"supports CUDA up to {_cuda_version(driver)}",
-                      f"update the driver to one for CUDA {_cuda_version(runtime)}, or install the extra "
-                      f"that matches the driver: {INSTALL_FIX}" if too_old else ""))
+            add(Check("CUDA driver", FAIL if too_old else OK, f"supports CUDA up to {_cuda_version(driver)}"
+                      + (f", older than CuPy's CUDA {_cuda_version(runtime)}" if too_old else ""),
+                      DRIVER_FIX if too_old else ""))
     add(Check("CUDA runtime", INFO if runtime else FAIL,
               f"{_cuda_version(runtime)} (the CUDA version CuPy was built for)" if runtime
               else "CuPy does not report its CUDA runtime version", "" if runtime else INSTALL_FIX))
@@ -154,8 +153,8 @@ def _compile_checks(report: DoctorReport, cupy: Any, devices: int) -> None:
             reason, fix = explain(exc)
             report.checks.append(Check(name, FAIL, reason, fix))
             continue
-        report.checks.append(Check(name, OK, f"{n} kernels (cupy.RawModule, options "
-                                              f"{' '.join(_cuda.nvrtc_options()[:1])} -I<kernels_cuda>)"))
+        report.checks.append(Check(name, OK, f"{n} kernels compiled for device 0 "
+                                              "(cupy.RawModule with gpuksvm._cuda.nvrtc_options())"))
 
 
 def _auto_check(report: DoctorReport) -> None:
