@@ -293,9 +293,9 @@ def resolve_device(device: str | Device | None = "auto") -> Device:
         raise ValueError(f"unknown device {device!r}")
     if not cuda_available():
         status = gpu_status()
+        cpu = "" if "device='cpu'" in status.fix else "; or use device='cpu'"
         raise DeviceUnavailableError(
-            f"device={device!r} asks for a CUDA GPU, but none is usable here: {status.reason}. "
-            f"Fix: {status.fix}; or use device='cpu' / device='auto'.")
+            f"device={device!r} asks for a CUDA GPU, but none is usable here: {status.describe()}{cpu}.")
     index = int(idx) if idx is not None else 0
     count = _gpu_device_count()
     if index >= count:
