@@ -28,7 +28,7 @@ class Device:
     def __init__(self, device=None):
         device = _current[0] if device is None else int(device)
         if not 0 <= device < runtime.getDeviceCount():
-            raise runtime.CUDARuntimeError(f"cudaErrorInvalidDevice: invalid device ordinal {device}")
+            raise runtime.CUDARuntimeError(101)      # cudaErrorInvalidDevice: invalid device ordinal
         self.id = device
         self._prev: list = []
 

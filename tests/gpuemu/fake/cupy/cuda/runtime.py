@@ -7,14 +7,16 @@ is_hip = False
 
 
 class CUDARuntimeError(RuntimeError):
-    """As CuPy's: built from a CUDA status code, the message is 'cudaErrorName: text' (a string is kept)."""
+    """As CuPy's (cupy_backends/cuda/api/runtime.pyx): built from a CUDA status code, its message is
+    ``cudaGetErrorName: cudaGetErrorString`` of it."""
 
     def __init__(self, status):
-        self.status = status if isinstance(status, int) else None
-        if isinstance(status, int):
-            name, text = failures.CUDA_ERRORS[status]
-            status = f"{name}: {text}"
-        super().__init__(status)
+        self.status = status
+        name, text = failures.CUDA_ERRORS[status]
+        super().__init__(f"{name}: {text}")
+
+    def __reduce__(self):
+        return (type(self), (self.status,))
 
 
 def getDeviceCount():  # noqa: N802 - CUDA's names
