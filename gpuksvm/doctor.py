@@ -1,6 +1,6 @@
 """``gpuksvm doctor``: what this machine gives gpuksvm, one line per check, each failure with its fix.
 
-The checks, in order: Python, NumPy, SciPy, CuPy (version and location);
+The checks, in order: gpuksvm, Python, NumPy, SciPy, CuPy (version and location);
 the CUDA driver and runtime versions; each CUDA library gpuksvm's GPU path
 loads (NVRTC, cuBLAS, cuSOLVER, cuSPARSE, cuRAND), loaded as CuPy loads it
 and located with ``cuda.pathfinder`` where installed; each CUDA device with
@@ -25,6 +25,7 @@ import numpy as np
 import scipy
 
 from . import _cuda
+from ._version import __version__
 from ._gpu_probe import (CUDA_LIBRARIES, DRIVER_FIX, INSTALL_FIX, NO_DRIVER_FIX, compile_source, driver_version,
                          explain, import_cupy, load_cuda_library)
 from .backend import gpu_status
@@ -76,6 +77,7 @@ class DoctorReport:
 
 def _versions(report: DoctorReport) -> None:
     add = report.checks.append
+    add(Check("gpuksvm", OK, f"{__version__} ({os.path.dirname(os.path.abspath(__file__))})"))
     add(Check("Python", OK, f"{platform.python_version()} ({sys.executable})"))
     add(Check("NumPy", OK, np.__version__))
     add(Check("SciPy", OK, scipy.__version__))
@@ -166,8 +168,7 @@ def _auto_check(report: DoctorReport) -> None:
         why = "CuPy finds a working GPU"
     else:
         report.auto_device = "cpu"
-        why = ("CuPy is not installed (CPU only; " + INSTALL_FIX + " for a GPU)") if not status.installed \
-            else status.reason
+        why = "CuPy is not installed (see the CuPy line)" if not status.installed else status.reason
     if env and env.lower() != "auto":
         report.auto_device = env
         why = f"GPUKSVM_DEVICE={env!r} overrides it (without it: {why})"
@@ -189,7 +190,7 @@ def doctor(*, file: TextIO | None = None, quiet: bool = False) -> DoctorReport:
     cupy, installed, exc = import_cupy()
     if not installed:
         report.checks.append(Check("CuPy", INFO, "not installed: gpuksvm runs on the CPU (NumPy)",
-                                   "for a GPU: " + INSTALL_FIX))
+                                   "for a GPU, " + INSTALL_FIX))
     elif cupy is None:
         report.checks.append(Check("CuPy", FAIL, f"installed but does not import: {explain(exc)[0]}",
                                    "reinstall CuPy for this machine's driver: " + INSTALL_FIX))

@@ -251,6 +251,7 @@ def test_real_cupy_without_a_driver(venvs, extra):
         line = next(x for x in lines if x[7:].split()[0] == label)
         assert line.startswith("[ ok ]") and str(venv) in line, line
     assert any(x.startswith("[ ok ] CuPy") and " 14." in x for x in lines)
+    assert lines[0].startswith("[ ok ] gpuksvm") and f"({REPO / 'gpuksvm'})" in lines[0]   # this checkout
     assert "[FAIL] CUDA driver" in cli.stdout and "none (no NVIDIA driver" in cli.stdout
     auto = cli.stdout[cli.stdout.index("device='auto'"):]
     assert auto.split()[1] == "cpu:" and "cudaErrorInsufficientDriver" in auto
