@@ -10,8 +10,9 @@ from __future__ import annotations
 from importlib import import_module
 
 from ._version import __version__
-from .backend import (Device, DeviceUnavailableError, config_context, cuda_available, get_config,
-                      resolve_device, set_config)
+from .backend import (Device, DeviceUnavailableError, GpuUnavailableWarning, config_context, cuda_available,
+                      get_config, resolve_device, set_config)
+from .doctor import doctor  # the function (shadows the module's name in this namespace)
 from .kernels import Kernel, kernel_block, kernel_diag, kernel_matvec, make_kernel
 
 
@@ -38,6 +39,7 @@ def __getattr__(name: str):
     raise AttributeError(f"module 'gpuksvm' has no attribute {name!r}")
 
 
-__all__ = ["__version__", "Device", "DeviceUnavailableError", "Kernel", "config_context", "cuda_available",
+__all__ = ["__version__", "Device", "DeviceUnavailableError", "GpuUnavailableWarning", "Kernel", "config_context",
+           "cuda_available", "doctor",
            "get_config", "kernel_block", "kernel_diag", "kernel_matvec", "make_kernel",
            "resolve_device", "set_config", *_LAZY]

@@ -8,13 +8,17 @@ CuPy; estimators never do.
 Device strings
 --------------
 ``"auto"``
-    CuPy when it imports *and* a CUDA device answers, else the CPU.  Never fails
-    and never warns on a machine without CUDA.  The environment variable
-    ``GPUKSVM_DEVICE`` overrides what ``"auto"`` means (e.g. ``cpu``).
+    CUDA device 0 when CuPy can be used (:func:`gpu_status`: a device answers,
+    the CUDA libraries load, gpuksvm's CUDA sources compile), else the CPU.
+    Never fails.  Silent on a machine without CuPy; where CuPy is installed but
+    cannot be used, one :class:`GpuUnavailableWarning` per process names the
+    reason and the fix (``gpuksvm doctor`` shows every check).  The environment
+    variable ``GPUKSVM_DEVICE`` overrides what ``"auto"`` means (e.g. ``cpu``).
 ``"cpu"``
     NumPy / SciPy.
 ``"gpu"``, ``"cuda"``
-    CUDA device 0; a clear :class:`DeviceUnavailableError` if there is none.
+    CUDA device 0; :class:`DeviceUnavailableError` with the reason and the fix
+    if none can be used.
 ``"cuda:N"``
     CUDA device ``N``.
 """
@@ -33,9 +37,14 @@ from typing import Any, Callable, Iterator
 import numpy as np
 import scipy.sparse as sp
 
+from ._gpu_probe import GpuStatus, probe
+
 __all__ = [
     "Device",
     "DeviceUnavailableError",
+    "GpuUnavailableWarning",
+    "GpuStatus",
+    "gpu_status",
     "MemoryFallbackWarning",
     "resolve_device",
     "cuda_available",
@@ -64,6 +73,13 @@ __all__ = [
 
 class DeviceUnavailableError(RuntimeError):
     """A GPU device was asked for explicitly but none can be used."""
+
+
+class GpuUnavailableWarning(UserWarning):
+    """CuPy is installed but no GPU can be used: ``device="auto"`` runs on the CPU.
+
+    Issued once per process; the message names the reason and the fix.
+    """
 
 
 class MemoryFallbackWarning(ResourceWarning):
@@ -268,24 +284,32 @@ CPU = Device("cpu")
 
 
 @lru_cache(maxsize=1)
-def _cupy_or_none():
-    """Import CuPy and check a device answers.  Any failure means 'no GPU'."""
-    try:
-        import cupy  # noqa: F401
+def gpu_status() -> GpuStatus:
+    """Whether CuPy can be used here and, if not, why not and what would fix it (probed once)."""
+    return probe()
 
-        n = cupy.cuda.runtime.getDeviceCount()
-        if n < 1:
-            return None
-        # a tiny allocation proves the driver really works
-        cupy.zeros(1, dtype=cupy.float32).sum().item()
-        return cupy
-    except Exception:  # ImportError, CUDARuntimeError, driver mismatch, ...
-        return None
+
+def _cupy_or_none():
+    """The CuPy module when a GPU can be used, else None."""
+    return gpu_status().cupy
 
 
 def cuda_available() -> bool:
-    """True when CuPy imports and at least one CUDA device answers."""
+    """True when CuPy imports, a CUDA device answers, its libraries load and the kernels compile."""
     return _cupy_or_none() is not None
+
+
+_fallback_warned = threading.Event()
+
+
+def _warn_auto_fallback() -> None:
+    """The one warning per process when CuPy is installed but ``device="auto"`` falls back to the CPU."""
+    status = gpu_status()
+    if not status.installed or _fallback_warned.is_set():
+        return
+    _fallback_warned.set()
+    warnings.warn(f"device='auto' runs on the CPU: CuPy is installed but cannot use a GPU: "
+                  f"{status.describe()} ('gpuksvm doctor' shows every check)", GpuUnavailableWarning, stacklevel=3)
 
 
 def _gpu_device_count() -> int:
@@ -317,7 +341,10 @@ def resolve_device(device: str | Device | None = "auto") -> Device:
         env = os.environ.get("GPUKSVM_DEVICE", "").strip().lower()
         if env and env != "auto":
             return resolve_device(env)
-        return Device("cuda", 0) if cuda_available() else CPU
+        if cuda_available():
+            return Device("cuda", 0)
+        _warn_auto_fallback()
+        return CPU
     m = _DEVICE_RE.match(spec)
     if m is None:
         raise ValueError(f"unknown device {device!r}; use 'auto', 'cpu', 'gpu', 'cuda' or 'cuda:N'")
@@ -327,11 +354,10 @@ def resolve_device(device: str | Device | None = "auto") -> Device:
     if kind == "auto":
         raise ValueError(f"unknown device {device!r}")
     if not cuda_available():
+        status = gpu_status()
+        cpu = "" if "device='cpu'" in status.fix else "; or use device='cpu'"
         raise DeviceUnavailableError(
-            f"device={device!r} asks for a CUDA GPU, but none is usable here "
-            "(CuPy is not installed, or no CUDA device/driver answers). "
-            "Install the 'cuda12' or 'cuda13' extra on a machine with an NVIDIA GPU, "
-            "or use device='cpu' / device='auto'.")
+            f"device={device!r} asks for a CUDA GPU, but none is usable here: {status.describe()}{cpu}.")
     index = int(idx) if idx is not None else 0
     count = _gpu_device_count()
     if index >= count:

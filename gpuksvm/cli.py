@@ -8,6 +8,7 @@
     gpuksvm predict [--device D] test_file model_file output_file   (output_file "-": stdout)
     gpuksvm info [--json] model_file
     gpuksvm demo [options]            (see ``gpuksvm demo --help``)
+    gpuksvm doctor [--expect-gpu]     (see :mod:`gpuksvm.doctor`)
 
 ``train`` reads an SVMlight/LIBSVM file (plain, ``.bz2`` or ``.gz``), fits the
 chosen method and writes a model file (:mod:`gpuksvm.io`; default name
@@ -61,6 +62,8 @@ from . import demo, io
 from .command import CLIError, parse_literal, printable, run_command
 from .cvm import CVM, OneClassCVM
 from .datasets import data_line_numbers, find_malformed_line, read_svmlight
+from .doctor import __doc__ as doctor_doc
+from .doctor import main as doctor_main
 from .kernel_svc import KernelSVC
 from .linear_svm import LinearSVM
 from .llsvm import LLSVM
@@ -544,6 +547,12 @@ def build_parser() -> argparse.ArgumentParser:
                         description=demo.__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     demo.add_arguments(dm)
     dm.set_defaults(func=demo.run_from_args)
+
+    dr = sub.add_parser("doctor", help="check Python, CuPy, the CUDA driver, libraries, devices and kernels",
+                        description=doctor_doc, formatter_class=argparse.RawDescriptionHelpFormatter)
+    dr.add_argument("--expect-gpu", action="store_true",
+                    help="exit with status 1 when no GPU can be used")
+    dr.set_defaults(func=lambda args: doctor_main(expect_gpu=args.expect_gpu))
     return ap
 
 

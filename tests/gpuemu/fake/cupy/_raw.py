@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from gpuemu import launcher, nvrtc
+from gpuemu import failures, launcher, nvrtc
 from gpuemu.dispatch import dispatch as _dispatch
 from gpuemu.dispatch import kernel_substitute as _kernel_substitute
 
@@ -39,6 +39,11 @@ class RawModule:
         global NVRTC_CHECKED
         if self._module is not None:
             return
+        failures.check_device()
+        failures.check_nvrtc()
+        if failures.current() == "compile-error":
+            raise CompileException("kern.cu(1): error: the fake NVRTC rejects this source "
+                                   "(gpuemu.failures 'compile-error')", self.code, "kern.cu", self.options)
         key = (self.code, self.options)
         if key not in _modules:
             try:

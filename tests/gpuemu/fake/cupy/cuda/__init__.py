@@ -4,9 +4,22 @@ from __future__ import annotations
 import contextlib
 import time
 
+import types
+
+from gpuemu import failures
 from gpuemu.dispatch import dispatch as _dispatch
 
-from . import compiler, memory, runtime  # noqa: F401
+from . import compiler, memory, nvrtc, runtime  # noqa: F401
+
+_LIBRARIES = ("cublas", "cusolver", "cusparse", "curand")
+
+
+def __getattr__(name):
+    """``cupy.cuda.cublas`` etc.: CuPy imports them lazily, loading the library (ImportError if missing)."""
+    if name in _LIBRARIES:
+        failures.check_library(name)
+        return types.ModuleType(f"cupy_backends.cuda.libs.{name}")
+    raise AttributeError(f"module 'cupy.cuda' has no attribute {name!r}")
 
 _current = [0]
 
@@ -15,7 +28,7 @@ class Device:
     def __init__(self, device=None):
         device = _current[0] if device is None else int(device)
         if not 0 <= device < runtime.getDeviceCount():
-            raise runtime.CUDARuntimeError(f"cudaErrorInvalidDevice: invalid device ordinal {device}")
+            raise runtime.CUDARuntimeError(101)      # cudaErrorInvalidDevice: invalid device ordinal
         self.id = device
         self._prev: list = []
 
