@@ -9,7 +9,12 @@ Like real CuPy (checked against cupy/_core and cupy/cuda of CuPy 13/14):
     gh-2079); host index arrays are converted, as CuPy does;
   * reductions and element access return 0-d device arrays, not NumPy scalars;
   * ``empty`` / ``empty_like`` memory is garbage (0xFF bytes: NaN, -1);
-  * only names real CuPy has exist (``cupy_names.txt``, CuPy's top-level namespace);
+  * only names real CuPy has exist: ``cupy_api.json`` holds the public names of real CuPy's
+    ``cupy``, ``cupy.linalg``, ``cupy.random``, ``cupy.ndarray``, ``cupyx.scipy.*`` (written and
+    checked by ``tests/realcupy.py``); an ``ndarray`` method NumPy has and CuPy lacks
+    (``getfield``, ``resize``, ``setflags``, ``to_device``) raises ``AttributeError``;
+  * every public function and method reports its calls to :func:`gpuemu.dispatch.calls_hooked`
+    hooks (``tests/realcupy.py`` binds them against real CuPy's signatures);
   * ``RawModule`` compiles with the real NVRTC when it is installed (compile errors are
     real) and runs kernels in the CPU emulator (``gpuemu.launcher``).
 Every operation goes through :func:`gpuemu.dispatch.dispatch` (see there for hooks).
@@ -19,16 +24,24 @@ promotion corner cases, cuBLAS/cuSOLVER numerics (NumPy/LAPACK compute instead).
 from __future__ import annotations
 
 import builtins as _builtins
+import sys as _sys
+import functools as _functools
+import inspect as _inspect
+import json as _json
 from pathlib import Path as _Path
 
 import numpy as _np
 
 from gpuemu.dispatch import dispatch as _dispatch
+from gpuemu.dispatch import public_call as _public_call
 
 __version__ = "14.0.0+gpuemu"
 GPUEMU = True     # marks the stand-in (gpuksvm's tests print which GPU mode ran)
 
-_NAMES = frozenset((_Path(__file__).resolve().parent.parent / "cupy_names.txt").read_text().split())
+#: real CuPy's public names per namespace (tests/realcupy.py writes and checks the file)
+_API = {k: frozenset(v) for k, v in
+       _json.loads((_Path(__file__).resolve().parent.parent / "cupy_api.json").read_text()).items()}
+_NAMES = _API["cupy"]
 
 from numpy import (bool_, complex64, complex128, dtype, e, finfo, float16, float32, float64,  # noqa: E402,F401
                    floating, generic, iinfo, inexact, inf, int8, int16, int32, int64, integer, intp, nan,
@@ -279,13 +292,9 @@ class ndarray:
         _dispatch("method", "ndarray.fill", lambda: self._a.fill(v), (self,), {})
 
     def __getattr__(self, name):
-        if name.startswith("_") or not callable(getattr(_np.ndarray, name, None)):
+        if name.startswith("_") or name not in _API["cupy.ndarray"] or not callable(getattr(_np.ndarray, name, None)):
             raise AttributeError(f"'cupy.ndarray' object has no attribute {name!r}")
-        bound = getattr(self._a, name)
-
-        def method(*args, **kwargs):
-            return _call(f"ndarray.{name}", lambda *a, **k: bound(*a, **k), args, kwargs)
-        return method
+        return _functools.partial(_ndarray_method(name), self)
 
     # -- NumPy protocols: NumPy functions on device arrays are CuPy's or refused
     def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
@@ -354,6 +363,16 @@ for _n, _u in [("neg", "negative"), ("pos", "positive"), ("abs", "absolute"), ("
     setattr(ndarray, f"__{_n}__",
             (lambda u: lambda self: _dispatch("ufunc", u.__name__, lambda: _wrap(u(self._a)), (self,), {}))(
                 getattr(_np, _u)))
+
+
+@_functools.lru_cache(maxsize=None)
+def _ndarray_method(name: str):
+    """``cupy.ndarray.<name>`` for the methods NumPy computes (called with the array first)."""
+    def method(self, *args, **kwargs):
+        bound = getattr(self._a, name)
+        return _call(f"ndarray.{name}", lambda *a, **k: bound(*a, **k), args, kwargs)
+    method.__name__ = name
+    return _public_call(f"cupy.ndarray.{name}", method)
 
 
 def _garbage(shape, dtype=float, order="C") -> _np.ndarray:
@@ -526,3 +545,54 @@ def show_config(*, _full=False):
 
 from . import cuda, linalg, random  # noqa: E402,F401
 from ._raw import RawKernel, RawModule  # noqa: E402,F401
+
+
+# ----------------------------------------------------------------------------- call reports
+def _report_calls(module, prefix: str) -> None:
+    """Every public function of ``module`` (and each one its ``__getattr__`` makes) reports its
+    calls as ``<prefix>.<name>`` (:func:`gpuemu.dispatch.public_call`)."""
+    ns = vars(module)
+    for name, v in list(ns.items()):
+        if not name.startswith("_") and _inspect.isfunction(v) and v.__module__.split(".")[0] in ("cupy", "cupyx"):
+            ns[name] = _public_call(f"{prefix}.{name}", v)
+    make = ns.get("__getattr__")
+    if make is not None and not getattr(make, "_reports_calls", False):
+        def __getattr__(name):
+            v = make(name)
+            return _public_call(f"{prefix}.{name}", v) if callable(v) and not isinstance(v, type) else v
+        __getattr__._reports_calls = True
+        ns["__getattr__"] = __getattr__
+
+
+def _report_method_calls(cls, prefix: str = "") -> None:
+    """The public methods of ``cls`` report their calls as ``<prefix or the object's type>.<name>``
+    (with the object as the first argument); so do those its ``__getattr__`` makes."""
+    def qualname(name):
+        return (lambda args: f"{prefix or _type_name(args[0])}.{name}")
+    for name, v in list(vars(cls).items()):
+        if not name.startswith("_") and _inspect.isfunction(v):
+            setattr(cls, name, _public_call(qualname(name), v))
+    make = vars(cls).get("__getattr__")
+    if make is not None and prefix == "":
+        def __getattr__(self, name):
+            v = make(self, name)
+            if callable(v) and not isinstance(v, type) and not isinstance(v, _functools.partial):
+                return _functools.partial(_public_call(qualname(name), lambda s, *a, **k: v(*a, **k)), self)
+            return v
+        cls.__getattr__ = __getattr__
+
+
+def _type_name(obj) -> str:
+    """The public name of ``obj``'s type in real CuPy (``cupyx.scipy.sparse.csr_matrix``)."""
+    return getattr(obj, "_public_type", None) or f"{type(obj).__module__}.{type(obj).__name__}"
+
+
+_report_calls(_sys.modules[__name__], "cupy")
+_report_calls(linalg, "cupy.linalg")
+_report_calls(random, "cupy.random")
+_report_calls(cuda, "cupy.cuda")
+_report_calls(cuda.runtime, "cupy.cuda.runtime")
+_report_method_calls(ndarray, "cupy.ndarray")
+random._Generator._public_type = property(
+    lambda g: "cupy.random." + ("Generator" if isinstance(g._g, _np.random.Generator) else "RandomState"))
+_report_method_calls(random._Generator)
