@@ -14,7 +14,9 @@ Child side (``python tests/realcupy.py COMMAND`` with the folder on ``PYTHONPATH
 
 * ``names`` — the public names of ``cupy``, ``cupy.linalg``, ``cupy.random`` (and its
   ``RandomState`` / ``Generator``), ``cupy.ndarray``, ``cupyx``, ``cupyx.scipy.linalg``,
-  ``cupyx.scipy.sparse`` (and its matrices): ``tests/gpuemu/fake/cupy_api.json`` is this answer;
+  ``cupyx.scipy.sparse`` (and its matrices), and the signatures of their functions and
+  methods: ``tests/gpuemu/fake/cupy_api.json`` is this answer (the stand-in refuses a call
+  these signatures refuse);
 * ``bind`` — each recorded call (qualified name, positional count, keyword names) bound against
   the real function's signature (``inspect.signature``, else the signature line of a Cython
   docstring): the calls real CuPy would refuse;
@@ -78,6 +80,22 @@ def ask(command: str, payload: Any = None, *, timeout: float = 300) -> Any:
         raise RuntimeError(f"real-CuPy subprocess {command!r} failed (exit {res.returncode}):\n"
                            f"{res.stderr[-4000:]}")
     return json.loads(res.stdout.strip().splitlines()[-1])
+
+
+def write_api_file() -> Path:
+    """Rewrite ``cupy_api.json`` from the installed real CuPy (after a CuPy upgrade):
+    ``.venv/bin/python -c "import sys; sys.path.insert(0, 'tests'); import realcupy; realcupy.write_api_file()"``."""
+    answer = ask("names")
+    answer.pop("_real")
+    sections = []                       # one name, or one function's signature, per line
+    for key, value in sorted(answer.items()):
+        items = ([f"{json.dumps(q)}: {json.dumps(v)}" for q, v in sorted(value.items())] if isinstance(value, dict)
+                 else [json.dumps(n) for n in value])
+        opening, closing = ("{", "}") if isinstance(value, dict) else ("[", "]")
+        sections.append(f"{json.dumps(key)}: {opening}\n" + ",\n".join(items) + f"\n{closing}")
+    API_FILE.write_text("{\n" + ",\n".join(sections) + "\n}\n")
+    assert json.loads(API_FILE.read_text()) == answer
+    return API_FILE
 
 
 def arg_kind(v: Any) -> str:
@@ -202,6 +220,30 @@ def _api_names() -> dict:
             "cupyx.scipy.sparse.csr_matrix": _public(cupyx.scipy.sparse.csr_matrix),
             "cupyx.scipy.sparse.csc_matrix": _public(cupyx.scipy.sparse.csc_matrix),
             "cupyx.scipy.sparse.coo_matrix": _public(cupyx.scipy.sparse.coo_matrix)}
+
+
+#: the sections of ``_api_names`` whose callables get a signature in the answer
+_SIGNED = ("cupy", "cupy.linalg", "cupy.random", "cupy.ndarray", "cupyx", "cupyx.scipy.linalg",
+           "cupyx.scipy.sparse")
+
+
+def _api_signatures(names: dict) -> dict:
+    """qualname -> [[parameter, kind, has default], ...] of every function and method (not
+    classes) of the sections in :data:`_SIGNED` whose signature can be read."""
+    import inspect
+
+    out = {}
+    for section in _SIGNED:
+        owner = _resolve(section)
+        for name in names[section]:
+            obj = getattr(owner, name, None)
+            if obj is None or isinstance(obj, type) or not callable(obj):
+                continue
+            sig = _signature(obj)
+            if sig is not None:
+                out[f"{section}.{name}"] = [[p.name, p.kind.name, p.default is not inspect.Parameter.empty]
+                                            for p in sig.parameters.values()]
+    return out
 
 
 def _split_top(text: str) -> list[str]:
@@ -351,6 +393,7 @@ def _main(command: str) -> None:
     info = _import_real_cupy()
     if command == "names":
         answer: Any = _api_names()
+        answer["signatures"] = _api_signatures(answer)
     elif command == "info":
         answer = info
     elif command == "bind":

@@ -13,6 +13,8 @@ Like real CuPy (checked against cupy/_core and cupy/cuda of CuPy 13/14):
     ``cupy``, ``cupy.linalg``, ``cupy.random``, ``cupy.ndarray``, ``cupyx.scipy.*`` (written and
     checked by ``tests/realcupy.py``); an ``ndarray`` method NumPy has and CuPy lacks
     (``getfield``, ``resize``, ``setflags``, ``to_device``) raises ``AttributeError``;
+  * a call real CuPy's signature refuses (a NumPy-only keyword such as ``where=``) raises
+    ``TypeError`` (the signatures are in ``cupy_api.json`` too);
   * every public function and method reports its calls to :func:`gpuemu.dispatch.calls_hooked`
     hooks (``tests/realcupy.py`` binds them against real CuPy's signatures);
   * ``RawModule`` compiles with the real NVRTC when it is installed (compile errors are
@@ -38,10 +40,51 @@ from gpuemu.dispatch import public_call as _public_call
 __version__ = "14.0.0+gpuemu"
 GPUEMU = True     # marks the stand-in (gpuksvm's tests print which GPU mode ran)
 
-#: real CuPy's public names per namespace (tests/realcupy.py writes and checks the file)
-_API = {k: frozenset(v) for k, v in
-       _json.loads((_Path(__file__).resolve().parent.parent / "cupy_api.json").read_text()).items()}
+#: real CuPy's public names per namespace, and its functions' signatures (tests/realcupy.py
+#: writes and checks the file)
+_API_FILE = _json.loads((_Path(__file__).resolve().parent.parent / "cupy_api.json").read_text())
+_API = {k: frozenset(v) for k, v in _API_FILE.items() if k != "signatures"}
+_SIGNATURES = _API_FILE["signatures"]
 _NAMES = _API["cupy"]
+
+
+@_functools.lru_cache(maxsize=None)
+def _real_signature(qualname: str):
+    """Real CuPy's signature of ``qualname`` (from cupy_api.json), or None where it is unknown."""
+    params = _SIGNATURES.get(qualname)
+    if params is None:
+        return None
+    P = _inspect.Parameter
+    return _inspect.Signature([P(name, getattr(P, kind), default=_DEFAULT if has_default else P.empty)
+                               for name, kind, has_default in params])
+
+
+class _Default:
+    """A parameter's default in a real signature (the file records only that there is one)."""
+
+    def __repr__(self):
+        return "..."
+
+
+_DEFAULT = _Default()
+
+
+def _as_real(qualname: str, fn):
+    """``fn`` refusing, as real CuPy does, a call its signature does not take (a NumPy-only keyword,
+    one argument too many)."""
+    sig = _real_signature(qualname)
+    if sig is None:
+        return fn
+
+    def call(*args, **kwargs):
+        try:
+            sig.bind(*args, **kwargs)
+        except TypeError as exc:
+            raise TypeError(f"{qualname}(): {exc} (real CuPy: {qualname.rsplit('.', 1)[-1]}{sig})") from None
+        return fn(*args, **kwargs)
+    call.__name__ = getattr(fn, "__name__", qualname)
+    call.__wrapped__ = fn
+    return call
 
 from numpy import (bool_, complex64, complex128, dtype, e, finfo, float16, float32, float64,  # noqa: E402,F401
                    floating, generic, iinfo, inexact, inf, int8, int16, int32, int64, integer, intp, nan,
@@ -372,7 +415,7 @@ def _ndarray_method(name: str):
         bound = getattr(self._a, name)
         return _call(f"ndarray.{name}", lambda *a, **k: bound(*a, **k), args, kwargs)
     method.__name__ = name
-    return _public_call(f"cupy.ndarray.{name}", method)
+    return _public_call(f"cupy.ndarray.{name}", _as_real(f"cupy.ndarray.{name}", method))
 
 
 def _garbage(shape, dtype=float, order="C") -> _np.ndarray:
@@ -554,12 +597,14 @@ def _report_calls(module, prefix: str) -> None:
     ns = vars(module)
     for name, v in list(ns.items()):
         if not name.startswith("_") and _inspect.isfunction(v) and v.__module__.split(".")[0] in ("cupy", "cupyx"):
-            ns[name] = _public_call(f"{prefix}.{name}", v)
+            ns[name] = _public_call(f"{prefix}.{name}", _as_real(f"{prefix}.{name}", v))
     make = ns.get("__getattr__")
     if make is not None and not getattr(make, "_reports_calls", False):
         def __getattr__(name):
             v = make(name)
-            return _public_call(f"{prefix}.{name}", v) if callable(v) and not isinstance(v, type) else v
+            if callable(v) and not isinstance(v, type):
+                return _public_call(f"{prefix}.{name}", _as_real(f"{prefix}.{name}", v))
+            return v
         __getattr__._reports_calls = True
         ns["__getattr__"] = __getattr__
 
@@ -571,7 +616,7 @@ def _report_method_calls(cls, prefix: str = "") -> None:
         return (lambda args: f"{prefix or _type_name(args[0])}.{name}")
     for name, v in list(vars(cls).items()):
         if not name.startswith("_") and _inspect.isfunction(v):
-            setattr(cls, name, _public_call(qualname(name), v))
+            setattr(cls, name, _public_call(qualname(name), _as_real(f"{prefix}.{name}", v) if prefix else v))
     make = vars(cls).get("__getattr__")
     if make is not None and prefix == "":
         def __getattr__(self, name):
