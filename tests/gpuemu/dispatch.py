@@ -174,10 +174,11 @@ def calls_hooked(fn: Callable[[str, tuple, dict], None], *,
         _call_hooks[:] = saved
 
 
-def public_call(qualname: str | Callable[[tuple], str], fn: Callable) -> Callable:
+def public_call(qualname: str | Callable[[tuple], str], fn: Callable, *, constructor: bool = False) -> Callable:
     """``fn`` as a public function of the stand-in named ``qualname`` (or ``qualname(args)``: a
     method names itself from its object's type): calls from outside the stand-in are reported to
-    the :func:`calls_hooked` hooks."""
+    the :func:`calls_hooked` hooks (``constructor``: ``fn`` is a class's ``__init__``, reported
+    as a call of the class, without the new object)."""
     def call(*args: Any, **kwargs: Any) -> Any:
         if not _call_hooks or getattr(_local, "in_call", False) or getattr(_local, "depth", 0):
             return fn(*args, **kwargs)
@@ -185,7 +186,7 @@ def public_call(qualname: str | Callable[[tuple], str], fn: Callable) -> Callabl
         try:
             name = qualname(args) if callable(qualname) else qualname
             for h in tuple(_call_hooks):
-                h(name, args, kwargs)
+                h(name, args[1:] if constructor else args, kwargs)
             return fn(*args, **kwargs)
         finally:
             _local.in_call = False

@@ -627,6 +627,11 @@ def _report_method_calls(cls, prefix: str = "") -> None:
         cls.__getattr__ = __getattr__
 
 
+def _report_constructor_calls(cls, qualname: str) -> None:
+    """Creating a ``cls`` reports a call of ``qualname`` (its arguments, without the new object)."""
+    cls.__init__ = _public_call(qualname, cls.__init__, constructor=True)
+
+
 def _type_name(obj) -> str:
     """The public name of ``obj``'s type in real CuPy (``cupyx.scipy.sparse.csr_matrix``)."""
     return getattr(obj, "_public_type", None) or f"{type(obj).__module__}.{type(obj).__name__}"
@@ -638,6 +643,10 @@ _report_calls(random, "cupy.random")
 _report_calls(cuda, "cupy.cuda")
 _report_calls(cuda.runtime, "cupy.cuda.runtime")
 _report_method_calls(ndarray, "cupy.ndarray")
+_report_method_calls(RawModule, "cupy.RawModule")
+for _cls, _name in [(RawModule, "cupy.RawModule"), (RawKernel, "cupy.RawKernel"), (cuda.Device, "cupy.cuda.Device"),
+                    (cuda.Stream, "cupy.cuda.Stream"), (cuda.Event, "cupy.cuda.Event")]:
+    _report_constructor_calls(_cls, _name)
 random._Generator._public_type = property(
     lambda g: "cupy.random." + ("Generator" if isinstance(g._g, _np.random.Generator) else "RandomState"))
 _report_method_calls(random._Generator)
