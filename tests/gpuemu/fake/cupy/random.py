@@ -1,7 +1,8 @@
 """cupy.random on NumPy's generators (CuPy's names only; not CuPy's streams of numbers)."""
 import numpy as _np
 
-from . import _API, _call
+from . import _call
+from ._api import API as _API
 
 _global = _np.random.RandomState(0)
 

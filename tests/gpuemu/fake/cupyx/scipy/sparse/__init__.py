@@ -7,6 +7,7 @@ import numpy as _np
 import scipy.sparse as _sp
 
 import cupy as _cp
+from cupy import _api
 from cupy import _refuse, _unwrap
 from gpuemu.dispatch import dispatch as _dispatch
 
@@ -132,7 +133,7 @@ class spmatrix:
         return _op("mean", lambda a: _np.asarray(a.mean(axis=axis, dtype=dtype)), (self,), kind="reduction")
 
     def __getattr__(self, name):
-        if name.startswith("_") or name not in _cp._API.get(f"cupyx.scipy.sparse.{type(self).__name__}", ()):
+        if name.startswith("_") or name not in _api.API.get(f"cupyx.scipy.sparse.{type(self).__name__}", ()):
             raise AttributeError(f"'cupyx.scipy.sparse.{type(self).__name__}' object has no attribute {name!r}")
         attr = getattr(self._s, name)
         if not callable(attr):
