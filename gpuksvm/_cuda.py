@@ -32,8 +32,8 @@ from typing import Any, Sequence
 import numpy as np
 
 __all__ = ["CudaCompileError", "KernelLaunchError", "Param", "BlockRule", "BLOCK_RULES", "cuda_source_dir",
-           "cuda_sources", "headers_digest", "nvrtc_options", "kernel_signatures", "signatures", "get_function", "launch",
-           "launch_1d", "launch_counts"]
+           "cuda_sources", "headers_digest", "nvrtc_options", "kernel_signatures", "signatures", "get_function",
+           "launch", "launch_1d", "launch_counts"]
 
 
 class CudaCompileError(RuntimeError):

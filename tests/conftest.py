@@ -149,7 +149,12 @@ def _check_calls(session) -> None:
     if path is None:
         session.config._real_cupy_check = ("skip", reason)
         return
-    result = CALLS.check()
+    try:
+        result = CALLS.check()
+    except (RuntimeError, OSError, ValueError) as exc:      # the subprocess failed: say so, fail the run
+        session.config._real_cupy_check = ("error", str(exc))
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+        return
     session.config._real_cupy_check = ("ran", result)
     CALLS_REPORT.write_text(json.dumps({"calls": CALLS.payload(), **result}, indent=1, sort_keys=True) + "\n")
     if result["mismatches"] and session.exitstatus == 0:
@@ -175,6 +180,9 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
     state, detail = getattr(config, "_real_cupy_check", (None, None))
     if state == "skip":
         tr.write_sep("=", f"real-CuPy binding check SKIPPED: {detail}", yellow=True, bold=True)
+    elif state == "error":
+        tr.write_sep("=", "real-CuPy binding check FAILED to run", red=True, bold=True)
+        tr.write_line(detail)
     elif state == "ran":
         real = detail["_real"]
         line = (f"real-CuPy binding check (CuPy {real['version']}): {detail['checked']} distinct calls into the "
