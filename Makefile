@@ -3,11 +3,16 @@
 #                              GPU of tests/gpuemu, which needs g++; the header says which)
 # Both create ./.venv on first use. CuPy is installed automatically when
 # nvidia-smi finds a GPU (cupy-cuda13x for a CUDA 13 driver, else cupy-cuda12x).
+# make test also installs the real CuPy into .venv/real-cupy, a folder of its own that the
+# test process never imports from (tests/realcupy.py asks it in a subprocess: the stand-in's
+# names and the library's calls are checked against it, and the CUDA sources go through its
+# compile path); without it those checks are skipped, with the reason.
 
 PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.gpuksvm-installed
+REAL_CUPY := $(VENV)/real-cupy
 
 .PHONY: demo test test-gpu test-emulated-full bench bench-gpu clean-venv
 
@@ -23,10 +28,18 @@ $(STAMP): pyproject.toml
 	else echo "no GPU found by nvidia-smi: CPU only (NumPy)"; fi
 	touch $(STAMP)
 
+# the real CuPy for the checks of tests/realcupy.py (no GPU needed); --no-deps: NumPy is the venv's
+$(REAL_CUPY)/.installed: $(STAMP)
+	rm -rf $(REAL_CUPY)
+	$(BIN)/python -m pip install -q --no-deps --target $(REAL_CUPY) "cupy-cuda13x==14.*" \
+	  "cuda-pathfinder==1.*" "nvidia-cuda-runtime==13.*" "nvidia-cuda-nvrtc==13.*" \
+	  && touch $@ \
+	  || echo "the real CuPy could not be installed: make test skips the real-CuPy checks (and says so)"
+
 demo: $(STAMP)
 	$(BIN)/python -m gpuksvm demo
 
-test: $(STAMP)
+test: $(STAMP) $(REAL_CUPY)/.installed
 	$(BIN)/python -m pytest -q -p no:cacheprovider --timeout=900
 
 test-gpu: $(STAMP)

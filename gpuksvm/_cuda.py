@@ -19,6 +19,7 @@ test oracle.
 """
 from __future__ import annotations
 
+import hashlib
 import re
 import threading
 from collections import Counter
@@ -31,8 +32,8 @@ from typing import Any, Sequence
 import numpy as np
 
 __all__ = ["CudaCompileError", "KernelLaunchError", "Param", "BlockRule", "BLOCK_RULES", "cuda_source_dir",
-           "cuda_sources", "nvrtc_options", "kernel_signatures", "signatures", "get_function", "launch",
-           "launch_1d", "launch_counts"]
+           "cuda_sources", "headers_digest", "nvrtc_options", "kernel_signatures", "signatures", "get_function",
+           "launch", "launch_1d", "launch_counts"]
 
 
 class CudaCompileError(RuntimeError):
@@ -63,13 +64,26 @@ def cuda_sources() -> list[Path]:
     return sorted(cuda_source_dir().glob("*.cu"))
 
 
-def nvrtc_options(src_dir: Path | None = None) -> tuple[str, ...]:
-    """The options gpuksvm passes to ``cupy.RawModule`` (CuPy appends ``-arch`` and ``-ftz=true``).
+def headers_digest(src_dir: Path | None = None) -> str:
+    """SHA-256 (16 hex digits) of every header (``*.cuh``) next to the sources, names included."""
+    folder = src_dir if src_dir is not None else cuda_source_dir()
+    h = hashlib.sha256()
+    for path in sorted(folder.glob("*.cuh")):
+        h.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0")
+    return h.hexdigest()[:16]
 
-    ``tests/test_cuda_sources.py`` compiles every source with exactly these
-    options and the real NVRTC for several architectures.
+
+def nvrtc_options(src_dir: Path | None = None) -> tuple[str, ...]:
+    """The options gpuksvm passes to ``cupy.RawModule`` (CuPy adds its include dirs, ``-arch``,
+    ``-ftz=true``: ``tests/test_cupy_compile_path.py`` compiles every source through CuPy's own path).
+
+    CuPy's kernel cache (``~/.cupy/kernel_cache``) is keyed on the source text, the options and
+    CuPy's own headers, not on the files a source includes: ``-DGPUKSVM_HEADERS=<digest>``
+    (:func:`headers_digest` of every ``*.cuh`` here) puts the headers into the key, so a changed
+    ``common.cuh`` compiles anew instead of reusing a cached binary built from the old one.
     """
-    return ("-std=c++14", f"-I{src_dir if src_dir is not None else cuda_source_dir()}")
+    folder = src_dir if src_dir is not None else cuda_source_dir()
+    return ("-std=c++14", f"-I{folder}", f"-DGPUKSVM_HEADERS={headers_digest(folder)}")
 
 
 _lock = threading.Lock()

@@ -12,6 +12,11 @@ In the emulated mode ``gpu`` tests also marked ``slow`` are skipped unless ``GPU
 The pytest header says which mode ran.  At the end the launches of every
 ``extern "C"`` kernel are printed and written to ``.gpu-test-report.json``; a run
 of the whole suite fails if some kernel was never launched.
+
+Every call the library makes into the stand-in CuPy is recorded (``tests/realcupy.py``); at the
+end the distinct calls are bound against the real CuPy's signatures in a subprocess and a call
+real CuPy would refuse fails the run (without the real CuPy the summary says the check was
+skipped, and why).
 """
 import json
 import os
@@ -21,12 +26,15 @@ import numpy as np
 import pytest
 
 import gpuemu
+import realcupy
 from gpuemu import build as _emu_build
+from gpuemu import dispatch as _emu_dispatch
 from gpuksvm import _cuda
 from gpuksvm import backend as bk
 
 TESTS = Path(__file__).resolve().parent
 REPORT = TESTS.parent / ".gpu-test-report.json"
+CALLS_REPORT = TESTS.parent / ".real-cupy-calls.json"
 
 
 def _gpu_mode() -> tuple[str, str]:
@@ -123,7 +131,38 @@ def _whole_suite(config) -> bool:
     return all(Path(a).resolve() == TESTS for a in config.args)
 
 
+#: the calls into the stand-in CuPy during this run
+CALLS = realcupy.CallLog()
+_calls_hook = _emu_dispatch.calls_hooked(CALLS)
+
+
+def pytest_sessionstart(session):
+    _calls_hook.__enter__()
+
+
+def _check_calls(session) -> None:
+    """Bind the recorded calls against the real CuPy (a refused call fails the run)."""
+    _calls_hook.__exit__(None, None, None)
+    if not CALLS.calls:
+        return
+    path, reason = realcupy.location()
+    if path is None:
+        session.config._real_cupy_check = ("skip", reason)
+        return
+    try:
+        result = CALLS.check()
+    except (RuntimeError, OSError, ValueError) as exc:      # the subprocess failed: say so, fail the run
+        session.config._real_cupy_check = ("error", str(exc))
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+        return
+    session.config._real_cupy_check = ("ran", result)
+    CALLS_REPORT.write_text(json.dumps({"calls": CALLS.payload(), **result}, indent=1, sort_keys=True) + "\n")
+    if result["mismatches"] and session.exitstatus == 0:
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
 def pytest_sessionfinish(session, exitstatus):
+    _check_calls(session)
     counts = _cuda.launch_counts()
     never = sorted(all_kernels() - set(counts))
     session.config._gpu_launch_report = (counts, never)
@@ -138,6 +177,23 @@ def pytest_sessionfinish(session, exitstatus):
 def pytest_terminal_summary(terminalreporter, exitstatus, config):
     counts, never = getattr(config, "_gpu_launch_report", ({}, []))
     tr = terminalreporter
+    state, detail = getattr(config, "_real_cupy_check", (None, None))
+    if state == "skip":
+        tr.write_sep("=", f"real-CuPy binding check SKIPPED: {detail}", yellow=True, bold=True)
+    elif state == "error":
+        tr.write_sep("=", "real-CuPy binding check FAILED to run", red=True, bold=True)
+        tr.write_line(detail)
+    elif state == "ran":
+        real = detail["_real"]
+        line = (f"real-CuPy binding check (CuPy {real['version']}): {detail['checked']} distinct calls into the "
+                f"stand-in bound against real CuPy's signatures, {len(detail['mismatches'])} refused"
+                + (f", {len(detail['unbound'])} without a readable signature" if detail["unbound"] else ""))
+        tr.write_sep("=", line, red=bool(detail["mismatches"]), bold=True)
+        if detail["mismatches"]:
+            tr.write_line(realcupy.describe_mismatches(detail))
+        if detail["unbound"]:
+            tr.write_line("  not bound (no signature in real CuPy): " + ", ".join(detail["unbound"]))
+        tr.write_line(f"  (the calls and real signatures: {CALLS_REPORT.name})")
     if GPU_MODE == "skip":
         tr.write_sep("=", f"GPU tests SKIPPED: {GPU_SKIP_REASON}", yellow=True, bold=True)
         return

@@ -39,7 +39,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator
 
 __all__ = ["KINDS", "Event", "dispatch", "add_hook", "remove_hook", "hooked", "hooks", "substituted",
-           "kernel_substitute"]
+           "kernel_substitute", "public_call", "calls_hooked"]
 
 #: What an event can be.  ``sync`` marks the ones that make the host wait for the device.
 KINDS = ("ufunc", "function", "reduction", "method", "index", "alloc", "linalg", "random", "sparse",
@@ -153,3 +153,45 @@ def substituted(kernels: dict[str, Callable[[tuple, tuple, tuple], None]]) -> It
 def kernel_substitute(name: str) -> Callable[[tuple, tuple, tuple], None] | None:
     """The substitute of kernel ``name`` (see :func:`substituted`), or None: run the emulator."""
     return _substitutes.get(name)
+
+
+# ----------------------------------------------------------------------------- calls
+_call_hooks: list[Callable[[str, tuple, dict], None]] = []
+
+
+@contextlib.contextmanager
+def calls_hooked(fn: Callable[[str, tuple, dict], None], *,
+                 exclusive: bool = False) -> Iterator[Callable[[str, tuple, dict], None]]:
+    """``fn(qualname, args, kwargs)`` observes the calls into the stand-in's public API in the block
+    (``exclusive``: the other call hooks see none of them)."""
+    saved = list(_call_hooks)
+    if exclusive:
+        _call_hooks.clear()
+    _call_hooks.append(fn)
+    try:
+        yield fn
+    finally:
+        _call_hooks[:] = saved
+
+
+def public_call(qualname: str | Callable[[tuple], str], fn: Callable, *, constructor: bool = False) -> Callable:
+    """``fn`` as a public function of the stand-in named ``qualname`` (or ``qualname(args)``: a
+    method names itself from its object's type): calls from outside the stand-in are reported to
+    the :func:`calls_hooked` hooks (``constructor``: ``fn`` is a class's ``__init__``, reported
+    as a call of the class, without the new object)."""
+    def call(*args: Any, **kwargs: Any) -> Any:
+        if not _call_hooks or getattr(_local, "in_call", False) or getattr(_local, "depth", 0):
+            return fn(*args, **kwargs)
+        _local.in_call = True
+        try:
+            name = qualname(args) if callable(qualname) else qualname
+            for h in tuple(_call_hooks):
+                h(name, args[1:] if constructor else args, kwargs)
+            return fn(*args, **kwargs)
+        finally:
+            _local.in_call = False
+    call.__name__ = getattr(fn, "__name__", "call")
+    call.__qualname__ = getattr(fn, "__qualname__", call.__name__)
+    call.__doc__ = getattr(fn, "__doc__", None)
+    call.__wrapped__ = fn
+    return call

@@ -9,7 +9,14 @@ Like real CuPy (checked against cupy/_core and cupy/cuda of CuPy 13/14):
     gh-2079); host index arrays are converted, as CuPy does;
   * reductions and element access return 0-d device arrays, not NumPy scalars;
   * ``empty`` / ``empty_like`` memory is garbage (0xFF bytes: NaN, -1);
-  * only names real CuPy has exist (``cupy_names.txt``, CuPy's top-level namespace);
+  * only names real CuPy has exist: ``cupy_api.json`` holds the public names of real CuPy's
+    ``cupy``, ``cupy.linalg``, ``cupy.random``, ``cupy.ndarray``, ``cupyx.scipy.*`` (written and
+    checked by ``tests/realcupy.py``); an ``ndarray`` method NumPy has and CuPy lacks
+    (``getfield``, ``resize``, ``setflags``, ``to_device``) raises ``AttributeError``;
+  * a call real CuPy's signature refuses (a NumPy-only keyword such as ``where=``) raises
+    ``TypeError`` (the signatures are in ``cupy_api.json`` too);
+  * every public function and method reports its calls to :func:`gpuemu.dispatch.calls_hooked`
+    hooks (``tests/realcupy.py`` binds them against real CuPy's signatures);
   * ``RawModule`` compiles with the real NVRTC when it is installed (compile errors are
     real) and runs kernels in the CPU emulator (``gpuemu.launcher``).
 Every operation goes through :func:`gpuemu.dispatch.dispatch` (see there for hooks).
@@ -19,16 +26,24 @@ promotion corner cases, cuBLAS/cuSOLVER numerics (NumPy/LAPACK compute instead).
 from __future__ import annotations
 
 import builtins as _builtins
-from pathlib import Path as _Path
+import functools as _functools
+import sys as _sys
 
 import numpy as _np
 
 from gpuemu.dispatch import dispatch as _dispatch
+from gpuemu.dispatch import public_call as _public_call
+
+from ._api import API as _API
+from ._api import as_real as _as_real
+from ._api import report_calls as _report_calls
+from ._api import report_constructor_calls as _report_constructor_calls
+from ._api import report_method_calls as _report_method_calls
 
 __version__ = "14.0.0+gpuemu"
 GPUEMU = True     # marks the stand-in (gpuksvm's tests print which GPU mode ran)
 
-_NAMES = frozenset((_Path(__file__).resolve().parent.parent / "cupy_names.txt").read_text().split())
+_NAMES = _API["cupy"]
 
 from numpy import (bool_, complex64, complex128, dtype, e, finfo, float16, float32, float64,  # noqa: E402,F401
                    floating, generic, iinfo, inexact, inf, int8, int16, int32, int64, integer, intp, nan,
@@ -279,13 +294,9 @@ class ndarray:
         _dispatch("method", "ndarray.fill", lambda: self._a.fill(v), (self,), {})
 
     def __getattr__(self, name):
-        if name.startswith("_") or not callable(getattr(_np.ndarray, name, None)):
+        if name.startswith("_") or name not in _API["cupy.ndarray"] or not callable(getattr(_np.ndarray, name, None)):
             raise AttributeError(f"'cupy.ndarray' object has no attribute {name!r}")
-        bound = getattr(self._a, name)
-
-        def method(*args, **kwargs):
-            return _call(f"ndarray.{name}", lambda *a, **k: bound(*a, **k), args, kwargs)
-        return method
+        return _functools.partial(_ndarray_method(name), self)
 
     # -- NumPy protocols: NumPy functions on device arrays are CuPy's or refused
     def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
@@ -354,6 +365,16 @@ for _n, _u in [("neg", "negative"), ("pos", "positive"), ("abs", "absolute"), ("
     setattr(ndarray, f"__{_n}__",
             (lambda u: lambda self: _dispatch("ufunc", u.__name__, lambda: _wrap(u(self._a)), (self,), {}))(
                 getattr(_np, _u)))
+
+
+@_functools.lru_cache(maxsize=None)
+def _ndarray_method(name: str):
+    """``cupy.ndarray.<name>`` for the methods NumPy computes (called with the array first)."""
+    def method(self, *args, **kwargs):
+        bound = getattr(self._a, name)
+        return _call(f"ndarray.{name}", lambda *a, **k: bound(*a, **k), args, kwargs)
+    method.__name__ = name
+    return _public_call(f"cupy.ndarray.{name}", _as_real(f"cupy.ndarray.{name}", method))
 
 
 def _garbage(shape, dtype=float, order="C") -> _np.ndarray:
@@ -526,3 +547,18 @@ def show_config(*, _full=False):
 
 from . import cuda, linalg, random  # noqa: E402,F401
 from ._raw import RawKernel, RawModule  # noqa: E402,F401
+
+# ----------------------------------------------------------------------------- call reports
+_report_calls(_sys.modules[__name__], "cupy")
+_report_calls(linalg, "cupy.linalg")
+_report_calls(random, "cupy.random")
+_report_calls(cuda, "cupy.cuda")
+_report_calls(cuda.runtime, "cupy.cuda.runtime")
+_report_method_calls(ndarray, "cupy.ndarray")
+_report_method_calls(RawModule, "cupy.RawModule")
+for _cls, _name in [(RawModule, "cupy.RawModule"), (RawKernel, "cupy.RawKernel"), (cuda.Device, "cupy.cuda.Device"),
+                    (cuda.Stream, "cupy.cuda.Stream"), (cuda.Event, "cupy.cuda.Event")]:
+    _report_constructor_calls(_cls, _name)
+random._Generator._public_type = property(
+    lambda g: "cupy.random." + ("Generator" if isinstance(g._g, _np.random.Generator) else "RandomState"))
+_report_method_calls(random._Generator)

@@ -1,7 +1,8 @@
-"""cupy.random on NumPy's generators (same API; not CuPy's streams of numbers)."""
+"""cupy.random on NumPy's generators (CuPy's names only; not CuPy's streams of numbers)."""
 import numpy as _np
 
 from . import _call
+from ._api import API as _API
 
 _global = _np.random.RandomState(0)
 
@@ -16,9 +17,10 @@ class _Generator:
         self._g = gen
 
     def __getattr__(self, name):
-        fn = getattr(self._g, name)
-        if not callable(fn) or name.startswith("_"):
-            raise AttributeError(name)
+        kind = "Generator" if isinstance(self._g, _np.random.Generator) else "RandomState"
+        fn = getattr(self._g, name, None)
+        if not callable(fn) or name.startswith("_") or name not in _API[f"cupy.random.{kind}"]:
+            raise AttributeError(f"'cupy.random.{kind}' object has no attribute {name!r}")
         return lambda *a, **k: _call(f"random.{name}", fn, a, k, kind="random")
 
 
@@ -31,4 +33,6 @@ def default_rng(seed=None):
 
 
 def __getattr__(name):
+    if name not in _API["cupy.random"]:
+        raise AttributeError(f"module 'cupy.random' has no attribute {name!r}")
     return getattr(_Generator(_global), name)

@@ -7,6 +7,7 @@ import numpy as _np
 import scipy.sparse as _sp
 
 import cupy as _cp
+from cupy import _api
 from cupy import _refuse, _unwrap
 from gpuemu.dispatch import dispatch as _dispatch
 
@@ -67,8 +68,6 @@ class spmatrix:
     nnz = property(lambda s: s._s.nnz)
     ndim = property(lambda s: 2)
     data = property(lambda s: _cp.ndarray._from(s._s.data))
-    indices = property(lambda s: _cp.ndarray._from(s._s.indices))
-    indptr = property(lambda s: _cp.ndarray._from(s._s.indptr))
     T = property(lambda s: s.transpose())
 
     @property
@@ -134,24 +133,31 @@ class spmatrix:
         return _op("mean", lambda a: _np.asarray(a.mean(axis=axis, dtype=dtype)), (self,), kind="reduction")
 
     def __getattr__(self, name):
-        if name.startswith("_"):
-            raise AttributeError(name)
+        if name.startswith("_") or name not in _api.API.get(f"cupyx.scipy.sparse.{type(self).__name__}", ()):
+            raise AttributeError(f"'cupyx.scipy.sparse.{type(self).__name__}' object has no attribute {name!r}")
         attr = getattr(self._s, name)
         if not callable(attr):
             return _wrap(attr)
         return lambda *a, **k: _op(name, lambda s, *aa, **kk: getattr(s, name)(*aa, **kk), (self, *a), k)
 
 
-class csr_matrix(spmatrix):  # noqa: N801 - cupyx's names
+class _compressed_sparse_matrix(spmatrix):  # noqa: N801
+    indices = property(lambda s: _cp.ndarray._from(s._s.indices))
+    indptr = property(lambda s: _cp.ndarray._from(s._s.indptr))
+
+
+class csr_matrix(_compressed_sparse_matrix):  # noqa: N801 - cupyx's names
     format = "csr"
 
 
-class csc_matrix(spmatrix):  # noqa: N801
+class csc_matrix(_compressed_sparse_matrix):  # noqa: N801
     format = "csc"
 
 
 class coo_matrix(spmatrix):  # noqa: N801
     format = "coo"
+    row = property(lambda s: _cp.ndarray._from(s._s.row))
+    col = property(lambda s: _cp.ndarray._from(s._s.col))
 
 
 _FORMATS = {"csr": csr_matrix, "csc": csc_matrix, "coo": coo_matrix}

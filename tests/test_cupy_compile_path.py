@@ -1,0 +1,67 @@
+"""The CUDA sources through CuPy's own compile path, and CuPy's kernel-cache key.
+
+``tests/test_cuda_sources.py`` calls NVRTC directly with the options CuPy appends; here the
+real CuPy (``tests/realcupy.py``, a subprocess, no GPU) does what ``cupy.RawModule(code=,
+options=gpuksvm's options)`` does: ``compile_with_cache`` assembles the options (CCCL, CuPy's
+and the CUDA headers' include dirs), ``_compile_module_with_cache`` adds ``-ftz=true`` and
+``-arch=sm_XX``, computes the kernel-cache key and compiles with NVRTC.  Only the final
+``Module.load`` (which needs a driver) is not reached.  Skipped, with the reason, without the
+real CuPy.
+"""
+import shutil
+
+import pytest
+
+import realcupy
+from gpuksvm import _cuda
+
+ARCHS = (75, 80, 90)   # Turing, Ampere, Hopper
+
+
+def _job(path, arch, options=None):
+    return {"name": path.name, "arch": arch, "code": path.read_text(),
+            "options": list(_cuda.nvrtc_options(path.parent) if options is None else options)}
+
+
+@pytest.fixture(scope="module")
+def compiled():
+    realcupy.require()
+    jobs = [_job(src, arch) for src in _cuda.cuda_sources() for arch in ARCHS]
+    return realcupy.ask("compile", {"jobs": jobs}, timeout=900)
+
+
+@pytest.mark.parametrize("arch", ARCHS, ids=lambda a: f"sm_{a}")
+@pytest.mark.parametrize("src", _cuda.cuda_sources(), ids=lambda p: p.name)
+def test_compiles_through_cupys_path(compiled, src, arch):
+    res = next(r for r in compiled["results"] if r["source"] == src.name and r["arch"] == arch)
+    assert res["ok"], f"CuPy {compiled['_real']['version']} sm_{arch}, {src.name}:\n{res.get('log')}"
+    assert res["elf"] and res["cubin_bytes"] > 0           # a cubin for sm_XX, as RawModule loads it
+    opts = res["options"]
+    assert f"-I{_cuda.cuda_source_dir()}" in opts and "-std=c++14" in opts
+    assert any(o.startswith("-I") and o.endswith("/cupy/_core/include") for o in opts), opts   # CuPy's headers
+    assert sum(o.startswith("-I") for o in opts) >= 5, opts    # CCCL (3), CuPy's, the CUDA headers, ours
+
+
+def test_cache_key_differs_per_arch_and_source(compiled):
+    keys = [(r["source"], r["arch"], r["key"]) for r in compiled["results"]]
+    assert len({k for *_, k in keys}) == len(keys)
+
+
+def test_cache_key_follows_the_headers(tmp_path):
+    """A change to common.cuh alone gives another CuPy cache key (the options carry its digest);
+    without the digest CuPy's key would stay the same and a stale cached binary would run."""
+    realcupy.require()
+    src_dir = tmp_path / "kernels_cuda"
+    shutil.copytree(_cuda.cuda_source_dir(), src_dir)
+    src = src_dir / "kernel_matvec.cu"
+    before = _job(src, 80)
+    bare = [o for o in before["options"] if not o.startswith("-DGPUKSVM_HEADERS=")]
+    header = src_dir / "common.cuh"
+    header.write_text(header.read_text() + "\n// a changed header\n")
+    after = _job(src, 80)
+    assert after["code"] == before["code"]
+    res = realcupy.ask("compile", {"jobs": [before, after, dict(before, options=bare), dict(after, options=bare)]},
+                      timeout=600)["results"]
+    assert all(r["ok"] for r in res), res
+    assert res[0]["key"] != res[1]["key"]
+    assert res[2]["key"] == res[3]["key"]     # CuPy itself does not read the header into its key
