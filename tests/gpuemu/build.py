@@ -18,8 +18,8 @@ which products are fused.  The emulator contracts too when the CPU has FMA
 instructions (``-ffp-contract=fast -mfma``, plus ``-fexpensive-optimizations``,
 without which GCC at ``-O1`` fuses nothing); ``GPUEMU_FMA=off`` builds without
 contraction, ``=on`` insists on it.  GCC and NVRTC need not fuse the same pairs, so
-tests compare emulated floats to their NumPy twins with tolerances, and CI runs the
-GPU tests both ways.
+tests compare emulated floats to their NumPy twins with tolerances, and the GPU tests
+pass both ways (``make test-emulated-nofma`` runs them without contraction).
 
 Libraries are cached by a hash of everything that goes into them, in
 ``$GPUEMU_CACHE`` (default ``<repo>/.gpuemu-cache``).

@@ -81,7 +81,9 @@ def _linalg_op(name: str, run, args):
 
 
 # ----------------------------------------------------------------------------- factorizations
-def cholesky(a):
+def _square_op(name: str, a, compute):
+    """CuPy's frame for one square matrix or a stack: its checks, dtypes and empty case around
+    ``compute(array, compute_dtype)``."""
     _assert_cupy_array(a)
     _assert_stacked_square(a)
 
@@ -89,15 +91,23 @@ def cholesky(a):
         dt, out_dt = _common_type(a._a)
         if a.size == 0:
             return _wrap(_np.empty(a.shape, out_dt))
-        potrf = _lapack("potrf", dt)
-        L = _matrices(a._a.astype(dt, copy=True))
-        info = _np.empty(L.shape[0], _np.int32)
-        for i in range(L.shape[0]):
-            c, info[i] = potrf(L[i], lower=1, clean=0)
-            L[i] = _np.tril(c)
-        _check_info(potrf.typecode + ("potrfBatched" if a.ndim > 2 else "potrf"), info)
-        return _wrap(L.reshape(a.shape).astype(out_dt, copy=False))
-    return _linalg_op("cholesky", run, (a,))
+        return _wrap(compute(a._a, dt).astype(out_dt, copy=False))
+    return _linalg_op(name, run, (a,))
+
+
+def _potrf(A: _np.ndarray, dt) -> _np.ndarray:
+    potrf = _lapack("potrf", dt)
+    L = _matrices(A.astype(dt, copy=True))
+    info = _np.empty(L.shape[0], _np.int32)
+    for i in range(L.shape[0]):
+        c, info[i] = potrf(L[i], lower=1, clean=0)
+        L[i] = _np.tril(c)
+    _check_info(potrf.typecode + ("potrfBatched" if A.ndim > 2 else "potrf"), info)
+    return L.reshape(A.shape)
+
+
+def cholesky(a):
+    return _square_op("cholesky", a, _potrf)
 
 
 def _lu_solve(A: _np.ndarray, B: _np.ndarray, dt, batched: bool) -> _np.ndarray:
@@ -137,16 +147,8 @@ def solve(a, b):
 
 
 def inv(a):
-    _assert_cupy_array(a)
-    _assert_stacked_square(a)
-
-    def run():
-        dt, out_dt = _common_type(a._a)
-        if a.size == 0:
-            return _wrap(_np.empty(a.shape, out_dt))
-        eye = _np.broadcast_to(_np.eye(a.shape[-1], dtype=dt), a.shape)
-        return _wrap(_lu_solve(a._a, eye, dt, a.ndim > 2).astype(out_dt, copy=False))
-    return _linalg_op("inv", run, (a,))
+    return _square_op("inv", a, lambda A, dt: _lu_solve(A, _np.broadcast_to(_np.eye(A.shape[-1], dtype=dt), A.shape),
+                                                         dt, A.ndim > 2))
 
 
 def _syevd(a, UPLO: str, vectors: bool):
