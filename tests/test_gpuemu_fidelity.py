@@ -153,3 +153,22 @@ def test_emulator_fuses_multiply_adds_as_nvrtc(monkeypatch, fma):
     monkeypatch.setenv("GPUEMU_FMA", "sometimes")
     with pytest.raises(build.BuildError, match="GPUEMU_FMA"):
         build.flags()
+
+
+@pytest.mark.gpu
+def test_smo_candidates_on_tied_keys_match_the_cpu(gpu):
+    """Equal gradients (ties in the I_up / I_low keys): the working-set candidates are the same
+    rows on the CPU and the GPU, whose sort is stable."""
+    from gpuksvm.solvers.smo_working_set import _round_state
+
+    rng = np.random.default_rng(3)
+    P, n1 = 2, 200
+    y = np.where(rng.random((P, n1)) < 0.5, -1.0, 1.0)
+    C = np.ones((P, n1))
+    a = np.where(rng.random((P, n1)) < 0.5, 0.0, 0.5)
+    F = rng.integers(-2, 3, size=(P, n1)).astype(np.float64)      # five distinct values: ties
+    keep = np.zeros((P, 0), dtype=np.int64)
+    host = _round_state(y, C, a, F, keep, 40, np)
+    dev = _round_state(*(gpu.asarray(v) for v in (y, C, a, F, keep)), 40, gpu)
+    for h, d in zip(host, dev):
+        np.testing.assert_array_equal(d, h)
