@@ -14,7 +14,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.gpuksvm-installed
 REAL_CUPY := $(VENV)/real-cupy
 
-.PHONY: demo test test-gpu test-emulated-full bench bench-gpu clean-venv
+.PHONY: demo test test-gpu test-emulated-full test-emulated-nofma bench bench-gpu clean-venv
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -48,6 +48,10 @@ test-gpu: $(STAMP)
 # the emulated GPU with its slow cases and the full mutation sweep (minutes more)
 test-emulated-full: $(STAMP)
 	GPUKSVM_TEST_GPU=emulated GPUEMU_FULL=1 $(BIN)/python -m pytest -q -p no:cacheprovider -m gpu
+
+# the emulated GPU built without FMA contraction (the default fuses multiply-adds as NVRTC does)
+test-emulated-nofma: $(STAMP)
+	GPUKSVM_TEST_GPU=emulated GPUEMU_FMA=off $(BIN)/python -m pytest -q -p no:cacheprovider -m gpu
 
 bench: $(STAMP)
 	$(BIN)/python bench/report.py --scale small

@@ -87,17 +87,16 @@ def inv_sqrt_psd(A: Any, *, floor: float = 1e-10, relative: bool = True, mode: s
 def cho_factor(A: Any, *, jitter: float = 0.0):
     """Lower Cholesky factor of SPD ``A`` (``A + jitter·I`` if given).
 
-    Raises ``numpy.linalg.LinAlgError`` if ``A`` is not positive definite.
+    Raises ``numpy.linalg.LinAlgError`` if ``A`` is not positive definite (on a GPU from
+    cuSOLVER's status, see :func:`_device_errors`).
     """
     xp = bk.namespace_of(A)
     if jitter:
         A = A + jitter * xp.eye(A.shape[-1], dtype=A.dtype)
     if xp is np:
         return sla.cholesky(A, lower=True, check_finite=False)
-    L = xp.linalg.cholesky(A)
-    if not bool(xp.isfinite(L).all()):
-        raise np.linalg.LinAlgError("matrix is not positive definite")
-    return L
+    with _device_errors():
+        return xp.linalg.cholesky(A)
 
 
 def cho_solve(L: Any, B: Any):
@@ -117,8 +116,22 @@ def solve_spd(A: Any, B: Any, *, jitter: float = 0.0):
 
 
 def solve(A: Any, B: Any):
-    """Solve A X = B for a general square ``A`` (LU with partial pivoting)."""
+    """Solve A X = B for a general square ``A`` (LU with partial pivoting).
+
+    Raises ``numpy.linalg.LinAlgError`` if ``A`` is exactly singular (a zero pivot).
+    """
     xp = bk.namespace_of(A)
     if xp is np:
         return sla.solve(A, B, check_finite=False)
-    return xp.linalg.solve(A, B)
+    with _device_errors():
+        return xp.linalg.solve(A, B)
+
+
+def _device_errors():
+    """CuPy reads cuSOLVER's status (``devInfo``) only in this state: a failed factorization (a
+    matrix that is not positive definite, an exactly singular one) then raises
+    ``numpy.linalg.LinAlgError``, as SciPy does on the CPU (one device→host copy of the status).
+    By default CuPy returns whatever cuSOLVER left — a partial factor, not necessarily NaN."""
+    import cupyx
+
+    return cupyx.errstate(linalg="raise")

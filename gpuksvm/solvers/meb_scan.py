@@ -68,9 +68,25 @@ def block_top(s: Any, rows: Any, q: float, k: int) -> tuple[np.ndarray, np.ndarr
     xp = bk.namespace_of(s)
     v = xp.maximum(q - s, 0.0)
     kk = min(int(k), s.shape[0])
-    part = xp.argpartition(s, kk - 1)[:kk] if kk < s.shape[0] else xp.arange(s.shape[0])
+    part = _k_smallest(s, rows, kk) if kk < s.shape[0] else xp.arange(s.shape[0])
     return (np.asarray(bk.to_host(s[part]), dtype=np.float64), np.asarray(bk.to_host(rows[part]), dtype=np.int64),
             float(v @ v))
+
+
+def _k_smallest(s: Any, rows: Any, k: int) -> Any:
+    """Positions of the ``k`` smallest ``s``, ties at the k-th value to the smaller row.
+
+    ``argpartition`` alone breaks such ties arbitrarily, and differently in NumPy
+    (introselect) and CuPy (a sort or a bitonic selection): with many equal scores
+    (an RBF kernel whose values all underflow) CPU and GPU then chose different rows.
+    """
+    xp = bk.namespace_of(s)
+    part = xp.argpartition(s, k - 1)[:k]
+    t = s[part[k - 1]]                       # the k-th smallest value
+    below = xp.nonzero(s < t)[0]
+    tied = xp.nonzero(s == t)[0]
+    tied = tied[xp.argsort(rows[tied], kind="stable")[:k - below.shape[0]]]
+    return xp.concatenate([below, tied])
 
 
 def merge_top(s_parts: list, i_parts: list, k: int) -> tuple[np.ndarray, np.ndarray]:

@@ -151,8 +151,8 @@ def _round_state(yv, Cvv, alpha, F, widx_keep, need: int, xp) -> tuple[np.ndarra
         su, sl, stats = round_keys_host(yv, Cvv, alpha, F, np.asarray(widx_keep))
     else:
         su, sl, stats = _round_keys_cuda(yv, Cvv, alpha, F, widx_keep)
-    ou = xp.argsort(su, axis=1)[:, :need]
-    ol = xp.argsort(sl, axis=1)[:, :need]
+    ou = xp.argsort(su, axis=1, kind="stable")[:, :need]     # CuPy sorts stably: ties alike on the CPU
+    ol = xp.argsort(sl, axis=1, kind="stable")[:, :need]
     packed = xp.concatenate([stats.view(xp.int64), ou.astype(xp.int64, copy=False),
                              ol.astype(xp.int64, copy=False)], axis=1)
     h = np.asarray(bk.to_host(packed))

@@ -123,5 +123,5 @@ def describe() -> str:
     except nvrtc.NvrtcUnavailable:
         nv = "no NVRTC compile check (pip install nvidia-cuda-nvrtc)"
     s = launcher.settings
-    return (f"{build.compiler()} with UBSan, guard pages {'on' if s.guard else 'off'}, "
-            f"thread order {s.order} (seed {s.seed}), {nv}")
+    return (f"{build.compiler()} with UBSan, FMA contraction {'on' if build.fma_contraction() else 'off'}, "
+            f"guard pages {'on' if s.guard else 'off'}, thread order {s.order} (seed {s.seed}), {nv}")

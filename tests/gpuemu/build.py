@@ -10,8 +10,16 @@ For a source (code + its include folders):
    ``void** args`` array with its DECLARED type, as ``cuLaunchKernel`` does
    (signatures parsed by :func:`gpuksvm._cuda.kernel_signatures`);
 3. ``g++`` builds it with UndefinedBehaviorSanitizer in trap mode (a failed check
-   is an illegal instruction that the emulator catches and maps to a line),
-   ``-ffp-contract=off`` (no FMA contraction: see the README's limits).
+   is an illegal instruction that the emulator catches and maps to a line).
+
+Floating point: NVRTC contracts ``a*b + c`` into one fused multiply-add by default
+(``-fmad=true``; CuPy does not turn it off), so a kernel's float results depend on
+which products are fused.  The emulator contracts too when the CPU has FMA
+instructions (``-ffp-contract=fast -mfma``, plus ``-fexpensive-optimizations``,
+without which GCC at ``-O1`` fuses nothing); ``GPUEMU_FMA=off`` builds without
+contraction, ``=on`` insists on it.  GCC and NVRTC need not fuse the same pairs, so
+tests compare emulated floats to their NumPy twins with tolerances, and the GPU tests
+pass both ways (``make test-emulated-nofma`` runs them without contraction).
 
 Libraries are cached by a hash of everything that goes into them, in
 ``$GPUEMU_CACHE`` (default ``<repo>/.gpuemu-cache``).
@@ -20,6 +28,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import platform
 import re
 import shutil
 import subprocess
@@ -30,8 +39,10 @@ from gpuksvm._cuda import kernel_signatures
 
 HERE = Path(__file__).resolve().parent
 HEADER = HERE / "gpuemu.h"
-FLAGS = ("-std=c++17", "-fPIC", "-shared", "-O1", "-g", "-w", "-ffp-contract=off", "-U_FORTIFY_SOURCE",
+FLAGS = ("-std=c++17", "-fPIC", "-shared", "-O1", "-g", "-w", "-U_FORTIFY_SOURCE",
          "-fsanitize=undefined,bounds", "-fsanitize-undefined-trap-on-error", "-fno-omit-frame-pointer")
+FMA_FLAGS = ("-ffp-contract=fast", "-mfma", "-fexpensive-optimizations")
+NO_FMA_FLAGS = ("-ffp-contract=off",)
 
 _EXTERN_SHARED = re.compile(r"extern\s+__shared__\s+([\w\s]+?)\s+(\w+)\s*\[\s*\]\s*;")
 _SHARED = re.compile(r"(?<!extern )__shared__\s+([^;]*?);")
@@ -50,6 +61,34 @@ def cache_dir() -> Path:
     if os.access(repo, os.W_OK):
         return repo / ".gpuemu-cache"
     return Path(tempfile.gettempdir()) / f"gpuemu-cache-{os.getuid()}"
+
+
+def cpu_has_fma() -> bool:
+    """Whether this is an x86-64 CPU with FMA3 instructions (``fma`` in /proc/cpuinfo's flags)."""
+    if platform.machine().lower() not in ("x86_64", "amd64"):
+        return False
+    try:
+        info = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return False
+    return any(line.startswith("flags") and "fma" in line.partition(":")[2].split() for line in info.splitlines())
+
+
+def fma_contraction() -> bool:
+    """Whether emulator builds fuse multiply-adds as NVRTC does (``GPUEMU_FMA``: auto, on, off)."""
+    mode = os.environ.get("GPUEMU_FMA", "auto").lower()
+    if mode not in ("auto", "on", "off"):
+        raise BuildError(f"GPUEMU_FMA must be auto, on or off, got {mode!r}")
+    if mode == "off":
+        return False
+    if mode == "on" and not cpu_has_fma():
+        raise BuildError("GPUEMU_FMA=on, but this CPU has no FMA instructions (x86-64 with FMA3 needed)")
+    return cpu_has_fma()
+
+
+def flags() -> tuple[str, ...]:
+    """g++'s flags for an emulator build, FMA contraction as :func:`fma_contraction` says."""
+    return FLAGS + (FMA_FLAGS if fma_contraction() else NO_FMA_FLAGS)
 
 
 def compiler() -> str | None:
@@ -103,8 +142,9 @@ def build(code: str, name: str, include_dirs: list[Path] = ()) -> Path:
     if cxx is None:
         raise BuildError("the emulated GPU needs a C++ compiler: g++ not found (apt-get install g++)")
     headers = sorted({h for d in include_dirs for h in Path(d).glob("*.cuh")}, key=lambda p: p.name)
+    cxx_flags = flags()
     h = hashlib.sha256()
-    for part in (HEADER.read_bytes(), Path(__file__).read_bytes(), code.encode(), " ".join(FLAGS).encode(),
+    for part in (HEADER.read_bytes(), Path(__file__).read_bytes(), code.encode(), " ".join(cxx_flags).encode(),
                  cxx.encode(), *(p.name.encode() + p.read_bytes() for p in headers)):
         h.update(part)
     out = cache_dir() / f"{Path(name).stem}-{h.hexdigest()[:16]}"
@@ -118,7 +158,7 @@ def build(code: str, name: str, include_dirs: list[Path] = ()) -> Path:
         for p in headers:
             (tmp / p.name).write_text(rewrite_shared(p.read_text()))
         (tmp / "tu.cpp").write_text(trampolines(code, name))
-        res = subprocess.run([cxx, *FLAGS, f"-I{HERE}", f"-I{tmp}", str(tmp / "tu.cpp"), "-o", str(tmp / lib.name)],
+        res = subprocess.run([cxx, *cxx_flags, f"-I{HERE}", f"-I{tmp}", str(tmp / "tu.cpp"), "-o", str(tmp / lib.name)],
                              capture_output=True, text=True)
         if res.returncode != 0:
             raise BuildError(f"g++ failed on {name}:\n{res.stderr[-4000:]}")

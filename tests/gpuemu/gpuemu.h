@@ -26,9 +26,13 @@
 //   * dynamic and static shared memory are filled with 0xFF bytes (NaN, -1) at the
 //     start of every block: CUDA does not initialize shared memory.
 //
+//   * multiply-adds are fused as NVRTC fuses them by default (-fmad=true) when the
+//     CPU has FMA (build.py: g++ -ffp-contract=fast -mfma; GPUEMU_FMA=off builds
+//     without); g++ need not fuse the same pairs as NVRTC.
+//
 // Not modelled: warps (lock-step execution, warp primitives: they abort), the
 // memory model and inter-block concurrency (blocks are sequential), atomics
-// contention, texture/constant memory, nvcc's FMA contraction and math accuracy.
+// contention, texture/constant memory, the device math library's accuracy.
 #pragma once
 #include <algorithm>
 #include <cmath>

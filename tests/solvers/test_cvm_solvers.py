@@ -293,3 +293,20 @@ def test_gpu_scanner_candidate_cache_follows_the_rows(gpu):
         np.testing.assert_array_equal(td, th)
         assert vd == pytest.approx(vh, rel=1e-9)
         idx += 300
+
+
+def test_block_top_breaks_ties_to_the_smaller_row():
+    """Many equal scores (an RBF kernel whose values all underflow): the k smallest take the tied
+    rows in row order, as exact_scan promises — argpartition alone chose arbitrary ones (and NumPy
+    and CuPy differently)."""
+    from gpuksvm.solvers.meb_scan import block_top
+
+    s = np.full(300, 1.0)
+    s[[7, 151, 299]] = 0.5
+    s[::5] = np.inf
+    rows = np.arange(1000, 1300)[::-1].copy()              # rows need not be ascending
+    ts, ti, _ = block_top(s, rows, 0.0, 9)
+    tied = np.flatnonzero(s == 1.0)
+    want = np.r_[rows[[7, 151, 299]], np.sort(rows[tied])[:6]]
+    np.testing.assert_array_equal(np.sort(ti), np.sort(want))
+    np.testing.assert_array_equal(np.sort(ts), [0.5] * 3 + [1.0] * 6)

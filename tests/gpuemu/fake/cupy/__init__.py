@@ -545,6 +545,28 @@ def show_config(*, _full=False):
     print("cupy: the gpuksvm test stand-in (NumPy + the gpuemu CPU emulator)")
 
 
+# ----------------------------------------------------------------------------- sorting (CuPy's rules)
+from . import _sorting  # noqa: E402
+
+
+def argsort(a, axis=-1, kind=None):
+    return _call("argsort", lambda A: _sorting.argsort(A, axis, kind), (a,), {})
+
+
+def argpartition(a, kth, axis=-1):
+    return _call("argpartition", lambda A: _sorting.argpartition(A, kth, axis), (a,), {})
+
+
+def _ndarray_argsort(self, axis=-1, kind=None):
+    return _call("ndarray.argsort", lambda A: _sorting.argsort(A, axis, kind), (self,), {})
+
+
+def _ndarray_argpartition(self, kth, axis=-1):
+    return _call("ndarray.argpartition", lambda A: _sorting.argpartition(A, kth, axis), (self,), {})
+
+
+ndarray.argsort, ndarray.argpartition = _ndarray_argsort, _ndarray_argpartition
+
 from . import cuda, linalg, random  # noqa: E402,F401
 from ._raw import RawKernel, RawModule  # noqa: E402,F401
 

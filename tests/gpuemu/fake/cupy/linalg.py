@@ -1,33 +1,183 @@
-"""cupy.linalg on NumPy.  As in CuPy (linalg error state 'ignore' by default), factorizing a
-matrix that is not positive definite / is singular gives NaN instead of raising."""
+"""cupy.linalg on LAPACK, failing as CuPy fails.
+
+CuPy's factorizations run cuSOLVER (``potrf``, ``getrf``/``getrs``, ``syevd``; cupy/linalg/
+_decomposition.py, _solve.py, _eigenvalue.py) and report failure only in ``devInfo``, which CuPy
+reads only under ``cupyx.errstate(linalg="raise")`` (then ``numpy.linalg.LinAlgError``,
+cupy/linalg/_util.py); by default it returns what cuSOLVER left.  The stand-in calls the same
+LAPACK routines (SciPy's wrappers) and does the same:
+
+* ``cholesky`` — ``tril`` of ``potrf``'s output: on a matrix that is not positive definite the
+  partial factor, finite (columns before the failing pivot factored, the failing diagonal entry
+  ≤ 0, the rest the input's lower triangle), no NaN;
+* ``solve`` / ``inv`` — ``getrf`` then ``getrs``: on a singular matrix the factorization
+  completes with an exact zero on U's diagonal and the triangular solves divide by it (±inf/NaN);
+* ``eigh`` / ``eigvalsh`` — ``syevd`` (``heevd`` for complex), whatever it returns.
+
+Not modelled: cuSOLVER's own rounding (batched ``eigh`` is Jacobi, ``syevjBatched``, in CuPy; the
+stand-in uses ``syevd`` per matrix), cuBLAS's batched ``getri`` in ``inv`` of a stack.  The other
+functions compute with NumPy and raise as NumPy raises.
+"""
 import numpy as _np
+import scipy.linalg as _sla
 
 from gpuemu.dispatch import dispatch as _dispatch
 
-from . import _call, _unwrap, _wrap
+from . import _call, _unwrap, _wrap, ndarray
 
 _NAMES = ("matrix_power cholesky qr svd eigh eig eigvalsh eigvals norm cond det matrix_rank slogdet solve "
           "tensorsolve lstsq inv pinv tensorinv").split()
 LinAlgError = _np.linalg.LinAlgError
 
 
-def _nan_on_error(name, fn, shape_of):
-    def f(*args, **kwargs):
-        a = [_unwrap(x, f"cupy.linalg.{name}") for x in args]
-
-        def run():
-            try:
-                return _wrap(fn(*a, **kwargs))
-            except _np.linalg.LinAlgError:
-                return _wrap(_np.full(shape_of(*a), _np.nan, dtype=_np.result_type(*a)))
-        return _dispatch("linalg", f"linalg.{name}", run, args, kwargs)
-    f.__name__ = name
-    return f
+# ----------------------------------------------------------------------------- CuPy's checks
+def _assert_cupy_array(*arrays):
+    for a in arrays:
+        if not isinstance(a, ndarray):
+            raise LinAlgError("cupy.linalg only supports cupy.ndarray")
 
 
-cholesky = _nan_on_error("cholesky", _np.linalg.cholesky, lambda A: A.shape)
-inv = _nan_on_error("inv", _np.linalg.inv, lambda A: A.shape)
-solve = _nan_on_error("solve", _np.linalg.solve, lambda A, B: B.shape)
+def _assert_stacked_square(a):
+    if a.ndim < 2:
+        raise LinAlgError(f"{a.ndim}-dimensional array given. Array must be at least two-dimensional")
+    if a.shape[-1] != a.shape[-2]:
+        raise LinAlgError("Last 2 dimensions of the array must be square")
+
+
+def _common_type(*arrays, reject_float16=True):
+    """(compute dtype, result dtype) as cupy.linalg._util.linalg_common_type (integers → float64)."""
+    dtypes = [a.dtype for a in arrays]
+    if reject_float16 and _np.dtype(_np.float16) in dtypes:
+        raise TypeError("float16 is unsupported in linalg")
+    inexact = [d if d.kind in "fc" else _np.dtype(_np.float64) for d in dtypes]
+    compute = _np.result_type(*inexact)
+    if compute == _np.float16:
+        compute = _np.dtype(_np.float32)
+    return compute, _np.result_type(*inexact)
+
+
+def _check_info(routine: str, info, library: str = "cuSOLVER"):
+    """cupy.linalg._util._check_{cusolver_dev_info,cublas_info_array}_if_synchronization_allowed."""
+    import cupyx
+
+    if cupyx._ufunc_config.get_config_linalg() == "ignore":
+        return
+    info = _np.asarray(info)
+    if (info != 0).any():
+        what = "devInfo" if library == "cuSOLVER" else "infoArray/devInfoArray"
+        raise LinAlgError(f"Error reported by {routine} in {library}. {what} = {info}. "
+                          f"Please refer to the {library} documentation.")
+
+
+def _lapack(name: str, dtype):
+    return _sla.get_lapack_funcs((name,), dtype=dtype)[0]
+
+
+def _matrices(x: _np.ndarray) -> _np.ndarray:
+    return x.reshape((-1,) + x.shape[-2:])
+
+
+def _linalg_op(name: str, run, args):
+    return _dispatch("linalg", f"linalg.{name}", run, args, {})
+
+
+# ----------------------------------------------------------------------------- factorizations
+def _square_op(name: str, a, compute):
+    """CuPy's frame for one square matrix or a stack: its checks, dtypes and empty case around
+    ``compute(array, compute_dtype)``."""
+    _assert_cupy_array(a)
+    _assert_stacked_square(a)
+
+    def run():
+        dt, out_dt = _common_type(a._a)
+        if a.size == 0:
+            return _wrap(_np.empty(a.shape, out_dt))
+        return _wrap(compute(a._a, dt).astype(out_dt, copy=False))
+    return _linalg_op(name, run, (a,))
+
+
+def _potrf(A: _np.ndarray, dt) -> _np.ndarray:
+    potrf = _lapack("potrf", dt)
+    L = _matrices(A.astype(dt, copy=True))
+    info = _np.empty(L.shape[0], _np.int32)
+    for i in range(L.shape[0]):
+        c, info[i] = potrf(L[i], lower=1, clean=0)
+        L[i] = _np.tril(c)
+    _check_info(potrf.typecode + ("potrfBatched" if A.ndim > 2 else "potrf"), info)
+    return L.reshape(A.shape)
+
+
+def cholesky(a):
+    return _square_op("cholesky", a, _potrf)
+
+
+def _lu_solve(A: _np.ndarray, B: _np.ndarray, dt, batched: bool) -> _np.ndarray:
+    """X with A X = B for each matrix of A by ``getrf`` + ``getrs``, devInfo unread unless 'raise'."""
+    getrf, getrs = _lapack("getrf", dt), _lapack("getrs", dt)
+    As = _matrices(A)
+    Bs = B.reshape((As.shape[0],) + B.shape[A.ndim - 2:])
+    X = _np.empty(Bs.shape, dt)
+    info = _np.empty(As.shape[0], _np.int32)
+    for i in range(As.shape[0]):
+        lu, piv, info[i] = getrf(As[i].astype(dt))
+        X[i], _ = getrs(lu, piv, Bs[i].astype(dt))
+    _check_info(getrf.typecode + ("getrfBatched" if batched else "getrf"), info,
+                "cuBLAS" if batched else "cuSOLVER")
+    return X.reshape(B.shape)
+
+
+def solve(a, b):
+    _assert_cupy_array(a, b)
+    _assert_stacked_square(a)
+    A, B = a._a, b._a
+    if B.ndim == 0:
+        raise ValueError("b must have at least one dimension")
+    if B.ndim == 1:
+        if A.shape[-1] != B.size:
+            raise ValueError("a must have (..., M, M) shape and b must have (M,) for one-dimensional b")
+        B = _np.broadcast_to(B, A.shape[:-1])
+    elif A.shape[:-1] != B.shape[:-1]:
+        raise ValueError("a must have (..., M, M) shape and b must have (..., M, K) for multidimensional b")
+
+    def run():
+        dt, out_dt = _common_type(A, B)
+        if A.size == 0:
+            return _wrap(_np.empty(B.shape, out_dt))
+        return _wrap(_lu_solve(A, B, dt, A.ndim > 2).astype(out_dt, copy=False))
+    return _linalg_op("solve", run, (a, b))
+
+
+def inv(a):
+    return _square_op("inv", a, lambda A, dt: _lu_solve(A, _np.broadcast_to(_np.eye(A.shape[-1], dtype=dt), A.shape),
+                                                         dt, A.ndim > 2))
+
+
+def _syevd(a, UPLO: str, vectors: bool):
+    if UPLO not in ("L", "U"):
+        raise ValueError("UPLO argument must be 'L' or 'U'")
+    A = _unwrap(a, "cupy.linalg.eigh")
+    _assert_stacked_square(A)
+    dt, v_dt = _common_type(A, reject_float16=False)
+    w_dt = _np.dtype(v_dt.char.lower())
+    if a.size == 0:
+        return _np.empty(a.shape[:-1], w_dt), _np.empty(a.shape, v_dt)
+    evd = _lapack("heevd" if dt.kind == "c" else "syevd", dt)
+    M = _matrices(A.astype(dt, copy=True))
+    W = _np.empty(M.shape[:2], dt.char.lower())
+    info = _np.empty(M.shape[0], _np.int32)
+    for i in range(M.shape[0]):
+        W[i], v, info[i] = evd(M[i], compute_v=int(vectors), lower=int(UPLO == "L"))
+        if vectors:
+            M[i] = v
+    _check_info(evd.typecode + ("syevjBatched" if a.ndim > 2 else "syevd"), info)
+    return W.reshape(a.shape[:-1]).astype(w_dt, copy=False), M.reshape(a.shape).astype(v_dt, copy=False)
+
+
+def eigh(a, UPLO="L"):
+    return _linalg_op("eigh", lambda: _wrap(_syevd(a, UPLO, True)), (a,))
+
+
+def eigvalsh(a, UPLO="L"):
+    return _linalg_op("eigvalsh", lambda: _wrap(_syevd(a, UPLO, False)[0]), (a,))
 
 
 def __getattr__(name):
