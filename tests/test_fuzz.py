@@ -1,4 +1,4 @@
-"""Fuzzing the model-file loader and the SVMlight readers (issue 14).
+"""Fuzzing the model-file loader and the SVMlight readers.
 
 Random and mutated headers, members and bytes of real model files must give
 :class:`gpuksvm.io.ModelFormatError` or load a valid model (one of the

@@ -263,10 +263,11 @@ def test_scaler_statistics_its_parameters_use(models, tmp_path):
         scaler["mean_"] = None
     _refused(rewritten(_saved(models["pipeline"], tmp_path), no_mean), tmp_path, "with_mean")
 
-    def zero_scale(header, arrays):
-        scaler = header["model"]["params"]["steps"][0]["tuple"][1]["fitted"]
-        arrays[scaler["scale_"]["array"]][0] = 0.0
-    _refused(rewritten(_saved(models["pipeline"], tmp_path), zero_scale), tmp_path, "scale_")
+    for bad in (0.0, 1e-320, 7.0):       # zero, dividing moderate rows to inf, not √var_
+        def bad_scale(header, arrays):
+            scaler = header["model"]["params"]["steps"][0]["tuple"][1]["fitted"]
+            arrays[scaler["scale_"]["array"]][0] = bad
+        _refused(rewritten(_saved(models["pipeline"], tmp_path), bad_scale), tmp_path, "scale_")
 
 
 def test_okfeb_matrix_that_must_be_positive_definite(models, tmp_path):

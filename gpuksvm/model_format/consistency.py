@@ -28,6 +28,9 @@ __all__ = ["MAX_DEGREE", "check_kernel", "check_linear", "check_llsvm", "check_c
 
 #: largest polynomial degree a model file may hold
 MAX_DEGREE = 100
+#: smallest StandardScaler scale: √ of the smallest normal float64 variance (dividing by less
+#: turns the scaled rows of moderate input into inf)
+SCALE_FLOOR = float(np.sqrt(np.finfo(np.float64).tiny))
 
 
 def n_outputs(n_classes: int) -> int:
@@ -225,11 +228,20 @@ def check_record(est: Any, dims: Dims, path: str) -> None:
 
 
 def check_scaler(est: Any, dims: Dims, path: str) -> None:
-    """StandardScaler: the statistics its parameters use are there; scales are positive."""
+    """StandardScaler: the statistics its parameters use are there, and ``scale_`` is what
+    scikit-learn's fit makes of ``var_``: √var_, or 1 for a constant feature."""
     if est.with_mean and getattr(est, "mean_", None) is None:
         raise format_error(f"{path}.mean_", "is None but with_mean=True")
-    if est.with_std and (getattr(est, "scale_", None) is None or getattr(est, "var_", None) is None):
+    scale, var = getattr(est, "scale_", None), getattr(est, "var_", None)
+    if est.with_std and (scale is None or var is None):
         raise format_error(f"{path}.scale_", "is None but with_std=True")
+    if isinstance(scale, np.ndarray) and isinstance(var, np.ndarray):
+        root = np.sqrt(var.astype(np.float64))
+        s = scale.astype(np.float64)
+        ok = (s == 1.0) | np.isclose(s, root, rtol=1e-6, atol=0.0)
+        if not ok.all() or not (s >= SCALE_FLOOR).all():
+            raise format_error(f"{path}.scale_", f"is not √var_ (or 1 for a constant feature) of at least "
+                               f"{SCALE_FLOOR:.3g}")
 
 
 def _output_width(step: Any) -> int | None:

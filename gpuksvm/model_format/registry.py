@@ -191,7 +191,7 @@ _CVM_FITTED = _common({
     "core_set_size_": Arr("iu", ("n_problems",), low=0),
     "offset_": BOUNDED,
 })
-#: per-problem attributes that a binary or one-class CVM stored as one value before issue 16
+#: per-problem attributes that a binary or one-class CVM stored as one value in older files
 _CVM_PER_PROBLEM_ARRAYS = {"radius_": np.float64, "n_iter_": np.int64, "duality_gap_": np.float64,
                            "n_smo_steps_": np.int64, "core_set_size_": np.int64}
 _CVM_PER_PROBLEM_LISTS = {"core_set_": is_array, "alpha_": is_array,
@@ -199,7 +199,7 @@ _CVM_PER_PROBLEM_LISTS = {"core_set_": is_array, "alpha_": is_array,
 
 
 def _cvm_one_problem_as_lists(values: dict) -> dict:
-    """Decoded CVM attributes of a file written before issue 16 → per-problem shapes.
+    """Decoded CVM attributes of a file written before CVM stored per-problem arrays → their shapes now.
 
     Such files hold a single binary or one-class problem's ``n_iter_`` etc. as
     a number and its ``core_set_`` etc. as the bare object; they become
