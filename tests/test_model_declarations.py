@@ -245,6 +245,20 @@ def test_platt_coefficients_one_per_binary_problem(models, tmp_path, name):
     _refused(rewritten(_saved(models[name], tmp_path), edit), tmp_path, "probA_")
 
 
+def test_probability_needs_platt_coefficients(models, tmp_path):
+    """probability=True makes predict_proba available: it needs the Platt coefficients."""
+    def edit(header, arrays):
+        header["model"]["params"]["probability"] = True
+    _refused(rewritten(_saved(models["svc"], tmp_path), edit), tmp_path, "probability=True")
+
+
+def test_problems_are_those_of_the_multiclass_scheme(models, tmp_path):
+    """ovo and ovr have 3 problems each for 3 classes: the scheme must be the one fitted."""
+    def edit(header, arrays):
+        header["model"]["params"]["multi_class"] = "ovr"
+    _refused(rewritten(_saved(models["svi"], tmp_path), edit), tmp_path, "problems_")
+
+
 def test_pipeline_steps_agree_on_widths(models, tmp_path):
     """The scaler's output width must be the classifier's input width (each node alone is valid)."""
     def edit(header, arrays):

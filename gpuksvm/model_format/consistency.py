@@ -19,6 +19,7 @@ import scipy.sparse as sp
 from sklearn.preprocessing import StandardScaler
 
 from ..kernels import Kernel
+from ..multiclass import binary_problems
 from ..solvers.online import Pegasos
 from .specs import Dims, format_error, value_bound
 
@@ -76,14 +77,17 @@ def _problems_for(est: Any, dims: Dims, path: str, scheme: str) -> None:
     if p != want:
         raise format_error(path, f"{p} binary problems for {k} classes ({scheme}); expected {want}")
     problems = getattr(est, "problems_", None)
-    if problems is not None:
-        for i, (a, b) in enumerate(problems):
-            if a >= k or (b is not None and b >= k):
-                raise format_error(f"{path}.problems_[{i}]", f"class index out of range for {k} classes")
+    if problems is not None and list(problems) != binary_problems(k, scheme):
+        # the fit's problems for these classes and scheme, in its order: the decision columns
+        raise format_error(f"{path}.problems_", f"are not the {scheme} problems of {k} classes")
 
 
-def _platt(dims: Dims, path: str, per: str) -> None:
-    """``probA_``/``probB_``: one coefficient per binary problem (dimension ``per``)."""
+def _platt(est: Any, dims: Dims, path: str, per: str, holder: Any = None) -> None:
+    """``probA_``/``probB_`` (of ``holder``, by default ``est``): there when ``probability=True``
+    (``predict_proba`` uses them), one coefficient per binary problem (dimension ``per``)."""
+    holder = est if holder is None else holder
+    if getattr(est, "probability", False) is True and not (hasattr(holder, "probA_") and hasattr(holder, "probB_")):
+        raise format_error(path, "probability=True but the model has no Platt coefficients probA_/probB_")
     n, want = dims.get("n_platt"), dims.get(per)
     if n is not None and want is not None and n != want:
         raise format_error(path, f"probA_/probB_ hold {n} coefficients for {want} binary problems")
@@ -93,7 +97,7 @@ def check_linear(est: Any, dims: Dims, path: str) -> None:
     k, m = dims.get("n_classes"), dims.get("n_outputs")
     if k is not None and m is not None and m != n_outputs(k):
         raise format_error(path, f"{m} weight rows for {k} classes")
-    _platt(dims, path, "n_outputs")
+    _platt(est, dims, path, "n_outputs")
 
 
 def check_llsvm(est: Any, dims: Dims, path: str) -> None:
@@ -104,7 +108,11 @@ def check_llsvm(est: Any, dims: Dims, path: str) -> None:
         if hasattr(svm, "coef_") and hasattr(est, "coef_") and svm.coef_.shape != est.coef_.shape:
             raise format_error(f"{path}.svm_", "its weights differ in shape from the model's")
     check_kernel(getattr(est, "kernel_", None), getattr(est, "landmarks_", None), path)
-    check_linear(est, dims, path)
+    k, m = dims.get("n_classes"), dims.get("n_outputs")
+    if k is not None and m is not None and m != n_outputs(k):
+        raise format_error(path, f"{m} weight rows for {k} classes")
+    if svm is not None:
+        _platt(est, Dims(), path, "n_outputs", holder=svm)
 
 
 def check_cvm(est: Any, dims: Dims, path: str) -> None:
@@ -143,14 +151,14 @@ def check_svc(est: Any, dims: Dims, path: str) -> None:
     if k is not None and r is not None and r != max(k - 1, 1):
         raise format_error(path, f"dual_coef_ has {r} rows for {k} classes")
     _n_support(est, dims, path)
-    _platt(dims, path, "n_problems")
+    _platt(est, dims, path, "n_problems")
     check_kernel(getattr(est, "kernel_", None), sv, path)
 
 
 def check_svi(est: Any, dims: Dims, path: str) -> None:
     _problems_for(est, dims, path, getattr(est, "multi_class", "ovo"))
     _n_support(est, dims, path)
-    _platt(dims, path, "n_problems")
+    _platt(est, dims, path, "n_problems")
     check_kernel(getattr(est, "kernel_", None), getattr(est, "support_vectors_", None), path)
 
 
