@@ -33,7 +33,6 @@ import io as _pyio
 import json
 import os
 import warnings
-import zipfile
 from collections import Counter
 from pathlib import Path
 
