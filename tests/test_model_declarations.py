@@ -13,6 +13,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import scipy.sparse as sp
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 
@@ -79,6 +80,7 @@ def models():
         "linear_proba": LinearSVM(probability=True, device="cpu", random_state=0).fit(X, Y3),
         "svc": KernelSVC(gamma=1.0, device="cpu").fit(X, Y),
         "svc_proba": KernelSVC(gamma=1.0, probability=True, device="cpu", random_state=0).fit(X, Y3),
+        "svc_sparse": KernelSVC(gamma=1.0, device="cpu").fit(sp.csr_matrix(X), Y),
         "svc_poly": KernelSVC(kernel="poly", degree=2, gamma=0.5, coef0=1.0, device="cpu").fit(X, Y),
         "svi": SVI(gamma=1.0, probability=True, device="cpu", random_state=0).fit(X, Y3),
         "cvm": CVM(gamma=1.0, device="cpu", random_state=0).fit(X, Y),
@@ -293,6 +295,17 @@ def test_okfeb_stored_norms_match_the_stored_vectors(models, tmp_path):
     blob = rewritten(_saved(models["okfeb"], tmp_path),
                      _set_array("extractor_", "subspace_", "sn", fn=lambda a: a * 0.0))
     _refused(blob, tmp_path, "sn")
+
+
+def test_sparse_index_pointer_is_checked_entry_by_entry(models, tmp_path):
+    """indptr ending in 0 passes SciPy's check_format (it skips its index checks when the last
+    pointer is 0), and SciPy's compiled routines then read past the arrays."""
+    def edit(header, arrays):
+        ref = _fitted(header)["support_vectors_"]["indptr"]["array"]
+        arrays[ref] = arrays[ref].copy()
+        arrays[ref][::2] = 0
+        arrays[ref][-1] = 0
+    _refused(rewritten(_saved(models["svc_sparse"], tmp_path), edit), tmp_path, "indptr")
 
 
 # ----------------------------------------------------------------------------- version 1

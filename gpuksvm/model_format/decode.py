@@ -191,8 +191,16 @@ class _Reader:
                 if not minor_ok:
                     raise ValueError("row/col index out of range")
                 return sp.coo_matrix((parts["data"], (parts["row"], parts["col"])), shape=(n, d))
+            # checked here, not left to SciPy: its check_format skips the index checks when
+            # indptr[-1] is 0, and its compiled routines then read past the arrays
+            indptr, indices = parts["indptr"], parts["indices"]
+            if not (_in_range(indptr, nnz + 1) and int(indptr[0]) == 0 and int(indptr[-1]) == nnz
+                    and bool((np.diff(indptr.astype(np.int64)) >= 0).all())):
+                raise ValueError("indptr is not a non-decreasing sequence from 0 to the number of entries")
+            if not _in_range(indices, d if fmt == "csr" else n):
+                raise ValueError("index out of range")
             ctor = sp.csr_matrix if fmt == "csr" else sp.csc_matrix
-            m = ctor((parts["data"], parts["indices"], parts["indptr"]), shape=(n, d))
+            m = ctor((parts["data"], indices, indptr), shape=(n, d))
             m.check_format(full_check=True)
             return m
         except (ValueError, TypeError, IndexError) as exc:
