@@ -135,6 +135,21 @@ def test_float32_rows_whose_squared_norms_overflow_are_refused(models, tmp_path)
     _refused(blob, tmp_path, "landmarks_")
 
 
+def test_values_checked_in_the_working_dtype(models, tmp_path):
+    """A float32 model computes in float32: landmarks stored as float64 are cast there (3e38 is a
+    fine float64 but its squared norm is inf in float32), and so are a CVM's float64 dual
+    coefficients when its support vectors are float32."""
+    def wider_landmarks(header, arrays):
+        ref = _array(header, arrays, "landmarks_")
+        arrays[ref] = np.full(arrays[ref].shape, 3e38)
+    _refused(rewritten(_saved(models["llsvm_f32"], tmp_path), wider_landmarks), tmp_path, "landmarks_")
+
+    cvm = CVM(gamma=1.0, dtype="float32", device="cpu", random_state=0).fit(X, Y)
+    assert cvm.support_vectors_.dtype == np.float32 and cvm.dual_coef_.dtype == np.float64
+    blob = rewritten(_saved(cvm, tmp_path), _set_array("dual_coef_", value=1e100))
+    _refused(blob, tmp_path, "dual_coef_")
+
+
 @pytest.mark.parametrize("degree", [1e300, 101, 1e6])
 def test_polynomial_degree_is_declared_small(models, tmp_path, degree):
     def edit(header, arrays):

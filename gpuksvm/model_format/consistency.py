@@ -21,9 +21,9 @@ from sklearn.preprocessing import StandardScaler
 from ..kernels import Kernel
 from ..multiclass import binary_problems
 from ..solvers.online import Pegasos
-from .specs import Dims, format_error, value_bound
+from .specs import Dims, check_rows, check_values, format_error, value_bound
 
-__all__ = ["MAX_DEGREE", "check_kernel", "check_linear", "check_llsvm", "check_cvm", "check_svc", "check_svi",
+__all__ = ["MAX_DEGREE", "SCALE_FLOOR", "check_kernel", "check_working_dtype", "check_linear", "check_llsvm", "check_cvm", "check_svc", "check_svi",
            "check_subspace", "check_okfeb", "check_learner", "check_record", "check_scaler",
            "check_pipeline_widths"]
 
@@ -67,6 +67,21 @@ def check_kernel(kernel: Any, rows: Any, path: str) -> None:
                            f"{bound:.3g} in {np.dtype(rows.dtype).name}")
 
 
+def check_working_dtype(est: Any, rows: str, values: tuple[str, ...], path: str) -> None:
+    """Arrays a prediction computes with in the dtype of the stored ``rows`` (the model's working
+    dtype, which the input is cast to): the rows in its working range, the ``values`` within its
+    :func:`value_bound` (a float64 array of a float32 model is cast to float32)."""
+    R = getattr(est, rows, None)
+    if R is None or not hasattr(R, "dtype") or np.dtype(R.dtype).kind != "f":
+        return
+    dt = np.dtype(R.dtype)
+    if dt == np.float64:
+        return      # each array was checked in its own dtype, none narrower than float64
+    check_rows(R, f"{path}.{rows}", dtype=dt)
+    for name in values:
+        check_values(getattr(est, name, None), f"{path}.{name}", dtype=dt)
+
+
 def _problems_for(est: Any, dims: Dims, path: str, scheme: str) -> None:
     """The number of binary problems agrees with the classes and the multi-class scheme."""
     k = dims.get("n_classes")
@@ -108,6 +123,13 @@ def check_llsvm(est: Any, dims: Dims, path: str) -> None:
         if hasattr(svm, "coef_") and hasattr(est, "coef_") and svm.coef_.shape != est.coef_.shape:
             raise format_error(f"{path}.svm_", "its weights differ in shape from the model's")
     check_kernel(getattr(est, "kernel_", None), getattr(est, "landmarks_", None), path)
+    # the input is cast to map_'s dtype; the landmarks meet it there
+    M = getattr(est, "map_", None)
+    L = getattr(est, "landmarks_", None)
+    if M is not None and L is not None and np.dtype(M.dtype) != np.dtype(L.dtype):
+        raise format_error(f"{path}.landmarks_", f"dtype {np.dtype(L.dtype).name} differs from map_'s "
+                           f"{np.dtype(M.dtype).name}")
+    check_working_dtype(est, "landmarks_", ("map_", "dual_coef_", "coef_", "intercept_"), path)
     k, m = dims.get("n_classes"), dims.get("n_outputs")
     if k is not None and m is not None and m != n_outputs(k):
         raise format_error(path, f"{m} weight rows for {k} classes")
@@ -129,6 +151,7 @@ def check_cvm(est: Any, dims: Dims, path: str) -> None:
             raise format_error(f"{path}._sv_scale", "is stored exactly for a normalized kernel without a "
                                f"constant diagonal (normalize={est.normalize!r}, kernel {kernel.name!r})")
     check_kernel(kernel, getattr(est, "support_vectors_", None), path)
+    check_working_dtype(est, "support_vectors_", ("dual_coef_", "intercept_", "_sv_scale", "rho_"), path)
 
 
 def _n_support(est: Any, dims: Dims, path: str) -> None:
@@ -153,6 +176,7 @@ def check_svc(est: Any, dims: Dims, path: str) -> None:
     _n_support(est, dims, path)
     _platt(est, dims, path, "n_problems")
     check_kernel(getattr(est, "kernel_", None), sv, path)
+    check_working_dtype(est, "support_vectors_", ("dual_coef_", "intercept_"), path)
 
 
 def check_svi(est: Any, dims: Dims, path: str) -> None:
@@ -160,6 +184,7 @@ def check_svi(est: Any, dims: Dims, path: str) -> None:
     _n_support(est, dims, path)
     _platt(est, dims, path, "n_problems")
     check_kernel(getattr(est, "kernel_", None), getattr(est, "support_vectors_", None), path)
+    check_working_dtype(est, "support_vectors_", ("dual_coef_", "intercept_"), path)
 
 
 def check_subspace(st: Any, dims: Dims, path: str) -> None:

@@ -197,17 +197,20 @@ def _check_shape(v: Any, shape: tuple | None, ndim: int | None, dims: Dims, path
 
 
 def check_values(a: Any, path: str, *, finite: bool = True, low: float | None = None,
-                 high: float | None = None, low_open: bool = False) -> None:
+                 high: float | None = None, low_open: bool = False, dtype: Any = None) -> None:
     """The declared values of a read array (an :class:`ArrayInfo` stand-in has none to check).
 
-    ``finite``: float values are finite with magnitude at most :func:`value_bound` of the
-    array's dtype; ``low``/``high``: every value in that range (``low_open``: above ``low``).
+    ``finite``: float values are finite with magnitude at most :func:`value_bound` of
+    ``dtype`` (by default the array's own); ``low``/``high``: every value in that range
+    (``low_open``: above ``low``).
     """
+    if sp.issparse(a):
+        a = a.data
     if not isinstance(a, np.ndarray) or a.size == 0:
         return
     kind = a.dtype.kind
     if kind == "f" and finite:
-        bound = value_bound(a.dtype)
+        bound = value_bound(a.dtype if dtype is None else dtype)
         with np.errstate(invalid="ignore"):
             ok = bool((np.abs(a) <= bound).all())
         if not ok:
@@ -224,13 +227,14 @@ def check_values(a: Any, path: str, *, finite: bool = True, low: float | None = 
         raise ModelFormatError(f"{_where(path)}: holds {hi}, expected values at most {high}")
 
 
-def check_rows(X: Any, path: str) -> None:
-    """Stored data rows (support vectors, landmarks) are in the working range of their dtype
-    (:func:`gpuksvm.validation.check_working_range`: finite, squared norms that kernels can hold)."""
+def check_rows(X: Any, path: str, dtype: Any = None) -> None:
+    """Stored data rows (support vectors, landmarks) are in the working range of ``dtype`` (by
+    default their own; :func:`gpuksvm.validation.check_working_range`: finite, squared norms
+    that kernels can hold)."""
     if not (isinstance(X, np.ndarray) or sp.issparse(X)) or X.ndim != 2:
         return
     try:
-        check_working_range(X, X.dtype, name="of stored rows")
+        check_working_range(X, X.dtype if dtype is None else dtype, name="of stored rows")
     except WorkingRangeError as exc:
         raise ModelFormatError(f"{_where(path)}: {exc}") from None
 
