@@ -314,7 +314,7 @@ def _validated(header: dict, path: Path) -> Any:
         model = decode_model(tree, _stubs(header["arrays"]), stubs=True)
     except ModelFormatError as exc:
         raise ModelFormatError(f"{path}: {exc}") from None
-    if header["format_version"] >= 2 and header.get("class") != tree.get("estimator"):
+    if header.get("class") != tree.get("estimator"):
         raise ModelFormatError(f"{path}: the header's class {_short(header.get('class'))} is not the "
                                f"model's {_short(tree.get('estimator'))}")
     return model

@@ -266,7 +266,7 @@ def test_absurd_set_sizes_refused_before_allocating(tmp_path, capsys):
         assert rc == 1 and "of memory of this machine" in _err_line(err, "train")
 
 
-def test_diverging_regressor_is_an_error_and_nan_predictions_are_never_written(tmp_path, capsys):
+def test_diverging_regressor_is_an_error_and_nan_predictions_are_never_written(tmp_path, capsys, monkeypatch):
     """OKFEBRegressor(learning_rate=1e6) trained into NaN; the CLI wrote 'nan' lines and exited 0."""
     X, y = zoo_data("regression", n=120)
     train = _write(tmp_path / "r.svm", X, y)
@@ -274,12 +274,18 @@ def test_diverging_regressor_is_an_error_and_nan_predictions_are_never_written(t
                        "--set", "normalize=False", "--set", "solver=online", train, str(tmp_path / "m.npz")], capsys)
     assert rc == 1 and "diverged" in _err_line(err, "train")
     assert not (tmp_path / "m.npz").exists()
-    # a model that predicts NaN (weights damaged after training) is refused at predict
+    # a model file with NaN weights (damaged after training) is refused when loaded
     model = make_estimator("okfeb-regressor", options={"device": "cpu", "seed": 0}).fit(X, y)
+    io.save(model, tmp_path / "good.npz")
     model._learner.w[:] = np.nan
     io.save(model, tmp_path / "nan.npz")
     out = tmp_path / "pred.txt"
     rc, _, err = _run(["predict", train, str(tmp_path / "nan.npz"), str(out)], capsys)
+    assert rc == 1 and "not finite" in _err_line(err, "predict")
+    assert not out.exists()
+    # and a model that predicts NaN all the same writes nothing
+    monkeypatch.setattr(type(model), "predict", lambda self, X: np.full(X.shape[0], np.nan))
+    rc, _, err = _run(["predict", train, str(tmp_path / "good.npz"), str(out)], capsys)
     assert rc == 1 and "non-finite predictions" in _err_line(err, "predict")
     assert not out.exists()
 

@@ -1,4 +1,4 @@
-"""Fuzzing the model-file loader and the SVMlight readers (issue 14).
+"""Fuzzing the model-file loader and the SVMlight readers.
 
 Random and mutated headers, members and bytes of real model files must give
 :class:`gpuksvm.io.ModelFormatError` or load a valid model (one of the
@@ -7,8 +7,18 @@ a side effect: a canary file must survive, no file may appear or vanish, and
 no file descriptor may stay open.  The SVMlight readers must return arrays or
 raise a ValueError naming the file.
 
+The structure-aware mode (``-k structure``) takes genuine saved models of every
+registered class, changes values inside the JSON header (numbers to NaN, inf,
+huge, negative or zero; strings, lists for scalars, array references to other
+members) and inside the array members (NaN, inf, 3e38, zeros, other dtypes and
+shapes), and recomputes the checksums so that the file passes the integrity
+checks: such a file must be refused with ModelFormatError, or load and give
+finite decision values, predictions, probabilities and transforms on finite
+input.
+
 CI runs a bounded, derandomized number of examples per test (``GPUKSVM_FUZZ_EXAMPLES``,
-default 60).  For a larger run (the issue-14 closing note)::
+default 60; the structure-aware test runs ``STRUCTURE_FACTOR`` times as many).  For a
+larger run::
 
     GPUKSVM_FUZZ_EXAMPLES=3000 GPUKSVM_FUZZ_REPORT=fuzz.json .venv/bin/pytest tests/test_fuzz.py -q -s
 
@@ -23,7 +33,6 @@ import io as _pyio
 import json
 import os
 import warnings
-import zipfile
 from collections import Counter
 from pathlib import Path
 
@@ -35,11 +44,14 @@ from hypothesis import strategies as st
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 
-from gpuksvm import CVM, LLSVM, SVI, KernelSVC, LinearSVM, OKFEBClassifier, OneClassCVM, io
+from gpuksvm import (CVM, LLSVM, OKFEB, SVI, KernelSVC, LinearSVM, OKFEBClassifier, OKFEBRegressor, OneClassCVM,
+                     io)
 from gpuksvm.blocks import SVMLightBlockSource
 from gpuksvm.cli import main as cli_main
 from gpuksvm.datasets import load_svmlight, read_svmlight
 from gpuksvm.model_format import REGISTRY, entry_for
+
+from _model_files import members as _members, rewritten, zipped as _zip
 
 N_EXAMPLES = int(os.environ.get("GPUKSVM_FUZZ_EXAMPLES", "60"))
 FUZZ = settings(max_examples=N_EXAMPLES, deadline=None, database=None,
@@ -70,6 +82,18 @@ def _corpus() -> list[tuple[str, bytes, np.ndarray]]:
         "okfeb": OKFEBClassifier(rank=3, n_landmarks=6, device="cpu", random_state=0).fit(X, y),
         "pipeline": make_pipeline(StandardScaler(), LinearSVM(device="cpu")).fit(X, y),
         "unfitted": LLSVM(kernel="poly", degree=2, class_weight={0: 2.0, 1: 1.0}),
+        "linear_proba": LinearSVM(probability=True, device="cpu", random_state=0).fit(X, y3),
+        "llsvm3_f32": LLSVM(n_landmarks=6, dtype="float32", device="cpu", random_state=0).fit(X, y3),
+        "svc_dense3": KernelSVC(kernel="poly", degree=2, gamma=0.5, coef0=1.0, device="cpu").fit(X, y3),
+        "cvm_poly": CVM(kernel="poly", degree=2, gamma=0.5, coef0=1.0, normalize=True, device="cpu",
+                        random_state=0).fit(X, y),
+        "svi3": SVI(gamma=1.0, device="cpu", random_state=0).fit(X, y3),
+        "okfeb_features": OKFEB(rank=3, n_landmarks=6, device="cpu", random_state=0).fit(X),
+        "okfeb_regressor": OKFEBRegressor(rank=3, n_landmarks=6, device="cpu", random_state=0).fit(X, X[:, 0]),
+        "scaler": StandardScaler().fit(X),
+        "pipeline_okfeb": make_pipeline(StandardScaler(), OKFEB(rank=3, n_landmarks=6, device="cpu",
+                                                                random_state=0),
+                                        LinearSVM(device="cpu")).fit(X, y),
     }
     out = []
     for name, m in models.items():
@@ -84,19 +108,6 @@ def _corpus() -> list[tuple[str, bytes, np.ndarray]]:
 
 
 CORPUS = _corpus()
-
-
-def _members(blob: bytes) -> dict[str, bytes]:
-    with zipfile.ZipFile(_pyio.BytesIO(blob)) as zf:
-        return {n: zf.read(n) for n in zf.namelist()}
-
-
-def _zip(members: dict[str, bytes]) -> bytes:
-    buf = _pyio.BytesIO()
-    with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as zf:
-        for n, data in members.items():
-            zf.writestr(n, data)
-    return buf.getvalue()
 
 
 # ----------------------------------------------------------------------------- strategies
@@ -385,3 +396,205 @@ def test_fuzz_svmlight_readers(sandbox, content, suffix):
     path.unlink()
     assert _fds() == before
     assert sandbox["canary"].read_text() == "keep me"
+
+
+# ----------------------------------------------------------------------------- structure-aware
+#: the structure-aware test runs this many times GPUKSVM_FUZZ_EXAMPLES (its examples are cheap)
+STRUCTURE_FACTOR = 5
+STRUCTURE = settings(FUZZ, max_examples=N_EXAMPLES * STRUCTURE_FACTOR)
+STRUCTURE_CORPUS = [c for c in CORPUS if c[0] != "unfitted"]
+
+#: values a header number, string or list is replaced by
+HEADER_VALUES = [{"float": "nan"}, {"float": "inf"}, {"float": "-inf"}, 1e300, -1e300, 3e38, 1e20, -1e20,
+                 0, 0.0, -1, -1.0, 1, 2, 5e-324, 1e-300, 2 ** 63 - 1, 2 ** 40, -(2 ** 31), 10 ** 400, True,
+                 False, None, "", "rbf", "poly", "linear", "sigmoid", "float32", "ovr", "ovo", [], [0], [1.0],
+                 {"tuple": []}, {"strings": [""]}, {"strings": ["a", "a"]}, {"device": "cpu"},
+                 {"dtype": "float32"}]
+#: values an array member's entries are overwritten with
+ARRAY_VALUES = [np.nan, np.inf, -np.inf, 3e38, -3e38, 1e300, 1e20, 1e-320, 0.0, -1.0, 2.0 ** 62, -(2 ** 31)]
+ARRAY_DTYPES = ["<f8", "<f4", "<i8", "<i4", "<u1", "|b1", "<U0", "<U3"]
+
+
+def _header_leaves(node, prefix=()):
+    """Paths to every value below ``node`` that is not a dict (numbers, strings, lists, None)."""
+    if isinstance(node, dict):
+        for k, v in node.items():
+            yield from _header_leaves(v, prefix + (k,))
+    else:
+        yield prefix
+        if isinstance(node, list):
+            for i, v in enumerate(node):
+                yield from _header_leaves(v, prefix + (i,))
+
+
+def _array_refs(node, prefix=()):
+    """Paths to every {"array": ref} node (version 2) or {"t": "array", "ref": ref} (version 1)."""
+    if isinstance(node, dict):
+        if type(node.get("array")) is str or (node.get("t") == "array" and "ref" in node):
+            yield prefix
+        for k, v in node.items():
+            yield from _array_refs(v, prefix + (k,))
+    elif isinstance(node, list):
+        for i, v in enumerate(node):
+            yield from _array_refs(v, prefix + (i,))
+
+
+def _overwrite(a: np.ndarray, value, where: str, draw) -> np.ndarray:
+    """``a`` with ``value`` written at every entry, one entry, or every other entry (cast as NumPy
+    would, with overflow to inf for floats and wrapping for integers)."""
+    out = a.copy()
+    if out.size == 0:
+        return out
+    flat = out.reshape(-1)
+    with np.errstate(all="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        if out.dtype.kind == "f":
+            v = np.array(value, dtype=np.float64).astype(out.dtype)
+        elif out.dtype.kind in "iu":
+            v = np.array(value if np.isfinite(value) else -1, dtype=np.float64).astype(np.int64).astype(out.dtype)
+        elif out.dtype.kind == "b":
+            v = not bool(flat[0])
+        else:
+            v = str(value)[:max(out.dtype.itemsize // 4, 0)]
+        if where == "all":
+            flat[:] = v
+        elif where == "one":
+            flat[draw(st.integers(0, flat.size - 1))] = v
+        else:
+            flat[::2] = v
+    return out
+
+
+def _reshaped(a: np.ndarray, how: str) -> np.ndarray:
+    if how == "drop-row" and a.ndim >= 1 and a.shape[0]:
+        return a[:-1]
+    if how == "drop-col" and a.ndim >= 2 and a.shape[-1]:
+        return a[..., :-1]
+    if how == "transpose":
+        return np.ascontiguousarray(a.T)
+    if how == "flat":
+        return a.reshape(-1)
+    return a[None]
+
+
+def _recast(a: np.ndarray, dtype: str) -> np.ndarray:
+    with np.errstate(all="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        if dtype.startswith("<U"):
+            return np.full(a.shape, "", dtype=dtype) if dtype == "<U0" else a.astype(str).astype(dtype)
+        if a.dtype.kind == "U":
+            return np.zeros(a.shape, dtype=dtype)
+        if a.dtype.kind == "f" and np.dtype(dtype).kind in "iu":
+            a = np.nan_to_num(a, nan=0.0, posinf=0.0, neginf=0.0)
+        return a.astype(dtype)
+
+
+@st.composite
+def structured_file(draw):
+    """A genuine model file with values changed inside its header and arrays, checksums recomputed."""
+    name, blob, X = STRUCTURE_CORPUS[draw(st.integers(0, len(STRUCTURE_CORPUS) - 1))]
+    ops = []
+
+    def edit(header: dict, arrays: dict) -> None:
+        tree = header["tree" if header["format_version"] == 1 else "model"]
+        for _ in range(draw(st.integers(1, 3))):
+            op = draw(st.sampled_from(["header-value", "header-value", "array-ref", "array-values",
+                                       "array-values", "array-dtype", "array-shape"]))
+            ops.append(op)
+            if op == "header-value":
+                paths = list(_header_leaves(tree))
+                path = paths[draw(st.integers(0, len(paths) - 1))]
+                parent = _get(tree, path[:-1])
+                old = parent[path[-1]]
+                choice = draw(st.sampled_from(["value", "value", "scale", "wrap", "unwrap"]))
+                if choice == "scale" and type(old) in (int, float):
+                    new = old * draw(st.sampled_from([-1, 0, 10 ** 6, 10 ** 30, 10 ** -30])) + \
+                        draw(st.sampled_from([0, 1, -1]))
+                elif choice == "wrap":
+                    new = [old]
+                elif choice == "unwrap" and isinstance(old, list) and old:
+                    new = old[0]
+                else:
+                    new = copy.deepcopy(draw(st.sampled_from(HEADER_VALUES)))
+                parent[path[-1]] = new
+            elif op == "array-ref":
+                refs = list(_array_refs(tree))
+                if refs:
+                    ref_node = _get(tree, refs[draw(st.integers(0, len(refs) - 1))])
+                    # another member, or the same member behind two attributes
+                    ref_node["array" if "array" in ref_node else "ref"] = draw(st.sampled_from(sorted(arrays)))
+            else:
+                ref = draw(st.sampled_from(sorted(arrays)))
+                a = arrays[ref]
+                if op == "array-values":
+                    arrays[ref] = _overwrite(a, draw(st.sampled_from(ARRAY_VALUES)),
+                                             draw(st.sampled_from(["all", "one", "half"])), draw)
+                elif op == "array-dtype":
+                    arrays[ref] = _recast(a, draw(st.sampled_from(ARRAY_DTYPES)))
+                else:
+                    arrays[ref] = _reshaped(a, draw(st.sampled_from(["drop-row", "drop-col", "transpose",
+                                                                     "flat", "add-axis"])))
+
+    return name, ops, rewritten(blob, edit), X
+
+
+def _width(model) -> int | None:
+    width = getattr(model, "n_features_in_", None)
+    if width is None and hasattr(model, "steps"):
+        width = getattr(model.steps[0][1], "n_features_in_", None)
+    return width
+
+
+def _outputs(model, X: np.ndarray) -> dict:
+    """Every output a loaded model gives on finite ``X``: name → array."""
+    out = {}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for method in ("decision_function", "predict", "predict_proba", "transform", "score_samples"):
+            if hasattr(model, method):
+                out[method] = np.asarray(getattr(model, method)(X))
+    return out
+
+
+def check_structured(sandbox: dict, data: bytes, X: np.ndarray) -> str:
+    """Refused with ModelFormatError, or loaded and every output finite; no side effect."""
+    path = sandbox["model"]
+    path.write_bytes(data)
+    before_fds, before_files = _fds(), sorted(p.name for p in sandbox["work"].iterdir())
+    try:
+        model = io.load(path)
+    except io.ModelFormatError as exc:
+        outcome = "refused"
+        assert str(exc).startswith(str(path)), exc
+    else:
+        outcome = "loaded-finite"
+        assert entry_for(model) is not None, type(model)
+        width = _width(model)
+        assert width is not None, "a fitted corpus model loaded unfitted"
+        Xw = np.resize(X, (X.shape[0], width)) if width != X.shape[1] else X
+        for method, values in _outputs(model, Xw).items():
+            if values.dtype.kind in "fc":
+                assert np.isfinite(values).all(), f"{method} gives non-finite values"
+            if method == "predict" and hasattr(model, "classes_"):
+                assert np.isin(values, model.classes_).all(), "predict gives labels outside classes_"
+        del model
+    assert sandbox["canary"].read_text() == "keep me"
+    assert _fds() == before_fds, "a file descriptor was left open"
+    assert sorted(p.name for p in sandbox["work"].iterdir()) == before_files
+    return outcome
+
+
+@pytest.mark.parametrize("name", [c[0] for c in STRUCTURE_CORPUS])
+def test_structure_corpus_loads_and_predicts_finite(sandbox, name):
+    """The genuine files the structure-aware fuzz starts from load and give finite outputs."""
+    _, blob, X = next(c for c in STRUCTURE_CORPUS if c[0] == name)
+    assert check_structured(sandbox, blob, X) == "loaded-finite"
+
+
+@STRUCTURE
+@given(case=structured_file())
+def test_fuzz_structure_aware(sandbox, case):
+    name, ops, data, X = case
+    STATS["structure-examples"] += 1
+    outcome = check_structured(sandbox, data, X)
+    STATS[f"structure-{outcome}"] += 1

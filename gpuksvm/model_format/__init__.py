@@ -18,6 +18,16 @@ are:
   is a :class:`ModelFormatError`.  Dimensions are named (``"n_sv"``,
   ``"n_features_in_"``, an integer parameter such as ``"rank"``) and must agree
   across attributes, so a model that loads predicts without shape errors.
+* **Each attribute declares its values**, checked on the arrays read: a float
+  array is finite with magnitude at most :func:`~.specs.value_bound` unless
+  declared ``finite=False`` (a fit summary), stored rows are within the
+  working range of their dtype, integers have ranges, labels are distinct and
+  a classifier has two at least; each array member backs one attribute.  The
+  class's consistency checks (:mod:`~gpuksvm.model_format.consistency`) relate
+  attributes: counts that add up, one Platt pair per binary problem,
+  kernel-specific attributes, kernel values on the stored rows, positive
+  definite matrices, widths along a ``Pipeline``.  So a model that loads
+  predicts finite values on finite input of the range it was fitted on.
 * **Constructor parameters** are JSON values (plus a few closed kinds: a
   :class:`~gpuksvm.kernels.Kernel`, a NumPy float dtype, a NumPy
   ``RandomState``, an array of user landmarks, the steps of a ``Pipeline``) and
@@ -35,7 +45,7 @@ JSON ``null/true/1/1.5/"s"``  ``None``, bool, int (int64 range), float, str
 ``{"tuple": [...]}``      tuple
 ``{"dict": {...}}``       dict with string keys
 ``{"items": [[k, v]]}``   dict with int/float/str/bool keys (``class_weight``)
-``{"array": "a3"}``       the array stored as member ``a3.npy``
+``{"array": "a3"}``       the array stored as member ``a3.npy`` (one node per member)
 ``{"strings": [...]}``    a 1-D object array of str (labels, feature names)
 ``{"sparse": "csr", ...}``  a SciPy CSR/CSC/COO matrix from its arrays
 ``{"kernel": {...}}``     a :class:`~gpuksvm.kernels.Kernel` (validated)
@@ -54,6 +64,9 @@ Modules
 :mod:`~gpuksvm.model_format.specs`
     the error, the limits, :class:`ArrayInfo` stand-ins and the :class:`Spec` kinds
     that check one attribute (array kind and shape, named dimensions, …)
+:mod:`~gpuksvm.model_format.consistency`
+    the checks across a model's attributes (counts, kernels, positive definite
+    matrices, Pipeline widths)
 :mod:`~gpuksvm.model_format.registry`
     :class:`Entry` and :data:`REGISTRY`: every class a file may hold, its declared
     attributes and its consistency checks

@@ -16,12 +16,17 @@ from sklearn.pipeline import Pipeline
 
 from .. import backend as bk
 from ..kernels import Kernel
+from .consistency import MAX_DEGREE
 from .registry import REGISTRY, Entry
 from .specs import (INT64_RANGE, MAX_DEPTH, MAX_ITEMS, Dims, ModelFormatError, SparseInfo, format_error,
                     is_array)
 
 __all__ = ["decode_model"]
 
+
+#: what a conversion of a hostile value can raise, turned into ModelFormatError at the boundary
+_CONVERSION_ERRORS = (ValueError, TypeError, ArithmeticError, IndexError, KeyError, AttributeError,
+                      np.linalg.LinAlgError)
 
 _TAGS = {"float", "tuple", "dict", "items", "array", "strings", "sparse", "kernel", "dtype",
          "device", "random_state", "estimator"}
@@ -39,6 +44,9 @@ class _Reader:
     def _array(self, ref: Any, path: str) -> Any:
         if type(ref) is not str or ref not in self.arrays:
             raise format_error(path, f"refers to an array {str(ref)[:40]!r} that the file does not list")
+        if ref in self.used:
+            # one member per attribute: a shared one would load as one object behind several names
+            raise format_error(path, f"array {ref!r} is already used by another value of the model")
         self.used.add(ref)
         return self.arrays[ref]
 
@@ -123,9 +131,12 @@ class _Reader:
             if type(name) is not str or not all(type(x) in (int, float) for x in nums):
                 raise format_error(path, "bad kernel fields")
             try:
-                return Kernel(name, *nums)
-            except (ValueError, TypeError) as exc:
+                kernel = Kernel(name, *nums)
+            except (ValueError, TypeError, OverflowError) as exc:
                 raise format_error(path, f"invalid kernel: {exc}") from None
+            if kernel.name == "poly" and kernel.degree > MAX_DEGREE:
+                raise format_error(path, f"polynomial degree {kernel.degree:g} is above {MAX_DEGREE}")
+            return kernel
         if tag == "dtype":
             self._keys(node, {"dtype"}, path)
             if body not in ("float32", "float64"):
@@ -180,8 +191,16 @@ class _Reader:
                 if not minor_ok:
                     raise ValueError("row/col index out of range")
                 return sp.coo_matrix((parts["data"], (parts["row"], parts["col"])), shape=(n, d))
+            # checked here, not left to SciPy: its check_format skips the index checks when
+            # indptr[-1] is 0, and its compiled routines then read past the arrays
+            indptr, indices = parts["indptr"], parts["indices"]
+            if not (_in_range(indptr, nnz + 1) and int(indptr[0]) == 0 and int(indptr[-1]) == nnz
+                    and bool((np.diff(indptr.astype(np.int64)) >= 0).all())):
+                raise ValueError("indptr is not a non-decreasing sequence from 0 to the number of entries")
+            if not _in_range(indices, d if fmt == "csr" else n):
+                raise ValueError("index out of range")
             ctor = sp.csr_matrix if fmt == "csr" else sp.csc_matrix
-            m = ctor((parts["data"], parts["indices"], parts["indptr"]), shape=(n, d))
+            m = ctor((parts["data"], indices, indptr), shape=(n, d))
             m.check_format(full_check=True)
             return m
         except (ValueError, TypeError, IndexError) as exc:
@@ -219,7 +238,10 @@ class _Reader:
         if type(fitted) is not dict:
             raise format_error(path, "'fitted' is a JSON object")
         if entry.upgrade is not None:
-            fitted = entry.upgrade(fitted)
+            try:
+                fitted = entry.upgrade(fitted)
+            except _CONVERSION_ERRORS as exc:
+                raise format_error(path, f"cannot read the attributes ({exc})") from None
         if entry.kind == "record":
             obj = entry.cls.__new__(entry.cls)
             dims = Dims()
@@ -233,7 +255,10 @@ class _Reader:
                             "refusing the file")
             values[k] = self.value(sub, f"{path}.{k}", depth + 1, estimators=True)
         if entry.upgrade_decoded is not None:
-            values = entry.upgrade_decoded(values)
+            try:
+                values = entry.upgrade_decoded(values)
+            except _CONVERSION_ERRORS as exc:
+                raise format_error(path, f"cannot read the attributes ({exc})") from None
         for k, v in values.items():
             spec = entry.fitted.get(k)
             if spec is None:
@@ -251,7 +276,9 @@ class _Reader:
         if entry.check is not None and values:
             try:
                 entry.check(obj, dims, path)
-            except (AttributeError, TypeError, IndexError) as exc:
+            except ModelFormatError:
+                raise
+            except _CONVERSION_ERRORS as exc:
                 raise format_error(path, f"inconsistent attributes ({exc})") from None
         return obj
 
@@ -273,12 +300,14 @@ class _Reader:
                 raise format_error(f"{path}.{k}", "array parameters must be numeric")
         try:
             obj = entry.cls(**kwargs)
-        except (TypeError, ValueError) as exc:
+        except _CONVERSION_ERRORS as exc:
             raise format_error(path, f"cannot build {entry.cls.__name__} from these parameters: {exc}") from None
         if entry.validate is not None:
             try:
                 entry.validate(obj)
-            except (ValueError, TypeError) as exc:
+            except ModelFormatError:
+                raise
+            except _CONVERSION_ERRORS as exc:
                 raise format_error(path, f"invalid parameters for {entry.cls.__name__}: {exc}") from None
         return obj
 
@@ -295,7 +324,14 @@ def decode_model(tree: Any, arrays: dict[str, Any], *, stubs: bool = False) -> A
     array must be used.  Raises :class:`ModelFormatError` for anything else.
     """
     r = _Reader(arrays, stubs)
-    model = r.estimator(tree, "model")
+    try:
+        model = r.estimator(tree, "model")
+    except ModelFormatError:
+        raise
+    except _CONVERSION_ERRORS as exc:
+        # every check above is meant to refuse first; a value that slips past them to a
+        # conversion is still a bad file, never another exception
+        raise ModelFormatError(f"model: invalid value ({type(exc).__name__}: {exc})") from None
     unused = set(arrays) - r.used
     if unused:
         raise ModelFormatError(f"the file lists arrays the model does not use: {sorted(unused)[:5]}")

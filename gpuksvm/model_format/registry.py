@@ -8,6 +8,7 @@ names a class by to its entry.
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -25,21 +26,23 @@ from ..okfeb import OKFEB, OKFEBClassifier, OKFEBRegressor
 from ..solvers.okfeb import OnlineSubspace
 from ..solvers.online import Pegasos, RegularizedLMS
 from ..svi import SVI
-from .specs import (INT64_RANGE, Arr, Bool, DeviceSpec, Dims, DictOf, DTypeSpec, Either, Float, Info, Instance,
-                    Int, ListOf, ModelFormatError, Opt, SparseOrArr, Spec, Str, Strings, TupleOf, format_error,
-                    is_array)
+from .consistency import (check_cvm, check_learner, check_linear, check_llsvm, check_okfeb,
+                          check_pipeline_widths, check_record, check_scaler, check_subspace, check_svc, check_svi)
+from .specs import (INT64_RANGE, Arr, Bool, DeviceSpec, Dims, DictOf, DTypeSpec, Either, Float, Info, Instance, Int,
+                    Labels, ListOf, ModelFormatError, Opt, SparseOrArr, Spec, Str, Strings, TupleOf, is_array,
+                    value_bound)
 
 __all__ = ["Entry", "REGISTRY", "entry_for"]
 
 
 # shorthands of the declarations below
-def _labels(dim: str = "n_classes") -> Spec:
-    return Either(Arr("biufU", (dim,)), Strings((dim,)), what="class labels")
-
-
-INT_1D, FLOAT_1D = Arr("iu", ndim=1), Arr("f", ndim=1)
+INT_1D, FLOAT_1D = Arr("iu", ndim=1, low=0), Arr("f", ndim=1)
+#: a float array whose values are a fit summary (may hold inf/NaN; not used to predict)
+SUMMARY_1D = Arr("f", ndim=1, finite=False)
 KERNEL = Instance(Kernel)
 PROBLEMS = ListOf(TupleOf(Int(low=0), Opt(Int(low=0))), dim="n_problems")
+#: a stored scalar that meets the arrays of a prediction (in float32 at worst)
+BOUNDED = Float(low=-value_bound(np.float32), high=value_bound(np.float32))
 
 
 @dataclass
@@ -109,98 +112,6 @@ def _own_checks(*methods: str) -> Callable[[Any], None]:
     return run
 
 
-def _n_outputs(n_classes: int) -> int:
-    return 1 if n_classes == 2 else n_classes
-
-
-def _problems_for(est: Any, dims: Dims, path: str, scheme: str) -> None:
-    """The number of binary problems agrees with the classes and the multi-class scheme."""
-    k = dims.get("n_classes")
-    p = dims.get("n_problems")
-    if k is None or p is None:
-        return
-    want = 1 if k == 2 else (k * (k - 1) // 2 if scheme == "ovo" else k)
-    if p != want:
-        raise format_error(path, f"{p} binary problems for {k} classes ({scheme}); expected {want}")
-    problems = getattr(est, "problems_", None)
-    if problems is not None:
-        for i, (a, b) in enumerate(problems):
-            if a >= k or (b is not None and b >= k):
-                raise format_error(f"{path}.problems_[{i}]", f"class index out of range for {k} classes")
-
-
-def _check_linear(est: Any, dims: Dims, path: str) -> None:
-    k, m = dims.get("n_classes"), dims.get("n_outputs")
-    if k is not None and m is not None and m != _n_outputs(k):
-        raise format_error(path, f"{m} weight rows for {k} classes")
-    if dims.get("n_platt") not in (None, m):
-        raise format_error(path, "probA_/probB_ do not match the binary problems")
-
-
-def _check_llsvm(est: Any, dims: Dims, path: str) -> None:
-    svm = getattr(est, "svm_", None)
-    if svm is not None:
-        if getattr(svm, "n_features_in_", None) not in (None, dims.get("k")):
-            raise format_error(f"{path}.svm_", "its input width differs from the number of landmarks")
-        if hasattr(svm, "coef_") and hasattr(est, "coef_") and svm.coef_.shape != est.coef_.shape:
-            raise format_error(f"{path}.svm_", "its weights differ in shape from the model's")
-    _check_linear(est, dims, path)
-
-
-def _check_cvm(est: Any, dims: Dims, path: str) -> None:
-    one_class = type(est) is OneClassCVM or getattr(est, "task", None) == "one_class"
-    if one_class:
-        if dims.get("n_problems") not in (None, 1):
-            raise format_error(path, "a one-class model has exactly one problem")
-    else:
-        _problems_for(est, dims, path, getattr(est, "multi_class", "ovo"))
-
-
-def _check_svc(est: Any, dims: Dims, path: str) -> None:
-    _problems_for(est, dims, path, "ovo")
-    sv = getattr(est, "support_vectors_", None)
-    if sv is not None:
-        want = ((0, 0) if getattr(est, "kernel_", None) == "precomputed"
-                else (dims.get("n_sv"), dims.get("n_features_in_")))
-        if any(w is not None and got != w for got, w in zip(sv.shape, want)):
-            raise format_error(f"{path}.support_vectors_", f"shape {tuple(sv.shape)}, expected "
-                        f"{tuple('?' if w is None else w for w in want)}")
-    k, r = dims.get("n_classes"), dims.get("n_dual_rows")
-    if k is not None and r is not None and r != max(k - 1, 1):
-        raise format_error(path, f"dual_coef_ has {r} rows for {k} classes")
-    ns = getattr(est, "n_support_", None)
-    if isinstance(ns, np.ndarray) and dims.get("n_sv") is not None and int(ns.sum()) != dims.get("n_sv"):
-        raise format_error(f"{path}.n_support_", "does not add up to the number of support vectors")
-
-
-def _check_svi(est: Any, dims: Dims, path: str) -> None:
-    _problems_for(est, dims, path, getattr(est, "multi_class", "ovo"))
-
-
-def _check_subspace(st: Any, dims: Dims, path: str) -> None:
-    cap, m = dims.get("cap"), dims.get("m")
-    if cap is not None and m is not None and m > cap:
-        raise format_error(path, f"{m} stored vectors but buffers for {cap}")
-    dt = getattr(st, "dtype", None)
-    if dt is not None:
-        for name in ("S", "sn", "A", "K", "ra", "Pbuf", "P", "C", "L"):
-            a = getattr(st, name, None)
-            if a is not None and np.dtype(a.dtype) != dt:
-                raise format_error(f"{path}.{name}", f"dtype {np.dtype(a.dtype).name} differs from the "
-                            f"state's {dt.name}")
-
-
-def _check_okfeb(est: Any, dims: Dims, path: str) -> None:
-    st = getattr(est, "subspace_", None)
-    if st is None:
-        return
-    if st.A.shape[1] != est.rank:
-        raise format_error(f"{path}.subspace_", f"rank {st.A.shape[1]} but the model's rank is {est.rank}")
-    d = dims.get("n_features_in_")
-    if d is not None and st.S.shape[1] != d:
-        raise format_error(f"{path}.subspace_", f"stored vectors of width {st.S.shape[1]} for {d} features")
-
-
 #: OK-FEB's fitted state before it moved into OnlineSubspace (format 1, and format 2 files
 #: written until then): estimator attribute → OnlineSubspace attribute
 _OKFEB_LEGACY = {"kernel_": "kernel", "_dt": "dtype", "_rs": "rng", "_S": "S", "_sn": "sn", "_A": "A",
@@ -222,23 +133,6 @@ def _okfeb_upgrade(fitted: dict) -> dict:
     return out
 
 
-def _check_learner(est: Any, dims: Dims, path: str) -> None:
-    fe, lr = getattr(est, "extractor_", None), getattr(est, "_learner", None)
-    if fe is not None and lr is not None and lr.n_features != fe.rank:
-        raise format_error(f"{path}._learner", f"{lr.n_features} weights for {fe.rank} OK-FEB features")
-    if fe is not None and getattr(fe, "n_features_in_", None) not in (None, dims.get("n_features_in_")):
-        raise format_error(f"{path}.extractor_", "its input width differs from the model's")
-    k = dims.get("n_classes")
-    if k is not None and isinstance(lr, Pegasos) and lr.G.shape[1] != _n_outputs(k):
-        raise format_error(f"{path}._learner", f"{lr.G.shape[1]} outputs for {k} classes")
-
-
-def _check_record_width(est: Any, dims: Dims, path: str) -> None:
-    w = est.G if isinstance(est, Pegasos) else est.w
-    if w.shape[0] != est.n_features + int(est.fit_intercept):
-        raise format_error(path, f"{w.shape[0]} weights for {est.n_features} features")
-
-
 def _check_pipeline(est: Pipeline) -> None:
     est._validate_params()
     if est.memory is not None:
@@ -249,20 +143,21 @@ def _check_pipeline(est: Pipeline) -> None:
         if not (step[1] in (None, "passthrough") or type(step[1]) in _BY_CLASS):
             raise ModelFormatError(f"Pipeline.steps[{i}] is not a registered estimator")
     est._validate_steps()
+    check_pipeline_widths(est.steps)
 
 
 _PROBA = {"probA_": Arr("f", ("n_platt",)), "probB_": Arr("f", ("n_platt",))}
 
 _LINEAR_FITTED = _common({
-    "classes_": _labels(),
+    "classes_": Labels(),
     "coef_": Arr("f", ("n_outputs", "n_features_in_")),
     "intercept_": Arr("f", ("n_outputs",)),
-    "objective_": Arr("f", ("n_outputs",)),
+    "objective_": Arr("f", ("n_outputs",), finite=False),
     "n_iter_": Int(low=0),
     "converged_": Bool(),
     "solver_": Str(("newton", "newton-cg", "dual_cd", "dcd", "liblinear", "liblinear-primal", "sbm",
                     "newton-stream", "newton-dask")),
-    "cost_scale_": Float(low=0.0),
+    "cost_scale_": Float(low=0.0, finite=False),
     "n_passes_": Int(low=0),
     "dual_coef_": Opt(Arr("f", (None, "n_outputs"))),
     **_PROBA,
@@ -271,32 +166,32 @@ _LINEAR_FITTED = _common({
 _CVM_STOP = Str(("converged", "max_iter", "max_core_size", "stalled"))
 #: per search iteration of :func:`gpuksvm.solvers.meb.fit_core_set` (1-D, one entry each)
 _CVM_HISTORY = DictOf(("m", "search_kernel", "qp_kernel", "qp_steps", "added", "seconds"),
-                      Arr("iuf", ndim=1))
+                      Arr("iuf", ndim=1, finite=False))
 _CVM_FITTED = _common({
-    "classes_": _labels(),
+    "classes_": Labels(),
     "kernel_": KERNEL,
     "problems_": PROBLEMS,
-    "support_": Arr("iu", ("n_sv",)),
-    "support_vectors_": Arr("f", ("n_sv", "n_features_in_")),
+    "support_": Arr("iu", ("n_sv",), low=0),
+    "support_vectors_": Arr("f", ("n_sv", "n_features_in_"), rows=True),
     "dual_coef_": Arr("f", ("n_problems", "n_sv")),
-    "_sv_scale": Opt(Arr("f", ("n_sv",))),
+    "_sv_scale": Opt(Arr("f", ("n_sv",), low=0.0, low_open=True)),
     "n_support_total_": Int(low=0, dim="n_sv"),
     "intercept_": Arr("f", ("n_problems",)),
     "core_set_": ListOf(INT_1D, dim="n_problems"),
     "alpha_": ListOf(FLOAT_1D, dim="n_problems"),
-    "radius_": Arr("f", ("n_problems",)),
+    "radius_": Arr("f", ("n_problems",), finite=False),
     "rho_": Arr("f", ("n_problems",)),
-    "n_iter_": Arr("iu", ("n_problems",)),
+    "n_iter_": Arr("iu", ("n_problems",), low=0),
     "stop_reason_": ListOf(_CVM_STOP, dim="n_problems"),
-    "duality_gap_": Arr("f", ("n_problems",)),
+    "duality_gap_": Arr("f", ("n_problems",), finite=False),
     "history_": ListOf(_CVM_HISTORY, dim="n_problems"),
     "search_": Str(),
-    "kappa_tilde_": Float(),
-    "n_smo_steps_": Arr("iu", ("n_problems",)),
-    "core_set_size_": Arr("iu", ("n_problems",)),
-    "offset_": Float(),
+    "kappa_tilde_": Float(finite=False),
+    "n_smo_steps_": Arr("iu", ("n_problems",), low=0),
+    "core_set_size_": Arr("iu", ("n_problems",), low=0),
+    "offset_": BOUNDED,
 })
-#: per-problem attributes that a binary or one-class CVM stored as one value before issue 16
+#: per-problem attributes that a binary or one-class CVM stored as one value in older files
 _CVM_PER_PROBLEM_ARRAYS = {"radius_": np.float64, "n_iter_": np.int64, "duality_gap_": np.float64,
                            "n_smo_steps_": np.int64, "core_set_size_": np.int64}
 _CVM_PER_PROBLEM_LISTS = {"core_set_": is_array, "alpha_": is_array,
@@ -304,17 +199,24 @@ _CVM_PER_PROBLEM_LISTS = {"core_set_": is_array, "alpha_": is_array,
 
 
 def _cvm_one_problem_as_lists(values: dict) -> dict:
-    """Decoded CVM attributes of a file written before issue 16 → per-problem shapes.
+    """Decoded CVM attributes of a file written before CVM stored per-problem arrays → their shapes now.
 
     Such files hold a single binary or one-class problem's ``n_iter_`` etc. as
     a number and its ``core_set_`` etc. as the bare object; they become
     arrays of shape (1,) and lists of one entry, the shapes a fit gives now.
-    Files with several problems already had them.
+    Files with several problems already had them.  A number that the array's
+    dtype cannot hold (an int64 count given as 1e300, NaN or inf) is refused.
     """
     out = dict(values)
     for k, dtype in _CVM_PER_PROBLEM_ARRAYS.items():
-        if type(out.get(k)) in (int, float):
-            out[k] = np.array([out[k]], dtype=dtype)
+        v = out.get(k)
+        if type(v) not in (int, float):
+            continue
+        if np.dtype(dtype).kind == "i" and not (type(v) is int or (math.isfinite(v) and v == int(v))):
+            raise ModelFormatError(f"{k}: {v!r} is not a whole number")
+        if np.dtype(dtype).kind == "i" and not INT64_RANGE[0] <= int(v) <= INT64_RANGE[1]:
+            raise ModelFormatError(f"{k}: {v!r} does not fit in 64 bits")
+        out[k] = np.array([int(v) if np.dtype(dtype).kind == "i" else v], dtype=dtype)
     for k, is_one in _CVM_PER_PROBLEM_LISTS.items():
         if k in out and is_one(out[k]):
             out[k] = [out[k]]
@@ -331,8 +233,8 @@ _SUBSPACE_FITTED = {
     "kernel": KERNEL,
     "dtype": DTypeSpec(),
     "rng": Instance(np.random.RandomState),
-    "S": Arr("f", ("cap", "n_features")),
-    "sn": Arr("f", ("cap",)),
+    "S": Arr("f", ("cap", "n_features"), rows=True),
+    "sn": Arr("f", ("cap",), low=0.0),
     "A": Arr("f", ("cap", "rank")),
     "K": Opt(Arr("f", ("cap", "cap"))),
     "ra": Arr("f", ("cap",)),
@@ -342,14 +244,14 @@ _SUBSPACE_FITTED = {
     "m": Int(low=0, dim="m"),
     "n_seen": Int(low=0),
     "n_updates": Int(low=0),
-    "err_sum": Float(),
+    "err_sum": Float(finite=False),
     "n_censored": Int(low=0),
-    "ema": Opt(Float()),
-    "theta": Float(),
-    "censor_threshold": Float(),
-    "objective_history": ListOf(Float()),
+    "ema": Opt(Float(finite=False)),
+    "theta": Float(finite=False),
+    "censor_threshold": Float(finite=False),
+    "objective_history": ListOf(Float(finite=False)),
     "n_iter": Int(low=0),
-    "last_errors": FLOAT_1D,
+    "last_errors": SUMMARY_1D,
     "P": Arr("f", ("m", "rank")),
     "C": Arr("f", ("rank", "rank")),
     "L": Arr("f", ("rank", "rank")),
@@ -358,23 +260,23 @@ _SUBSPACE_FITTED = {
 _CAPACITY = {"capacity_check_": Info(), "budget_too_small_": Bool()}
 
 _SVM_SHAPES = {
-    "support_": Arr("iu", ("n_sv",)),
-    "support_vectors_": SparseOrArr(("n_sv", "n_features_in_")),
+    "support_": Arr("iu", ("n_sv",), low=0),
+    "support_vectors_": SparseOrArr(("n_sv", "n_features_in_"), rows=True),
     "intercept_": Arr("f", ("n_problems",)),
-    "n_support_": Arr("iu", ("n_classes",)),
+    "n_support_": Arr("iu", ("n_classes",), low=0),
 }
 
 _ENTRIES = [
     Entry("gpuksvm.linear_svm.LinearSVM", LinearSVM, _LINEAR_FITTED,
           required=("classes_", "coef_", "intercept_", "n_features_in_"),
-          validate=_own_checks("_check_params"), check=_check_linear),
+          validate=_own_checks("_check_params"), check=check_linear),
     Entry("gpuksvm.llsvm.LLSVM", LLSVM, _common({
-        "classes_": _labels(),
+        "classes_": Labels(),
         "kernel_": KERNEL,
-        "landmarks_": Arr("f", ("k", "n_features_in_")),
+        "landmarks_": Arr("f", ("k", "n_features_in_"), rows=True),
         "n_landmarks_": Int(low=1, dim="k"),
-        "eigvals_": Arr("f", ("k",)),
-        "spectrum_": Arr("f", ("k",)),
+        "eigvals_": Arr("f", ("k",), finite=False),
+        "spectrum_": Arr("f", ("k",), finite=False),
         "map_": Arr("f", ("k", "k")),
         "svm_": Instance(LinearSVM),
         "coef_": Arr("f", ("n_outputs", "k")),
@@ -385,39 +287,39 @@ _ENTRIES = [
         "fit_times_": Info(),
     }), required=("classes_", "kernel_", "landmarks_", "map_", "svm_", "dual_coef_", "intercept_",
                   "n_features_in_"),
-          validate=_own_checks("_check_params"), check=_check_llsvm),
+          validate=_own_checks("_check_params"), check=check_llsvm),
     Entry("gpuksvm.cvm.CVM", CVM, _CVM_FITTED, required=_CVM_REQUIRED + ("classes_",),
-          validate=_own_checks("_check_params"), check=_check_cvm,
+          validate=_own_checks("_check_params"), check=check_cvm,
           upgrade_decoded=_cvm_one_problem_as_lists),
     Entry("gpuksvm.cvm.OneClassCVM", OneClassCVM, _CVM_FITTED, required=_CVM_REQUIRED + ("offset_",),
-          validate=_own_checks("_check_params"), check=_check_cvm,
+          validate=_own_checks("_check_params"), check=check_cvm,
           upgrade_decoded=_cvm_one_problem_as_lists),
     Entry("gpuksvm.kernel_svc.KernelSVC", KernelSVC, _common({
         **_SVM_SHAPES,
         # (0, 0) for kernel="precomputed", as SVC's (checked in _check_svc)
-        "support_vectors_": SparseOrArr((None, None)),
-        "classes_": _labels(),
+        "support_vectors_": SparseOrArr((None, None), rows=True),
+        "classes_": Labels(),
         "kernel_": Either(KERNEL, Str(("precomputed",))),
         "dual_coef_": SparseOrArr(("n_dual_rows", "n_sv")),
         "solver_": Str(),
-        "n_iter_": Arr("iu", ("n_problems",)),
-        "objective_": Arr("f", ("n_problems",)),
+        "n_iter_": Arr("iu", ("n_problems",), low=0),
+        "objective_": Arr("f", ("n_problems",), finite=False),
         "converged_": Arr("b", ("n_problems",)),
         "shape_fit_": TupleOf(Int(low=0), Int(low=0)),
         **_PROBA,
     }), required=("classes_", "kernel_", "support_vectors_", "dual_coef_", "intercept_",
                   "n_features_in_"),
-          validate=_own_checks("_check_params"), check=_check_svc),
+          validate=_own_checks("_check_params"), check=check_svc),
     Entry("gpuksvm.svi.SVI", SVI, _common({
         **_SVM_SHAPES,
-        "classes_": _labels(),
+        "classes_": Labels(),
         "kernel_": KERNEL,
         "problems_": PROBLEMS,
         "subsets_": ListOf(ListOf(INT_1D)),
         "sub_models_": ListOf(Info()),
         "margin_support_": ListOf(INT_1D),
         "dual_coef_": SparseOrArr(("n_problems", "n_sv")),
-        "n_iter_": Arr("iu", ("n_problems",)),
+        "n_iter_": Arr("iu", ("n_problems",), low=0),
         "solved_exactly_": Arr("b", ("n_problems",)),
         "margin_capped_": Arr("b", ("n_problems",)),
         "converged_": Arr("b", ("n_problems",)),
@@ -425,48 +327,48 @@ _ENTRIES = [
         **_PROBA,
     }), required=("classes_", "kernel_", "support_vectors_", "dual_coef_", "intercept_",
                   "problems_", "n_features_in_"),
-          validate=_own_checks("_check_params"), check=_check_svi,
+          validate=_own_checks("_check_params"), check=check_svi,
           upgrade=lambda fitted: {("fit_times_" if k == "fit_time_" else k): v for k, v in fitted.items()}),
     Entry("gpuksvm.okfeb.OKFEB", OKFEB, _OKFEB_FITTED, required=_OKFEB_REQUIRED,
-          validate=_own_checks("_check_params"), check=_check_okfeb, upgrade=_okfeb_upgrade),
+          validate=_own_checks("_check_params"), check=check_okfeb, upgrade=_okfeb_upgrade),
     Entry("gpuksvm.solvers.okfeb.OnlineSubspace", OnlineSubspace, _SUBSPACE_FITTED, kind="record",
-          required=tuple(_SUBSPACE_FITTED), check=_check_subspace, transient={"_cache": dict}),
+          required=tuple(_SUBSPACE_FITTED), check=check_subspace, transient={"_cache": dict}),
     Entry("gpuksvm.okfeb.OKFEBClassifier", OKFEBClassifier, _common({
-        "classes_": _labels(),
+        "classes_": Labels(),
         "extractor_": Instance(OKFEB),
         "_learner": Instance(Pegasos),
         **_CAPACITY,
     }), required=("classes_", "extractor_", "_learner", "n_features_in_"),
           validate=_own_checks("_check_params"),
-          check=_check_learner),
+          check=check_learner),
     Entry("gpuksvm.okfeb.OKFEBRegressor", OKFEBRegressor, _common({
         "extractor_": Instance(OKFEB),
         "_learner": Instance(RegularizedLMS),
         **_CAPACITY,
     }), required=("extractor_", "_learner", "n_features_in_"),
           validate=_own_checks("_check_params"),
-          check=_check_learner),
+          check=check_learner),
     Entry("gpuksvm.solvers.online.Pegasos", Pegasos, {
         "lam": Float(low=5e-324), "fit_intercept": Bool(), "n_features": Int(low=0),
         "G": Arr("f", (None, None), ndim=2), "t": Int(low=0),
     }, kind="record", required=("lam", "fit_intercept", "n_features", "G", "t"),
-          check=_check_record_width),
+          check=check_record),
     Entry("gpuksvm.solvers.online.RegularizedLMS", RegularizedLMS, {
         "step": Float(low=5e-324), "alpha": Float(low=0.0), "normalized": Bool(),
         "fit_intercept": Bool(), "n_features": Int(low=0), "w": FLOAT_1D, "t": Int(low=0),
     }, kind="record", required=("step", "alpha", "normalized", "fit_intercept", "n_features", "w",
                                 "t"),
-          check=_check_record_width),
+          check=check_record),
     Entry("sklearn.pipeline.Pipeline", Pipeline, {}, validate=_check_pipeline),
     Entry("sklearn.preprocessing.StandardScaler", StandardScaler, {
         "n_features_in_": Int(low=1, high=INT64_RANGE[1], dim="n_features_in_"),
         "feature_names_in_": Strings(("n_features_in_",)),
         "n_samples_seen_": Either(Int(low=0), Float(low=0.0), Arr("iuf", ("n_features_in_",))),
         "mean_": Opt(Arr("f", ("n_features_in_",))),
-        "var_": Opt(Arr("f", ("n_features_in_",))),
-        "scale_": Opt(Arr("f", ("n_features_in_",))),
+        "var_": Opt(Arr("f", ("n_features_in_",), low=0.0)),
+        "scale_": Opt(Arr("f", ("n_features_in_",), low=0.0, low_open=True)),
     }, required=("n_features_in_", "n_samples_seen_", "mean_", "var_", "scale_"),
-          validate=lambda est: est._validate_params()),
+          validate=lambda est: est._validate_params(), check=check_scaler),
 ]
 
 #: registry key → Entry: every class a model file may hold

@@ -16,11 +16,13 @@ import numpy as np
 import scipy.sparse as sp
 
 from .. import backend as bk
+from ..validation import WorkingRangeError, check_working_range
 
 __all__ = ["ModelFormatError", "ArrayInfo", "SparseInfo", "MAX_DEPTH", "MAX_ITEMS", "ARRAY_DTYPE_RE",
            "INT64_RANGE", "FLOAT_DTYPES", "Dims", "Spec", "NoneSpec", "Int", "Float", "Bool", "Str", "Arr",
-           "Strings", "SparseOrArr", "Instance", "DeviceSpec", "DTypeSpec", "ListOf", "TupleOf", "Info",
-           "DictOf", "Either", "Opt", "is_array", "is_sparse", "format_error"]
+           "Labels", "Strings", "SparseOrArr", "Instance", "DeviceSpec", "DTypeSpec", "ListOf", "TupleOf",
+           "Info", "DictOf", "Either", "Opt", "is_array", "is_sparse", "format_error", "value_bound",
+           "check_values", "check_rows"]
 
 #: deepest nesting of the JSON tree (and of decoded values) a file may have
 MAX_DEPTH = 32
@@ -30,6 +32,12 @@ MAX_ITEMS = 10_000_000
 ARRAY_DTYPE_RE = re.compile(r"^[<>|=]?(b1|i1|i2|i4|i8|u1|u2|u4|u8|f4|f8|U\d{1,4})$")
 INT64_RANGE = (-(2 ** 63), 2 ** 63 - 1)
 FLOAT_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
+
+
+def value_bound(dtype: Any) -> float:
+    """Largest magnitude a stored float of ``dtype`` may have: √max / 2⁸ (7e16 in float32, 5e151 in
+    float64), so that the product of two stored values, summed over up to 2¹⁶ terms, stays finite."""
+    return math.sqrt(float(np.finfo(np.dtype(dtype)).max)) / 2 ** 8
 
 
 class ModelFormatError(ValueError):
@@ -137,14 +145,20 @@ class Int(Spec):
 
 
 class Float(Spec):
-    def __init__(self, low: float | None = None):
-        self.low = low
+    """A Python float in ``[low, high]``, finite unless declared ``finite=False``."""
+
+    def __init__(self, low: float | None = None, high: float | None = None, *, finite: bool = True):
+        self.low, self.high, self.finite = low, high, finite
 
     def check(self, v, dims, path):
         if type(v) is not float:
             raise self._bad(v, path, "a float")
+        if self.finite and not math.isfinite(v):
+            raise ModelFormatError(f"{_where(path)}: {v} is not a finite number")
         if self.low is not None and not v >= self.low:
             raise ModelFormatError(f"{_where(path)}: {v} is below {self.low}")
+        if self.high is not None and not v <= self.high:
+            raise ModelFormatError(f"{_where(path)}: {v} is above {self.high}")
 
 
 class Bool(Spec):
@@ -182,16 +196,102 @@ def _check_shape(v: Any, shape: tuple | None, ndim: int | None, dims: Dims, path
             dims.bind(want, int(got), path)
 
 
-class Arr(Spec):
-    """A NumPy array of the given dtype kinds ("f" float, "i" signed, "u", "b", "U")."""
+def check_values(a: Any, path: str, *, finite: bool = True, low: float | None = None,
+                 high: float | None = None, low_open: bool = False, dtype: Any = None) -> None:
+    """The declared values of a read array (an :class:`ArrayInfo` stand-in has none to check).
 
-    def __init__(self, kinds: str, shape: tuple | None = None, ndim: int | None = None):
+    ``finite``: float values are finite with magnitude at most :func:`value_bound` of
+    ``dtype`` (by default the array's own); ``low``/``high``: every value in that range
+    (``low_open``: above ``low``).
+    """
+    if sp.issparse(a):
+        a = a.data
+    if not isinstance(a, np.ndarray) or a.size == 0:
+        return
+    kind = a.dtype.kind
+    if kind == "f" and finite:
+        bound = value_bound(a.dtype if dtype is None else dtype)
+        with np.errstate(invalid="ignore"):
+            ok = bool((np.abs(a) <= bound).all())
+        if not ok:
+            raise ModelFormatError(f"{_where(path)}: holds values that are not finite or exceed "
+                                   f"{bound:.3g} in magnitude")
+    if kind not in "iuf" or (low is None and high is None):
+        return
+    lo, hi = (a.min(), a.max()) if kind in "iu" else (np.nanmin(a), np.nanmax(a))
+    lo, hi = (int(lo), int(hi)) if kind in "iu" else (float(lo), float(hi))
+    if low is not None and (lo <= low if low_open else lo < low):
+        raise ModelFormatError(f"{_where(path)}: holds {lo}, expected values "
+                               f"{'above' if low_open else 'at least'} {low}")
+    if high is not None and hi > high:
+        raise ModelFormatError(f"{_where(path)}: holds {hi}, expected values at most {high}")
+
+
+def check_rows(X: Any, path: str, dtype: Any = None) -> None:
+    """Stored data rows (support vectors, landmarks) are in the working range of ``dtype`` (by
+    default their own; :func:`gpuksvm.validation.check_working_range`: finite, squared norms
+    that kernels can hold)."""
+    if not (isinstance(X, np.ndarray) or sp.issparse(X)) or X.ndim != 2:
+        return
+    try:
+        check_working_range(X, X.dtype if dtype is None else dtype, name="of stored rows")
+    except WorkingRangeError as exc:
+        raise ModelFormatError(f"{_where(path)}: {exc}") from None
+
+
+class Arr(Spec):
+    """A NumPy array of the given dtype kinds ("f" float, "i" signed, "u", "b", "U") and values.
+
+    Float arrays are declared ``finite`` (the default: finite, magnitude at most
+    :func:`value_bound`) or not (``finite=False``: a history that may hold NaN); ``low`` /
+    ``high`` bound the values (``low_open``: strictly above ``low``).  Values are checked on
+    the arrays read from a file, shapes also on the header's stand-ins.
+    """
+
+    def __init__(self, kinds: str, shape: tuple | None = None, ndim: int | None = None, *,
+                 finite: bool = True, low: float | None = None, high: float | None = None,
+                 low_open: bool = False, rows: bool = False):
         self.kinds, self.shape, self.ndim = kinds, shape, ndim
+        self.finite, self.low, self.high, self.low_open = finite, low, high, low_open
+        self.rows = rows
 
     def check(self, v, dims, path):
         if not is_array(v) or np.dtype(v.dtype).kind not in self.kinds:
             raise self._bad(v, path, f"an array of dtype kind {self.kinds!r}")
         _check_shape(v, self.shape, self.ndim, dims, path)
+        if self.rows:
+            check_rows(v, path)
+        else:
+            check_values(v, path, finite=self.finite, low=self.low, high=self.high, low_open=self.low_open)
+
+
+class Labels(Spec):
+    """``classes_``: a 1-D array of distinct labels (numbers, bools, non-empty fixed-width
+    strings, or a string array) along dimension ``dim``, at least ``least`` of them."""
+
+    def __init__(self, dim: str = "n_classes", least: int = 2):
+        self.dim, self.least = dim, least
+        self.options = Either(Arr("biufU", (dim,)), Strings((dim,)), what="class labels")
+
+    def check(self, v, dims, path):
+        self.options.check(v, dims, path)
+        n = v.shape[0]
+        if n < self.least:
+            raise ModelFormatError(f"{_where(path)}: {n} class(es); a classifier has at least {self.least}")
+        if np.dtype(v.dtype).kind == "U" and np.dtype(v.dtype).itemsize == 0:
+            raise ModelFormatError(f"{_where(path)}: labels of dtype <U0 (empty strings)")
+        if not isinstance(v, np.ndarray):
+            return
+        if v.dtype == object or v.dtype.kind == "U":
+            values = [str(x) for x in v]
+            if not any(values):
+                raise ModelFormatError(f"{_where(path)}: the labels are all empty strings")
+        else:
+            values = v.tolist()
+            if v.dtype.kind == "f" and not bool(np.isfinite(v).all()):
+                raise ModelFormatError(f"{_where(path)}: labels are not finite")
+        if len(set(values)) != n:
+            raise ModelFormatError(f"{_where(path)}: the labels are not distinct")
 
 
 class Strings(Spec):
@@ -210,15 +310,19 @@ class Strings(Spec):
 class SparseOrArr(Spec):
     """A float array or a CSR matrix (support vectors of sparse training data)."""
 
-    def __init__(self, shape: tuple):
-        self.dense = Arr("f", shape)
-        self.shape = shape
+    def __init__(self, shape: tuple, *, rows: bool = False):
+        self.dense = Arr("f", shape, rows=rows)
+        self.shape, self.rows = shape, rows
 
     def check(self, v, dims, path):
         if is_sparse(v):
             if v.format != "csr" or np.dtype(v.dtype).kind != "f":
                 raise self._bad(v, path, "a float CSR matrix")
             _check_shape(v, self.shape, 2, dims, path)
+            if self.rows:
+                check_rows(v, path)
+            elif sp.issparse(v):
+                check_values(v.data, path)
             return
         self.dense.check(v, dims, path)
 
@@ -237,7 +341,7 @@ class Instance(Spec):
 
 class DeviceSpec(Spec):
     def check(self, v, dims, path):
-        if v != bk.CPU:
+        if type(v) is not bk.Device or v != bk.CPU:
             raise self._bad(v, path, "the CPU device")
 
 

@@ -5,12 +5,12 @@ from typing import Any
 
 from ..kernels import Kernel
 from .registry import BY_V1_NAME
-from .specs import MAX_DEPTH, format_error
+from .specs import MAX_DEPTH, ModelFormatError, format_error
 
 __all__ = ["translate_v1"]
 
 
-def translate_v1(node: Any, path: str = "model", depth: int = 0) -> Any:
+def translate_v1(node: Any, path: str = "model") -> Any:
     """A format-version-1 typed tree rewritten as a version-2 tree (pure JSON → JSON).
 
     Version 1 named classes by ``module:QualName`` and had generic ``object``
@@ -21,6 +21,15 @@ def translate_v1(node: Any, path: str = "model", depth: int = 0) -> Any:
     :class:`ModelFormatError`.  The result then goes through
     :func:`decode_model` like any version-2 file.
     """
+    try:
+        return _translate(node, path, 0)
+    except ModelFormatError:
+        raise
+    except (ValueError, TypeError, ArithmeticError, KeyError, IndexError, AttributeError) as exc:
+        raise format_error(path, f"malformed format-version-1 tree ({type(exc).__name__}: {exc})") from None
+
+
+def _translate(node: Any, path: str, depth: int) -> Any:
     if depth > MAX_DEPTH:
         raise format_error(path, f"the tree is nested more than {MAX_DEPTH} levels deep")
     if type(node) is not dict or type(node.get("t")) is not str:
@@ -54,7 +63,10 @@ def translate_v1(node: Any, path: str = "model", depth: int = 0) -> Any:
     if t == "float":
         v = sub("v")
         if type(v) in (int, float):
-            return float(v)
+            try:
+                return float(v)
+            except OverflowError:
+                raise format_error(path, "version-1 float out of range") from None
         if v in ("nan", "inf", "-inf"):
             return {"float": v}
         raise format_error(path, "bad version-1 float")
@@ -69,20 +81,20 @@ def translate_v1(node: Any, path: str = "model", depth: int = 0) -> Any:
             raise format_error(path, f"version-1 dtype {str(v)[:20]!r} is not float32/float64")
         return {"dtype": names[v]}
     if t == "list":
-        return [translate_v1(x, f"{path}[{i}]", d) for i, x in enumerate(items("items"))]
+        return [_translate(x, f"{path}[{i}]", d) for i, x in enumerate(items("items"))]
     if t == "tuple":
-        return {"tuple": [translate_v1(x, f"{path}[{i}]", d) for i, x in enumerate(items("items"))]}
+        return {"tuple": [_translate(x, f"{path}[{i}]", d) for i, x in enumerate(items("items"))]}
     if t == "dict":
         pairs = []
         for i, kv in enumerate(items("items")):
             if type(kv) is not list or len(kv) != 2:
                 raise format_error(path, "bad version-1 dict item")
-            pairs.append([translate_v1(kv[0], f"{path}<key>", d), translate_v1(kv[1], f"{path}[{i}]", d)])
+            pairs.append([_translate(kv[0], f"{path}<key>", d), _translate(kv[1], f"{path}[{i}]", d)])
         if all(type(k) is str for k, _ in pairs):
             return {"dict": {k: v for k, v in pairs}}
         return {"items": pairs}
     if t == "objarray":
-        vals = [translate_v1(x, f"{path}[{i}]", d) for i, x in enumerate(items("items"))]
+        vals = [_translate(x, f"{path}[{i}]", d) for i, x in enumerate(items("items"))]
         if not all(type(s) is str for s in vals):
             raise format_error(path, "version-1 object arrays load only when they hold strings")
         return {"strings": vals}
@@ -90,12 +102,12 @@ def translate_v1(node: Any, path: str = "model", depth: int = 0) -> Any:
         parts = table("parts")
         out = {"sparse": sub("format"), "shape": sub("shape")}
         for k, v in parts.items():
-            out[k] = translate_v1(v, f"{path}.{k}", d)
+            out[k] = _translate(v, f"{path}.{k}", d)
         return out
     if t == "rng":
         if sub("kind") != "RandomState":
             raise format_error(path, "only numpy RandomState generators load from version-1 files")
-        st = translate_v1(sub("state"), f"{path}.state", d)
+        st = _translate(sub("state"), f"{path}.state", d)
         try:
             inner = st["dict"]["state"]["dict"]
             body = {"key": inner["key"], "pos": inner["pos"], "has_gauss": st["dict"]["has_gauss"],
@@ -106,18 +118,18 @@ def translate_v1(node: Any, path: str = "model", depth: int = 0) -> Any:
     if t == "dataclass":
         if sub("cls") != f"{Kernel.__module__}:{Kernel.__qualname__}":
             raise format_error(path, f"version-1 dataclass {str(node.get('cls'))[:80]!r} is not allowed")
-        fields = {k: translate_v1(v, f"{path}.{k}", d) for k, v in table("fields").items()}
+        fields = {k: _translate(v, f"{path}.{k}", d) for k, v in table("fields").items()}
         return {"kernel": fields}
     if t in ("estimator", "object"):
         entry = BY_V1_NAME.get(sub("cls")) if type(sub("cls")) is str else None
         if entry is None or (t == "object") != (entry.kind == "record"):
             raise format_error(path, f"version-1 {t} node of class {str(node.get('cls'))[:80]!r} is not a "
                         "class gpuksvm model files may hold; refusing the file")
-        state = {k: translate_v1(v, f"{path}.{k}", d) for k, v in table("state").items()
+        state = {k: _translate(v, f"{path}.{k}", d) for k, v in table("state").items()
                  if k not in entry.transient}
         out = {"estimator": entry.name, "fitted": state}
         if t == "estimator":
-            out["params"] = {k: translate_v1(v, f"{path}.{k}", d) for k, v in table("params").items()}
+            out["params"] = {k: _translate(v, f"{path}.{k}", d) for k, v in table("params").items()}
         return out
     raise format_error(path, f"version-1 node type {t!r} is not supported by the closed loader; "
                 "refusing the file")
