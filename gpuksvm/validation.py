@@ -27,6 +27,7 @@ from . import backend as bk
 __all__ = [
     "validate_X",
     "validate_X_y",
+    "canonical_sparse",
     "encode_classes",
     "check_sample_weight",
     "class_counts",
@@ -147,13 +148,57 @@ def _check_range_of(estimator: Any, X: Any) -> None:
     check_working_range(X, working_dtype(estimator), owner=type(estimator).__name__)
 
 
+def _has_canonical_rows(X: Any) -> bool:
+    """Whether a compressed sparse matrix has strictly increasing indices in every row
+    (SciPy's canonical format: sorted, no duplicates), computed without touching ``X``
+    (SciPy's own ``has_canonical_format`` caches its answer on the matrix)."""
+    indices, indptr = X.indices, X.indptr
+    nnz = int(indices.shape[0])
+    if nnz < 2:
+        return True
+    xp = bk.namespace_of(indices)
+    row_start = xp.zeros(nnz, dtype=bool)
+    inner = indptr[1:-1]
+    row_start[inner[inner < nnz]] = True
+    increasing = indices[1:].astype(xp.int64) > indices[:-1].astype(xp.int64)
+    return bool((increasing | row_start[1:]).all())
+
+
+def _shares_storage(a: Any, b: Any) -> bool:
+    if a is b:
+        return True
+    if not (bk.is_sparse(a) and bk.is_sparse(b)) or bk.is_gpu_array(a) or bk.is_gpu_array(b):
+        return False
+    return any(np.shares_memory(u, w) for u in (a.data, a.indices, a.indptr)
+               for w in (b.data, b.indices, b.indptr))
+
+
+def canonical_sparse(X: Any, given: Any) -> Any:
+    """``X`` in canonical sparse format, never changing ``given`` (the caller's matrix).
+
+    SciPy and scikit-learn sort indices and sum duplicates *in place* (``X.max()``,
+    ``X.multiply``, ``SVC``'s sparse path, ...).  A matrix already canonical is returned
+    as is (no copy); otherwise it is canonicalized, on a copy when it shares storage with
+    ``given``.  Explicit zeros are kept (they change no result).  Dense input passes through.
+    """
+    if not bk.is_sparse(X) or X.format not in ("csr", "csc") or _has_canonical_rows(X):
+        return X
+    if _shares_storage(X, given):
+        X = X.copy()
+    X.sum_duplicates()           # sorts the indices too
+    return X
+
+
 def validate_X(estimator: Any, X: Any, *, reset: bool, accept_sparse: bool = True,
                dtype: Any = _FLOATS) -> tuple[Any, str]:
     """Validate ``X`` for ``fit`` (``reset=True``) or predict (``reset=False``).
 
     Returns the validated array (same device as given) and the caller's array
     kind (``"numpy"`` or ``"cupy"``) so outputs can be returned in that kind.
+    A sparse matrix comes back in canonical format (:func:`canonical_sparse`;
+    the caller's matrix is never changed).
     """
+    given = X
     kind = bk.array_kind(X)
     if kind == "cupy":
         X = _check_gpu_array(X, name="X")
@@ -162,10 +207,12 @@ def validate_X(estimator: Any, X: Any, *, reset: bool, accept_sparse: bool = Tru
         if X.dtype not in (np.float32, np.float64):
             X = X.astype(np.float64)
         _check_n_features(estimator, X.shape[1], reset)
+        X = canonical_sparse(X, given)
         _check_range_of(estimator, X)
         return X, kind
     X = validate_data(estimator, X, reset=reset, accept_sparse="csr" if accept_sparse else False,
                       dtype=dtype, ensure_all_finite=True)
+    X = canonical_sparse(X, given)
     _check_range_of(estimator, X)
     return X, kind
 
@@ -197,9 +244,11 @@ def validate_X_y(estimator: Any, X: Any, y: Any, *, accept_sparse: bool = True,
             raise ValueError(f"Found input variables with inconsistent numbers of samples: "
                              f"[{X.shape[0]}, {y.shape[0]}]")
         return X, y, kind
+    given = X
     X, y = validate_data(estimator, X, y, accept_sparse="csr" if accept_sparse else False,
                          dtype=dtype, ensure_all_finite=True, y_numeric=y_numeric,
                          multi_output=False)
+    X = canonical_sparse(X, given)
     _check_range_of(estimator, X)
     return X, np.asarray(y), kind
 
