@@ -34,11 +34,13 @@ __all__ = [
     "class_weight_vector",
     "check_param",
     "check_int_width",
+    "check_invertible",
     "check_choice",
     "check_allocation",
     "physical_memory",
     "check_working_range",
     "WorkingRangeError",
+    "WorkingUnderflowError",
     "check_class_weights", "zero_weight_classes_message",
     "working_dtype",
     "max_row_sq_norm",
@@ -111,14 +113,60 @@ class WorkingRangeError(ValueError):
     (raised by :func:`check_working_range`)."""
 
 
-def check_working_range(X: Any, dtype: Any, *, name: str = "X", owner: str = "") -> None:
+class WorkingUnderflowError(WorkingRangeError):
+    """Input values nonzero as given but too small for the working dtype: they, or their
+    squares, fall below its smallest normal number (raised by :func:`check_working_range`)."""
+
+
+def _min_abs_nonzero(data: Any, *, block_rows: int = 65536) -> float:
+    """The smallest nonzero |value| of a float array (inf if every value is 0), by row blocks."""
+    xp = bk.namespace_of(data)
+    best = float("inf")
+    for s in range(0, data.shape[0], block_rows):
+        a = xp.abs(data[s:s + block_rows])
+        a = a[a > 0]
+        if a.size:
+            best = min(best, float(a.min()))
+    return best
+
+
+def _check_underflow(data: Any, amax: float, dt: np.dtype, name: str, who: str, training: bool) -> None:
+    """The twin of the overflow checks: nonzero values must be normal numbers of ``dt``, and in
+    training data the largest must have a normal square (kernels and Gram products are sums of
+    products xᵢzᵢ)."""
+    tiny = float(np.finfo(dt).tiny)
+    fix = ("Scale the features (e.g. sklearn.preprocessing.StandardScaler)"
+           + ("" if dt == np.float64 else ", or pass dtype='float64'"))
+    if training and 0.0 < amax and amax * amax < tiny:
+        raise WorkingUnderflowError(
+            f"Input {name} has no value larger than {amax:.3g} in magnitude: the squares of its values "
+            f"are below the smallest normal {dt.name} ({tiny:.3g}){who}, so every kernel value and Gram "
+            f"product would lose its precision or be 0 and the model would be constant. {fix}.")
+    if data.dtype.kind != "f":
+        return
+    smallest = _min_abs_nonzero(data)
+    if smallest < tiny:
+        raise WorkingUnderflowError(
+            f"Input {name} has nonzero values as small as {smallest:.3g} in magnitude, below the "
+            f"smallest normal {dt.name} ({tiny:.3g}){who}: they would become subnormal or 0. {fix}.")
+
+
+def check_working_range(X: Any, dtype: Any, *, name: str = "X", owner: str = "",
+                        training: bool = False) -> None:
     """Refuse values that are finite in the input but not usable in the working ``dtype``.
 
-    Two checks: every value must be finite once cast to ``dtype`` (1e39 is inf
+    Overflow: every value must be finite once cast to ``dtype`` (1e39 is inf
     in float32), and the largest squared row norm must stay below 1/16 of the
     dtype's maximum — kernels compute ‖x‖² + ‖z‖² − 2xᵀz and Gram matrices
-    sum xxᵀ, so beyond that every kernel value or Hessian entry is inf/NaN.
-    Costs one min/max pass (and a row-norm pass only for very large values).
+    sum xxᵀ, so beyond that every kernel value or Hessian entry is inf/NaN
+    (:class:`WorkingRangeError`).  Underflow: every nonzero value must be a
+    normal number of ``dtype`` (1e-40 is subnormal in float32), and, in
+    ``training`` data, the largest |value| must have a normal square (values of
+    1e-200 have squares of 0 in float64: every distance would be 0, the model
+    constant; a row of such values to predict is merely close to 0)
+    (:class:`WorkingUnderflowError`).
+    Costs one min/max pass and one pass for the smallest nonzero value (and a
+    row-norm pass only for very large values).
     """
     dt = np.dtype(dtype)
     if dt.kind != "f":
@@ -131,6 +179,7 @@ def check_working_range(X: Any, dtype: Any, *, name: str = "X", owner: str = "")
     amax = _abs_max(data)
     fix = ("Scale the features (e.g. sklearn.preprocessing.StandardScaler)"
            + ("" if dt == np.float64 else " or pass dtype='float64'"))
+    _check_underflow(data, amax, dt, name, who, training)
     if amax > fmax:
         raise WorkingRangeError(f"Input {name} has values up to {amax:.3g}, beyond the largest {dt.name} "
                          f"({fmax:.3g}){who}: they would become inf. {fix}.")
@@ -144,8 +193,8 @@ def check_working_range(X: Any, dtype: Any, *, name: str = "X", owner: str = "")
                          f"values and Gram products would be inf or NaN. {fix}.")
 
 
-def _check_range_of(estimator: Any, X: Any) -> None:
-    check_working_range(X, working_dtype(estimator), owner=type(estimator).__name__)
+def _check_range_of(estimator: Any, X: Any, training: bool) -> None:
+    check_working_range(X, working_dtype(estimator), owner=type(estimator).__name__, training=training)
 
 
 def _has_canonical_rows(X: Any) -> bool:
@@ -208,12 +257,12 @@ def validate_X(estimator: Any, X: Any, *, reset: bool, accept_sparse: bool = Tru
             X = X.astype(np.float64)
         _check_n_features(estimator, X.shape[1], reset)
         X = canonical_sparse(X, given)
-        _check_range_of(estimator, X)
+        _check_range_of(estimator, X, reset)
         return X, kind
     X = validate_data(estimator, X, reset=reset, accept_sparse="csr" if accept_sparse else False,
                       dtype=dtype, ensure_all_finite=True)
     X = canonical_sparse(X, given)
-    _check_range_of(estimator, X)
+    _check_range_of(estimator, X, reset)
     return X, kind
 
 
@@ -249,7 +298,7 @@ def validate_X_y(estimator: Any, X: Any, y: Any, *, accept_sparse: bool = True,
                          dtype=dtype, ensure_all_finite=True, y_numeric=y_numeric,
                          multi_output=False)
     X = canonical_sparse(X, given)
-    _check_range_of(estimator, X)
+    _check_range_of(estimator, X, True)
     return X, np.asarray(y), kind
 
 
@@ -386,6 +435,20 @@ def check_param(name: str, value: Any, kind: type | tuple = Real, *, low: float 
         raise ValueError(f"{name} must be in {lb}{'-inf' if low is None else low}, "
                          f"{'inf' if high is None else high}{rb}, got {value!r}")
     return value
+
+
+def check_invertible(name: str, value: Any, use: str) -> float:
+    """A positive parameter the solver divides by must have a finite reciprocal in float64.
+
+    Values below the smallest normal float64 (about 2.2e-308) make ``1 / value``
+    inf; ``use`` says where the reciprocal appears, and the ``ValueError``
+    names ``name``, the parameter the user set.
+    """
+    tiny = float(np.finfo(np.float64).tiny)
+    if not float(value) >= tiny:
+        raise ValueError(f"{name}={value!r} is too small: {use}, and 1/{name} overflows float64 below "
+                         f"its smallest normal number; {name} must be at least {tiny:.3g}")
+    return float(value)
 
 
 def check_choice(name: str, value: Any, options: Iterable) -> Any:
