@@ -29,6 +29,8 @@ __all__ = [
     "validate_X_y",
     "canonical_sparse",
     "encode_classes",
+    "storable_labels",
+    "MAX_LABEL_CHARS",
     "check_sample_weight",
     "class_counts",
     "class_weight_vector",
@@ -302,10 +304,55 @@ def validate_X_y(estimator: Any, X: Any, y: Any, *, accept_sparse: bool = True,
     return X, np.asarray(y), kind
 
 
+#: longest fixed-width string label a model file holds in an array (its dtypes end at "U9999");
+#: longer labels are kept as an object array of str (a list of strings in the file's header)
+MAX_LABEL_CHARS = 9999
+
+
+def _unstorable_labels(classes: np.ndarray, why: str) -> ValueError:
+    return ValueError(
+        f"class labels of dtype {classes.dtype} cannot be stored in a model file ({why}): labels may be "
+        "booleans, integers, float16/float32/float64 numbers or strings. "
+        "Convert y first, e.g. y.astype(str) or integer codes (sklearn.preprocessing.LabelEncoder).")
+
+
+def storable_labels(classes: np.ndarray) -> np.ndarray:
+    """``classes`` in a dtype a model file holds, or a ``ValueError`` at fit rather than at ``save``.
+
+    Kept as they are: bool, (u)int, float32/float64 and fixed-width strings
+    of at most :data:`MAX_LABEL_CHARS` characters.  Converted exactly: float16
+    to float32 (every float16 is a float32), longer fixed-width strings and an
+    object array of strings to an object array of plain ``str``, an object
+    array of integers to int64.  Refused: anything else (datetime64,
+    timedelta64, complex, bytes, mixed or other objects).
+    """
+    dt = classes.dtype
+    if dt.kind in "biu" or dt in _FLOATS:
+        return classes
+    if dt == np.float16:
+        return classes.astype(np.float32)
+    if dt.kind == "U":
+        if dt.itemsize // 4 <= MAX_LABEL_CHARS:
+            return classes
+        return np.array([str(v) for v in classes.tolist()], dtype=object)
+    if dt.kind == "O":
+        values = classes.tolist()
+        if all(isinstance(v, str) for v in values):
+            return np.array([str(v) for v in values], dtype=object)
+        if all(isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_)) for v in values):
+            as_int = np.array(values)
+            if as_int.dtype.kind in "iu":
+                return as_int
+        raise _unstorable_labels(classes, "objects other than strings or 64-bit integers")
+    raise _unstorable_labels(classes, "the format has no such dtype")
+
+
 def encode_classes(y: np.ndarray, *, min_classes: int = 2) -> tuple[np.ndarray, np.ndarray]:
-    """``classes_`` (sorted) and the index of each label; errors on one class."""
+    """``classes_`` (sorted, in a dtype a model file holds: :func:`storable_labels`) and the
+    index of each label; errors on one class."""
     check_classification_targets(y)
     classes, idx = np.unique(y, return_inverse=True)
+    classes = storable_labels(classes)
     if classes.shape[0] < min_classes:
         raise ValueError(f"The number of classes has to be greater than one; got {classes.shape[0]} class"
                          if min_classes == 2 else
