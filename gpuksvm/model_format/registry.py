@@ -295,6 +295,7 @@ _CVM_FITTED = _common({
     "n_smo_steps_": Arr("iu", ("n_problems",)),
     "core_set_size_": Arr("iu", ("n_problems",)),
     "offset_": Float(),
+    "fit_times_": Info(),
 })
 #: per-problem attributes that a binary or one-class CVM stored as one value before issue 16
 _CVM_PER_PROBLEM_ARRAYS = {"radius_": np.float64, "n_iter_": np.int64, "duality_gap_": np.float64,
