@@ -174,11 +174,21 @@ def nystrom_maps(Z: Any, kernels: Sequence[Kernel], *, eig_floor: float = 1e-10,
     # one BLAS thread up to k = 2048 or on a busy host: see gpuksvm.solvers._blas)
     with one_blas_thread(xp is np and (k <= 2048 or host_busy())):
         M, w, kept = linalg.inv_sqrt_psd(Kzz, floor=_effective_floor(eig_floor, dt), mode="clip")
+    M = _signed_columns(M, xp)
     U = (M * xp.sqrt(w)[:, None, :]).astype(dt)
     M, w = M.astype(dt), w.astype(dt)
     kept = bk.to_host(kept)
     return [NystromMap(kernel=kern, landmarks=Z, eigvals=w[i], eigvecs=U[i], spectrum=1.0 / w[i],
                        map=M[i], n_kept=int(kept[i])) for i, kern in enumerate(kernels)]
+
+
+def _signed_columns(M: Any, xp: Any) -> Any:
+    """Each eigenvector column with its largest-magnitude entry positive: an eigenvector's sign
+    is arbitrary (LAPACK and cuSOLVER choose differently), and the features K(x, Z)·M, hence
+    ``transform``, would change sign with the library."""
+    at = xp.argmax(xp.abs(M), axis=-2)[..., None, :]
+    sign = xp.sign(xp.take_along_axis(M, at, axis=-2))
+    return M * xp.where(sign == 0, 1.0, sign).astype(M.dtype)
 
 
 def supervised_spectrum(nmap: NystromMap, X_lab: Any, y_lab: Any, *, reg: float,

@@ -38,7 +38,7 @@ from sklearn.utils import check_random_state
 
 from .. import backend as bk
 
-__all__ = ["RowHasher", "content_order", "content_sample", "smallest_keys", "merge_smallest"]
+__all__ = ["RowHasher", "content_sample", "smallest_keys", "merge_smallest"]
 
 _M1 = np.uint64(0xBF58476D1CE4E5B9)
 _M2 = np.uint64(0x94D049BB133111EB)
@@ -164,11 +164,6 @@ def merge_smallest(parts: list[tuple], size: int | None) -> tuple:
     positions = np.concatenate([p[2] for p in parts])
     keep = smallest_keys(keys, size, labels, positions)
     return keys[keep], labels[keep], positions[keep]
-
-
-def content_order(X: Any, random_state: Any = None, targets: np.ndarray | None = None) -> np.ndarray:
-    """Every row index of ``X`` in the seeded order of their contents (:class:`RowHasher`)."""
-    return smallest_keys(RowHasher(X.shape[1], random_state).keys(X), None, targets)
 
 
 def content_sample(X: Any, size: int | None, random_state: Any = None,
