@@ -244,3 +244,17 @@ def test_in_memory_and_out_of_core_samples_are_the_same_rows():
         _, Xs, ys = res.result()
         np.testing.assert_array_equal(Xs, X[ref])
         np.testing.assert_array_equal(ys, y[ref])
+
+
+@pytest.mark.parametrize("make,tol", [
+    (lambda: LLSVM(gamma=2.0, n_landmarks=30, probability=True, device="cpu", random_state=0), 1e-4),
+    # the final SVC visits the rows in the order given (its dual at tol=1e-3)
+    (lambda: KernelSVC(gamma=2.0, probability=True, device="cpu", random_state=0), 0.02)],
+    ids=["LLSVM", "KernelSVC"])
+def test_platt_folds_do_not_depend_on_the_row_order(make, tol):
+    """probability=True cuts its cross-validation folds in the order of the rows' contents."""
+    X, y = make_checkerboard(600, grid=2, random_state=0)
+    Xt, _ = make_checkerboard(500, grid=2, random_state=1)
+    P = {order: make().fit(X[idx], y[idx]).predict_proba(Xt) for order, idx in _orders(y).items()}
+    for order in ("sorted", "sorted-descending"):
+        np.testing.assert_allclose(P[order], P["shuffled"], rtol=0, atol=tol, err_msg=order)
