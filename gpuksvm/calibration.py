@@ -45,6 +45,7 @@ from sklearn.utils.validation import check_is_fitted
 
 from . import backend as bk
 from .multiclass import problem_rows
+from .solvers.row_order import content_sample
 from .scaleout.dispatch import dask_dispatch
 
 __all__ = ["ProbabilityMixin", "fit_platt", "platt_predict", "couple_pairwise", "take_rows"]
@@ -228,13 +229,15 @@ class ProbabilityMixin:
         n_splits = int(min(self._probability_folds, counts.min()))
         if n_splits >= 2:
             rs = check_random_state(self.random_state)
+            # a pairwise X (kernel="precomputed") is K(X, X): its columns follow the training rows
+            pairwise = self.__sklearn_tags__().input_tags.pairwise
+            base = _fold_order(X, yh, rs, pairwise)
             skf = StratifiedKFold(n_splits=n_splits, shuffle=True,
                                   random_state=int(rs.randint(np.iinfo(np.int32).max)))
             D = np.empty((n, len(problems)))
             sw = None if sample_weight is None else np.asarray(bk.to_host(sample_weight))
-            # a pairwise X (kernel="precomputed") is K(X, X): its columns follow the training rows
-            pairwise = self.__sklearn_tags__().input_tags.pairwise
-            for train, test in skf.split(np.zeros(n), yidx):
+            for train_at, test_at in skf.split(np.zeros(n), yidx[base]):
+                train, test = base[train_at], base[test_at]
                 est = clone(self).set_params(probability=False)
                 tr = _fold_rows(X, train, train, pairwise)
                 if sw is None:
@@ -293,6 +296,19 @@ class ProbabilityMixin:
         """Logarithm of :meth:`predict_proba`."""
         with np.errstate(divide="ignore"):
             return bk.as_kind(np.log(self._proba_host(X)), bk.array_kind(X))
+
+
+def _fold_order(X: Any, y: np.ndarray, rs: np.random.RandomState, pairwise: bool) -> np.ndarray:
+    """The rows in which the folds are cut: in the seeded order of their contents
+    (:func:`~gpuksvm.solvers.row_order.content_sample`) for a matrix of samples, so the same rows
+    in any order give the same folds and probabilities; as given for a pairwise Gram matrix or
+    the samples of a callable kernel (lists, frames: no contents to hash)."""
+    n = y.shape[0]
+    matrix = bk.is_sparse(X) or ((isinstance(X, np.ndarray) or bk.is_gpu_array(X)) and X.ndim == 2
+                                 and X.dtype.kind in "fiub")
+    if pairwise or not matrix:
+        return np.arange(n)
+    return content_sample(X, None, rs, y)
 
 
 def _fold_rows(X: Any, rows: np.ndarray, train: np.ndarray, pairwise: bool) -> Any:

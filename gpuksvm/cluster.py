@@ -2,7 +2,8 @@
 
 The LLSVM papers pick Nyström landmarks as k-means centres computed
 "approximately using only a few iterations" on at most 20,000 rows (the papers
-take the first ones; LLSVM draws them at random with :class:`RowReservoir`):
+take the first ones; LLSVM draws them at random by their contents, the same rows
+in any row order: :func:`sample_rows`, :class:`RowReservoir`):
 k-means landmarks give a smaller Nyström error ‖K − K̃‖ than random rows
 (AISTATS 2012 §3; TNNLS 2018 §III), which is what the SVM accuracy depends on
 (their Theorem 1).  This module provides exactly that and nothing more:
@@ -36,10 +37,10 @@ from sklearn.utils import check_random_state
 from . import backend as bk
 from .kernels import Kernel, kernel_block, row_sq_norms
 from .solvers._blas import NARROW_DIM, host_busy, one_blas_thread
+from .solvers.row_order import RowHasher, content_sample, smallest_keys
 from .validation import check_choice, check_param
 
-__all__ = ["KMeansResult", "kmeans", "nearest_centers", "sample_rows", "take_rows", "RowReservoir",
-           "random_row_sample"]
+__all__ = ["KMeansResult", "kmeans", "nearest_centers", "sample_rows", "take_rows", "RowReservoir"]
 
 _LINEAR = Kernel("linear")
 
@@ -57,7 +58,7 @@ class KMeansResult:
     Attributes
     ----------
     centers : (k, d) dense array on the compute device
-    labels : (m,) int64 host array, nearest centre of each clustered row
+    labels : (m,) int64 host array, nearest centre of each clustered row (in X's row order)
     inertia : float, Σ ‖xᵢ − c_{labels[i]}‖² over the clustered rows
     n_iter : int, Lloyd iterations run
     """
@@ -68,37 +69,39 @@ class KMeansResult:
     n_iter: int
 
 
-def sample_rows(n_rows: int, n_sample: int | None, random_state: Any = None) -> np.ndarray | None:
-    """Sorted indices of a random subset of ``n_sample`` rows (``None`` = all rows)."""
-    if n_sample is None or n_sample >= n_rows:
-        return None
-    rs = check_random_state(random_state)
-    return np.sort(rs.choice(n_rows, size=int(n_sample), replace=False))
+def sample_rows(X: Any, n_sample: int | None, random_state: Any = None,
+                targets: np.ndarray | None = None) -> np.ndarray:
+    """Indices of ``min(n_sample, n)`` random rows of ``X`` (``None`` = all rows), drawn by their
+    contents and listed in the seeded order of their contents
+    (:func:`gpuksvm.solvers.row_order.content_sample`): the same rows in any row order give the
+    same rows in the same order, so what is drawn from them by position afterwards is the same."""
+    return content_sample(X, n_sample, random_state, targets)
 
 
 class RowReservoir:
     """A uniform random sample of at most ``size`` rows from a stream of row blocks.
 
-    Every row gets a key drawn uniformly from ``random_state``, in row order;
-    the sample is the ``size`` rows with the smallest keys (priority sampling:
-    a uniform sample without replacement).  Only the current sample is kept
-    (O(size + block) memory), so one pass over an out-of-core source draws it;
-    the keys do not depend on how the rows are cut into blocks, so
-    :func:`random_row_sample` on the same rows in memory draws the same rows
-    (and leaves ``random_state`` in the same state).  LLSVM draws its k-means
-    sample this way (issue 15: the first rows of a file sorted by label are one
-    class).
+    Every row gets the seeded hash of its contents
+    (:class:`~gpuksvm.solvers.row_order.RowHasher`, its keys drawn from
+    ``random_state`` at the first block); the sample is the ``size`` rows with
+    the smallest hashes (a bottom-k sample: uniform without replacement), in
+    hash order.  Only the current sample is kept (O(size + block) memory), so
+    one pass over an out-of-core source draws it; the sample depends on the
+    rows only — not on their order nor on how they are cut into blocks — so
+    :func:`sample_rows` on the same rows in memory draws the same rows (and
+    leaves ``random_state`` in the same state).  LLSVM draws its k-means
+    sample this way (the first rows of a file sorted by label are one class).
 
     Examples
     --------
     >>> import numpy as np
-    >>> from gpuksvm.cluster import RowReservoir, random_row_sample
+    >>> from gpuksvm.cluster import RowReservoir, sample_rows
     >>> X = np.arange(20.0).reshape(10, 2); y = np.arange(10)
     >>> res = RowReservoir(3, random_state=0)
     >>> for a in range(0, 10, 4):
     ...     res.add(X[a:a + 4], y[a:a + 4])
     >>> idx, Xs, ys = res.result()
-    >>> idx.tolist() == random_row_sample(10, 3, 0).tolist() == ys.tolist()
+    >>> idx.tolist() == sample_rows(X, 3, 0, y).tolist() == ys.tolist()
     True
     """
 
@@ -106,30 +109,30 @@ class RowReservoir:
         self.size = int(check_param("size", size, Integral, low=1))
         self.random_state = check_random_state(random_state)
         self.n_seen = 0
-        self._keys = np.empty(0)
+        self._hasher: RowHasher | None = None
+        self._keys = np.empty((0, 2), dtype=np.uint64)
         self._idx = np.empty(0, dtype=np.int64)
         self._X = self._y = None
 
-    def add(self, X: Any = None, y: Any = None, *, n_rows: int | None = None) -> None:
-        """Offer the next rows (``X`` and ``y`` host arrays, or just a count ``n_rows``)."""
-        nb = int(X.shape[0]) if X is not None else int(n_rows)
-        keys = np.concatenate([self._keys, self.random_state.random_sample(nb)])
+    def add(self, X: Any, y: Any = None) -> None:
+        """Offer the next rows (``X`` and ``y`` host arrays)."""
+        if self._hasher is None:
+            self._hasher = RowHasher(X.shape[1], self.random_state)
+        nb = int(X.shape[0])
+        keys = np.concatenate([self._keys, self._hasher.keys(X)])
         idx = np.concatenate([self._idx, np.arange(self.n_seen, self.n_seen + nb, dtype=np.int64)])
+        Xc = X if self._X is None else _stack_rows(self._X, X)
+        yc = None if y is None else (np.asarray(y) if self._y is None
+                                     else np.concatenate([self._y, np.asarray(y)]))
         self.n_seen += nb
-        keep = None
-        if keys.shape[0] > self.size:
-            keep = np.sort(np.argpartition(keys, self.size - 1)[: self.size])
-            keys, idx = keys[keep], idx[keep]
-        if X is not None:
-            Xc = X if self._X is None else _stack_rows(self._X, X)
-            yc = None if y is None else (np.asarray(y) if self._y is None
-                                         else np.concatenate([self._y, np.asarray(y)]))
-            self._X = Xc if keep is None else Xc[keep]
-            self._y = yc if keep is None or yc is None else yc[keep]
-        self._keys, self._idx = keys, idx
+        # labels, then the position in the stream, order rows equal in both keys
+        keep = smallest_keys(keys, self.size, yc, idx)
+        self._keys, self._idx = keys[keep], idx[keep]
+        self._X = Xc[keep]
+        self._y = None if yc is None else yc[keep]
 
     def result(self) -> tuple[np.ndarray, Any, Any]:
-        """(row indices in the stream, rows, labels) of the sample, in stream order."""
+        """(row indices in the stream, rows, labels) of the sample, in the order of their hashes."""
         return self._idx.copy(), self._X, self._y
 
 
@@ -137,19 +140,6 @@ def _stack_rows(A: Any, B: Any) -> Any:
     if sp.issparse(A) or sp.issparse(B):
         return sp.vstack([sp.csr_matrix(A), sp.csr_matrix(B)]).tocsr()
     return np.concatenate([np.asarray(A), np.asarray(B)], axis=0)
-
-
-def random_row_sample(n_rows: int, size: int, random_state: Any = None, *,
-                      block: int = 1 << 20) -> np.ndarray:
-    """Sorted indices of ``min(size, n_rows)`` rows drawn uniformly without replacement.
-
-    The same draw as a :class:`RowReservoir` offered the same ``n_rows`` rows
-    (keys generated ``block`` rows at a time, so memory stays O(size + block)).
-    """
-    res = RowReservoir(size, random_state)
-    for a in range(0, int(n_rows), int(block)):
-        res.add(n_rows=min(int(block), int(n_rows) - a))
-    return res.result()[0]
 
 
 def _dense_rows(X: Any):
@@ -272,7 +262,9 @@ def kmeans(X: Any, n_clusters: int, *, n_iter: int = 5, init: str = "k-means++",
     init : {"k-means++", "random"}
         D² seeding (see the module docstring) or ``k`` distinct random rows.
     sample : int or None
-        Cluster a random subset of this many rows (``None``: all rows).
+        Cluster a random subset of this many rows (``None``: all rows), drawn by
+        their contents (:func:`sample_rows`): the same rows in any order give the
+        same centres.
     random_state : int, RandomState or None
     device : str or Device, optional
         Where to compute; default: the device of ``X`` (CPU for host arrays).
@@ -316,9 +308,8 @@ def _kmeans(X: Any, k: int, n_iter: int, init: str, sample: int | None, rs: np.r
     """The body of :func:`kmeans` (arguments already checked)."""
     xp = bk.get_namespace(dev)
 
-    n = X.shape[0]
-    idx = sample_rows(n, sample, rs)
-    Xs = X if idx is None else X[bk.namespace_of(X).asarray(idx) if bk.is_gpu_array(X) else idx]
+    idx = sample_rows(X, sample, rs)
+    Xs = X[bk.namespace_of(X).asarray(idx) if bk.is_gpu_array(X) else idx]
     Xs = bk.to_device(Xs, dev, dt)
     m = Xs.shape[0]
     if k > m:
@@ -349,4 +340,5 @@ def _kmeans(X: Any, k: int, n_iter: int, init: str, sample: int | None, rs: np.r
         if converged:
             break
     inertia = float(bk.to_host(xp.sum(d2)))
-    return KMeansResult(centers=C, labels=labels, inertia=inertia, n_iter=it)
+    # the clustered rows were taken in the order of their contents; labels follow X's row order
+    return KMeansResult(centers=C, labels=labels[np.argsort(idx)], inertia=inertia, n_iter=it)

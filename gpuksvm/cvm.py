@@ -209,6 +209,10 @@ class CVM(ClassifierMixin, CVMBase, SVCSurfaceMixin):
         start: core-set size ``m``, ``added`` core vectors, kernel evaluations
         of the search (``search_kernel``) and of the QP (``qp_kernel``), QP
         steps (``qp_steps``), wall ``seconds``.
+    fit_times_ : dict
+        Seconds per stage of the fit (the vocabulary of LLSVM and SVI):
+        ``prepare`` (the device copy, gamma, kernel scales), ``core_sets``
+        (the core-set loops of every problem), ``model`` (the stored model).
     kernel_ : Kernel
     n_features_in_ : int
 
@@ -263,12 +267,12 @@ class CVM(ClassifierMixin, CVMBase, SVCSurfaceMixin):
         rs = check_random_state(self.random_state)
         if self.task == "one_class":
             X, _ = validate_X(self, X, reset=True)
-            dev, dt, kernel, Xd, xscale = self._prepare(X)
-            return self._fit_rows(Xd, None, kernel, xscale, dev, dt, rs)
+            dev, dt, kernel, Xd, xscale, seconds = self._prepare(X)
+            return self._fit_rows(Xd, None, kernel, xscale, dev, dt, rs, seconds)
         X, y, _ = validate_X_y(self, X, y)
         self.classes_, yi = encode_classes(y)
-        dev, dt, kernel, Xd, xscale = self._prepare(X)
-        return self._fit_rows(Xd, yi, kernel, xscale, dev, dt, rs)
+        dev, dt, kernel, Xd, xscale, seconds = self._prepare(X)
+        return self._fit_rows(Xd, yi, kernel, xscale, dev, dt, rs, seconds)
 
     _parameter_constraints: dict = {
         **CVMBase._parameter_constraints,
@@ -379,7 +383,7 @@ class OneClassCVM(OutlierMixin, CVMBase):
     Attributes
     ----------
     core_set_, alpha_, radius_, n_iter_, stop_reason_, duality_gap_, n_smo_steps_,
-    core_set_size_, history_
+    core_set_size_, history_, fit_times_
         As in :class:`CVM`, for the one problem: arrays of shape (1,) and
         lists of one entry.
     support_, support_vectors_, search_
@@ -439,8 +443,8 @@ class OneClassCVM(OutlierMixin, CVMBase):
         self._check_params()
         rs = check_random_state(self.random_state)
         X, _ = validate_X(self, X, reset=True)
-        dev, dt, kernel, Xd, xscale = self._prepare(X)
-        return self._fit_rows(Xd, None, kernel, xscale, dev, dt, rs)
+        dev, dt, kernel, Xd, xscale, seconds = self._prepare(X)
+        return self._fit_rows(Xd, None, kernel, xscale, dev, dt, rs, seconds)
 
     def _set_one_class_fit(self, threshold: float) -> None:
         self.offset_ = threshold

@@ -6,6 +6,7 @@ measured defaults are described there); the algorithm is
 """
 from __future__ import annotations
 
+import time
 import warnings
 from numbers import Real
 from typing import Any
@@ -109,13 +110,14 @@ class CVMBase(DeviceMixin, BaseEstimator):
                             rs=rs, finish_kkt=_THRESHOLD_KKT if y is None else None)
 
     def _prepare(self, X: Any):
-        """Device, dtype, kernel, device copy of X and the normalization scales."""
+        """Device, dtype, kernel, device copy of X, the normalization scales and the seconds it took."""
+        t0 = time.perf_counter()
         dev = self._device()
         dt = bk.resolve_dtype(self.dtype, dev)
         Xd = bk.to_device(X, dev, dt)
         kernel = self._make_kernel(Xd)
         xscale = kernel_scale(Xd, kernel, bool(self.normalize))
-        return dev, dt, kernel, Xd, xscale
+        return dev, dt, kernel, Xd, xscale, bk.synchronized_clock(dev) - t0
 
     def _store_model(self, Xd: Any, results: list[CoreSetResult], signed: bool, xscale: Any,
                      dev: bk.Device, dt: np.dtype) -> None:
@@ -173,18 +175,21 @@ class CVMBase(DeviceMixin, BaseEstimator):
         return D, kind
 
     def _fit_rows(self, Xd: Any, yi: np.ndarray | None, kernel: Kernel, xscale: Any, dev: bk.Device,
-                  dt: np.dtype, rs: np.random.RandomState) -> "CVMBase":
+                  dt: np.dtype, rs: np.random.RandomState, prepare_seconds: float | None = None) -> "CVMBase":
         """The core-set fits on prepared rows and the fitted attributes.
 
         ``Xd`` is the device array, or a distributed row source
         (:mod:`gpuksvm.scaleout.cvm`); ``yi`` the encoded labels (``classes_``
-        already set), or None for the one-class task.
+        already set), or None for the one-class task; ``prepare_seconds`` the
+        time :meth:`_prepare` took (``fit_times_["prepare"]``, when given).
         """
+        t_start = bk.synchronized_clock(dev)
         self.kernel_ = kernel
         if yi is None:
             res = self._solve(Xd, None, None, kernel, xscale, dev, dt, rs)
             results = [res]
             self._store_model(Xd, results, False, xscale, dev, dt)
+            t_solved = bk.synchronized_clock(dev)
             threshold = _outlier_threshold(res, float(self.C))
             self.intercept_ = np.array([-threshold])
             self._set_one_class_fit(threshold)
@@ -200,10 +205,14 @@ class CVMBase(DeviceMixin, BaseEstimator):
                 report("CVM", f"problem {p + 1}/{len(problems)}: {res.n_iter} iterations, core set "
                        f"{res.core.shape[0]}, stop={res.stop}, gap={res.gap:.3g}, search={res.search}",
                        self.verbose)
+            t_solved = bk.synchronized_clock(dev)
             self.problems_ = problems
             self._store_model(Xd, results, True, xscale, dev, dt)
             self.intercept_ = np.array([r.b for r in results])
         self._record(results)
+        times = {} if prepare_seconds is None else {"prepare": float(prepare_seconds)}
+        times.update(core_sets=t_solved - t_start, model=bk.synchronized_clock(dev) - t_solved)
+        self.fit_times_ = times
         self._set_fitted_device(dev)
         early = [(p, r) for p, r in enumerate(results) if r.stop != "converged"]
         if early:

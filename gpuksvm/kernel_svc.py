@@ -62,7 +62,8 @@ from .solvers.svc_dual import PRECOMPUTED
 from .svc_surface import (NOT_FINITE_MESSAGE, SVCSurfaceMixin, callable_gram, is_precomputed,
                           is_user_callable, n_samples_of, shape_of, sparse_like, warn_unconverged)
 from .validation import (check_sample_weight, class_counts, encode_classes,
-                         validate_X_y, WorkingRangeError, zero_weight_classes_message)
+                         validate_X_y, WorkingRangeError, WorkingUnderflowError,
+                         zero_weight_classes_message)
 
 __all__ = ["KernelSVC"]
 
@@ -232,7 +233,9 @@ class KernelSVC(DeviceMixin, SVCSurfaceMixin, ProbabilityMixin, ClassifierMixin,
             return X, y
         try:
             X, y, _ = validate_X_y(self, X, y)
-        except WorkingRangeError as exc:  # SVC's sentence first (its tests match it)
+        except WorkingUnderflowError:
+            raise
+        except WorkingRangeError as exc:  # SVC's sentence about large values first (its tests match it)
             raise WorkingRangeError(f"{NOT_FINITE_MESSAGE} ({exc})") from None
         return X, y
 

@@ -182,11 +182,39 @@ def _resolved(gamma: float, rule: str, stat: str) -> float:
     return float(gamma)
 
 
+def _is_constant(X: Any) -> bool:
+    """Whether every entry of X is the same value."""
+    if bk.is_sparse(X):
+        data = X.data
+        n, d = X.shape
+        lo, hi = (float(data.min()), float(data.max())) if data.size else (0.0, 0.0)
+        if data.size < n * d:               # an implicit zero is one of the values
+            lo, hi = min(lo, 0.0), max(hi, 0.0)
+        return lo == hi
+    return float(X.min()) == float(X.max())
+
+
+def _spread(value: float, rule: str, stat: str, X: Any) -> float | None:
+    """A spread statistic of X (Var(X), the mean squared distance) that is not a positive normal
+    float64: None (scikit-learn's gamma = 1) when X is constant, else an error — values too small
+    for their squares (or a spread too small next to their size) would make it 0 or subnormal."""
+    if value >= np.finfo(np.float64).tiny:
+        return value
+    if _is_constant(X):
+        return None
+    raise ValueError(f"gamma={rule!r} needs {stat}, which is {value:.3g}: not a positive normal float64 "
+                     "although X is not constant. The values of X are too small for their squares "
+                     "(or their spread too small next to their size) to be represented. Scale the "
+                     "features (e.g. sklearn.preprocessing.StandardScaler) or pass a numeric gamma.")
+
+
 def resolve_gamma(gamma: Any, X: Any = None) -> float:
     """Resolve ``gamma`` to a positive number.
 
     ``"scale"``
-        1 / (d · Var(X)) over all entries, as scikit-learn (1.0 if Var(X) = 0).
+        1 / (d · Var(X)) over all entries, as scikit-learn (1.0 if X is constant); a
+        Var(X) that is 0 or subnormal for an X that is not constant (values whose
+        squares underflow) is an error.
     ``"auto"``
         1 / d.
     ``"mean_dist"``
@@ -203,21 +231,25 @@ def resolve_gamma(gamma: Any, X: Any = None) -> float:
         n, d = X.shape
         if gamma == "scale":
             mean_entry, mean_sq, _ = _moments(X)
-            var = mean_sq - mean_entry**2
+            var = _spread(mean_sq - mean_entry**2, gamma, "Var(X)", X)
+            if var is None:
+                return 1.0
             with np.errstate(over="ignore", divide="ignore"):
                 g = np.float64(1.0) / (np.float64(d) * np.float64(var))
-            return _resolved(float(g), gamma, f"1/(d·Var(X)) with Var(X) = {var:.3g}") if var > 0 else 1.0
+            return _resolved(float(g), gamma, f"1/(d·Var(X)) with Var(X) = {var:.3g}")
         if gamma == "auto":
             return 1.0 / d
         if gamma == "mean_dist":
             if n < 2:
                 return 1.0
             _, mean_sq, colnorm = _moments(X)
-            beta = 2.0 * n / (n - 1) * (mean_sq * d - colnorm)
+            beta = _spread(2.0 * n / (n - 1) * (mean_sq * d - colnorm), gamma,
+                           "the mean squared distance β between rows", X)
+            if beta is None:
+                return 1.0
             with np.errstate(over="ignore", divide="ignore"):
                 g = np.float64(1.0) / np.float64(beta)
-            return _resolved(float(g), gamma, f"1/β with β = {beta:.3g} the mean squared distance") \
-                if beta > 0 else 1.0
+            return _resolved(float(g), gamma, f"1/β with β = {beta:.3g} the mean squared distance")
         raise ValueError(f"gamma must be 'scale', 'auto', 'mean_dist' or a positive number, got {gamma!r}")
     if isinstance(gamma, bool) or not isinstance(gamma, (Real, np.floating, np.integer)):
         raise ValueError(f"gamma must be 'scale', 'auto', 'mean_dist' or a positive number, got {gamma!r}")

@@ -71,10 +71,13 @@ Conventions (documented choices)
   (``random_state``), not on the first rows as the paper does ("using the
   first 20,000 data points"): LIBSVM files are often sorted by label, and on
   ijcnn1 sorted by label the first rows (one class) cost k=500 2.7 points
-  (98.23 % → 95.56 %, issue 15).  The sample is a
-  :class:`~gpuksvm.cluster.RowReservoir` draw, the same rows in memory, out of
-  core (one pass over the blocks) and on Dask, so the three fits see the same
-  landmarks; LLSVM2's labelled subset and random landmarks come from it too.
+  (98.23 % → 95.56 %).  The rows are drawn by a seeded hash of their contents
+  (:mod:`gpuksvm.solvers.row_order`: the rows of smallest hash), so the same
+  rows in any order give the same sample and the same landmarks (ijcnn1,
+  k=500: 97.96 % in file order, sorted by label and shuffled); the sample is
+  the same in memory, out of core (a :class:`~gpuksvm.cluster.RowReservoir`,
+  one pass over the blocks) and on Dask; LLSVM2's labelled subset and random
+  landmarks come from it too.
 """
 from __future__ import annotations
 
@@ -135,8 +138,9 @@ class LLSVM(DeviceMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin, Clas
     kmeans_init : {"k-means++", "random"}
     kmeans_sample : int or None
         k-means runs on ``max(kmeans_sample, n_landmarks)`` rows drawn at
-        random (``random_state``; the paper's 20,000, which it takes from the
-        front of the file); None: all rows (out of core: 20,000).
+        random by their contents (``random_state``; the same rows in any row
+        order; the paper's 20,000, which it takes from the front of the file);
+        None: all rows (out of core: 20,000).
     eig_floor : float
         Relative eigenvalue floor of K_zz.
     C : float

@@ -31,7 +31,7 @@ import numpy as np
 
 from . import backend as bk
 from . import linalg
-from .cluster import kmeans, random_row_sample, sample_rows, take_rows
+from .cluster import kmeans, sample_rows, take_rows
 from .kernels import Kernel, kernel_block, kernel_matvec
 from .solvers._blas import host_busy, one_blas_thread
 from .validation import check_param
@@ -174,11 +174,21 @@ def nystrom_maps(Z: Any, kernels: Sequence[Kernel], *, eig_floor: float = 1e-10,
     # one BLAS thread up to k = 2048 or on a busy host: see gpuksvm.solvers._blas)
     with one_blas_thread(xp is np and (k <= 2048 or host_busy())):
         M, w, kept = linalg.inv_sqrt_psd(Kzz, floor=_effective_floor(eig_floor, dt), mode="clip")
+    M = _signed_columns(M, xp)
     U = (M * xp.sqrt(w)[:, None, :]).astype(dt)
     M, w = M.astype(dt), w.astype(dt)
     kept = bk.to_host(kept)
     return [NystromMap(kernel=kern, landmarks=Z, eigvals=w[i], eigvecs=U[i], spectrum=1.0 / w[i],
                        map=M[i], n_kept=int(kept[i])) for i, kern in enumerate(kernels)]
+
+
+def _signed_columns(M: Any, xp: Any) -> Any:
+    """Each eigenvector column with its largest-magnitude entry positive: an eigenvector's sign
+    is arbitrary (LAPACK and cuSOLVER choose differently), and the features K(x, Z)·M, hence
+    ``transform``, would change sign with the library."""
+    at = xp.argmax(xp.abs(M), axis=-2)[..., None, :]
+    sign = xp.sign(xp.take_along_axis(M, at, axis=-2))
+    return M * xp.where(sign == 0, 1.0, sign).astype(M.dtype)
 
 
 def supervised_spectrum(nmap: NystromMap, X_lab: Any, y_lab: Any, *, reg: float,
@@ -253,20 +263,15 @@ class MapParams:
             size = max(size, int(self.n_labeled))
         return size
 
-    def sample_indices(self, n: int, rs: np.random.RandomState) -> np.ndarray | None:
-        """Sorted indices of the random rows (None: all rows) —
-        :func:`~gpuksvm.cluster.random_row_sample`, the draw of the out-of-core reservoir, so the
-        in-memory, out-of-core and Dask fits see the same landmarks."""
-        size = self.sample_size()
-        return None if size is None else random_row_sample(n, size, rs)
-
 
 def sample_rows_for_map(X: Any, y: np.ndarray, params: MapParams, rs: np.random.RandomState) -> tuple[Any, np.ndarray]:
-    """The random rows (:meth:`MapParams.sample_indices`) of X and y."""
-    idx = params.sample_indices(X.shape[0], rs)
-    if idx is None or idx.shape[0] == X.shape[0]:
-        return X, y
-    return X[bk.namespace_of(X).asarray(idx) if bk.is_gpu_array(X) else idx], y[idx]
+    """The random rows of X and y that k-means, random landmarks and LLSVM2 draw from
+    (:meth:`MapParams.sample_size` of them, all rows when None), drawn by their contents and in
+    the order of their contents (:func:`~gpuksvm.cluster.sample_rows`, the draw of the
+    out-of-core :class:`~gpuksvm.cluster.RowReservoir`): the same rows in any order, in memory,
+    out of core or on Dask, give the same sample and the same landmarks."""
+    idx = sample_rows(X, params.sample_size(), rs, y)
+    return X[bk.namespace_of(X).asarray(idx) if bk.is_gpu_array(X) else idx], np.asarray(y)[idx]
 
 
 def select_landmarks(Xs: Any, params: MapParams, n_features: int, dev: bk.Device, dt: np.dtype,
@@ -308,9 +313,7 @@ def apply_spectrum(nmap: NystromMap, Xs: Any, ys: np.ndarray, params: MapParams,
     """
     if params.spectrum != "supervised":
         return nmap
-    idx = sample_rows(Xs.shape[0], int(params.n_labeled), rs)
-    if idx is None:
-        idx = np.arange(Xs.shape[0])
+    idx = sample_rows(Xs, int(params.n_labeled), rs, ys)
     XL = Xs[bk.namespace_of(Xs).asarray(idx) if bk.is_gpu_array(Xs) else idx]
     mu, _, _ = supervised_spectrum(nmap, XL, np.asarray(ys)[idx], reg=float(params.spectrum_reg),
                                    a=float(params.dissimilar_pair_weight))

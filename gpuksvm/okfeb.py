@@ -34,7 +34,7 @@ from .solvers.okfeb import batch_objective
 from .solvers.okfeb_learners import (CHECK_ROWS, BudgetTooSmallWarning, capacity_check, exact_classifier,
                                      exact_ridge, stream_order, warn_if_too_small)
 from .solvers.online import Pegasos, RegularizedLMS
-from .validation import (check_allocation, check_param, encode_classes, validate_X,
+from .validation import (check_allocation, check_invertible, check_param, encode_classes, validate_X,
                          validate_X_y)
 
 __all__ = ["OKFEB", "OKFEBClassifier", "OKFEBRegressor", "BudgetTooSmallWarning", "windowed_kernel_error",
@@ -245,6 +245,11 @@ class OKFEBClassifier(ClassifierMixin, _OKFEBLearner):
             raise ValueError("y contains labels not in classes_ (pass all labels as `classes` "
                              "to the first partial_fit)")
         return ovr_targets(idx, len(self.classes_))[0]
+
+    def _check_param_relations(self) -> None:
+        super()._check_param_relations()
+        check_invertible("alpha", self.alpha, "Pegasos' weights are G/(alpha·t) and the exact solve "
+                         "uses C = 1/(alpha·n)")
 
     def _start(self, classes: np.ndarray) -> None:
         self._check_params()

@@ -27,17 +27,22 @@ from . import backend as bk
 __all__ = [
     "validate_X",
     "validate_X_y",
+    "canonical_sparse",
     "encode_classes",
+    "storable_labels",
+    "MAX_LABEL_CHARS",
     "check_sample_weight",
     "class_counts",
     "class_weight_vector",
     "check_param",
     "check_int_width",
+    "check_invertible",
     "check_choice",
     "check_allocation",
     "physical_memory",
     "check_working_range",
     "WorkingRangeError",
+    "WorkingUnderflowError",
     "check_class_weights", "zero_weight_classes_message",
     "working_dtype",
     "max_row_sq_norm",
@@ -110,14 +115,60 @@ class WorkingRangeError(ValueError):
     (raised by :func:`check_working_range`)."""
 
 
-def check_working_range(X: Any, dtype: Any, *, name: str = "X", owner: str = "") -> None:
+class WorkingUnderflowError(WorkingRangeError):
+    """Input values nonzero as given but too small for the working dtype: they, or their
+    squares, fall below its smallest normal number (raised by :func:`check_working_range`)."""
+
+
+def _min_abs_nonzero(data: Any, *, block_rows: int = 65536) -> float:
+    """The smallest nonzero |value| of a float array (inf if every value is 0), by row blocks."""
+    xp = bk.namespace_of(data)
+    best = float("inf")
+    for s in range(0, data.shape[0], block_rows):
+        a = xp.abs(data[s:s + block_rows])
+        a = a[a > 0]
+        if a.size:
+            best = min(best, float(a.min()))
+    return best
+
+
+def _check_underflow(data: Any, amax: float, dt: np.dtype, name: str, who: str, training: bool) -> None:
+    """The twin of the overflow checks: nonzero values must be normal numbers of ``dt``, and in
+    training data the largest must have a normal square (kernels and Gram products are sums of
+    products xᵢzᵢ)."""
+    tiny = float(np.finfo(dt).tiny)
+    fix = ("Scale the features (e.g. sklearn.preprocessing.StandardScaler)"
+           + ("" if dt == np.float64 else ", or pass dtype='float64'"))
+    if training and 0.0 < amax and amax * amax < tiny:
+        raise WorkingUnderflowError(
+            f"Input {name} has no value larger than {amax:.3g} in magnitude: the squares of its values "
+            f"are below the smallest normal {dt.name} ({tiny:.3g}){who}, so every kernel value and Gram "
+            f"product would lose its precision or be 0 and the model would be constant. {fix}.")
+    if data.dtype.kind != "f":
+        return
+    smallest = _min_abs_nonzero(data)
+    if smallest < tiny:
+        raise WorkingUnderflowError(
+            f"Input {name} has nonzero values as small as {smallest:.3g} in magnitude, below the "
+            f"smallest normal {dt.name} ({tiny:.3g}){who}: they would become subnormal or 0. {fix}.")
+
+
+def check_working_range(X: Any, dtype: Any, *, name: str = "X", owner: str = "",
+                        training: bool = False) -> None:
     """Refuse values that are finite in the input but not usable in the working ``dtype``.
 
-    Two checks: every value must be finite once cast to ``dtype`` (1e39 is inf
+    Overflow: every value must be finite once cast to ``dtype`` (1e39 is inf
     in float32), and the largest squared row norm must stay below 1/16 of the
     dtype's maximum — kernels compute ‖x‖² + ‖z‖² − 2xᵀz and Gram matrices
-    sum xxᵀ, so beyond that every kernel value or Hessian entry is inf/NaN.
-    Costs one min/max pass (and a row-norm pass only for very large values).
+    sum xxᵀ, so beyond that every kernel value or Hessian entry is inf/NaN
+    (:class:`WorkingRangeError`).  Underflow: every nonzero value must be a
+    normal number of ``dtype`` (1e-40 is subnormal in float32), and, in
+    ``training`` data, the largest |value| must have a normal square (values of
+    1e-200 have squares of 0 in float64: every distance would be 0, the model
+    constant; a row of such values to predict is merely close to 0)
+    (:class:`WorkingUnderflowError`).
+    Costs one min/max pass and one pass for the smallest nonzero value (and a
+    row-norm pass only for very large values).
     """
     dt = np.dtype(dtype)
     if dt.kind != "f":
@@ -130,6 +181,7 @@ def check_working_range(X: Any, dtype: Any, *, name: str = "X", owner: str = "")
     amax = _abs_max(data)
     fix = ("Scale the features (e.g. sklearn.preprocessing.StandardScaler)"
            + ("" if dt == np.float64 else " or pass dtype='float64'"))
+    _check_underflow(data, amax, dt, name, who, training)
     if amax > fmax:
         raise WorkingRangeError(f"Input {name} has values up to {amax:.3g}, beyond the largest {dt.name} "
                          f"({fmax:.3g}){who}: they would become inf. {fix}.")
@@ -143,8 +195,49 @@ def check_working_range(X: Any, dtype: Any, *, name: str = "X", owner: str = "")
                          f"values and Gram products would be inf or NaN. {fix}.")
 
 
-def _check_range_of(estimator: Any, X: Any) -> None:
-    check_working_range(X, working_dtype(estimator), owner=type(estimator).__name__)
+def _check_range_of(estimator: Any, X: Any, training: bool) -> None:
+    check_working_range(X, working_dtype(estimator), owner=type(estimator).__name__, training=training)
+
+
+def _has_canonical_rows(X: Any) -> bool:
+    """Whether a compressed sparse matrix has strictly increasing indices in every row
+    (SciPy's canonical format: sorted, no duplicates), computed without touching ``X``
+    (SciPy's own ``has_canonical_format`` caches its answer on the matrix)."""
+    indices, indptr = X.indices, X.indptr
+    nnz = int(indices.shape[0])
+    if nnz < 2:
+        return True
+    xp = bk.namespace_of(indices)
+    row_start = xp.zeros(nnz, dtype=bool)
+    inner = indptr[1:-1]
+    row_start[inner[inner < nnz]] = True
+    increasing = indices[1:].astype(xp.int64) > indices[:-1].astype(xp.int64)
+    return bool((increasing | row_start[1:]).all())
+
+
+def _shares_storage(a: Any, b: Any) -> bool:
+    if a is b:
+        return True
+    if not (bk.is_sparse(a) and bk.is_sparse(b)) or bk.is_gpu_array(a) or bk.is_gpu_array(b):
+        return False
+    return any(np.shares_memory(u, w) for u in (a.data, a.indices, a.indptr)
+               for w in (b.data, b.indices, b.indptr))
+
+
+def canonical_sparse(X: Any, given: Any) -> Any:
+    """``X`` in canonical sparse format, never changing ``given`` (the caller's matrix).
+
+    SciPy and scikit-learn sort indices and sum duplicates *in place* (``X.max()``,
+    ``X.multiply``, ``SVC``'s sparse path, ...).  A matrix already canonical is returned
+    as is (no copy); otherwise it is canonicalized, on a copy when it shares storage with
+    ``given``.  Explicit zeros are kept (they change no result).  Dense input passes through.
+    """
+    if not bk.is_sparse(X) or X.format not in ("csr", "csc") or _has_canonical_rows(X):
+        return X
+    if _shares_storage(X, given):
+        X = X.copy()
+    X.sum_duplicates()           # sorts the indices too
+    return X
 
 
 def validate_X(estimator: Any, X: Any, *, reset: bool, accept_sparse: bool = True,
@@ -153,7 +246,10 @@ def validate_X(estimator: Any, X: Any, *, reset: bool, accept_sparse: bool = Tru
 
     Returns the validated array (same device as given) and the caller's array
     kind (``"numpy"`` or ``"cupy"``) so outputs can be returned in that kind.
+    A sparse matrix comes back in canonical format (:func:`canonical_sparse`;
+    the caller's matrix is never changed).
     """
+    given = X
     kind = bk.array_kind(X)
     if kind == "cupy":
         X = _check_gpu_array(X, name="X")
@@ -162,11 +258,13 @@ def validate_X(estimator: Any, X: Any, *, reset: bool, accept_sparse: bool = Tru
         if X.dtype not in (np.float32, np.float64):
             X = X.astype(np.float64)
         _check_n_features(estimator, X.shape[1], reset)
-        _check_range_of(estimator, X)
+        X = canonical_sparse(X, given)
+        _check_range_of(estimator, X, reset)
         return X, kind
     X = validate_data(estimator, X, reset=reset, accept_sparse="csr" if accept_sparse else False,
                       dtype=dtype, ensure_all_finite=True)
-    _check_range_of(estimator, X)
+    X = canonical_sparse(X, given)
+    _check_range_of(estimator, X, reset)
     return X, kind
 
 
@@ -197,17 +295,64 @@ def validate_X_y(estimator: Any, X: Any, y: Any, *, accept_sparse: bool = True,
             raise ValueError(f"Found input variables with inconsistent numbers of samples: "
                              f"[{X.shape[0]}, {y.shape[0]}]")
         return X, y, kind
+    given = X
     X, y = validate_data(estimator, X, y, accept_sparse="csr" if accept_sparse else False,
                          dtype=dtype, ensure_all_finite=True, y_numeric=y_numeric,
                          multi_output=False)
-    _check_range_of(estimator, X)
+    X = canonical_sparse(X, given)
+    _check_range_of(estimator, X, True)
     return X, np.asarray(y), kind
 
 
+#: longest fixed-width string label a model file holds in an array (its dtypes end at "U9999");
+#: longer labels are kept as an object array of str (a list of strings in the file's header)
+MAX_LABEL_CHARS = 9999
+
+
+def _unstorable_labels(classes: np.ndarray, why: str) -> ValueError:
+    return ValueError(
+        f"class labels of dtype {classes.dtype} cannot be stored in a model file ({why}): labels may be "
+        "booleans, integers, float16/float32/float64 numbers or strings. "
+        "Convert y first, e.g. y.astype(str) or integer codes (sklearn.preprocessing.LabelEncoder).")
+
+
+def storable_labels(classes: np.ndarray) -> np.ndarray:
+    """``classes`` in a dtype a model file holds, or a ``ValueError`` at fit rather than at ``save``.
+
+    Kept as they are: bool, (u)int, float32/float64 and fixed-width strings
+    of at most :data:`MAX_LABEL_CHARS` characters.  Converted exactly: float16
+    to float32 (every float16 is a float32), longer fixed-width strings and an
+    object array of strings to an object array of plain ``str``, an object
+    array of integers to int64.  Refused: anything else (datetime64,
+    timedelta64, complex, bytes, mixed or other objects).
+    """
+    dt = classes.dtype
+    if dt.kind in "biu" or dt in _FLOATS:
+        return classes
+    if dt == np.float16:
+        return classes.astype(np.float32)
+    if dt.kind == "U":
+        if dt.itemsize // 4 <= MAX_LABEL_CHARS:
+            return classes
+        return np.array([str(v) for v in classes.tolist()], dtype=object)
+    if dt.kind == "O":
+        values = classes.tolist()
+        if all(isinstance(v, str) for v in values):
+            return np.array([str(v) for v in values], dtype=object)
+        if all(isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_)) for v in values):
+            as_int = np.array(values)
+            if as_int.dtype.kind in "iu":
+                return as_int
+        raise _unstorable_labels(classes, "objects other than strings or 64-bit integers")
+    raise _unstorable_labels(classes, "the format has no such dtype")
+
+
 def encode_classes(y: np.ndarray, *, min_classes: int = 2) -> tuple[np.ndarray, np.ndarray]:
-    """``classes_`` (sorted) and the index of each label; errors on one class."""
+    """``classes_`` (sorted, in a dtype a model file holds: :func:`storable_labels`) and the
+    index of each label; errors on one class."""
     check_classification_targets(y)
     classes, idx = np.unique(y, return_inverse=True)
+    classes = storable_labels(classes)
     if classes.shape[0] < min_classes:
         raise ValueError(f"The number of classes has to be greater than one; got {classes.shape[0]} class"
                          if min_classes == 2 else
@@ -337,6 +482,20 @@ def check_param(name: str, value: Any, kind: type | tuple = Real, *, low: float 
         raise ValueError(f"{name} must be in {lb}{'-inf' if low is None else low}, "
                          f"{'inf' if high is None else high}{rb}, got {value!r}")
     return value
+
+
+def check_invertible(name: str, value: Any, use: str) -> float:
+    """A positive parameter the solver divides by must have a finite reciprocal in float64.
+
+    Values below the smallest normal float64 (about 2.2e-308) make ``1 / value``
+    inf; ``use`` says where the reciprocal appears, and the ``ValueError``
+    names ``name``, the parameter the user set.
+    """
+    tiny = float(np.finfo(np.float64).tiny)
+    if not float(value) >= tiny:
+        raise ValueError(f"{name}={value!r} is too small: {use}, and 1/{name} overflows float64 below "
+                         f"its smallest normal number; {name} must be at least {tiny:.3g}")
+    return float(value)
 
 
 def check_choice(name: str, value: Any, options: Iterable) -> Any:

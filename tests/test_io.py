@@ -348,8 +348,11 @@ def test_gpu_trained_model_loads_on_cpu(name, tmp_path, gpu):
     back = io.load(path, device="cpu")
     assert back.fitted_device_ == "cpu"
     for (what, a), (_, b) in zip(outputs(model, X), outputs(back, X)):
+        # LLSVM's float32 features K(x, Z)·U Λ^{-1/2}: float32 rounding of K(x, Z) (GPU vs CPU
+        # summation order) is amplified by 1/√λ of the smallest eigenvalues (1e-4 seen on the zoo)
+        atol = 1e-3 if what == "transform" else 1e-4
         np.testing.assert_allclose(np.asarray(gpu.asnumpy(a) if hasattr(a, "get") else a, dtype=float),
-                                   np.asarray(b, dtype=float), rtol=1e-4, atol=1e-4, err_msg=what)
+                                   np.asarray(b, dtype=float), rtol=1e-4, atol=atol, err_msg=what)
     # every array of the loaded model is on the host
     for v in vars(back).values():
         assert not type(v).__module__.startswith("cupy")

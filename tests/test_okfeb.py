@@ -353,7 +353,10 @@ def test_classifier_above_majority_on_label_sorted_rows(data):
     Xs, ys = X[order], y[order]
     tr = np.arange(len(y)) % 4 != 0                     # every 4th row held out (all classes)
     majority = np.max(np.unique(ys[tr], return_counts=True)[1]) / tr.sum()
-    clf = OKFEBClassifier(rank=20, n_landmarks=60, device="cpu", random_state=0).fit(Xs[tr], ys[tr])
+    # digits: rank 20 on 60 landmarks scores about as a linear model on the raw pixels (0.91 vs
+    # 0.92, 2-fold CV, over the random_state), so the capacity check may flag it; rank 30 is above
+    rank, k = (30, 100) if data == "digits" else (20, 60)
+    clf = OKFEBClassifier(rank=rank, n_landmarks=k, device="cpu", random_state=0).fit(Xs[tr], ys[tr])
     assert clf.score(Xs[~tr], ys[~tr]) > majority + 0.1 + (0.5 if data == "digits" else 0.0)
     assert not clf.budget_too_small_
 

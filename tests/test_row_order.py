@@ -1,10 +1,12 @@
-"""Results do not depend on the order of the rows (issue 15 item 6; BRIEF: reproducible).
+"""Results do not depend on the order of the rows (BRIEF: reproducible).
 
 LIBSVM files are often sorted by label.  Every estimator listed in ``CASES``
 is fitted on the same training rows in three orders — shuffled, sorted by
 label, and sorted by label the other way — with the same parameters and
 ``random_state``, and must reach the same held-out accuracy (within the
-case's ``tol``) and nearly the same predictions.  A method that draws from the
+case's ``tol``) and nearly the same predictions; the estimators that sample or
+order rows (``SAME_MODEL``) must draw the same sample (landmarks, subsets,
+stream) and give the same decision values.  A method that draws from the
 first rows (LLSVM's k-means sample did: ijcnn1 sorted by label, k=500, 98.23 %
 → 95.56 %) or streams rows in the given order fails here.
 
@@ -22,6 +24,7 @@ import numpy as np
 import pytest
 
 from gpuksvm.blocks import as_block_source
+from gpuksvm.cluster import RowReservoir, kmeans, sample_rows
 from gpuksvm.cvm import CVM, OneClassCVM
 from gpuksvm.datasets import make_checkerboard
 from gpuksvm.kernel_svc import KernelSVC
@@ -161,3 +164,97 @@ def test_row_order_does_not_change_the_model(name):
     for order in ("sorted", "sorted-descending"):
         assert abs(accs[order] - accs["shuffled"]) <= case.tol, (order, accs)
         assert np.mean(preds[order] == preds["shuffled"]) >= 1 - 2 * case.tol - 0.01, (order, accs)
+
+
+# --------------------------------------------------------------------------- the same model
+# Estimators that draw a sample or an order of the rows draw it by a seeded hash of each row's
+# contents (gpuksvm.solvers.row_order), so the same rows in any order give the SAME sample — the
+# same landmarks, subsets and stream — not only an accuracy within a tolerance.
+def _rows_set(A) -> np.ndarray:
+    """The rows of A as a set (sorted lexicographically), to compare samples drawn in any order."""
+    A = np.asarray(A, dtype=np.float64)
+    A = A.reshape(A.shape[0], -1)
+    return A[np.lexsort(A.T[::-1])]
+
+
+def _landmarks(est):
+    return est.landmarks_
+
+
+def _svi_model(est, X):
+    """The stacked model's support vectors (as a set; its coefficients: the decision values)."""
+    return [est.support_vectors_]
+
+
+SAME_MODEL: dict[str, tuple] = {
+    # name: (estimator, data, what must be equal: f(est, X) -> arrays, fit, decision tolerance).
+    # LLSVM's linear SVM visits the rows in the order given (equal to its tolerance: float32)
+    "LLSVM-kmeans": (lambda: LLSVM(**_LL_BOARD), "checkerboard", lambda e, X: [_landmarks(e)], fit_arrays, 1e-3),
+    "LLSVM-all-rows": (lambda: LLSVM(**{**_LL_BOARD, "kmeans_sample": None}), "checkerboard",
+                       lambda e, X: [_landmarks(e)], fit_arrays, 1e-3),
+    "LLSVM-random-landmarks": (lambda: LLSVM(**{**_LL_BOARD, "landmarks": "random"}), "checkerboard",
+                               lambda e, X: [_landmarks(e)], fit_arrays, 1e-3),
+    "LLSVM-supervised-spectrum": (lambda: LLSVM(**{**_LL, "spectrum": "supervised", "n_labeled": 100}),
+                                  "separated3", lambda e, X: [_landmarks(e), e.spectrum_], fit_arrays, 1e-3),
+    "LLSVM-out-of-core": (lambda: LLSVM(block_size=300, **_LL), "separated3", lambda e, X: [_landmarks(e)],
+                          fit_blocks, 1e-3),
+    "SVI": (lambda: SVI(gamma=30.0, C=10.0, min_subset_rows=0, ensemble_check=False, device="cpu",
+                        random_state=0), "checkerboard", _svi_model, fit_arrays, 1e-9),
+    "OKFEBClassifier": (lambda: OKFEBClassifier(gamma=1.0, rank=10, n_landmarks=30, device="cpu",
+                                                random_state=0), "blobs3",
+                        lambda e, X: [e.coef_, e.intercept_], fit_arrays, 1e-9),
+}
+
+
+@pytest.mark.parametrize("name", list(SAME_MODEL))
+def test_row_order_gives_the_same_sample_and_model(name):
+    make, data, sampled, fit, tol = SAME_MODEL[name]
+    X, y, Xt, _ = _data(data)
+    got, decisions = {}, {}
+    for order, idx in _orders(y).items():
+        est = fit(make(), X[idx], y[idx])
+        got[order] = sampled(est, X[idx])
+        decisions[order] = np.asarray(est.decision_function(Xt))
+    for order in ("sorted", "sorted-descending"):
+        for a, b in zip(got["shuffled"], got[order]):
+            np.testing.assert_array_equal(_rows_set(a), _rows_set(b), err_msg=order)
+        scale = np.abs(decisions["shuffled"]).max()
+        np.testing.assert_allclose(decisions[order], decisions["shuffled"], rtol=0, atol=tol * scale,
+                                   err_msg=order)
+
+
+def test_kmeans_sample_does_not_depend_on_the_row_order():
+    X, y, _, _ = _data("separated3")
+    centres = []
+    for idx in _orders(y).values():
+        centres.append(kmeans(X[idx], 12, sample=300, random_state=0).centers)
+    for C in centres[1:]:
+        np.testing.assert_array_equal(_rows_set(C), _rows_set(centres[0]))
+
+
+def test_in_memory_and_out_of_core_samples_are_the_same_rows():
+    """RowReservoir over blocks (any block size, any order) = sample_rows over the array."""
+    X, y, _, _ = _data("separated3")
+    perm = np.random.default_rng(5).permutation(y.shape[0])
+    ref = sample_rows(X, 200, 0, y)
+    for Xo, yo, block in ((X, y, 77), (X[perm], y[perm], 300), (X[perm], y[perm], 1)):
+        res = RowReservoir(200, random_state=0)
+        for a in range(0, yo.shape[0], block):
+            res.add(Xo[a:a + block], yo[a:a + block])
+        _, Xs, ys = res.result()
+        np.testing.assert_array_equal(Xs, X[ref])
+        np.testing.assert_array_equal(ys, y[ref])
+
+
+@pytest.mark.parametrize("make,tol", [
+    (lambda: LLSVM(gamma=2.0, n_landmarks=30, probability=True, device="cpu", random_state=0), 1e-4),
+    # the final SVC visits the rows in the order given (its dual at tol=1e-3)
+    (lambda: KernelSVC(gamma=2.0, probability=True, device="cpu", random_state=0), 0.02)],
+    ids=["LLSVM", "KernelSVC"])
+def test_platt_folds_do_not_depend_on_the_row_order(make, tol):
+    """probability=True cuts its cross-validation folds in the order of the rows' contents."""
+    X, y = make_checkerboard(600, grid=2, random_state=0)
+    Xt, _ = make_checkerboard(500, grid=2, random_state=1)
+    P = {order: make().fit(X[idx], y[idx]).predict_proba(Xt) for order, idx in _orders(y).items()}
+    for order in ("sorted", "sorted-descending"):
+        np.testing.assert_allclose(P[order], P["shuffled"], rtol=0, atol=tol, err_msg=order)

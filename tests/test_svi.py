@@ -451,8 +451,8 @@ def test_every_solve_of_a_problem_feeds_converged_and_one_convergence_warning():
     SVI's own warnings — LIBSVM's per-solve warnings stay inside the solver."""
     X, y = _two_sines(1200)
     kw = dict(gamma=1.0, C=10.0, min_subset_rows=100, random_state=0, device="cpu")
-    # sub-SVMs of 120 rows take ≤ 243 LIBSVM iterations, the exact SVM of the 1,200 rows 924
-    for extra, exact in [({"ensemble_check": False, "max_iter": 20}, False), ({"max_iter": 400}, True)]:
+    # sub-SVMs of 120 rows take ≤ 445 LIBSVM iterations, the exact SVM of the 1,200 rows 924
+    for extra, exact in [({"ensemble_check": False, "max_iter": 20}, False), ({"max_iter": 600}, True)]:
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             est = SVI(**kw, **extra).fit(X, y)

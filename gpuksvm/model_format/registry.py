@@ -190,6 +190,7 @@ _CVM_FITTED = _common({
     "n_smo_steps_": Arr("iu", ("n_problems",), low=0),
     "core_set_size_": Arr("iu", ("n_problems",), low=0),
     "offset_": BOUNDED,
+    "fit_times_": Info(),
 })
 #: per-problem attributes that a binary or one-class CVM stored as one value in older files
 _CVM_PER_PROBLEM_ARRAYS = {"radius_": np.float64, "n_iter_": np.int64, "duality_gap_": np.float64,

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
+from functools import partial
 from typing import Any, Callable
 
 import numpy as np
@@ -23,6 +24,7 @@ from ..nystrom import build_map, feature_map
 from ..solvers.cost_scaling import extreme_cost_scale, scaled_costs
 from ..solvers.linear import ovr_targets
 from ..solvers.newton import ReducedOracle, line_derivatives, newton_solve
+from ..solvers.row_order import RowHasher, merge_smallest, smallest_keys
 from ..validation import class_weight_vector, max_row_sq_norm
 from .common import (RemoteRows, check_finite_and_classes, client_or_default, delayed_chunks,
                      host_chunks, on_device_of, persist, record_info, refuse_unsupported, set_n_features)
@@ -30,6 +32,17 @@ from .runtime import (DistributedFitError, Ledger, compute, n_workers, require_d
                       scheduler_context, tree_reduce)
 
 __all__ = ["fit_llsvm"]
+
+
+def _chunk_sample(Xb: Any, yb: Any, start: int, hasher: RowHasher, size: int | None) -> tuple:
+    """(keys, labels, positions) of the ``size`` rows of one chunk with the smallest content hash
+    keys (:class:`~gpuksvm.solvers.row_order.RowHasher`), merged by
+    :func:`~gpuksvm.solvers.row_order.merge_smallest` into the single-process fit's sample."""
+    keys = hasher.keys(Xb)
+    yb = np.asarray(bk.to_host(yb)).ravel()
+    positions = start + np.arange(keys.shape[0], dtype=np.int64)
+    keep = smallest_keys(keys, size, yb, positions)
+    return keys[keep], yb[keep], positions[keep]
 
 
 @dataclass(frozen=True)
@@ -206,9 +219,16 @@ def fit_llsvm(estimator: Any, X: Any, y: Any, sample_weight: Any = None, *, clie
     if size is None and n > sample_cap:
         raise ValueError(f"kmeans_sample=None would run k-means on all {n} rows on the driver; "
                          "with a dask array set kmeans_sample (e.g. 20000)")
-    # the single-process fit's random sample (same random_state): only those rows travel
-    idx = params.sample_indices(n, rs)
-    idx = np.arange(n) if idx is None else idx
+    # the single-process fit's random sample (same random_state, drawn by the rows' contents:
+    # two hash keys per row and the labels come back, then only the sampled rows travel)
+    hasher = RowHasher(d, rs)
+    chunk_fn = dask.delayed(_chunk_sample, pure=True)
+    starts = np.concatenate([[0], np.cumsum(X.chunks[0])[:-1]]).astype(np.int64)
+    parts = [chunk_fn(xb, yb, int(a), hasher, size)
+             for xb, yb, a in zip(delayed_chunks(X), delayed_chunks(y), starts)]
+    (sample,) = compute(tree_reduce(parts, partial(merge_smallest, size=size)), client=client,
+                        ledger=ledger, label="sample row keys")
+    idx = sample[2]
     Xs = RemoteRows(X, client=client, ledger=ledger, max_rows=sample_cap, label="sample rows")[idx]
     ys = RemoteRows(y, client=client, ledger=ledger, max_rows=sample_cap, label="sample labels")[idx]
     Xs = bk.to_device(Xs, dev, dt)

@@ -17,8 +17,9 @@ from .. import backend as bk
 from ..kernels import Kernel, make_kernel
 from ..solvers.smo import solve_batched
 from ..solvers.svi import assemble, plan_problems, solve_record, solver_summary
-from ..solvers.svi_steps import (average_submodels, check_rows, ensemble_check, order_directions,
-                                 project_rows, select_margin_rows, solve_margin_problem, stack_submodels,
+from ..solvers.row_order import RowHasher
+from ..solvers.svi_steps import (average_submodels, check_rows, ensemble_check,
+                                 select_margin_rows, solve_margin_problem, stack_submodels,
                                  submodel_values)
 from ..multiclass import problem_rows
 from ..validation import encode_classes
@@ -47,9 +48,9 @@ def _svi_sub_svm(Xs: Any, ys: np.ndarray, kernel: Kernel, C: float, opts: dict) 
     return solve_record(r)
 
 
-def _svi_keys(Xb: Any, V: np.ndarray) -> np.ndarray:
-    """The row-order keys of one chunk (:func:`gpuksvm.solvers.svi_steps.project_rows`)."""
-    return project_rows(Xb, V)
+def _svi_keys(Xb: Any, hasher: RowHasher) -> np.ndarray:
+    """The row-order keys of one chunk (:func:`gpuksvm.solvers.svi_steps.row_order_keys`)."""
+    return hasher.keys(Xb)
 
 
 def _svi_ensemble(XU: Any, W: np.ndarray, bbar: np.ndarray) -> dict:
@@ -131,7 +132,7 @@ def fit_svi(estimator: Any, X: Any, y: Any, *, client: Any = None) -> Any:
     sharing its steps), without gathering X:
 
     1. one pass validates X and finds the classes; the labels and two row-order
-       keys per row (three numbers per row, never the features) are gathered to
+       hash keys per row (three numbers per row, never the features) are gathered to
        draw the same subsets as the single-process fit (same ``random_state``);
     2. every sub-SVM is one task: its rows are gathered on the worker that
        trains it, so the sub-SVMs train on different workers in parallel; a
@@ -177,9 +178,9 @@ def fit_svi(estimator: Any, X: Any, y: Any, *, client: Any = None) -> Any:
     n, d = (int(s) for s in X.shape)
     check_finite_and_classes(X, None, client=client, ledger=ledger)
     rs = check_random_state(params.random_state)   # the draws of the single-process fit, in order
-    V = order_directions(d, rs)
+    hasher = RowHasher(d, rs)
     keys_fn = dask.delayed(_svi_keys, pure=True)
-    y_host, keys = compute(host_chunks(y), [keys_fn(xb, V) for xb in delayed_chunks(X)],
+    y_host, keys = compute(host_chunks(y), [keys_fn(xb, hasher) for xb in delayed_chunks(X)],
                            client=client, ledger=ledger, label="labels and row-order keys")
     y_host = np.asarray(y_host).ravel()
     keys = np.concatenate(keys)

@@ -18,7 +18,7 @@ label (LIBSVM files often are).  Sorted, the old defaults predicted the last
 class: digits 10.0 % (majority 10.2 %), adult 23.6 % (majority 76.4 %),
 ijcnn1 9.5 % (majority 90.5 %), abalone RMSE 11.6 (the mean: 3.24).  ``fit``
 therefore streams the rows in an order that depends on the rows and
-``random_state`` only — sorted by two random projections of each row
+``random_state`` only — sorted by a seeded hash of each row's contents
 (:func:`~gpuksvm.solvers.svi_steps.row_order_keys`, SVI's rule; equal rows by
 their targets), then permuted — so the same rows in any order give the same
 model.  ``partial_fit`` is a stream and keeps the order it is given.
@@ -89,8 +89,8 @@ class BudgetTooSmallWarning(UserWarning):
 def stream_order(X: Any, random_state: Any, targets: np.ndarray | None = None) -> np.ndarray:
     """The order ``fit`` streams the rows in: it depends on the rows and ``random_state`` only.
 
-    The rows are sorted by two random projections (:func:`row_order_keys`;
-    distinct rows tie with probability 0; equal rows by their ``targets``,
+    The rows are sorted by their content hash keys (:func:`row_order_keys`;
+    distinct rows tie with probability about 2⁻⁶⁴; equal rows by their ``targets``,
     so that duplicates with different labels come in one order too), then
     permuted by ``random_state``.
     """

@@ -59,7 +59,8 @@ class Pegasos:
         1 for a binary problem (targets ±1), else the number of classes (one
         column of ±1 targets per class, one-vs-rest).
     lam : float
-        Regularization λ > 0 of min (λ/2)‖w‖² + (1/n) Σ max(0, 1 − y wᵀx).
+        Regularization λ of min (λ/2)‖w‖² + (1/n) Σ max(0, 1 − y wᵀx): a normal
+        float64 > 0 (the weights are G/(λt), so 1/λ must be finite).
     fit_intercept : bool
         Append a constant feature 1 (its weight is regularized like the others).
 
@@ -76,8 +77,9 @@ class Pegasos:
 
     def __init__(self, n_features: int, n_outputs: int = 1, *, lam: float = 1e-4,
                  fit_intercept: bool = True) -> None:
-        if not lam > 0:
-            raise ValueError(f"lam must be > 0, got {lam!r}")
+        if not float(lam) >= np.finfo(np.float64).tiny:     # the weights are G / (λ t)
+            raise ValueError(f"lam must be a positive normal float64 (at least "
+                             f"{np.finfo(np.float64).tiny:.3g}, so that 1/lam is finite), got {lam!r}")
         self.lam = float(lam)
         self.fit_intercept = bool(fit_intercept)
         self.n_features = int(n_features)

@@ -81,7 +81,7 @@ the model (adult, 5,657 band rows capped at 5,000) — a :class:`MarginCapWarnin
 says so.
 
 **Row order.**  The subsets are drawn from the rows put in an order that does
-not depend on the order given (two random projections of each row, seeded by
+not depend on the order given (a seeded hash of each row's contents, seeded by
 ``random_state``: :func:`~gpuksvm.solvers.svi_steps.row_order_keys`), then
 shuffled by ``random_state``; every solver sees its rows in that order.  The same rows in any order and the
 same seed give the same model (LIBSVM files are often sorted by label).

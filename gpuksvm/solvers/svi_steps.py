@@ -4,8 +4,7 @@
 :mod:`gpuksvm.scaleout` (on a Dask cluster); the measured reasons for the
 defaults below are in :mod:`gpuksvm.solvers.svi`.
 
-* step 1 — the subsets: :func:`row_order_keys` (:func:`order_directions`,
-  :func:`project_rows`), :func:`class_orders`,
+* step 1 — the subsets: :func:`row_order_keys`, :func:`class_orders`,
   :func:`take_blocks`, :func:`draw_subsets`; per binary problem
   :func:`plan_problem` and :func:`problem_subsets`;
 * step 3 — the sub-models as one kernel expansion: :func:`stack_submodels`,
@@ -27,8 +26,9 @@ from .. import backend as bk
 from .. import linalg
 from ..kernels import Kernel, kernel_block, kernel_matvec
 from ..multiclass import problem_rows
+from .row_order import RowHasher
 
-__all__ = ["order_directions", "project_rows", "row_order_keys", "class_orders", "take_blocks",
+__all__ = ["row_order_keys", "class_orders", "take_blocks",
            "draw_subsets", "plan_problem", "problem_subsets", "check_rows", "select_margin_rows", "closed_form_beta",
            "solve_margin_problem", "stack_submodels", "average_submodels", "submodel_values",
            "ensemble_check", "stack_margin_models", "DEFAULT_MARGIN_TOL", "DEFAULT_MAX_MARGIN_SV",
@@ -62,33 +62,16 @@ _FLOAT64_SOLVE_MAX = 8192
 
 
 # --------------------------------------------------------------------------- step 1
-def order_directions(n_features: int, random_state: Any) -> np.ndarray:
-    """The two random directions (d × 2, from ``random_state``) of :func:`row_order_keys`."""
-    return check_random_state(random_state).standard_normal((n_features, 2))
-
-
-def project_rows(X: Any, V: np.ndarray) -> np.ndarray:
-    """Host float64 ``X · V`` for NumPy, CuPy or SciPy-sparse X (in float64, by row blocks)."""
-    if bk.is_sparse(X):
-        return np.asarray(X @ V, dtype=np.float64)
-    xp = bk.namespace_of(X)
-    Vd = xp.asarray(V)
-    out = np.empty((X.shape[0], V.shape[1]))
-    step = 1 << 16
-    for s in range(0, X.shape[0], step):
-        out[s:s + step] = bk.to_host(xp.asarray(X[s:s + step], dtype=xp.float64) @ Vd)
-    return out
-
-
 def row_order_keys(X: Any, random_state: Any) -> np.ndarray:
-    """(n, 2) float64 keys that order the rows independently of the order given.
+    """(n, 2) uint64 keys that order the rows independently of the order given.
 
-    Two projections X·v₁, X·v₂ on Gaussian directions drawn from
-    ``random_state`` (:func:`order_directions`): distinct rows tie with
-    probability 0, equal rows are interchangeable.  NumPy, CuPy and
-    SciPy-sparse X; the keys are on the host.
+    The seeded hash of every row's contents
+    (:class:`~gpuksvm.solvers.row_order.RowHasher`, its keys drawn from
+    ``random_state``): distinct rows tie with probability about 2⁻⁶⁴, equal
+    rows are interchangeable.  NumPy, CuPy and SciPy-sparse X; the keys are
+    on the host.
     """
-    return project_rows(X, order_directions(X.shape[1], random_state))
+    return RowHasher(X.shape[1], random_state).keys(X)
 
 
 def class_orders(labels: np.ndarray, *, stratify: bool = True, keys: np.ndarray | None = None,
