@@ -40,6 +40,7 @@ from gpuksvm import backend as bk
 from gpuksvm import kernels as K
 from gpuksvm.kernels import Kernel
 from gpuksvm.solvers import meb_scan, smo_cuda, smo_working_set
+from test_cuda_sources import nvrtc_lib  # noqa: F401 - the fixture: NVRTC loaded, or skip with the reason
 
 ARCHS = (80, 90)                    # Ampere, Hopper
 REGISTER_FILE = 65_536              # 32-bit registers per SM (and per block) on sm_80 / sm_90
@@ -207,15 +208,6 @@ def violations(res: KernelResources, threads: int, dynamic_shared: int) -> list[
 
 
 # ----------------------------------------------------------------------------- the tests
-@pytest.fixture(scope="module")
-def nvrtc_lib():
-    try:
-        nvrtc.load()
-    except nvrtc.NvrtcUnavailable as exc:
-        pytest.skip(f"ptxas resource check not run: {exc}")
-    return nvrtc
-
-
 @pytest.fixture(scope="module")
 def launches():
     return record_launches()
