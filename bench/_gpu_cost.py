@@ -356,8 +356,8 @@ def _cvm_cost(grid, block, shared, args) -> dict:
     it = args[0]._a.itemsize
     levels = 2 * (int(np.log2(max(int(block[0]), 2))) + 1)
     latency = levels * const("BARRIER_LEVEL_CYCLES") / const("CLOCK_HZ")
-    scores = args[22] if len(args) > 22 else None
-    return {"flops": n_cand * m * (3.0 * d + _epi_flops(args[13]) + 4.0),
+    scores = args[21] if len(args) > 21 else None
+    return {"flops": n_cand * m * (3.0 * d + _epi_flops(args[12]) + 4.0),
             "bytes_read": n_cand * (d * it + 3 * it + 8) + m * (d + 1) * it,
             "bytes_written": int(grid[0]) * 16 + (n_cand * 8 if scores is not None else 0),
             "rate": "raw64" if it == 8 else "raw32", "serial": True, "latency_s": latency}
@@ -457,14 +457,14 @@ _TWIN_CVM_ROWS = 1 << 15
 
 
 def _twin_cvm(grid, block, args) -> None:
-    """``cvm_furthest`` and ``cvm_scores`` (its 23rd argument, ``scores``, gets every candidate's s)."""
+    """``cvm_furthest`` and ``cvm_scores`` (its 22nd argument, ``scores``, gets every candidate's s)."""
     from gpuksvm.solvers.meb import candidate_scores
     X, d, cand, n_cand, group = _host(args[0]), int(args[1]), _host(args[2]), int(args[3]), int(args[4])
     Z, coef, m = _host(args[5]), _host(args[6]), int(args[7])
-    b, y, self_term, xscale = float(args[9]), _host(args[10]), _host(args[11]), _host(args[12])
-    kern = _kernel_of(*args[13:17])
-    part_s, part_i, counter, out_s, out_i = (_host(a) for a in args[17:22])
-    scores = _host(args[22]) if len(args) > 22 else None
+    b, y, self_term, xscale = float(args[8]), _host(args[9]), _host(args[10]), _host(args[11])
+    kern = _kernel_of(*args[12:16])
+    part_s, part_i, counter, out_s, out_i = (_host(a) for a in args[16:21])
+    scores = _host(args[21]) if len(args) > 21 else None
     rows = np.arange(n_cand) if cand is None else cand[:n_cand].astype(np.int64)
     s = np.empty(rows.size, dtype=np.float64)
     for lo in range(0, rows.size, _TWIN_CVM_ROWS):

@@ -47,10 +47,10 @@ KERNELS = ("rbf", "poly", "linear", "sigmoid")
 KERNEL_CODES = {"linear": 0, "rbf": 1, "poly": 2, "sigmoid": 3}
 _ALIASES = {"gaussian": "rbf", "polynomial": "poly"}
 
-# the fused mat-vec keeps one row and m accumulators in registers (kernel_matvec.cu)
+# the fused mat-vec keeps m accumulators per row in registers (kernel_matvec.cu: GK_MAXM, GK_BLOCK)
 _FUSED_MAX_D = 64
 _FUSED_MAX_M = 16
-_FUSED_TILE = 64
+_FUSED_BLOCK = 128
 # one-pass tiled block kernel (kernel_block.cu) for small d; GEMM + epilogue above
 _TILED_MAX_D = 64
 _TILE = 64
@@ -563,7 +563,7 @@ def kernel_matvec(X: Any, Z: Any, V: Any, kernel: Kernel | str = "rbf", *, dtype
 def _fused_matvec_gpu(X, Z, V, out, kernel: Kernel) -> None:
     n, d = X.shape
     k, m = V.shape
-    shared = _FUSED_TILE * (d + m) * X.itemsize
+    # one thread per row; the kernel's tiles are static shared memory
     _cuda.launch_1d("kernel_matvec", f"kernel_matvec_{_suffix(X.dtype)}", n,
                     (X, Z, V, out, n, k, d, m, kernel.code, kernel.gamma, kernel.coef0, kernel.degree),
-                    block=128, shared_mem=shared, max_blocks=None)
+                    block=_FUSED_BLOCK, max_blocks=None)

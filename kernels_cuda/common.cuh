@@ -33,3 +33,29 @@ __device__ __forceinline__ T gk_kernel_value(int ktype, T dot, T dist2, T gamma,
         default: return dot;
     }
 }
+
+// One column chunk of a (rows x core rows) tile, in registers.  `xr` is the
+// thread's row chunk (DC values, zero beyond d), `zt` the core-row chunk laid
+// out column-major, zt[c * R + r] (zero beyond d; a broadcast read: every
+// thread of the block reads the same word).  part[r] accumulates ||x - z_r||^2
+// (rbf) or <x, z_r> (the other kernels) in column order.  Both loops have
+// compile-time trip counts and are fully unrolled, so part[] stays in
+// registers (a runtime index would put it in local memory).
+template <typename T, int R, int DC>
+__device__ __forceinline__ void gk_tile_update(bool rbf, const T* xr, const T* zt, T (&part)[R]) {
+    if (rbf) {
+#pragma unroll
+        for (int c = 0; c < DC; ++c) {
+            const T x = xr[c];
+#pragma unroll
+            for (int r = 0; r < R; ++r) { const T df = x - zt[c * R + r]; part[r] += df * df; }
+        }
+    } else {
+#pragma unroll
+        for (int c = 0; c < DC; ++c) {
+            const T x = xr[c];
+#pragma unroll
+            for (int r = 0; r < R; ++r) part[r] += x * zt[c * R + r];
+        }
+    }
+}

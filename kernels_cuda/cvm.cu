@@ -10,8 +10,12 @@
 // kernel).  The squared distance of phi~(z_l) to the ball centre is
 // kappa~ + alpha'K~alpha - 2 s_l (eq. 12), so the furthest candidate is the
 // arg-min of s (eq. 13: the worst violator of the margin constraint).
-// Nothing of size n x |S| is stored: one thread per candidate streams the core
-// set through shared memory in tiles and keeps one accumulator (double).
+// Nothing of size n x |S| is stored: one thread per candidate keeps one
+// accumulator (double) and CVM_ZROWS partial sums in registers; the block
+// takes the core set in tiles of CVM_ZROWS rows and d in chunks of CVM_DC
+// columns, staging its candidates' chunk (a warp reads runs of CVM_DC
+// consecutive values of a row: coalesced) and the tile's chunk in shared
+// memory (gk_tile_update of common.cuh).
 //
 // Each block reduces its group of candidates [g*group_size, (g+1)*group_size)
 // to (min s, row) -- per-group minima serve the sampled search (one group per
@@ -24,8 +28,9 @@
 // NumPy twin: gpuksvm.solvers.meb.candidate_scores / HostScanner.
 #include "common.cuh"
 
-#define CVM_BLOCK 256
-#define CVM_REG_D 32
+#define CVM_BLOCK 256   // threads (candidates) per block: the launch's block size, at most this
+#define CVM_ZROWS 16    // core rows per tile
+#define CVM_DC 16       // columns per chunk
 
 template <typename T>
 __device__ __forceinline__ void cvm_better(double s, long long r, double& bs, long long& br) {
@@ -51,60 +56,63 @@ __device__ __forceinline__ void cvm_block_argmin(double* red_s, long long* red_i
 template <typename T>
 __device__ void cvm_furthest(const T* __restrict__ X, int d, const long long* __restrict__ cand,
                              long long n_cand, long long group_size,
-                             const T* __restrict__ Z, const T* __restrict__ coef, int m, int tile,
+                             const T* __restrict__ Z, const T* __restrict__ coef, int m,
                              double b, const T* __restrict__ y, const T* __restrict__ self_term,
                              const T* __restrict__ xscale, int ktype, T gamma, T coef0, T degree,
                              double* part_s, long long* part_idx, unsigned int* counter,
                              double* out_s, long long* out_idx, double* scores) {
-    extern __shared__ unsigned char cvm_smem[];
-    T* zs = reinterpret_cast<T*>(cvm_smem);   // tile * d
-    T* cs = zs + (long long)tile * d;          // tile
+    __shared__ T xs[CVM_BLOCK * (CVM_DC + 1)];   // candidate chunk of slot j at j * (CVM_DC + 1)
+    __shared__ T zt[CVM_DC * CVM_ZROWS];         // tile chunk, zt[c * CVM_ZROWS + r]
+    __shared__ T cs[CVM_ZROWS];                  // tile coefficients
     __shared__ double red_s[CVM_BLOCK];
     __shared__ long long red_i[CVM_BLOCK];
     __shared__ bool am_last;
 
     const int tid = threadIdx.x;
+    const bool rbf = ktype == GPUKSVM_RBF;
     const long long g0 = (long long)blockIdx.x * group_size;
     long long g1 = g0 + group_size;
     if (g1 > n_cand) g1 = n_cand;
 
     double best = 1.0 / 0.0;
     long long besti = -1;
-    T xi[CVM_REG_D];
     for (long long base = g0; base < g1; base += blockDim.x) {   // uniform trip count in the block
         const long long c = base + tid;
         const bool active = c < g1;
-        const long long row = active ? (cand != nullptr ? cand[c] : c) : 0;
-        const T* xrow = X + row * (long long)d;
-        if (active && d <= CVM_REG_D) {
-            for (int k = 0; k < d; ++k) xi[k] = xrow[k];
-        }
+        const long long row = active ? (cand != nullptr ? cand[c] : c) : -1;
         double acc = 0.0;
-        for (int t0 = 0; t0 < m; t0 += tile) {
-            const int rows = min(tile, m - t0);
-            __syncthreads();
-            for (int e = tid; e < rows * d; e += blockDim.x) zs[e] = Z[(long long)t0 * d + e];
-            for (int e = tid; e < rows; e += blockDim.x) cs[e] = coef[t0 + e];
-            __syncthreads();
+        for (int t0 = 0; t0 < m; t0 += CVM_ZROWS) {
+            const int rows = min(CVM_ZROWS, m - t0);
+            T part[CVM_ZROWS];
+#pragma unroll
+            for (int r = 0; r < CVM_ZROWS; ++r) part[r] = T(0);
+            for (int c0 = 0; c0 < d; c0 += CVM_DC) {
+                const int cols = min(CVM_DC, d - c0);
+                __syncthreads();   // the previous chunk is read by every thread
+                for (int e = tid; e < (int)blockDim.x * CVM_DC; e += blockDim.x) {
+                    const int j = e / CVM_DC, k = e % CVM_DC;
+                    const long long cj = base + j;   // slot j's candidate
+                    xs[j * (CVM_DC + 1) + k] = (cj < g1 && k < cols)
+                        ? X[(cand != nullptr ? cand[cj] : cj) * d + c0 + k] : T(0);
+                }
+                for (int e = tid; e < rows * CVM_DC; e += blockDim.x) {
+                    const int r = e / CVM_DC, k = e % CVM_DC;
+                    zt[k * CVM_ZROWS + r] = k < cols ? Z[(long long)(t0 + r) * d + c0 + k] : T(0);
+                }
+                if (c0 == 0) {
+                    for (int e = tid; e < rows; e += blockDim.x) cs[e] = coef[t0 + e];
+                }
+                __syncthreads();
+                gk_tile_update<T, CVM_ZROWS, CVM_DC>(rbf, xs + tid * (CVM_DC + 1), zt, part);
+            }
+            // rows of the tile beyond m were not staged (zt, cs hold stale values there)
             if (active) {
-                for (int r = 0; r < rows; ++r) {
-                    const T* z = zs + r * d;
-                    T dot = T(0), dist2 = T(0);
-                    if (ktype == GPUKSVM_RBF) {
-                        if (d <= CVM_REG_D) {
-                            for (int k = 0; k < d; ++k) { const T df = xi[k] - z[k]; dist2 += df * df; }
-                        } else {
-                            for (int k = 0; k < d; ++k) { const T df = xrow[k] - z[k]; dist2 += df * df; }
-                        }
-                    } else {
-                        if (d <= CVM_REG_D) {
-                            for (int k = 0; k < d; ++k) dot += xi[k] * z[k];
-                        } else {
-                            for (int k = 0; k < d; ++k) dot += xrow[k] * z[k];
-                        }
+#pragma unroll
+                for (int r = 0; r < CVM_ZROWS; ++r) {
+                    if (r < rows) {
+                        const T kv = gk_kernel_value<T>(ktype, part[r], part[r], gamma, coef0, degree);
+                        acc += (double)kv * (double)cs[r];
                     }
-                    const T kv = gk_kernel_value<T>(ktype, dot, dist2, gamma, coef0, degree);
-                    acc += (double)kv * (double)cs[r];
                 }
             }
         }
@@ -157,43 +165,43 @@ __device__ void cvm_furthest(const T* __restrict__ X, int d, const long long* __
     }
 }
 
-extern "C" __global__ void __launch_bounds__(CVM_BLOCK)
+extern "C" __global__ void __launch_bounds__(CVM_BLOCK, 2)
 cvm_furthest_f32(const float* X, int d, const long long* cand, long long n_cand, long long group_size,
-                 const float* Z, const float* coef, int m, int tile, double b, const float* y,
+                 const float* Z, const float* coef, int m, double b, const float* y,
                  const float* self_term, const float* xscale, int ktype, float gamma, float coef0,
                  float degree, double* part_s, long long* part_idx, unsigned int* counter,
                  double* out_s, long long* out_idx) {
-    cvm_furthest<float>(X, d, cand, n_cand, group_size, Z, coef, m, tile, b, y, self_term, xscale,
+    cvm_furthest<float>(X, d, cand, n_cand, group_size, Z, coef, m, b, y, self_term, xscale,
                         ktype, gamma, coef0, degree, part_s, part_idx, counter, out_s, out_idx, nullptr);
 }
 
-extern "C" __global__ void __launch_bounds__(CVM_BLOCK)
+extern "C" __global__ void __launch_bounds__(CVM_BLOCK, 2)
 cvm_furthest_f64(const double* X, int d, const long long* cand, long long n_cand, long long group_size,
-                 const double* Z, const double* coef, int m, int tile, double b, const double* y,
+                 const double* Z, const double* coef, int m, double b, const double* y,
                  const double* self_term, const double* xscale, int ktype, double gamma, double coef0,
                  double degree, double* part_s, long long* part_idx, unsigned int* counter,
                  double* out_s, long long* out_idx) {
-    cvm_furthest<double>(X, d, cand, n_cand, group_size, Z, coef, m, tile, b, y, self_term, xscale,
+    cvm_furthest<double>(X, d, cand, n_cand, group_size, Z, coef, m, b, y, self_term, xscale,
                          ktype, gamma, coef0, degree, part_s, part_idx, counter, out_s, out_idx, nullptr);
 }
 
 // As cvm_furthest_*, also writing every candidate's s to `scores` (n_cand doubles).
-extern "C" __global__ void __launch_bounds__(CVM_BLOCK)
+extern "C" __global__ void __launch_bounds__(CVM_BLOCK, 2)
 cvm_scores_f32(const float* X, int d, const long long* cand, long long n_cand, long long group_size,
-               const float* Z, const float* coef, int m, int tile, double b, const float* y,
+               const float* Z, const float* coef, int m, double b, const float* y,
                const float* self_term, const float* xscale, int ktype, float gamma, float coef0,
                float degree, double* part_s, long long* part_idx, unsigned int* counter,
                double* out_s, long long* out_idx, double* scores) {
-    cvm_furthest<float>(X, d, cand, n_cand, group_size, Z, coef, m, tile, b, y, self_term, xscale,
+    cvm_furthest<float>(X, d, cand, n_cand, group_size, Z, coef, m, b, y, self_term, xscale,
                         ktype, gamma, coef0, degree, part_s, part_idx, counter, out_s, out_idx, scores);
 }
 
-extern "C" __global__ void __launch_bounds__(CVM_BLOCK)
+extern "C" __global__ void __launch_bounds__(CVM_BLOCK, 2)
 cvm_scores_f64(const double* X, int d, const long long* cand, long long n_cand, long long group_size,
-               const double* Z, const double* coef, int m, int tile, double b, const double* y,
+               const double* Z, const double* coef, int m, double b, const double* y,
                const double* self_term, const double* xscale, int ktype, double gamma, double coef0,
                double degree, double* part_s, long long* part_idx, unsigned int* counter,
                double* out_s, long long* out_idx, double* scores) {
-    cvm_furthest<double>(X, d, cand, n_cand, group_size, Z, coef, m, tile, b, y, self_term, xscale,
+    cvm_furthest<double>(X, d, cand, n_cand, group_size, Z, coef, m, b, y, self_term, xscale,
                          ktype, gamma, coef0, degree, part_s, part_idx, counter, out_s, out_idx, scores);
 }

@@ -1,64 +1,88 @@
 // Fused kernel mat-vec  out = K(X, Z) V  without storing K(X, Z) (KeOps style).
 //
-// One thread per row x_i keeps x_i (d <= GK_MAXD) and the m <= GK_MAXM partial
-// sums in registers; the block streams Z and V through shared memory in tiles
-// of GK_TILE rows.  Worth it for small d only (Falkon: d < 50); for large d the
-// GEMM-based block path of gpuksvm.kernels is faster.
+// One thread per row x_i (a block of GK_BLOCK rows).  Z is taken in tiles of
+// GK_ZROWS rows and d in chunks of GK_DC columns: the block stages its rows'
+// chunk (coalesced: a warp reads runs of GK_DC consecutive values of a row)
+// and the tile's chunk in shared memory, and each thread adds the chunk to
+// its GK_ZROWS partial dot products / squared distances (gk_tile_update,
+// registers).  After the last chunk the tile's kernel values multiply the
+// tile's rows of V into the thread's m <= GK_MAXM sums (registers: every
+// index into part[] and acc[] is a compile-time constant of an unrolled loop).
+// Worth it for small d only (Falkon: d < 50); for large d the GEMM-based
+// block path of gpuksvm.kernels is faster.
 // NumPy twin: gpuksvm.kernels.kernel_matvec(..., method="blocked").
 #include "common.cuh"
 
-#define GK_MAXD 64
+#define GK_BLOCK 128   // threads (rows) per block: the launch's block size, at most this
 #define GK_MAXM 16
-#define GK_TILE 64
+#define GK_ZROWS 16    // core rows per tile
+#define GK_DC 16       // columns per chunk
 
 template <typename T>
 __device__ void kernel_matvec(const T* __restrict__ X, const T* __restrict__ Z, const T* __restrict__ V,
                               T* __restrict__ out, int n, int k, int d, int m, int ktype,
                               T gamma, T coef0, T degree) {
-    extern __shared__ unsigned char gk_smem[];
-    T* zs = reinterpret_cast<T*>(gk_smem);   // GK_TILE * d
-    T* vs = zs + GK_TILE * d;                 // GK_TILE * m
-    const int i = blockIdx.x * blockDim.x + threadIdx.x;
-    T xi[GK_MAXD];
+    __shared__ T xs[GK_BLOCK * (GK_DC + 1)];   // row chunk of slot j at j * (GK_DC + 1): no bank conflicts
+    __shared__ T zt[GK_DC * GK_ZROWS];         // tile chunk, zt[c * GK_ZROWS + r]
+    __shared__ T vs[GK_ZROWS * GK_MAXM];       // tile rows of V, vs[r * GK_MAXM + c]
+    const int tid = threadIdx.x;
+    const int i0 = blockIdx.x * blockDim.x;
+    const int i = i0 + tid;
+    const bool rbf = ktype == GPUKSVM_RBF;
     T acc[GK_MAXM];
-    if (i < n) {
-        for (int c = 0; c < d; ++c) xi[c] = X[(long long)i * d + c];
-    }
+#pragma unroll
     for (int c = 0; c < GK_MAXM; ++c) acc[c] = T(0);
 
-    for (int t0 = 0; t0 < k; t0 += GK_TILE) {
-        const int rows = min(GK_TILE, k - t0);
-        for (int e = threadIdx.x; e < rows * d; e += blockDim.x) zs[e] = Z[(long long)t0 * d + e];
-        for (int e = threadIdx.x; e < rows * m; e += blockDim.x) vs[e] = V[(long long)t0 * m + e];
-        __syncthreads();
-        if (i < n) {
-            for (int r = 0; r < rows; ++r) {
-                const T* z = zs + r * d;
-                T dot = T(0), dist2 = T(0);
-                if (ktype == GPUKSVM_RBF) {
-                    for (int c = 0; c < d; ++c) { const T df = xi[c] - z[c]; dist2 += df * df; }
-                } else {
-                    for (int c = 0; c < d; ++c) dot += xi[c] * z[c];
+    for (int t0 = 0; t0 < k; t0 += GK_ZROWS) {
+        const int rows = min(GK_ZROWS, k - t0);
+        T part[GK_ZROWS];
+#pragma unroll
+        for (int r = 0; r < GK_ZROWS; ++r) part[r] = T(0);
+        for (int c0 = 0; c0 < d; c0 += GK_DC) {
+            const int cols = min(GK_DC, d - c0);
+            __syncthreads();   // the previous chunk (and tile of V) is read by every thread
+            for (int e = tid; e < (int)blockDim.x * GK_DC; e += blockDim.x) {
+                const int j = e / GK_DC, c = e % GK_DC, gi = i0 + j;
+                xs[j * (GK_DC + 1) + c] = (gi < n && c < cols) ? X[(long long)gi * d + c0 + c] : T(0);
+            }
+            for (int e = tid; e < rows * GK_DC; e += blockDim.x) {
+                const int r = e / GK_DC, c = e % GK_DC;
+                zt[c * GK_ZROWS + r] = c < cols ? Z[(long long)(t0 + r) * d + c0 + c] : T(0);
+            }
+            if (c0 == 0) {
+                for (int e = tid; e < rows * m; e += blockDim.x) vs[(e / m) * GK_MAXM + e % m] = V[(long long)t0 * m + e];
+            }
+            __syncthreads();
+            gk_tile_update<T, GK_ZROWS, GK_DC>(rbf, xs + tid * (GK_DC + 1), zt, part);
+        }
+        // rows of the tile beyond k were not staged (zt, vs hold stale values there)
+#pragma unroll
+        for (int r = 0; r < GK_ZROWS; ++r) {
+            if (r < rows) {
+                const T kv = gk_kernel_value<T>(ktype, part[r], part[r], gamma, coef0, degree);
+#pragma unroll
+                for (int c = 0; c < GK_MAXM; ++c) {
+                    if (c < m) acc[c] += kv * vs[r * GK_MAXM + c];
                 }
-                const T kv = gk_kernel_value<T>(ktype, dot, dist2, gamma, coef0, degree);
-                for (int c = 0; c < m; ++c) acc[c] += kv * vs[r * m + c];
             }
         }
-        __syncthreads();
     }
     if (i < n) {
-        for (int c = 0; c < m; ++c) out[(long long)i * m + c] = acc[c];
+#pragma unroll
+        for (int c = 0; c < GK_MAXM; ++c) {
+            if (c < m) out[(long long)i * m + c] = acc[c];
+        }
     }
 }
 
-extern "C" __global__ void kernel_matvec_f32(const float* X, const float* Z, const float* V, float* out,
-                                             int n, int k, int d, int m, int ktype,
-                                             float gamma, float coef0, float degree) {
+extern "C" __global__ void __launch_bounds__(GK_BLOCK)
+kernel_matvec_f32(const float* X, const float* Z, const float* V, float* out,
+                  int n, int k, int d, int m, int ktype, float gamma, float coef0, float degree) {
     kernel_matvec<float>(X, Z, V, out, n, k, d, m, ktype, gamma, coef0, degree);
 }
 
-extern "C" __global__ void kernel_matvec_f64(const double* X, const double* Z, const double* V, double* out,
-                                             int n, int k, int d, int m, int ktype,
-                                             double gamma, double coef0, double degree) {
+extern "C" __global__ void __launch_bounds__(GK_BLOCK)
+kernel_matvec_f64(const double* X, const double* Z, const double* V, double* out,
+                  int n, int k, int d, int m, int ktype, double gamma, double coef0, double degree) {
     kernel_matvec<double>(X, Z, V, out, n, k, d, m, ktype, gamma, coef0, degree);
 }

@@ -330,8 +330,6 @@ class GpuScanner(ScannerBase):
         self._counter = xp.zeros(1, dtype=xp.uint32)
         self._out_s = xp.empty(1, dtype=xp.float64)
         self._out_i = xp.empty(1, dtype=xp.int64)
-        # core rows per shared-memory tile: at most 32 KiB of Z + coef
-        self._tile = int(max(1, min(128, (32 * 1024) // ((self.d + 1) * self.dtype.itemsize))))
 
     @staticmethod
     def supported(X: Any) -> bool:
@@ -343,15 +341,14 @@ class GpuScanner(ScannerBase):
         part_s = xp.empty(n_groups, dtype=xp.float64)
         part_i = xp.empty(n_groups, dtype=xp.int64)
         k = self.kernel
-        shared = self._tile * (self.d + 1) * self.dtype.itemsize
         args = (self.Xc, self.d, cand, n_cand, group_size, self._Z,
-                xp.ascontiguousarray(coef, dtype=self.dtype), self.m, self._tile, float(b), self.y,
+                xp.ascontiguousarray(coef, dtype=self.dtype), self.m, float(b), self.y,
                 self.self_term, self._xscale_dev, k.code, k.gamma, k.coef0, k.degree, part_s, part_i,
                 self._counter if final else None, self._out_s, self._out_i)
         if scores is not None:
             args += (scores,)
-        _cuda.launch("cvm", self._kernel_names[scores is not None], (n_groups,), (self._BLOCK,), args,
-                     shared_mem=shared)
+        # the kernel's tiles (core rows, candidate chunks) are static shared memory
+        _cuda.launch("cvm", self._kernel_names[scores is not None], (n_groups,), (self._BLOCK,), args)
         return part_s, part_i
 
     def _all_scores(self, cand, n: int, coef, b: float):
