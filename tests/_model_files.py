@@ -2,7 +2,7 @@
 
 :func:`rewritten` lets a test change values inside a genuine model file's JSON
 header and arrays and recomputes the array table (dtype, shape, SHA-256 as
-:mod:`gpuksvm.io` computes it), so that what the loader sees is the changed
+:mod:`gpuksvm.model_archive` computes it), so that what the loader sees is the changed
 *content*, not a damaged file.
 """
 from __future__ import annotations
@@ -14,7 +14,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from gpuksvm import io
+from gpuksvm import model_archive
 
 
 def members(blob: bytes) -> dict[str, bytes]:
@@ -50,7 +50,7 @@ def rewritten(blob: bytes, edit: Callable[[dict, dict[str, np.ndarray]], Any]) -
     out = {"header.json": b""}
     header["arrays"] = {}
     for ref, a in arrays.items():
-        header["arrays"][ref] = {"dtype": a.dtype.str, "shape": list(a.shape), "sha256": io._sha256(a)}
+        header["arrays"][ref] = {"dtype": a.dtype.str, "shape": list(a.shape), "sha256": model_archive.sha256(a)}
         out[f"{ref}.npy"] = npy_bytes(a)
     out["header.json"] = json.dumps(header).encode()
     return zipped(out)
