@@ -64,6 +64,7 @@ from .cvm import CVM, OneClassCVM
 from .datasets import data_line_numbers, find_malformed_line, read_svmlight
 from .doctor import __doc__ as doctor_doc
 from .doctor import main as doctor_main
+from .files import file_kind
 from .kernel_svc import KernelSVC
 from .linear_svm import LinearSVM
 from .llsvm import LLSVM
@@ -231,9 +232,6 @@ def _final_estimator(model: Any) -> Any:
 
 #: the predict output that means standard output
 STDOUT = "-"
-_FILE_KINDS = ((stat.S_ISDIR, "a folder"), (stat.S_ISCHR, "a character device"),
-               (stat.S_ISBLK, "a block device"), (stat.S_ISFIFO, "a FIFO (named pipe)"),
-               (stat.S_ISSOCK, "a socket"))
 
 
 def _stat(path: str | int) -> os.stat_result | None:
@@ -292,8 +290,8 @@ def _check_writable(path: str, what: str, example: str) -> None:
     except OSError as exc:                          # a symlink loop, a file used as a folder, ...
         raise CLIError(f"{where}: {_os_reason(exc)}") from None
     if st is not None and not stat.S_ISREG(st.st_mode):
-        kind = next((name for test, name in _FILE_KINDS if test(st.st_mode)), "a special file")
-        raise CLIError(f"{where}: it is {kind}, not a regular file; give a file name such as {example}")
+        raise CLIError(f"{where}: it is {file_kind(st.st_mode)}, not a regular file; "
+                       f"give a file name such as {example}")
     folder = os.path.dirname(os.path.realpath(path))
     if not os.path.isdir(folder):
         raise CLIError(f"{where}: the folder {folder} does not exist")
