@@ -59,3 +59,25 @@ __device__ __forceinline__ void gk_tile_update(bool rbf, const T* xr, const T* z
         }
     }
 }
+
+// The width a chunk of `cols` (1..DC) columns is computed at: the smallest of
+// 2, 4, 8, ..., DC that holds it (DC a power of two), so a small d does not pay
+// for DC columns; the staged chunk is zero from `cols` to the width.
+template <int DC>
+__device__ __forceinline__ int gk_chunk_width(int cols) {
+    int w = 2;
+    while (w < cols && w < DC) w <<= 1;
+    return w;
+}
+
+// gk_tile_update over the first `w` columns (w from gk_chunk_width<DC>).
+template <typename T, int R, int DC>
+__device__ __forceinline__ void gk_chunk_update(bool rbf, int w, const T* xr, const T* zt, T (&part)[R]) {
+    static_assert(DC == 16, "gk_chunk_update dispatches the widths 2, 4, 8, 16");
+    switch (w) {
+        case 2: gk_tile_update<T, R, 2>(rbf, xr, zt, part); break;
+        case 4: gk_tile_update<T, R, 4>(rbf, xr, zt, part); break;
+        case 8: gk_tile_update<T, R, 8>(rbf, xr, zt, part); break;
+        default: gk_tile_update<T, R, 16>(rbf, xr, zt, part); break;
+    }
+}

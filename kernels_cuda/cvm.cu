@@ -13,9 +13,10 @@
 // Nothing of size n x |S| is stored: one thread per candidate keeps one
 // accumulator (double) and CVM_ZROWS partial sums in registers; the block
 // takes the core set in tiles of CVM_ZROWS rows and d in chunks of CVM_DC
-// columns, staging its candidates' chunk (a warp reads runs of CVM_DC
+// columns, staging its candidates' chunk (a warp reads runs of up to CVM_DC
 // consecutive values of a row: coalesced) and the tile's chunk in shared
-// memory (gk_tile_update of common.cuh).
+// memory (gk_chunk_update of common.cuh: a chunk narrower than CVM_DC is
+// computed at its power-of-two width).
 //
 // Each block reduces its group of candidates [g*group_size, (g+1)*group_size)
 // to (min s, row) -- per-group minima serve the sampled search (one group per
@@ -88,22 +89,23 @@ __device__ void cvm_furthest(const T* __restrict__ X, int d, const long long* __
             for (int r = 0; r < CVM_ZROWS; ++r) part[r] = T(0);
             for (int c0 = 0; c0 < d; c0 += CVM_DC) {
                 const int cols = min(CVM_DC, d - c0);
+                const int w = gk_chunk_width<CVM_DC>(cols);   // columns staged and computed (zero beyond cols)
                 __syncthreads();   // the previous chunk is read by every thread
-                for (int e = tid; e < (int)blockDim.x * CVM_DC; e += blockDim.x) {
-                    const int j = e / CVM_DC, k = e % CVM_DC;
+                for (int e = tid; e < (int)blockDim.x * w; e += blockDim.x) {
+                    const int j = e / w, k = e % w;
                     const long long cj = base + j;   // slot j's candidate
                     xs[j * (CVM_DC + 1) + k] = (cj < g1 && k < cols)
                         ? X[(cand != nullptr ? cand[cj] : cj) * d + c0 + k] : T(0);
                 }
-                for (int e = tid; e < rows * CVM_DC; e += blockDim.x) {
-                    const int r = e / CVM_DC, k = e % CVM_DC;
+                for (int e = tid; e < rows * w; e += blockDim.x) {
+                    const int r = e / w, k = e % w;
                     zt[k * CVM_ZROWS + r] = k < cols ? Z[(long long)(t0 + r) * d + c0 + k] : T(0);
                 }
                 if (c0 == 0) {
                     for (int e = tid; e < rows; e += blockDim.x) cs[e] = coef[t0 + e];
                 }
                 __syncthreads();
-                gk_tile_update<T, CVM_ZROWS, CVM_DC>(rbf, xs + tid * (CVM_DC + 1), zt, part);
+                gk_chunk_update<T, CVM_ZROWS, CVM_DC>(rbf, w, xs + tid * (CVM_DC + 1), zt, part);
             }
             // rows of the tile beyond m were not staged (zt, cs hold stale values there)
             if (active) {

@@ -1,13 +1,13 @@
 // Fused kernel mat-vec  out = K(X, Z) V  without storing K(X, Z) (KeOps style).
 //
-// One thread per row x_i (a block of GK_BLOCK rows).  Z is taken in tiles of
-// GK_ZROWS rows and d in chunks of GK_DC columns: the block stages its rows'
-// chunk (coalesced: a warp reads runs of GK_DC consecutive values of a row)
-// and the tile's chunk in shared memory, and each thread adds the chunk to
-// its GK_ZROWS partial dot products / squared distances (gk_tile_update,
-// registers).  After the last chunk the tile's kernel values multiply the
-// tile's rows of V into the thread's m <= GK_MAXM sums (registers: every
-// index into part[] and acc[] is a compile-time constant of an unrolled loop).
+// One thread per row x_i (a block of GK_BLOCK rows).  Z is taken in tiles of GK_ZROWS rows and d
+// in chunks of GK_DC columns (a narrower last chunk at its power-of-two width): the block stages
+// its rows' chunk (coalesced: a warp reads runs of consecutive values of a row) and the tile's
+// chunk in shared memory, and each thread adds the chunk to its GK_ZROWS partial dot products /
+// squared distances (gk_chunk_update of common.cuh, registers).  After the last chunk the tile's
+// kernel values multiply the tile's rows of V into the thread's m <= GK_MAXM sums.  Every index
+// into part[] and acc[] is a compile-time constant of an unrolled loop, so both stay in registers
+// (a run-time index would put them in local memory).
 // Worth it for small d only (Falkon: d < 50); for large d the GEMM-based
 // block path of gpuksvm.kernels is faster.
 // NumPy twin: gpuksvm.kernels.kernel_matvec(..., method="blocked").
@@ -40,20 +40,21 @@ __device__ void kernel_matvec(const T* __restrict__ X, const T* __restrict__ Z, 
         for (int r = 0; r < GK_ZROWS; ++r) part[r] = T(0);
         for (int c0 = 0; c0 < d; c0 += GK_DC) {
             const int cols = min(GK_DC, d - c0);
+            const int w = gk_chunk_width<GK_DC>(cols);   // columns staged and computed (zero beyond cols)
             __syncthreads();   // the previous chunk (and tile of V) is read by every thread
-            for (int e = tid; e < (int)blockDim.x * GK_DC; e += blockDim.x) {
-                const int j = e / GK_DC, c = e % GK_DC, gi = i0 + j;
+            for (int e = tid; e < (int)blockDim.x * w; e += blockDim.x) {
+                const int j = e / w, c = e % w, gi = i0 + j;
                 xs[j * (GK_DC + 1) + c] = (gi < n && c < cols) ? X[(long long)gi * d + c0 + c] : T(0);
             }
-            for (int e = tid; e < rows * GK_DC; e += blockDim.x) {
-                const int r = e / GK_DC, c = e % GK_DC;
+            for (int e = tid; e < rows * w; e += blockDim.x) {
+                const int r = e / w, c = e % w;
                 zt[c * GK_ZROWS + r] = c < cols ? Z[(long long)(t0 + r) * d + c0 + c] : T(0);
             }
             if (c0 == 0) {
                 for (int e = tid; e < rows * m; e += blockDim.x) vs[(e / m) * GK_MAXM + e % m] = V[(long long)t0 * m + e];
             }
             __syncthreads();
-            gk_tile_update<T, GK_ZROWS, GK_DC>(rbf, xs + tid * (GK_DC + 1), zt, part);
+            gk_chunk_update<T, GK_ZROWS, GK_DC>(rbf, w, xs + tid * (GK_DC + 1), zt, part);
         }
         // rows of the tile beyond k were not staged (zt, vs hold stale values there)
 #pragma unroll
