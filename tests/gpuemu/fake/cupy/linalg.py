@@ -22,7 +22,8 @@ import scipy.linalg as _sla
 
 from gpuemu.dispatch import dispatch as _dispatch
 
-from . import _call, _unwrap, _wrap, ndarray
+from . import _call, _unwrap, _wrap
+from . import ndarray as _ndarray
 
 _NAMES = ("matrix_power cholesky qr svd eigh eig eigvalsh eigvals norm cond det matrix_rank slogdet solve "
           "tensorsolve lstsq inv pinv tensorinv").split()
@@ -32,7 +33,7 @@ LinAlgError = _np.linalg.LinAlgError
 # ----------------------------------------------------------------------------- CuPy's checks
 def _assert_cupy_array(*arrays):
     for a in arrays:
-        if not isinstance(a, ndarray):
+        if not isinstance(a, _ndarray):
             raise LinAlgError("cupy.linalg only supports cupy.ndarray")
 
 
