@@ -4,7 +4,9 @@ The steps :func:`probe` takes are those a fit takes on a GPU, in order: import
 CuPy, ask the CUDA runtime for devices, run one reduction (it needs NVRTC),
 load the CUDA libraries CuPy calls (cuBLAS, cuSOLVER, cuSPARSE, cuRAND, each
 the way CuPy itself loads it), compile every ``kernels_cuda`` source the way
-:mod:`gpuksvm._cuda` does.  The first failure is the reason; :func:`explain`
+:mod:`gpuksvm._cuda` does.  :func:`compile_for_arch` compiles a source through
+CuPy's own compile path for a given architecture without a device (what the
+doctor checks on a machine without one).  The first failure is the reason; :func:`explain`
 turns an exception of CuPy, the CUDA runtime or ``cuda.pathfinder`` into a
 reason and a fix.  :mod:`gpuksvm.backend` probes once per process for
 ``device="auto"``; :mod:`gpuksvm.doctor` runs the same steps one by one and
@@ -18,6 +20,7 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import os
+import threading
 from dataclasses import dataclass
 from typing import Any
 
@@ -26,7 +29,8 @@ import numpy as np
 from . import _cuda
 
 __all__ = ["CUDA_LIBRARIES", "INSTALL_FIX", "DRIVER_FIX", "NO_DRIVER_FIX", "GpuStatus", "explain",
-           "driver_version", "import_cupy", "load_cuda_library", "compile_source", "probe"]
+           "driver_version", "import_cupy", "load_cuda_library", "compile_source", "OLDEST_ARCH", "DeviceFreeBuild",
+           "DeviceFreeCompileUnavailable", "compile_for_arch", "compile_source_for_arch", "probe"]
 
 #: the CUDA libraries gpuksvm's GPU path loads (NVRTC compiles kernels, CuPy calls the others)
 CUDA_LIBRARIES = ("nvrtc", "cublas", "cusolver", "cusparse", "curand")
@@ -184,6 +188,99 @@ def compile_source(module: str) -> int:
     for kernel in names:
         _cuda.get_function(module, kernel)
     return len(names)
+
+
+#: the oldest GPU architecture gpuksvm supports (Turing, sm_75): the target of a compile check
+#: on a machine without a device
+OLDEST_ARCH = 75
+
+
+class DeviceFreeCompileUnavailable(RuntimeError):
+    """CuPy's compile path cannot be stopped before it loads the module (``CUPY_CACHE_IN_MEMORY=1``)."""
+
+
+@dataclass(frozen=True)
+class DeviceFreeBuild:
+    """What :func:`compile_for_arch` made: CuPy's kernel-cache key (the file name it would cache the
+    binary under) and the binary NVRTC produced (a cubin; PTX with ``CUPY_COMPILE_WITH_PTX=1``)."""
+
+    cache_key: str
+    binary: bytes
+
+
+class _Compiled(Exception):
+    """Raised from the cache backend's ``save``: NVRTC is done, stop before ``Module.load``."""
+
+    def __init__(self, key: str, binary: bytes) -> None:
+        super().__init__(key)
+        self.build = DeviceFreeBuild(key, bytes(binary))
+
+
+class _NoCacheBackend:
+    """A CuPy kernel-cache backend for the calling thread only: never a cached binary (so NVRTC
+    runs), nothing saved (the binary ends the compile as :class:`_Compiled`); every other thread
+    is served by the backend it replaces."""
+
+    def __init__(self, previous: Any) -> None:
+        self.previous = previous
+        self.owner = threading.get_ident()
+
+    def load(self, name: str) -> bytes | None:
+        return None if threading.get_ident() == self.owner else self.previous.load(name)
+
+    def save(self, name: str, cubin: bytes, source: str) -> None:
+        if threading.get_ident() == self.owner:
+            raise _Compiled(name, cubin)
+        self.previous.save(name, cubin, source)
+
+
+_compile_lock = threading.Lock()
+
+
+def compile_for_arch(code: str, options: tuple[str, ...], arch: int) -> DeviceFreeBuild:
+    """Compile CUDA ``code`` for ``sm_<arch>`` through CuPy's own compile path, without a device.
+
+    ``cupy._core.core.compile_with_cache`` is what ``cupy.RawModule(code=, options=)`` calls: it
+    adds CuPy's include paths and flags (CCCL, CuPy's and the CUDA headers, ``-ftz=true``,
+    ``-arch=sm_<arch>``), computes CuPy's kernel-cache key and compiles with NVRTC.  Two steps
+    of that path need a device and are avoided: the per-device memo of the ``-arch`` option
+    (``cupy.cuda.compiler._get_arch_for_options_for_nvrtc``, bypassed for the call) and the final
+    ``Module.load`` (the cache backend, replaced for the calling thread, ends the compile when
+    CuPy hands it the binary).  The user's kernel cache (``~/.cupy/kernel_cache``) is neither
+    read nor written.
+
+    Raises CuPy's ``CompileException`` (NVRTC's log) when the code does not compile, what CuPy
+    raises when NVRTC cannot be loaded, and :class:`DeviceFreeCompileUnavailable` under
+    ``CUPY_CACHE_IN_MEMORY=1`` (CuPy then skips the cache backend and loads the module).
+    """
+    if os.environ.get("CUPY_CACHE_IN_MEMORY", "").strip() == "1":
+        raise DeviceFreeCompileUnavailable("CUPY_CACHE_IN_MEMORY=1: CuPy loads every module it compiles, "
+                                           "which needs a device")
+    from cupy._core import core
+    from cupy.cuda import compiler
+
+    with _compile_lock:
+        memoized = compiler._get_arch_for_options_for_nvrtc
+        previous = compiler._kernel_cache_backend
+        compiler._get_arch_for_options_for_nvrtc = getattr(memoized, "__wrapped__", memoized)
+        compiler._set_kernel_cache_backend(_NoCacheBackend(previous))
+        try:
+            core.compile_with_cache(code, tuple(options), arch=str(int(arch)), prepend_cupy_headers=False,
+                                    backend="nvrtc")
+        except _Compiled as done:
+            return done.build
+        finally:
+            compiler._set_kernel_cache_backend(previous)
+            compiler._get_arch_for_options_for_nvrtc = memoized
+    raise DeviceFreeCompileUnavailable("CuPy's compile path did not hand its binary to the kernel cache")
+
+
+def compile_source_for_arch(module: str, arch: int = OLDEST_ARCH) -> tuple[int, DeviceFreeBuild]:
+    """:func:`compile_for_arch` of ``kernels_cuda/<module>.cu`` with :func:`gpuksvm._cuda.nvrtc_options`
+    (what :func:`compile_source` passes to ``cupy.RawModule``); (its number of kernels, the build)."""
+    src_dir = _cuda.cuda_source_dir()
+    build = compile_for_arch((src_dir / f"{module}.cu").read_text(), _cuda.nvrtc_options(src_dir), arch)
+    return len(_cuda.signatures(module)), build
 
 
 def probe() -> GpuStatus:

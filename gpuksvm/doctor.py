@@ -5,8 +5,10 @@ the CUDA driver and runtime versions; each CUDA library gpuksvm's GPU path
 loads (NVRTC, cuBLAS, cuSOLVER, cuSPARSE, cuRAND), loaded as CuPy loads it
 and located with ``cuda.pathfinder`` where installed; each CUDA device with
 its compute capability and memory; whether each ``kernels_cuda`` source
-compiles through :mod:`gpuksvm._cuda` (``cupy.RawModule`` with gpuksvm's
-options, on device 0); and which device ``device="auto"`` picks and why.
+compiles with CuPy's options (``cupy.RawModule`` with gpuksvm's options on
+device 0; without a device, CuPy's own compile path for the oldest supported
+architecture, sm_75, writing nothing to CuPy's kernel cache); and which device
+``device="auto"`` picks and why.
 
 The steps are those of :mod:`gpuksvm._gpu_probe` (what ``device="auto"``
 decides on), taken one at a time so that every failure shows, not only the
@@ -26,7 +28,8 @@ import scipy
 
 from . import _cuda
 from ._version import __version__
-from ._gpu_probe import (CUDA_LIBRARIES, DRIVER_FIX, INSTALL_FIX, NO_DRIVER_FIX, compile_source, driver_version,
+from ._gpu_probe import (CUDA_LIBRARIES, DRIVER_FIX, INSTALL_FIX, NO_DRIVER_FIX, OLDEST_ARCH,
+                         DeviceFreeCompileUnavailable, compile_source, compile_source_for_arch, driver_version,
                          explain, import_cupy, load_cuda_library)
 from .backend import gpu_status
 
@@ -142,21 +145,26 @@ def _library_checks(report: DoctorReport, cupy: Any) -> None:
 
 
 def _compile_checks(report: DoctorReport, cupy: Any, devices: int) -> None:
+    """One line per CUDA source: compiled on device 0, or without a device for sm_75."""
     for src in _cuda.cuda_sources():
         name = f"compile {src.name}"
-        if devices < 1:
-            report.checks.append(Check(name, SKIP, "not checked: compiling needs a CUDA device "
-                                                   "(NVRTC targets its architecture)"))
-            continue
         try:
-            with cupy.cuda.Device(0):
-                n = compile_source(src.stem)
+            if devices < 1:
+                n, _ = compile_source_for_arch(src.stem, OLDEST_ARCH)
+                done = (f"{n} kernels compiled for sm_{OLDEST_ARCH} without a device (CuPy's compile path; "
+                        "nothing written to CuPy's kernel cache)")
+            else:
+                with cupy.cuda.Device(0):
+                    n = compile_source(src.stem)
+                done = f"{n} kernels compiled for device 0 (cupy.RawModule with gpuksvm._cuda.nvrtc_options())"
+        except DeviceFreeCompileUnavailable as exc:
+            report.checks.append(Check(name, SKIP, f"not checked: {exc}"))
+            continue
         except Exception as exc:  # noqa: BLE001
             reason, fix = explain(exc)
             report.checks.append(Check(name, FAIL, reason, fix))
             continue
-        report.checks.append(Check(name, OK, f"{n} kernels compiled for device 0 "
-                                              "(cupy.RawModule with gpuksvm._cuda.nvrtc_options())"))
+        report.checks.append(Check(name, OK, done))
 
 
 def _auto_check(report: DoctorReport) -> None:

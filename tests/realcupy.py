@@ -10,7 +10,7 @@ Parent side (the tests): :func:`location`, :func:`require` (skips with the reaso
 folder is missing), :func:`ask` (runs this file under the real CuPy and returns its JSON answer),
 :class:`CallLog` (the stand-in's calls, recorded through :func:`gpuemu.dispatch.calls_hooked`).
 
-Child side (``python tests/realcupy.py COMMAND`` with the folder on ``PYTHONPATH``):
+Child side (``python tests/realcupy.py COMMAND`` with the folder, then this checkout, on ``PYTHONPATH``):
 
 * ``names`` — the public names of ``cupy``, ``cupy.linalg``, ``cupy.random`` (and its
   ``RandomState`` / ``Generator``), ``cupy.ndarray``, ``cupyx``, ``cupyx.scipy.linalg``,
@@ -21,8 +21,9 @@ Child side (``python tests/realcupy.py COMMAND`` with the folder on ``PYTHONPATH
   the real function's signature (``inspect.signature``, else the signature line of a Cython
   docstring): the calls real CuPy would refuse;
 * ``compile`` — gpuksvm's CUDA sources through CuPy's own option assembly and compile path
-  (``cupy._core.core.compile_with_cache``, what ``RawModule`` calls) for given architectures,
-  with CuPy's kernel-cache key of each.
+  (``cupy._core.core.compile_with_cache``, what ``RawModule`` calls, by the library's
+  :func:`gpuksvm._gpu_probe.compile_for_arch`) for given architectures, with CuPy's
+  kernel-cache key of each and what was written to CuPy's kernel cache (nothing may be).
 
 The machine has none of cuBLAS / cuSOLVER / cuSPARSE / cuRAND (their wheels are large and no
 check here runs them): where one is missing, the child puts a placeholder module in place of
@@ -72,7 +73,9 @@ def ask(command: str, payload: Any = None, *, timeout: float = 300) -> Any:
     path, reason = location()
     if path is None:
         raise RuntimeError(reason)
-    env = dict(os.environ, PYTHONPATH=str(path), CUPY_CACHE_DIR=str(ROOT / ".venv" / "real-cupy-cache"))
+    # this checkout's gpuksvm after the real CuPy (the compile check runs the library's own function)
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join((str(path), str(ROOT))),
+               CUPY_CACHE_DIR=str(ROOT / ".venv" / "real-cupy-cache"))
     env.pop("CUDA_PATH", None)
     res = subprocess.run([sys.executable, str(Path(__file__)), command], input=json.dumps(payload),
                          capture_output=True, text=True, timeout=timeout, env=env, cwd=str(ROOT))
@@ -345,47 +348,36 @@ def _bind(calls: list[dict]) -> dict:
 def _compile(payload: dict) -> dict:
     """Compile each source with CuPy's own path for each arch; CuPy's cache key and cubin size.
 
-    ``cupy._core.core.compile_with_cache`` is what ``RawModule(code=, options=)`` calls (with
-    ``prepend_cupy_headers=False``): it assembles the options (CCCL and CuPy include dirs, the
-    CUDA headers found by cuda.pathfinder, ``--std=c++17`` unless given) and goes into
-    ``cuda.compiler._compile_module_with_cache`` (adds ``-ftz=true``, computes the cache key,
-    compiles with NVRTC and ``-arch=sm_XX``).  Device-bound steps are avoided: ``arch`` is passed
-    explicitly, the per-device memo around ``_get_arch_for_options_for_nvrtc`` (it asks the
-    runtime for the current device) is bypassed, and the cache backend records the key and the
-    cubin, then stops before ``Module.load`` (which needs a driver).
+    :func:`gpuksvm._gpu_probe.compile_for_arch` (what ``gpuksvm doctor`` runs without a device)
+    calls ``cupy._core.core.compile_with_cache``, what ``RawModule(code=, options=)`` calls: it
+    assembles the options (CCCL and CuPy include dirs, the CUDA headers found by cuda.pathfinder,
+    ``--std=c++17`` unless given; reported here with ``assemble_cupy_compiler_options``) and goes
+    into ``cuda.compiler._compile_module_with_cache`` (adds ``-ftz=true``, computes the cache key,
+    compiles with NVRTC and ``-arch=sm_XX``), stopping before ``Module.load`` (which needs a
+    driver).  The files it added to ``CUPY_CACHE_DIR`` are reported: there must be none.
     """
     from cupy._core import core
     from cupy.cuda import compiler
 
-    compiler._get_arch_for_options_for_nvrtc = compiler._get_arch_for_options_for_nvrtc.__wrapped__
+    from gpuksvm import _gpu_probe
 
-    class _Stop(Exception):
-        pass
+    cache = Path(os.environ["CUPY_CACHE_DIR"])
 
-    class Recorder:
-        def load(self, name: str):
-            return None                      # never a cached cubin: always compile
+    def cached() -> set:
+        return {str(p.relative_to(cache)) for p in cache.rglob("*")} if cache.exists() else set()
 
-        def save(self, name: str, payload: bytes, source: str) -> None:
-            self.saved = (name, payload)
-            raise _Stop
-
-    out = []
+    before, out = cached(), []
     for job in payload["jobs"]:
-        rec = Recorder()
-        compiler._set_kernel_cache_backend(rec)
         options = tuple(job["options"])
         entry = {"source": job["name"], "arch": job["arch"], "options": list(core.assemble_cupy_compiler_options(options))}
         try:
-            core.compile_with_cache(job["code"], options, arch=str(job["arch"]), prepend_cupy_headers=False,
-                                    backend="nvrtc")
-        except _Stop:
-            name, cubin = rec.saved
-            entry.update(ok=True, key=name, cubin_bytes=len(cubin), elf=cubin[:4] == b"\x7fELF")
+            build = _gpu_probe.compile_for_arch(job["code"], options, job["arch"])
         except compiler.CompileException as exc:
             entry.update(ok=False, log=str(exc))
+        else:
+            entry.update(ok=True, key=build.cache_key, cubin_bytes=len(build.binary), elf=build.binary[:4] == b"\x7fELF")
         out.append(entry)
-    return {"results": out, "nvrtc": list(compiler._get_nvrtc_version())}
+    return {"results": out, "nvrtc": list(compiler._get_nvrtc_version()), "cache_written": sorted(cached() - before)}
 
 
 def _main(command: str) -> None:

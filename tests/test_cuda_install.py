@@ -227,7 +227,8 @@ print(json.dumps({"devices": [str(first), str(second)], "error": error, "doctor_
 def test_real_cupy_without_a_driver(venvs, extra):
     """The real CuPy, no driver: 'auto' runs on the CPU with one warning naming the reason and the fix,
     'gpu' raises DeviceUnavailableError with the same; ``python -m gpuksvm doctor`` finds every library
-    in the extra's environment, says why there is no GPU and what would fix it, and exits with 0
+    in the extra's environment, compiles every CUDA source through CuPy's compile path for sm_75
+    without a device, says why there is no GPU and what would fix it, and exits with 0
     (1 with --expect-gpu)."""
     if _gpu_machine():
         pytest.skip("nvidia-smi lists a GPU: this checks the real CuPy on a machine without a driver")
@@ -253,6 +254,11 @@ def test_real_cupy_without_a_driver(venvs, extra):
     assert any(x.startswith("[ ok ] CuPy") and " 14." in x for x in lines)
     assert lines[0].startswith("[ ok ] gpuksvm") and f"({REPO / 'gpuksvm'})" in lines[0]   # this checkout
     assert "[FAIL] CUDA driver" in cli.stdout and "none (no NVIDIA driver" in cli.stdout
+    sources = sorted(p.name for p in (REPO / "kernels_cuda").glob("*.cu"))
+    assert sources
+    for name in sources:
+        line = next(x for x in lines if x[7:].split()[:2] == ["compile", name])
+        assert line.startswith("[ ok ]") and "compiled for sm_75 without a device" in line, line
     auto = cli.stdout[cli.stdout.index("device='auto'"):]
     assert auto.split()[1] == "cpu:" and "cudaErrorInsufficientDriver" in auto
     assert "fix: install the NVIDIA driver" in auto

@@ -2,11 +2,13 @@
 
 ``tests/test_cuda_sources.py`` calls NVRTC directly with the options CuPy appends; here the
 real CuPy (``tests/realcupy.py``, a subprocess, no GPU) does what ``cupy.RawModule(code=,
-options=gpuksvm's options)`` does: ``compile_with_cache`` assembles the options (CCCL, CuPy's
-and the CUDA headers' include dirs), ``_compile_module_with_cache`` adds ``-ftz=true`` and
-``-arch=sm_XX``, computes the kernel-cache key and compiles with NVRTC.  Only the final
-``Module.load`` (which needs a driver) is not reached.  Skipped, with the reason, without the
-real CuPy.
+options=gpuksvm's options)`` does, called by the library's
+:func:`gpuksvm._gpu_probe.compile_for_arch` (what ``gpuksvm doctor`` runs without a device):
+``compile_with_cache`` assembles the options (CCCL, CuPy's and the CUDA headers' include dirs),
+``_compile_module_with_cache`` adds ``-ftz=true`` and ``-arch=sm_XX``, computes the
+kernel-cache key and compiles with NVRTC.  Only the final ``Module.load`` (which needs a
+driver) is not reached, and nothing is written to CuPy's kernel cache.  Skipped, with the
+reason, without the real CuPy.
 """
 import shutil
 
@@ -40,6 +42,10 @@ def test_compiles_through_cupys_path(compiled, src, arch):
     assert f"-I{_cuda.cuda_source_dir()}" in opts and "-std=c++14" in opts
     assert any(o.startswith("-I") and o.endswith("/cupy/_core/include") for o in opts), opts   # CuPy's headers
     assert sum(o.startswith("-I") for o in opts) >= 5, opts    # CCCL (3), CuPy's, the CUDA headers, ours
+
+
+def test_nothing_written_to_the_kernel_cache(compiled):
+    assert compiled["cache_written"] == []
 
 
 def test_cache_key_differs_per_arch_and_source(compiled):

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import importlib
 import io
+import shutil
+import threading
 import warnings
 
 import numpy as np
@@ -18,6 +20,7 @@ import pytest
 
 import gpuemu
 from gpuemu import build as emu_build
+from gpuemu import nvrtc as emu_nvrtc
 from gpuemu.failures import failing
 import gpuksvm
 from gpuksvm import _cuda, _gpu_probe
@@ -170,7 +173,6 @@ def test_doctor_names_each_failure_and_its_fix(fake_cupy, mode, failing_lines):
     assert _line(text, "NumPy").startswith("[ ok ]")
     if mode == "no-driver":
         assert "none (no NVIDIA driver" in _line(text, "CUDA driver")
-        assert _line(text, "compile cvm.cu").startswith("[skip]")
     if mode == "no-nvrtc":
         assert "pip install 'gpuksvm[cuda12]'" in _line(text, "NVRTC")
         assert "NVRTC cannot be loaded" in _line(text, "compile smo.cu")
@@ -189,6 +191,89 @@ def test_doctor_command_exit_status(fake_cupy, capsys, expect, mode, status):
     assert rc == status, out + err
     assert "[ ok ] Python" in out and "device='auto'" in out
     assert ("a GPU was expected" in err) == bool(status)
+
+
+def _require_nvrtc() -> None:
+    try:
+        emu_nvrtc.load()
+    except emu_nvrtc.NvrtcUnavailable as exc:
+        pytest.skip(f"the stand-in's compile_with_cache compiles with the real NVRTC: {exc}")
+
+
+class _RecordingBackend:
+    """A kernel-cache backend standing for the user's: records what reaches it."""
+
+    def __init__(self):
+        self.calls = []
+
+    def load(self, name):
+        self.calls.append(("load", name))
+        return None
+
+    def save(self, name, cubin, source):
+        self.calls.append(("save", name))
+
+
+@pytest.mark.parametrize("mode", ["no-driver", "no-device"])
+def test_doctor_compiles_without_a_device(fake_cupy, mode):
+    """No device: each source still goes through CuPy's compile path, for sm_75, and the user's
+    kernel cache is neither read nor written (nor left replaced)."""
+    _require_nvrtc()
+    from cupy.cuda import compiler
+
+    users = _RecordingBackend()
+    compiler._set_kernel_cache_backend(users)
+    memo = compiler._get_arch_for_options_for_nvrtc
+    try:
+        report, text = _report(mode)
+        assert compiler._kernel_cache_backend is users and compiler._get_arch_for_options_for_nvrtc is memo
+    finally:
+        compiler._set_kernel_cache_backend(compiler._MemoryKernelCacheBackend())
+    for src in _cuda.cuda_sources():
+        line = _line(text, f"compile {src.name}")
+        assert line.startswith("[ ok ]") and "\n" not in line, line
+        assert f"{len(_cuda.signatures(src.stem))} kernels compiled for sm_75 without a device" in line, line
+    assert users.calls == []
+    assert not any(c.name.startswith("compile ") for c in report.failures)
+    assert not report.gpu_usable and report.exit_status(expect_gpu=True) == 1
+
+
+def test_doctor_reports_nvrtcs_error_without_a_device(fake_cupy, monkeypatch, tmp_path):
+    """A source NVRTC rejects, no device: its line is a failure with NVRTC's own message and the fix;
+    the other sources still compile."""
+    _require_nvrtc()
+    src_dir = tmp_path / "kernels_cuda"
+    shutil.copytree(_cuda.cuda_source_dir(), src_dir)
+    broken = src_dir / "smo.cu"
+    broken.write_text(broken.read_text() + "\nstatic __device__ int gpuksvm_broken = undeclared_name;\n")
+    monkeypatch.setattr(_cuda, "cuda_source_dir", lambda: src_dir)
+    report, text = _report("no-driver")
+    line = _line(text, "compile smo.cu")
+    assert line.startswith("[FAIL]") and "does not compile" in line and "undeclared_name" in line, line
+    assert "fix: report it with the output of 'gpuksvm doctor'" in line
+    assert _line(text, "compile cvm.cu").startswith("[ ok ]")
+
+
+def test_device_free_cache_backend_serves_other_threads():
+    """While compile_for_arch holds CuPy's cache backend, other threads still get the user's cache."""
+    users = _RecordingBackend()
+    backend = _gpu_probe._NoCacheBackend(users)
+    other = threading.Thread(target=lambda: (backend.load("a.cubin"), backend.save("a.cubin", b"x", "src")))
+    other.start()
+    other.join()
+    assert users.calls == [("load", "a.cubin"), ("save", "a.cubin")]
+    assert backend.load("b.cubin") is None
+    with pytest.raises(_gpu_probe._Compiled) as done:
+        backend.save("b.cubin", b"\x7fELF", "src")
+    assert done.value.build == _gpu_probe.DeviceFreeBuild("b.cubin", b"\x7fELF")
+    assert users.calls == [("load", "a.cubin"), ("save", "a.cubin")]
+
+
+def test_device_free_compile_refuses_an_in_memory_cache(monkeypatch):
+    """CUPY_CACHE_IN_MEMORY=1 makes CuPy skip the cache backend and load the module: not a compile check."""
+    monkeypatch.setenv("CUPY_CACHE_IN_MEMORY", "1")
+    with pytest.raises(_gpu_probe.DeviceFreeCompileUnavailable, match="CUPY_CACHE_IN_MEMORY=1"):
+        _gpu_probe.compile_for_arch("", (), 75)
 
 
 def test_explain_classifies_by_the_chain():

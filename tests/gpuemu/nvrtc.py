@@ -84,6 +84,7 @@ class CompileResult:
     ok: bool
     log: str
     lowered: dict = field(default_factory=dict)   # kernel name -> the symbol NVRTC emitted
+    binary: bytes = b""                            # the cubin (-arch=sm_XX) or PTX (-arch=compute_XX)
 
     def missing_kernels(self) -> list[str]:
         return [k for k, v in self.lowered.items() if v != k]
@@ -92,6 +93,18 @@ class CompileResult:
 def _check(rc: int, what: str) -> None:
     if rc != 0:
         raise RuntimeError(f"{what}: {load().nvrtcGetErrorString(rc).decode()}")
+
+
+def _output(lib: ctypes.CDLL, prog: ctypes.c_void_p) -> bytes:
+    """The compiled program: its cubin when NVRTC made one (a real architecture), else its PTX."""
+    size = ctypes.c_size_t()
+    get = lib.nvrtcGetCUBIN
+    if lib.nvrtcGetCUBINSize(prog, ctypes.byref(size)) != 0 or size.value == 0:
+        _check(lib.nvrtcGetPTXSize(prog, ctypes.byref(size)), "nvrtcGetPTXSize")
+        get = lib.nvrtcGetPTX
+    buf = ctypes.create_string_buffer(size.value)
+    _check(get(prog, buf), get.__name__)
+    return buf.raw
 
 
 def compile_source(code: str, name: str, options: list[str]) -> CompileResult:
@@ -116,6 +129,7 @@ def compile_source(code: str, name: str, options: list[str]) -> CompileResult:
                 p = ctypes.c_char_p()
                 lib.nvrtcGetLoweredName(prog, k.encode(), ctypes.byref(p))
                 res.lowered[k] = p.value.decode() if p.value else None
+            res.binary = _output(lib, prog)
         return res
     finally:
         lib.nvrtcDestroyProgram(ctypes.byref(prog))

@@ -18,7 +18,9 @@ Like real CuPy (checked against cupy/_core and cupy/cuda of CuPy 13/14):
   * every public function and method reports its calls to :func:`gpuemu.dispatch.calls_hooked`
     hooks (``tests/realcupy.py`` binds them against real CuPy's signatures);
   * ``RawModule`` compiles with the real NVRTC when it is installed (compile errors are
-    real) and runs kernels in the CPU emulator (``gpuemu.launcher``).
+    real) and runs kernels in the CPU emulator (``gpuemu.launcher``);
+    ``cupy._core.core.compile_with_cache`` takes CuPy's compile steps (per-device ``-arch``
+    memo, kernel-cache backend, NVRTC, then a load that needs a device: ``cupy/cuda/compiler.py``).
 Every operation goes through :func:`gpuemu.dispatch.dispatch` (see there for hooks).
 Not modelled: streams and asynchrony, several devices, device memory limits, CuPy's type
 promotion corner cases, cuBLAS/cuSOLVER numerics (NumPy/LAPACK compute instead).

@@ -1,0 +1,1 @@
+"""cupy._core: only ``core.compile_with_cache`` (what ``RawModule`` compiles with)."""
