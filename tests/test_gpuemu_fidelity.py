@@ -75,6 +75,8 @@ def test_the_stand_in_returns_lapacks_partial_results(gpu):
     assert info == 2
     np.testing.assert_array_equal(gpu.linalg.solve(gpu.asarray(SINGULAR), gpu.ones(2)).get(),
                                   lapack.dgetrs(lu, piv, np.ones(2))[0])
+    np.testing.assert_array_equal(gpu.linalg.inv(gpu.asarray(SINGULAR)).get(),     # getrs of the identity
+                                  lapack.dgetrs(lu, piv, np.eye(2))[0])
     w, V = gpu.linalg.eigh(gpu.asarray(np.full((2, 2), np.nan)))       # syevd's output, no raise
     assert w.shape == (2,) and V.shape == (2, 2)
 
