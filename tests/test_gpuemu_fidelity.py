@@ -75,6 +75,8 @@ def test_the_stand_in_returns_lapacks_partial_results(gpu):
     assert info == 2
     np.testing.assert_array_equal(gpu.linalg.solve(gpu.asarray(SINGULAR), gpu.ones(2)).get(),
                                   lapack.dgetrs(lu, piv, np.ones(2))[0])
+    np.testing.assert_array_equal(gpu.linalg.inv(gpu.asarray(SINGULAR)).get(),     # getrs of the identity
+                                  lapack.dgetrs(lu, piv, np.eye(2))[0])
     w, V = gpu.linalg.eigh(gpu.asarray(np.full((2, 2), np.nan)))       # syevd's output, no raise
     assert w.shape == (2,) and V.shape == (2, 2)
 
@@ -135,21 +137,25 @@ def test_argpartition_as_cupy(gpu):
 FMA_PROBE = 'extern "C" __global__ void madd(const float* a, float* out) { out[0] = a[0] * a[1] + a[2]; }\n'
 
 
-@pytest.mark.parametrize("fma", ["on", "off"])
+@pytest.mark.parametrize("fma", ["auto", "on", "off"])
 def test_emulator_fuses_multiply_adds_as_nvrtc(monkeypatch, fma):
     """(1 + 2⁻¹²)² − (1 + 2⁻¹¹) is 2⁻²⁴ fused and 0 rounded twice: the emulator fuses (as NVRTC's
-    default -fmad=true does) when the CPU can, and GPUEMU_FMA=off builds without."""
+    default -fmad=true does) when the CPU can, with GPUEMU_FMA unset too, and GPUEMU_FMA=off builds
+    without."""
     if build.compiler() is None:
         pytest.skip("no C++ compiler")
-    if fma == "on" and not build.cpu_has_fma():
+    if fma != "off" and not build.cpu_has_fma():
         pytest.skip("this CPU has no FMA instructions")
-    monkeypatch.setenv("GPUEMU_FMA", fma)
+    if fma == "auto":
+        monkeypatch.delenv("GPUEMU_FMA", raising=False)
+    else:
+        monkeypatch.setenv("GPUEMU_FMA", fma)
     mod = launcher.Module(FMA_PROBE, "madd.cu", [], view_of=lambda x: x if isinstance(x, np.ndarray) else None)
     a = np.array([1 + 2.0 ** -12, 1 + 2.0 ** -12, -(1 + 2.0 ** -11)], dtype=np.float32)
     out = np.full(1, np.nan, dtype=np.float32)
     mod.get_function("madd")((1,), (1,), (a, out))
-    assert out[0] == (np.float32(2.0 ** -24) if fma == "on" else 0.0)
-    assert build.fma_contraction() == (fma == "on")
+    assert out[0] == (0.0 if fma == "off" else np.float32(2.0 ** -24))
+    assert build.fma_contraction() == (fma != "off")
     monkeypatch.setenv("GPUEMU_FMA", "sometimes")
     with pytest.raises(build.BuildError, match="GPUEMU_FMA"):
         build.flags()
