@@ -44,6 +44,13 @@ samples for the rows outside the core set.  When it stops for another reason
 (``max_iter``, ``max_core_size``, a QP that cannot reach the target)
 ``stop_reason_`` says so and a ``ConvergenceWarning`` gives the gap reached.
 
+The samples of the search and of the initial pair are drawn by position in
+an order of the rows by a seeded hash of their contents
+(:mod:`gpuksvm.solvers.row_order`, one O(n) pass and a sort per fit,
+``fit_times_["row_order"]``), and ties go to the earlier row of that order:
+the same rows in any order — a file sorted by label, shuffled — give the same
+core set and the same model.
+
 Multi-class: one-vs-one by default.  Each pairwise problem only holds the rows
 of two classes, so its core set (and K̃_S) is smaller and its ball tighter than
 in a one-vs-rest problem, the sampled search stays cheap, and voting needs no
@@ -164,6 +171,10 @@ class CVM(ClassifierMixin, CVMBase, SVCSurfaceMixin):
         Compute dtype of the furthest-point search (float32 on GPU, float64 on
         CPU by default).  The core-set QP keeps α and g in float64.
     random_state : int, RandomState or None
+        Seeds the hash of the rows' contents that orders the rows
+        (:mod:`gpuksvm.solvers.row_order`) and the draws of the initial pair
+        and of the sampled search, which pick positions in that order: the
+        same rows in any order (sorted by label, shuffled) give the same model.
     verbose : int, default=0
 
     Attributes
@@ -211,8 +222,9 @@ class CVM(ClassifierMixin, CVMBase, SVCSurfaceMixin):
         steps (``qp_steps``), wall ``seconds``.
     fit_times_ : dict
         Seconds per stage of the fit (the vocabulary of LLSVM and SVI):
-        ``prepare`` (the device copy, gamma, kernel scales), ``core_sets``
-        (the core-set loops of every problem), ``model`` (the stored model).
+        ``prepare`` (the device copy, gamma, kernel scales), ``row_order``
+        (the rows' content hash and its sort), ``core_sets`` (the core-set
+        loops of every problem), ``model`` (the stored model).
     kernel_ : Kernel
     n_features_in_ : int
 

@@ -25,6 +25,7 @@ from .params import DEVICE_PARAMS, KERNEL_PARAMS, count, deprecated, is_unset, p
 from .progress import report
 from .solvers.meb import CoreSetResult, fit_core_set
 from .solvers.meb_scan import kernel_scale, make_scanner
+from .solvers.row_order import RowHasher, smallest_keys
 from .solvers.svc_dual import svc_max_iter_message
 
 __all__ = ["CVMBase"]
@@ -32,6 +33,19 @@ __all__ = ["CVMBase"]
 
 _OUTLIER_SLACK_FACTOR = 3.0     # one-class: an outlier's slack exceeds this × the median SV slack
 _THRESHOLD_KKT = 1e-4           # one-class: the core-set QP is finished to a KKT gap ≤ this·ρ (OneClassCVM)
+
+
+def _row_order(X: Any, y: np.ndarray | None, rs: np.random.RandomState) -> np.ndarray:
+    """The rows of ``X`` sorted by a seeded hash of their contents (and their labels ``y``).
+
+    The core-set loop draws its samples, and breaks its ties, by position in
+    this order (:func:`gpuksvm.solvers.meb.fit_core_set`), so the same rows in
+    any order give the same model.  A distributed row source hashes its
+    chunks where they are (``__gpuksvm_row_keys__``).
+    """
+    hasher = RowHasher(X.shape[1], rs)
+    hook = getattr(X, "__gpuksvm_row_keys__", None)
+    return smallest_keys(hook(hasher) if hook is not None else hasher.keys(X), None, y)
 
 
 def _outlier_threshold(res: CoreSetResult, C: float) -> float:
@@ -97,7 +111,8 @@ class CVMBase(DeviceMixin, BaseEstimator):
     # ------------------------------------------------------------------ the algorithm
     def _solve(self, X: Any, y: np.ndarray | None, rows: np.ndarray | None, kernel: Kernel,
                xscale: Any, dev: bk.Device, dt: np.dtype, rs: np.random.RandomState) -> CoreSetResult:
-        """One MEB problem on the rows ``rows`` (None = all) with labels ``y`` (None = one-class)."""
+        """One MEB problem on the rows ``rows`` (in the order its search draws from) with labels
+        ``y`` (None = one-class)."""
         # a distributed row source brings its own furthest-point search (gpuksvm.scaleout.cvm)
         factory = getattr(X, "__gpuksvm_scanner__", None)
         C = float(self.C)
@@ -185,8 +200,10 @@ class CVMBase(DeviceMixin, BaseEstimator):
         """
         t_start = bk.synchronized_clock(dev)
         self.kernel_ = kernel
+        order = _row_order(Xd, yi, rs)
+        t_order = bk.synchronized_clock(dev)
         if yi is None:
-            res = self._solve(Xd, None, None, kernel, xscale, dev, dt, rs)
+            res = self._solve(Xd, None, order, kernel, xscale, dev, dt, rs)
             results = [res]
             self._store_model(Xd, results, False, xscale, dev, dt)
             t_solved = bk.synchronized_clock(dev)
@@ -200,7 +217,8 @@ class CVMBase(DeviceMixin, BaseEstimator):
                 rows, yp = problem_rows(yi, ci, cj)
                 ypm = np.zeros(yi.shape[0])       # ±1 on the problem's rows
                 ypm[rows] = yp
-                res = self._solve(Xd, ypm, None if cj is None else rows, kernel, xscale, dev, dt, rs)
+                res = self._solve(Xd, ypm, order if cj is None else order[ypm[order] != 0], kernel, xscale,
+                                  dev, dt, rs)
                 results.append(res)
                 report("CVM", f"problem {p + 1}/{len(problems)}: {res.n_iter} iterations, core set "
                        f"{res.core.shape[0]}, stop={res.stop}, gap={res.gap:.3g}, search={res.search}",
@@ -211,7 +229,8 @@ class CVMBase(DeviceMixin, BaseEstimator):
             self.intercept_ = np.array([r.b for r in results])
         self._record(results)
         times = {} if prepare_seconds is None else {"prepare": float(prepare_seconds)}
-        times.update(core_sets=t_solved - t_start, model=bk.synchronized_clock(dev) - t_solved)
+        times.update(row_order=t_order - t_start, core_sets=t_solved - t_order,
+                     model=bk.synchronized_clock(dev) - t_solved)
         self.fit_times_ = times
         self._set_fitted_device(dev)
         early = [(p, r) for p, r in enumerate(results) if r.stop != "converged"]

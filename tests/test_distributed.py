@@ -460,7 +460,7 @@ def test_cvm_distributed_equals_single_process(client, sample_size):
         assert scans and max(scans) <= 4 * 64 * (X.shape[1] + 2) * 8
     else:
         assert not scans
-    assert est.dask_info_["max_result_bytes"] <= X.shape[0] * 8   # the labels at most
+    assert est.dask_info_["max_result_bytes"] <= X.shape[0] * 16   # the rows' two hash keys at most
 
 
 def test_one_class_cvm_distributed(client, rng):

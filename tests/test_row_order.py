@@ -94,6 +94,12 @@ def fit_unlabelled(est: Any, X: np.ndarray, y: np.ndarray) -> Any:
     return est.fit(X)
 
 
+def fit_dask(est: Any, X: np.ndarray, y: np.ndarray) -> Any:
+    """Distributed (dask, local scheduler): the rows in this order, in chunks of 700 rows."""
+    da = pytest.importorskip("dask.array")
+    return est.fit(da.from_array(X, chunks=(700, X.shape[1])), da.from_array(y, chunks=700))
+
+
 @dataclass
 class Case:
     make: Callable[[], Any]
@@ -181,6 +187,11 @@ def _landmarks(est):
     return est.landmarks_
 
 
+def _core_sets(est, X):
+    """Each binary problem's core vectors, as a set of rows (their α: the decision values)."""
+    return [X[c] for c in est.core_set_]
+
+
 def _svi_model(est, X):
     """The stacked model's support vectors (as a set; its coefficients: the decision values)."""
     return [est.support_vectors_]
@@ -203,6 +214,22 @@ SAME_MODEL: dict[str, tuple] = {
     "OKFEBClassifier": (lambda: OKFEBClassifier(gamma=1.0, rank=10, n_landmarks=30, device="cpu",
                                                 random_state=0), "blobs3",
                         lambda e, X: [e.coef_, e.intercept_], fit_arrays, 1e-9),
+    # the CVM's initial pair and the samples of its furthest-point search (59 rows × 7 tries of
+    # 2,400 / 900 / 1,530 rows), and the exact search (sample_size=None) with its ties
+    "CVM": (lambda: CVM(gamma=30.0, C=100.0, device="cpu", random_state=0), "checkerboard", _core_sets,
+            fit_arrays, 1e-9),
+    "CVM-exact": (lambda: CVM(gamma=30.0, C=100.0, sample_size=None, device="cpu", random_state=0),
+                  "checkerboard", _core_sets, fit_arrays, 1e-9),
+    "CVM-multiclass": (lambda: CVM(device="cpu", random_state=0), "blobs3", _core_sets, fit_arrays, 1e-9),
+    "CVM-multiclass-ovr": (lambda: CVM(multi_class="ovr", device="cpu", random_state=0), "blobs3", _core_sets,
+                           fit_arrays, 1e-9),
+    "OneClassCVM": (lambda: OneClassCVM(device="cpu", random_state=0), "outliers", _core_sets,
+                    fit_unlabelled, 1e-9),
+    # the distributed CVM: its chunks hash their rows where they are
+    "CVM-dask": (lambda: CVM(gamma=30.0, C=100.0, device="cpu", random_state=0), "checkerboard", _core_sets,
+                 fit_dask, 1e-9),
+    "CVM-dask-exact": (lambda: CVM(gamma=30.0, C=100.0, sample_size=None, device="cpu", random_state=0),
+                       "checkerboard", _core_sets, fit_dask, 1e-9),
 }
 
 
@@ -211,11 +238,11 @@ def test_row_order_gives_the_same_sample_and_model(name):
     make, data, sampled, fit, tol = SAME_MODEL[name]
     X, y, Xt, _ = _data(data)
     got, decisions = {}, {}
-    for order, idx in _orders(y).items():
+    for order, idx in {"file": np.arange(y.shape[0]), **_orders(y)}.items():
         est = fit(make(), X[idx], y[idx])
         got[order] = sampled(est, X[idx])
         decisions[order] = np.asarray(est.decision_function(Xt))
-    for order in ("sorted", "sorted-descending"):
+    for order in ("file", "sorted", "sorted-descending"):
         for a, b in zip(got["shuffled"], got[order]):
             np.testing.assert_array_equal(_rows_set(a), _rows_set(b), err_msg=order)
         scale = np.abs(decisions["shuffled"]).max()

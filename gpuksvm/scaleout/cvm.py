@@ -2,7 +2,8 @@
 
 Every chunk returns its furthest points and squared violations (exact scan);
 with sampling, only the sampled rows are fetched.  Per-row scalars (labels,
-kernel scales) are gathered once; the features never are.
+kernel scales, the rows' two content-hash keys) are gathered once; the
+features never are.
 """
 from __future__ import annotations
 
@@ -14,7 +15,8 @@ from sklearn.utils import check_random_state
 
 from .. import backend as bk
 from ..kernels import Kernel
-from ..solvers.meb_scan import HostScanner, block_top, candidate_scores, kernel_scale, merge_top
+from ..solvers.meb_scan import HostScanner, candidate_scores, kernel_scale, merge_top, top_positions
+from ..solvers.row_order import RowHasher
 from ..validation import encode_classes
 from .common import (RemoteRows, check_finite_and_classes, client_or_default, delayed_chunks,
                      host_chunks, on_device_of, persist, record_info, set_n_features)
@@ -23,9 +25,12 @@ from .runtime import Ledger, compute, require_dask, row_chunked, scheduler_conte
 __all__ = ["fit_cvm"]
 
 
-def _cvm_chunk_scan(Xb: Any, yb: Any, xsb: Any, mb: Any, start: int, st: dict) -> tuple:
+def _cvm_chunk_scan(Xb: Any, yb: Any, xsb: Any, pb: Any, start: int, st: dict) -> tuple:
     """One chunk of the exact furthest-point scan (eq. 12–13) over the rows outside the core set:
-    its ``k`` smallest s with their row indices and rows, and Σ max(0, q − s)² (the stop rule)."""
+    its ``k`` smallest s with their keys and rows, and Σ max(0, q − s)² (the stop rule).
+
+    ``pb`` are the rows' positions in the scanned rows (−1: not scanned), or None (every row,
+    keyed by its index); ties at the k-th score go to the smaller key, as in the host scan."""
     xp = bk.namespace_of(Xb)
     dt = st["dtype"]
     m = Xb.shape[0]
@@ -41,12 +46,15 @@ def _cvm_chunk_scan(Xb: Any, yb: Any, xsb: Any, mb: Any, start: int, st: dict) -
                          on_device_of(st["coef"], Xb).astype(dt, copy=False), st["kernel"],
                          b=st["b"], y=None if yb is None else xp.asarray(yb, dtype=dt),
                          self_term=self_term, xscale=None if xsb is None else xp.asarray(xsb, dtype=dt))
-    out = xp.ones(m, dtype=bool) if mb is None else xp.asarray(mb)
+    keys = xp.arange(start, start + m) if pb is None else xp.asarray(pb, dtype=xp.int64)
+    out = keys >= 0
     if here.any():
         out[xp.asarray(core[here] - start)] = False
     s = xp.where(out, s.astype(xp.float64), xp.inf)
-    s_top, local, vsum = block_top(s, xp.arange(m), st["q"], st["k"])
-    return s_top, local + start, np.asarray(bk.to_host(Xb[xp.asarray(local)])), vsum
+    v = xp.maximum(st["q"] - s, 0.0)
+    part = top_positions(s, keys, st["k"])
+    return (np.asarray(bk.to_host(s[part]), dtype=np.float64), np.asarray(bk.to_host(keys[part]), dtype=np.int64),
+            np.asarray(bk.to_host(Xb[part])), float(v @ v))
 
 
 def _make_dask_scanner(rows: "RemoteRows", y: Any, kernel: Kernel, xscale: Any, C: float,
@@ -58,7 +66,9 @@ def _make_dask_scanner(rows: "RemoteRows", y: Any, kernel: Kernel, xscale: Any, 
         ``exact_scan`` is a map-reduce: every chunk returns the ``k`` smallest
         s of its rows outside the core set (its furthest points, eq. 13), those
         rows, and its Σ max(0, q − s)² for the stop rule; the driver keeps the
-        ``k`` smallest (ties to the smallest row index, as the host scan).  The
+        ``k`` smallest (ties to the earlier row of ``idx``, as the host scan:
+        the chunks hold the rows' positions in ``idx``, sent once per
+        problem).  The
         sampled search (``scores``) fetches only the sampled rows.  Fetched
         rows are cached so adding the found points to the core set costs no
         extra pass.
@@ -74,7 +84,7 @@ def _make_dask_scanner(rows: "RemoteRows", y: Any, kernel: Kernel, xscale: Any, 
             self._cache: dict = {}
             self._chunks = X.chunks[0]
             self._starts = np.concatenate([[0], np.cumsum(self._chunks)[:-1]]).astype(np.int64)
-            self._masks: dict = {}
+            self._positions: tuple | None = None        # (host idx, its persisted positions)
             per_row = []
             for vec in (self.y, self.xscale):
                 per_row.append(None if vec is None else
@@ -95,14 +105,15 @@ def _make_dask_scanner(rows: "RemoteRows", y: Any, kernel: Kernel, xscale: Any, 
                 np.empty((0, self.d))
             return np.asarray(out, dtype=self.dtype).reshape(-1, self.d)
 
-        def _mask(self, idx: np.ndarray):
-            key = (id(idx), idx.shape[0])
-            if key not in self._masks:
+        def _idx_positions(self, idx: np.ndarray):
+            """Per row its position in ``idx`` (−1 outside), persisted in chunks while ``idx`` is the same."""
+            host = np.asarray(idx, dtype=np.int64)
+            if self._positions is None or not np.array_equal(self._positions[0], host):
                 _, da = require_dask()
-                mask = np.zeros(self.n, dtype=bool)
-                mask[idx] = True
-                self._masks = {key: (idx, rows._persist(da.from_array(mask, chunks=(self._chunks,))))}
-            return self._masks[key][1]
+                pos = np.full(self.n, -1, dtype=np.int64)
+                pos[host] = np.arange(host.shape[0], dtype=np.int64)
+                self._positions = (host.copy(), rows._persist(da.from_array(pos, chunks=(self._chunks,))))
+            return self._positions[1]
 
         def exact_scan(self, idx: np.ndarray | None, coef: Any, b: float, q: float,
                        k: int) -> tuple[np.ndarray, np.ndarray, float]:
@@ -114,16 +125,16 @@ def _make_dask_scanner(rows: "RemoteRows", y: Any, kernel: Kernel, xscale: Any, 
                                "dtype": self.dtype}, pure=True)
             fn = dask.delayed(_cvm_chunk_scan, pure=True)
             cols = [delayed_chunks(rows._X)]
-            for extra in (self._y_d, self._xs_d, None if idx is None else self._mask(idx)):
+            for extra in (self._y_d, self._xs_d, None if idx is None else self._idx_positions(idx)):
                 cols.append(delayed_chunks(extra) if extra is not None else [None] * len(cols[0]))
-            parts = [fn(xb, yb, xs, mb, int(s0), st)
-                     for xb, yb, xs, mb, s0 in zip(*cols, self._starts)]
+            parts = [fn(xb, yb, xs, pb, int(s0), st)
+                     for xb, yb, xs, pb, s0 in zip(*cols, self._starts)]
             (res,) = compute(parts, client=rows._client, ledger=rows._ledger, label="furthest point")
-            i_top, s_top = merge_top([r[0] for r in res], [r[1] for r in res], k)
-            for r in res:                                     # the next append needs no fetch
-                for i, row in zip(r[1], r[2]):
-                    if i in i_top:
-                        self._cache[int(i)] = row
+            p_top, s_top = merge_top([r[0] for r in res], [r[1] for r in res], k)
+            i_top = p_top if idx is None else np.asarray(idx, dtype=np.int64)[p_top]
+            fetched = {int(p): row for r in res for p, row in zip(r[1], r[2])}
+            for p, i in zip(p_top, i_top):                    # the next append needs no fetch
+                self._cache[int(i)] = fetched[int(p)]
             return i_top, s_top, float(sum(r[3] for r in res))
 
     return _DaskScanner()
@@ -132,9 +143,14 @@ def _make_dask_scanner(rows: "RemoteRows", y: Any, kernel: Kernel, xscale: Any, 
 def fit_cvm(estimator: Any, X: Any, y: Any = None, *, client: Any = None) -> Any:
     """Fit a :class:`~gpuksvm.cvm.CVM` or :class:`~gpuksvm.cvm.OneClassCVM` on a dask array.
 
-    The core-set loop is the estimator's own (same initial pair, same
-    warm-started core-set QP on the driver, same random draws, same
-    duality-gap stop); only the furthest-point search touches the data:
+    The core-set loop is the estimator's own (same order of the rows by
+    their content hash, same initial pair, same warm-started core-set QP on
+    the driver, same random draws, same duality-gap stop); only the hash and
+    the furthest-point search touch the data:
+
+    * the row order: every chunk hashes its rows where they are and returns
+      two uint64 keys per row (16 bytes a row, gathered once), so the same
+      rows in any order and any chunking give the same model;
 
     * exact search (``sample_size=None``, or small problems): every chunk
       returns its furthest candidates outside the core set (the smallest s of
@@ -143,9 +159,11 @@ def fit_cvm(estimator: Any, X: Any, y: Any = None, *, client: Any = None) -> Any
     * sampled search: the sampled rows of each iteration are fetched (the same
       rows the single-process fit samples), scored on the driver.
 
-    Per-row scalars (labels, and 1/√κ(x,x) with ``normalize=True``) are
-    gathered once; the features never are.  The result equals the
-    single-process fit with the same ``random_state``.
+    Per-row scalars (labels, the hash keys, and 1/√κ(x,x) with
+    ``normalize=True``) are gathered once; the features never are.  The
+    result equals the single-process fit with the same ``random_state`` (up
+    to the rounding of the exact scan's sum of violations, added chunk by
+    chunk).
 
     Parameters
     ----------
@@ -183,6 +201,15 @@ def fit_cvm(estimator: Any, X: Any, y: Any = None, *, client: Any = None) -> Any
         xscale = np.asarray(xscale, dtype=dt)
     rows = RemoteRows(X, client=client, ledger=ledger, max_rows=0, label="rows")
     rows.__gpuksvm_scanner__ = lambda *a, **k: _make_dask_scanner(rows, *a, **k)
+
+    def row_keys(hasher: RowHasher) -> np.ndarray:
+        dask, _ = require_dask()
+        fn = dask.delayed(RowHasher.keys, pure=True)       # each chunk hashed where it is
+        (keys,) = compute([fn(hasher, xb) for xb in delayed_chunks(X)], client=client, ledger=ledger,
+                          label="row-order keys")
+        return np.concatenate(keys)
+
+    rows.__gpuksvm_row_keys__ = row_keys
     t0 = time.perf_counter()
     yi = None
     if not one_class:

@@ -79,7 +79,11 @@ class CoreSetResult:
 
 def initial_pair(scanner: "ScannerBase", rows: np.ndarray, y: np.ndarray | None,
                  rs: np.random.RandomState) -> tuple[int, int]:
-    """§4.1.1: the closest opposite-class pair of a sample, or (one-class) the Kumar et al. furthest pair."""
+    """§4.1.1: the closest opposite-class pair of a sample, or (one-class) the Kumar et al. furthest pair.
+
+    The samples are drawn by position in ``rows`` and ties go to the earlier
+    row of ``rows``, so the pair depends on the order of ``rows`` only.
+    """
     if y is not None:
         pos = rows[y[rows] > 0]
         neg = rows[y[rows] < 0]
@@ -103,21 +107,24 @@ def _sampled_search(scanner: "ScannerBase", rows: np.ndarray, rs: np.random.Rand
                     max_add: int) -> tuple[np.ndarray, float, int]:
     """One iteration of the sampled furthest-point search.
 
-    ``n_tries`` fresh samples of ``sample_size`` rows at once (one kernel block;
-    on a GPU one launch).  Each sample estimates the other rows' part of the
-    gap, ``scale`` · mean over its rows outside the core set of max(0, q − s)²
+    ``n_tries`` fresh samples of ``sample_size`` positions in ``rows`` at once
+    (one kernel block; on a GPU one launch).  Each sample estimates the other
+    rows' part of the gap, ``scale`` · mean over its rows outside the core set of max(0, q − s)²
     (``scale`` = C·(n − |S|)); the violators (s < q) of the samples above
-    ``budget`` are returned, most violating first (at most ``max_add``),
-    with the largest estimate and the number of rows scored.
+    ``budget`` are returned, most violating first (equal violations: the
+    earlier in ``rows``; at most ``max_add``), with the largest estimate and
+    the number of rows scored.  The work is O(n_tries·sample_size), not O(n).
     """
-    groups = rows[rs.randint(0, rows.shape[0], size=(n_tries, sample_size))]
-    cand = np.unique(groups)
-    cand = cand[~scanner.in_core[cand]]
-    if not cand.shape[0]:
+    # positions in ``rows``: the candidates are scored, and their ties broken, in the order of ``rows``
+    groups = rs.randint(0, rows.shape[0], size=(n_tries, sample_size))
+    cand_pos = np.unique(groups)
+    cand_pos = cand_pos[~scanner.in_core[rows[cand_pos]]]
+    if not cand_pos.shape[0]:
         return np.empty(0, np.int64), 0.0, 0
+    cand = rows[cand_pos]
     s = scanner.scores(cand, coef, b)
-    at = np.minimum(np.searchsorted(cand, groups), cand.shape[0] - 1)
-    out = cand[at] == groups                             # sampled rows outside the core set
+    at = np.minimum(np.searchsorted(cand_pos, groups), cand_pos.shape[0] - 1)
+    out = cand_pos[at] == groups                         # sampled rows outside the core set
     v = np.where(out, np.maximum(q - s[at], 0.0), 0.0)
     est = scale * (v * v).sum(axis=1) / np.maximum(out.sum(axis=1), 1)
     bad = est > budget
@@ -142,7 +149,13 @@ def fit_core_set(scanner: "ScannerBase", y: np.ndarray | None, rows: np.ndarray 
     scanner : a scanner of :func:`make_scanner` (or a distributed one), holding X
     y : (n,) ±1 labels (0 outside ``rows``), or None for the one-class task
     rows : int array or None
-        The rows of the problem (None: all rows of the scanner).
+        The rows of the problem, in the order the search draws from (None: all
+        rows of the scanner, by index).  Every choice goes by position in
+        ``rows``: the initial pair's samples, the sampled search's samples,
+        and the ties of the exact scan and of the violators' order.  Rows
+        given in an order of their contents
+        (:func:`gpuksvm.solvers.row_order.smallest_keys`, as the estimators
+        do) therefore make the fit the same for the same rows in any order.
     C, tol, sample_size, n_tries, max_iter, max_core_size
         As in :class:`gpuksvm.cvm.CVM` (module docstring for the rules).
     cache_bytes : int

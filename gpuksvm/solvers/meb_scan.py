@@ -26,7 +26,7 @@ from .. import backend as bk
 from ..kernels import Kernel, kernel_block, kernel_diag
 
 __all__ = ["HostScanner", "GpuScanner", "make_scanner", "candidate_scores", "kernel_scale", "block_top",
-           "merge_top", "ScannerBase"]
+           "merge_top", "top_positions", "ScannerBase"]
 
 
 def kernel_scale(X: Any, kernel: Kernel, normalize: bool):
@@ -62,15 +62,22 @@ def candidate_scores(Xc: Any, Z: Any, coef: Any, kernel: Kernel, *, b: float = 0
 def block_top(s: Any, rows: Any, q: float, k: int) -> tuple[np.ndarray, np.ndarray, float]:
     """The ``k`` smallest scores ``s`` of the rows ``rows`` (host arrays) and Σ max(0, q − s)².
 
-    Rows that must not count (core vectors) carry s = +inf.  One block of
-    the exact scan; :func:`merge_top` combines the blocks.
+    ``rows`` are the tie keys (ties at the k-th score go to the smaller one)
+    and what is returned for the chosen scores.  Rows that must not count
+    (core vectors) carry s = +inf.  One block of the exact scan;
+    :func:`merge_top` combines the blocks.
     """
     xp = bk.namespace_of(s)
     v = xp.maximum(q - s, 0.0)
-    kk = min(int(k), s.shape[0])
-    part = _k_smallest(s, rows, kk) if kk < s.shape[0] else xp.arange(s.shape[0])
+    part = top_positions(s, rows, k)
     return (np.asarray(bk.to_host(s[part]), dtype=np.float64), np.asarray(bk.to_host(rows[part]), dtype=np.int64),
             float(v @ v))
+
+
+def top_positions(s: Any, keys: Any, k: int) -> Any:
+    """Positions of the ``min(k, len(s))`` smallest ``s`` (unordered), ties at the k-th value to the smaller key."""
+    kk = min(int(k), s.shape[0])
+    return _k_smallest(s, keys, kk) if kk < s.shape[0] else bk.namespace_of(s).arange(s.shape[0])
 
 
 def _k_smallest(s: Any, rows: Any, k: int) -> Any:
@@ -90,7 +97,7 @@ def _k_smallest(s: Any, rows: Any, k: int) -> Any:
 
 
 def merge_top(s_parts: list, i_parts: list, k: int) -> tuple[np.ndarray, np.ndarray]:
-    """The ``k`` smallest finite scores over blocks, ascending (ties to the smaller row), and their rows."""
+    """The ``k`` smallest finite scores over blocks, ascending (ties to the smaller key), and their keys."""
     s_all, i_all = np.concatenate(s_parts), np.concatenate(i_parts)
     order = np.lexsort((i_all, s_all))[: int(k)]
     order = order[np.isfinite(s_all[order])]
@@ -246,23 +253,25 @@ class ScannerBase:
     def exact_scan(self, idx: np.ndarray | None, coef, b: float, q: float,
                    k: int) -> tuple[np.ndarray, np.ndarray, float]:
         """Every row outside the core set (or of ``idx``): the ``k`` smallest s and their rows
-        (ascending, ties to the smaller row), and Σ max(0, q − s)², in row blocks."""
+        (ascending; ties to the earlier row of ``idx``, to the smaller row without ``idx``), and
+        Σ max(0, q − s)², in row blocks (in the order of ``idx``)."""
         xp = self.xp
         n = self.n if idx is None else idx.shape[0]
         step = bk.plan_rows(n, (self.m + self.d + 4) * self.dtype.itemsize,
                             bk.device_of(self.self_term), max_rows=1 << 16)
-        top_s, top_i = [], []
+        top_s, top_p = [], []
         vsum = 0.0
         for s0 in range(0, n, step):
             s1 = min(s0 + step, n)
-            rows = xp.arange(s0, s1) if idx is None else xp.asarray(idx[s0:s1])
+            pos = xp.arange(s0, s1)
+            rows = pos if idx is None else xp.asarray(idx[s0:s1])
             s = xp.where(self.in_core_dev[rows], xp.inf, self._scores(idx, s0, s1, coef, b))
-            ts, ti, vs = block_top(s, rows, q, k)
+            ts, tp, vs = block_top(s, pos, q, k)
             top_s.append(ts)
-            top_i.append(ti)
+            top_p.append(tp)
             vsum += vs
-        i_top, s_top = merge_top(top_s, top_i, k)
-        return i_top, s_top, vsum
+        p_top, s_top = merge_top(top_s, top_p, k)
+        return (p_top if idx is None else np.asarray(idx, dtype=np.int64)[p_top]), s_top, vsum
 
     def set_alpha(self, alpha: np.ndarray) -> tuple[Any, float]:
         """Update the self terms α_ℓ/C of core rows; return (coef on device, b)."""
@@ -382,11 +391,12 @@ class GpuScanner(ScannerBase):
         xp = self.xp
         cand = self._device_idx(idx)
         n = self.n if idx is None else idx.shape[0]
-        rows = xp.arange(n) if cand is None else cand
+        pos = xp.arange(n)
+        rows = pos if cand is None else cand
         s = xp.where(self.in_core_dev[rows], xp.inf, self._all_scores(cand, n, coef, b))
-        s_top, i_top, vsum = block_top(s, rows, q, k)
-        i_top, s_top = merge_top([s_top], [i_top], k)
-        return i_top, s_top, vsum
+        s_top, p_top, vsum = block_top(s, pos, q, k)
+        p_top, s_top = merge_top([s_top], [p_top], k)
+        return (p_top if idx is None else np.asarray(idx, dtype=np.int64)[p_top]), s_top, vsum
 
     def group_min(self, groups: np.ndarray, coef, b: float) -> tuple[np.ndarray, np.ndarray]:
         xp = self.xp

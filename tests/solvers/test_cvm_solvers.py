@@ -310,3 +310,71 @@ def test_block_top_breaks_ties_to_the_smaller_row():
     want = np.r_[rows[[7, 151, 299]], np.sort(rows[tied])[:6]]
     np.testing.assert_array_equal(np.sort(ti), np.sort(want))
     np.testing.assert_array_equal(np.sort(ts), [0.5] * 3 + [1.0] * 6)
+
+
+# --------------------------------------------------------------------------- the order of the rows
+def _tied_scanners(gpu=None):
+    """Scanners whose scores are all tied: an RBF kernel that underflows between distinct rows."""
+    rng = np.random.default_rng(4)
+    X = rng.normal(size=(400, 3))
+    kern = Kernel("rbf", gamma=1e6)
+    host = HostScanner(X, None, kern, None, 10.0, np.float64)
+    scanners = [host]
+    if gpu is not None:
+        from gpuksvm.solvers.meb import GpuScanner
+        scanners.append(GpuScanner(gpu.asarray(X), None, kern, None, 10.0, np.float64))
+    core = np.array([3, 250, 77])
+    coefs = []
+    for sc in scanners:
+        sc.append(core)
+        coefs.append(sc.set_alpha(np.full(3, 1 / 3)))
+    return scanners, coefs, core
+
+
+def _check_ties_follow_idx(scanners, coefs, core):
+    idx = np.random.default_rng(5).permutation(400)
+    for sc, (coef, b) in zip(scanners, coefs):
+        top, top_s, _ = sc.exact_scan(idx, coef, b, 1.0, 10)
+        want = idx[~np.isin(idx, core)][:10]
+        np.testing.assert_array_equal(top, want)                  # the earlier rows of idx, in its order
+        np.testing.assert_array_equal(top_s, np.zeros(10))
+        top, _, _ = sc.exact_scan(None, coef, b, 1.0, 10)         # without idx: the smaller rows
+        np.testing.assert_array_equal(top, np.setdiff1d(np.arange(400), core)[:10])
+
+
+def test_exact_scan_ties_go_to_the_earlier_row_of_idx():
+    """Tied scores: the exact scan takes the rows that come first in ``idx`` (the estimators pass
+    the rows in their content-hash order), not the smallest row indices."""
+    _check_ties_follow_idx(*_tied_scanners())
+
+
+@pytest.mark.gpu
+def test_gpu_exact_scan_ties_go_to_the_earlier_row_of_idx(gpu):
+    _check_ties_follow_idx(*_tied_scanners(gpu))
+
+
+@pytest.mark.parametrize("sample_size", [None, 20])
+@pytest.mark.parametrize("tied", [False, True])
+def test_fit_core_set_depends_on_the_order_of_rows_only(sample_size, tied):
+    """The same rows given in the same order of ``rows`` at other positions of X: the same core set
+    (the same rows, in the same order) and α — the initial pair, the samples and the ties all go by
+    position in ``rows``.  ``tied``: every score ties (an RBF kernel that underflows)."""
+    from gpuksvm.solvers.meb import fit_core_set
+
+    rng = np.random.default_rng(6)
+    X = rng.normal(size=(500, 2))
+    y = np.where(X[:, 0] * X[:, 1] > 0, 1.0, -1.0)
+    perm = rng.permutation(500)
+    inv = np.empty(500, dtype=np.int64)
+    inv[perm] = np.arange(500)
+    order = rng.permutation(500)                        # the order the search draws from (rows of X)
+    kern = Kernel("rbf", gamma=1e6 if tied else 4.0)
+    kw = dict(C=10.0, tol=1e-3, sample_size=sample_size, n_tries=3, max_iter=60, max_core_size=500,
+              cache_bytes=1 << 24, shrinking=True, max_add=8)
+    a = fit_core_set(HostScanner(X, y, kern, None, 10.0, np.float64), y, order,
+                     rs=np.random.RandomState(0), **kw)
+    b = fit_core_set(HostScanner(X[perm], y[perm], kern, None, 10.0, np.float64), y[perm], inv[order],
+                     rs=np.random.RandomState(0), **kw)
+    np.testing.assert_array_equal(perm[b.core], a.core)
+    np.testing.assert_array_equal(b.alpha, a.alpha)
+    assert (a.n_iter, a.stop) == (b.n_iter, b.stop)
