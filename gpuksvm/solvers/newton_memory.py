@@ -157,8 +157,10 @@ class DesignOracle(NewtonOracle):
         if self.method == "cg":
             act = self._act
             rows = xp.nonzero(act.any(axis=1))[0]
-            Xa = self.X.take(rows) if rows.shape[0] < self.n else self.X
-            Da = 2.0 * self.CS[rows] * act[rows]
+            if 2 * rows.shape[0] <= self.n:    # a copy of the active rows: at most half of F
+                Xa, Da = self.X.take(rows), 2.0 * self.CS[rows] * act[rows]
+            else:                              # inactive rows weigh 0: no copy of F
+                Xa, Da = self.X, 2.0 * self.CS * act
 
             def matvec(V, Xa=Xa, Da=Da):
                 return V + Xa.tdot(Da * Xa.dot(V))
