@@ -128,6 +128,9 @@ class _TracedMeter:
     def reset_peak(self) -> None:
         tracemalloc.reset_peak()
 
+    def settle(self) -> None:
+        pass
+
 
 class _ResidentMeter:
     """The process's resident set: VmRSS, and VmHWM reset through ``/proc/self/clear_refs``."""
@@ -135,10 +138,14 @@ class _ResidentMeter:
     name = "resident"
 
     def start(self) -> None:
+        self.settle()
+
+    def settle(self) -> None:
+        """Free heap blocks go back to the system (as :class:`gpuksvm.demo.PeakMemory` does), so
+        a stage that reuses them still shows its growth."""
         from gpuksvm.demo import _release_free_heap
 
         _release_free_heap()
-        self.reset_peak()
 
     def stop(self) -> None:
         pass
@@ -174,6 +181,7 @@ class _Tracer:
 
     def begin(self) -> None:
         self.rows, self._by_name = [], {}
+        self.meter.settle()
         self.origin = self.meter.current()
         self.meter.reset_peak()
 
