@@ -99,8 +99,9 @@ from .calibration import probability_enabled
 from .cluster import RowReservoir
 from .kernels import Kernel, kernel_block, kernel_matvec, make_kernel
 from .linear_svm import LinearSVM
-from .nystrom import (MapParams, NystromMap, apply_spectrum, build_map, feature_map, nystrom_maps,
-                      sample_rows_for_map, select_landmarks, spectrum_objective, supervised_spectrum)
+from .nystrom import (MapParams, NystromMap, apply_spectrum, build_map, feature_map, kernel_block_rows,
+                      nystrom_maps, sample_rows_for_map, select_landmarks, spectrum_objective,
+                      supervised_spectrum)
 from .params import (CLASS_WEIGHT, DEPRECATED, DEVICE_PARAMS, KERNEL_PARAMS, count, deprecated, non_negative,
                      positive)
 from .scaleout.dispatch import dask_dispatch
@@ -444,7 +445,9 @@ class LLSVM(DeviceMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin, Clas
         Returns (n,) for two classes, (n, n_classes) for more (one-vs-rest).
         """
         Xd, kind = self._prepare(X)
-        D = kernel_matvec(Xd, self.landmarks_, self.dual_coef_.T, self.kernel_)
+        rows = kernel_block_rows(Xd.shape[0], self.landmarks_, Xd.shape[1], self.map_.dtype,
+                                 self._fitted_device())
+        D = kernel_matvec(Xd, self.landmarks_, self.dual_coef_.T, self.kernel_, block_rows=rows)
         D = D.reshape(Xd.shape[0], -1) + self.intercept_[None, :]
         if D.shape[1] == 1:
             D = D[:, 0]

@@ -37,7 +37,7 @@ from .solvers._blas import host_busy, one_blas_thread
 from .validation import check_param
 
 __all__ = ["NystromMap", "MapParams", "build_map", "sample_rows_for_map", "select_landmarks", "apply_spectrum",
-           "feature_map", "nystrom_maps", "supervised_spectrum", "spectrum_objective"]
+           "feature_map", "kernel_block_rows", "KERNEL_BLOCK_BYTES", "nystrom_maps", "supervised_spectrum", "spectrum_objective"]
 
 
 @dataclass
@@ -95,15 +95,29 @@ def _effective_floor(eig_floor: float, dtype: Any) -> float:
     return float(eig_floor)
 
 
-def feature_map(X: Any, Z: Any, M: Any, kernel: Kernel, *, block_rows: int | None = None) -> Any:
-    """F = K(X, Z) · M in row blocks sized to the memory budget (SPEC §1 step 4).
+#: Largest kernel block K(X_b, Z) (bytes) that forming F or predicting holds beside its result:
+#: the block is pure scratch above F, and BLAS runs at full speed on far smaller blocks.
+KERNEL_BLOCK_BYTES = 32 << 20
 
-    :func:`~gpuksvm.kernels.kernel_matvec` with a row plan for a k-wide output
-    (each row holds its kernel block row and its F row).
+
+def kernel_block_rows(n_rows: int, Z: Any, n_features: int, dtype: Any, device: Any) -> int:
+    """Rows per kernel block K(X_b, Z) of :func:`feature_map` and LLSVM's predictions: the
+    memory budget's plan (a block row, its input row and its output row), capped at
+    :data:`KERNEL_BLOCK_BYTES` of kernel block."""
+    k = int(Z.shape[0])
+    itemsize = np.dtype(dtype).itemsize
+    return bk.plan_rows(n_rows, (2 * k + int(n_features)) * itemsize, device,
+                        max_rows=max(KERNEL_BLOCK_BYTES // max(k * itemsize, 1), 1))
+
+
+def feature_map(X: Any, Z: Any, M: Any, kernel: Kernel, *, block_rows: int | None = None) -> Any:
+    """F = K(X, Z) · M in row blocks (SPEC §1 step 4): :func:`kernel_block_rows` by default.
+
+    :func:`~gpuksvm.kernels.kernel_matvec`; F is the only n × k array it allocates.
     """
     dt = np.dtype(M.dtype)
     if block_rows is None:
-        block_rows = bk.plan_rows(X.shape[0], (2 * Z.shape[0] + X.shape[1]) * dt.itemsize, bk.device_of(M))
+        block_rows = kernel_block_rows(X.shape[0], Z, X.shape[1], dt, bk.device_of(M))
     return kernel_matvec(X, Z, M, kernel, dtype=dt, block_rows=block_rows, method="blocked")
 
 

@@ -90,20 +90,38 @@ def _abs_max(data: Any) -> float:
     return max(abs(hi), abs(lo))
 
 
-def max_row_sq_norm(X: Any, *, block_rows: int = 65536) -> float:
-    """max_i ‖xᵢ‖² in float64 without overflow in the squares (inf if it exceeds float64)."""
+#: Values a validation scan converts at a time (8 MB of float64): the scans' temporaries stay
+#: small beside the array they check, whatever its width.
+_SCAN_VALUES = 1 << 20
+
+
+def _scan_rows(X: Any) -> int:
+    """Rows of ``X`` per block of a validation scan: about :data:`_SCAN_VALUES` stored values
+    (a sparse matrix's by its mean number of nonzeros per row), at least one row."""
+    if bk.is_sparse(X):
+        width = -(-int(X.nnz) // max(int(X.shape[0]), 1))
+    else:
+        width = int(X.shape[1]) if X.ndim > 1 else 1
+    return max(_SCAN_VALUES // max(width, 1), 1)
+
+
+def max_row_sq_norm(X: Any) -> float:
+    """max_i ‖xᵢ‖² in float64 without overflow in the squares (inf if it exceeds float64);
+    computed by row blocks of :data:`_SCAN_VALUES` values."""
     data = X.data if bk.is_sparse(X) else X
     amax = _abs_max(data)
     if amax == 0.0 or not np.isfinite(amax):
         return 0.0 if amax == 0.0 else float("inf")
     best = 0.0
+    block_rows = _scan_rows(X)
     for s in range(0, X.shape[0], block_rows):
         B = X[s:s + block_rows]
         if bk.is_sparse(B):
             B = B.astype(np.float64) / amax
             sq = B.multiply(B).sum(axis=1)
         else:
-            B = B.astype(np.float64) / amax
+            B = B.astype(np.float64)
+            B /= amax
             sq = (B * B).sum(axis=1)
         best = max(best, float(sq.max()) if sq.size else 0.0)
     with np.errstate(over="ignore"):
@@ -120,10 +138,11 @@ class WorkingUnderflowError(WorkingRangeError):
     squares, fall below its smallest normal number (raised by :func:`check_working_range`)."""
 
 
-def _min_abs_nonzero(data: Any, *, block_rows: int = 65536) -> float:
+def _min_abs_nonzero(data: Any) -> float:
     """The smallest nonzero |value| of a float array (inf if every value is 0), by row blocks."""
     xp = bk.namespace_of(data)
     best = float("inf")
+    block_rows = _scan_rows(data)
     for s in range(0, data.shape[0], block_rows):
         a = xp.abs(data[s:s + block_rows])
         a = a[a > 0]

@@ -96,24 +96,33 @@ class Design:
             return top
         return self.xp.concatenate([top, self.scale * U.sum(axis=0, keepdims=True)], axis=0)
 
-    def weighted_gram(self, weights: Any) -> Any:
-        """F̃ᵀ diag(weights) F̃, shape (dim, dim), for non-negative ``weights`` (n,)."""
+    def _rows_gram(self, rows: Any, weights: Any, float64: bool) -> Any:
+        """F̃ᵀ diag(weights) F̃ over ``rows`` for positive ``weights``, as float64.
+
+        One copy of the rows is made (in float64 when asked) and scaled by √weights in place
+        before the product (SYRK in NumPy: the same operand twice); the constant column's
+        entries come from the unscaled copy.
+        """
         xp = self.xp
+        A = self.F[rows]
+        if float64 and A.dtype != np.float64:
+            A = A.astype(np.float64)
+        w = weights.astype(A.dtype, copy=False)
+        col = self.scale * (A.T @ w) if self.scale else None
         if self.sparse:
-            G = self.F.multiply(weights[:, None]).T @ self.F
-            G = xp.asarray(G.toarray())
+            G = xp.asarray((A.multiply(w[:, None]).T @ A).toarray())
         else:
-            Fw = self.F * xp.sqrt(weights)[:, None]
-            G = Fw.T @ Fw                       # SYRK in NumPy (same operand)
+            A *= xp.sqrt(w)[:, None]
+            G = A.T @ A
+        del A
         if not self.scale:
-            return G
-        col = self.scale * (self.F.T @ weights)
-        col = xp.asarray(col).reshape(-1)
-        out = xp.empty((self.dim, self.dim), dtype=G.dtype)
+            return G.astype(np.float64, copy=False)
+        out = xp.empty((self.dim, self.dim), dtype=np.float64)
         out[: self.d, : self.d] = G
+        col = xp.asarray(col).reshape(-1)
         out[: self.d, self.d] = col
         out[self.d, : self.d] = col
-        out[self.d, self.d] = self.scale ** 2 * weights.sum()
+        out[self.d, self.d] = self.scale ** 2 * w.sum()
         return out
 
     def signed_gram(self, weights: Any, idx: Any = None, *, block_rows: int = 8192,
@@ -124,7 +133,8 @@ class Design:
         dtype (``float64=True``: converted to float64 first) and the blocks'
         Grams are summed in float64: a single float32 product over n rows
         accumulates a round-off of up to n·eps(float32) on the large diagonal
-        (7 % at n = 800,000), blocks keep it near ``block_rows``·eps.
+        (7 % at n = 800,000), blocks keep it near ``block_rows``·eps.  The
+        scratch is one copy of a block's rows of one sign at a time.
         """
         xp = self.xp
         if idx is None:
@@ -133,20 +143,16 @@ class Design:
         for s in range(0, int(idx.shape[0]), block_rows):
             rows = idx[s:s + block_rows]
             w = weights[rows]
-            part = self.take(rows)
-            if float64 and part.dtype != np.float64:
-                part = Design(part.F.astype(np.float64), self.scale)
-            wd = w.astype(part.dtype, copy=False)
             pos, neg = w > 0, w < 0
             if bool(pos.all()):
-                out += part.weighted_gram(wd).astype(np.float64, copy=False)
+                out += self._rows_gram(rows, w, float64)
                 continue
             if bool(pos.any()):
                 sel = xp.nonzero(pos)[0]
-                out += part.take(sel).weighted_gram(wd[sel]).astype(np.float64, copy=False)
+                out += self._rows_gram(rows[sel], w[sel], float64)
             if bool(neg.any()):
                 sel = xp.nonzero(neg)[0]
-                out -= part.take(sel).weighted_gram(-wd[sel]).astype(np.float64, copy=False)
+                out -= self._rows_gram(rows[sel], -w[sel], float64)
         return out
 
     def row_gram(self) -> Any:

@@ -157,8 +157,10 @@ class DesignOracle(NewtonOracle):
         if self.method == "cg":
             act = self._act
             rows = xp.nonzero(act.any(axis=1))[0]
-            Xa = self.X.take(rows) if rows.shape[0] < self.n else self.X
-            Da = 2.0 * self.CS[rows] * act[rows]
+            if 2 * rows.shape[0] <= self.n:    # a copy of the active rows: at most half of F
+                Xa, Da = self.X.take(rows), 2.0 * self.CS[rows] * act[rows]
+            else:                              # inactive rows weigh 0: no copy of F
+                Xa, Da = self.X, 2.0 * self.CS * act
 
             def matvec(V, Xa=Xa, Da=Da):
                 return V + Xa.tdot(Da * Xa.dot(V))
@@ -244,6 +246,17 @@ def _choose_method(X: Design, m: int) -> str:
     return "cholesky" if (not X.sparse and X.dim <= widest and fits and not few_rows) else "cg"
 
 
+def _subsample_start(X: Design, Y: Any, CS: Any, random_state: Any) -> Any:
+    """W of a loose Newton solve on a random tenth of the rows (at least 5·dim), C scaled by
+    n/n_sub; the copy of those rows is freed before the full solve starts."""
+    n = X.n
+    rng = np.random.default_rng(_seed(random_state))
+    sub = np.sort(rng.choice(n, size=max(n // 10, 5 * X.dim), replace=False))
+    sub = X.xp.asarray(sub) if X.xp is not np else sub
+    oracle = DesignOracle(X.take(sub), Y[sub], CS[sub] * (n / sub.shape[0]), method="cholesky")
+    return newton_solve(oracle, tol=1e-2, max_iter=50).info["W"]
+
+
 def newton_squared_hinge(F: Any, Y: Any, C: float, *, sample_weight: Any = None,
                          intercept_scaling: float | None = 1.0, tol: float = 1e-4,
                          max_iter: int = 1000, method: str = "auto", W0: Any = None,
@@ -317,12 +330,6 @@ def newton_squared_hinge(F: Any, Y: Any, C: float, *, sample_weight: Any = None,
             # a Newton solve on a random tenth of the rows (C scaled up to match)
             # gives a start whose active set is near the final one: the first full
             # Hessian then costs |I|·d² instead of n·d²
-            rng = np.random.default_rng(_seed(random_state))
-            sub = np.sort(rng.choice(n, size=max(n // 10, 5 * X.dim), replace=False))
-            sub = xp.asarray(sub) if xp is not np else sub
-            Xs = X.take(sub)
-            w_sub = newton_solve(DesignOracle(Xs, Y[sub], CS[sub] * (n / sub.shape[0]), method="cholesky"),
-                                 tol=1e-2, max_iter=50)
-            W0 = w_sub.info["W"]
+            W0 = _subsample_start(X, Y, CS, random_state)
         oracle = DesignOracle(X, Y, CS, method=method, cg_max_iter=cg_max_iter, W0=W0)
         return newton_solve(oracle, W0, tol=tol, max_iter=max_iter, verbose=verbose, callback=callback)

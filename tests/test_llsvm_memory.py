@@ -1,0 +1,144 @@
+"""Memory of LLSVM's in-memory fit and predict: the feature matrix F plus bounded scratch.
+
+The whole-fit bound runs in a fresh process and reads Linux's VmHWM (exact, reset through
+``/proc/self/clear_refs``); the stage bounds count NumPy's allocations with :mod:`tracemalloc`
+(exact too: NumPy reports every buffer to it), so neither depends on timing or on the load.
+"""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+import tracemalloc
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from gpuksvm import LLSVM, nystrom
+from gpuksvm.demo import _can_reset_hwm
+from gpuksvm.solvers.linear import Design
+from gpuksvm.solvers.newton_memory import newton_squared_hinge
+from gpuksvm.validation import _SCAN_VALUES, check_working_range, max_row_sq_norm
+
+MB = 1e6
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _traced_peak(fn):
+    """fn()'s result and the peak of the bytes traced while it ran, above those traced at its start."""
+    tracemalloc.start()
+    try:
+        base = tracemalloc.get_traced_memory()[0]
+        out = fn()
+        return out, tracemalloc.get_traced_memory()[1] - base
+    finally:
+        tracemalloc.stop()
+
+
+_CHILD = textwrap.dedent("""
+    import json
+    import numpy as np
+    from gpuksvm import LLSVM
+    from gpuksvm.demo import PeakMemory
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(160000, 22))
+    y = np.where(X[:, 0] * X[:, 1] + 0.3 * rng.normal(size=X.shape[0]) > 0, 1, -1)
+    X, Xt, y = X[:60000], X[60000:], y[:60000]
+    est = LLSVM(n_landmarks=300, device="cpu", random_state=0)
+    with PeakMemory("vmhwm") as fit:
+        est.fit(X, y)
+    with PeakMemory("vmhwm") as pred:
+        est.decision_function(Xt)
+    print(json.dumps({"fit": fit.peak_bytes, "predict": pred.peak_bytes, "F": X.shape[0] * 300 * 4,
+                      "inputs": X.nbytes + y.nbytes, "test": Xt.nbytes}))
+""")
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux") or not _can_reset_hwm(),
+                    reason="needs Linux's resettable VmHWM")
+def test_fit_and_predict_peak_in_a_fresh_process():
+    """60,000 × 22 rows, k = 300 (F = 72 MB float32), then 100,000 rows predicted.
+
+    fit ≤ 2·F + inputs + 64 MB and predict ≤ one capped kernel block + 2 × the test rows +
+    32 MB.  The constants are the libraries' own resident memory (OpenBLAS's thread buffers
+    are touched by the first large GEMM, ~10 MB; glibc keeps freed heap blocks resident) and
+    the k-means sample; measured here: fit 176 MB against the bound's 219 MB, predict 45 MB
+    against 82 MB.  The validation scans that converted all of F to float64 twice and the
+    whole-size kernel blocks peaked at 455 MB (fit) and ~130 MB (predict).  VmHWM counts
+    pages, not time: the figure is the same on a loaded machine.
+    """
+    proc = subprocess.run([sys.executable, "-c", _CHILD], capture_output=True, text=True, cwd=ROOT,
+                          timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    r = json.loads(proc.stdout.strip().splitlines()[-1])
+    fit_bound = 2 * r["F"] + r["inputs"] + 64 * MB
+    assert r["fit"] <= fit_bound, (r["fit"] / MB, fit_bound / MB)
+    predict_bound = nystrom.KERNEL_BLOCK_BYTES + 2 * r["test"] + 32 * MB
+    assert r["predict"] <= predict_bound, (r["predict"] / MB, predict_bound / MB)
+
+
+def test_validation_scans_convert_bounded_blocks():
+    """max_row_sq_norm and the working-range check of a float32 F hold blocks of at most
+    _SCAN_VALUES values (8 MB of float64), not copies of all of F."""
+    F = np.random.default_rng(0).normal(size=(20000, 500)).astype(np.float32)   # 40 MB
+    sq, peak = _traced_peak(lambda: max_row_sq_norm(F))
+    assert sq == pytest.approx(float((F.astype(np.float64) ** 2).sum(axis=1).max()), rel=1e-12)
+    assert peak <= 2.5 * _SCAN_VALUES * 8, peak / MB
+    _, peak = _traced_peak(lambda: check_working_range(F, np.float32, training=True))
+    assert peak <= 2.5 * _SCAN_VALUES * 8, peak / MB
+
+
+def test_transform_and_predict_hold_one_capped_kernel_block(monkeypatch):
+    X = np.random.default_rng(1).normal(size=(20000, 5)).astype(np.float32)
+    y = (X[:, 0] > 0).astype(int)
+    est = LLSVM(n_landmarks=100, kmeans_sample=2000, device="cpu", random_state=0).fit(X[:2000], y[:2000])
+    F_ref = est.transform(X)
+    D_ref = est.decision_function(X)
+    monkeypatch.setattr(nystrom, "KERNEL_BLOCK_BYTES", 1 << 20)      # 2,621 rows of 100 landmarks
+    F, peak = _traced_peak(lambda: est.transform(X))
+    np.testing.assert_allclose(F, F_ref, rtol=1e-5, atol=1e-6)
+    assert peak <= F.nbytes + (1 << 20) + 1.5 * MB, (peak - F.nbytes) / MB   # F, a block, row norms
+    D, peak = _traced_peak(lambda: est.decision_function(X))
+    np.testing.assert_allclose(D, D_ref, rtol=1e-5, atol=1e-5)
+    assert peak <= (1 << 20) + 1.5 * MB, peak / MB                          # the kernel block 8 MB whole
+
+
+def test_signed_gram_copies_each_block_once():
+    rng = np.random.default_rng(2)
+    F = rng.normal(size=(8192, 499)).astype(np.float32)
+    w = rng.uniform(0.5, 2.0, size=8192).astype(np.float32)
+    design = Design(F, 1.0)
+    G, peak = _traced_peak(lambda: design.signed_gram(w))
+    Ft = np.hstack([F, np.ones((8192, 1), np.float32)]).astype(np.float64)
+    np.testing.assert_allclose(G, (Ft * w[:, None]).T @ Ft, rtol=1e-4, atol=1e-2)
+    # one float32 copy of the block's rows (16 MB), its float32 and float64 Grams and the sum
+    assert peak <= F.nbytes + 4 * 500 * 500 * 8, peak / MB
+
+
+def test_newton_cg_does_not_copy_mostly_active_rows():
+    """Newton-CG with more than half of the rows active uses F itself (inactive rows weigh 0)
+    instead of a copy of the active rows; with few active rows the copy (≤ F/2) pays."""
+    rng = np.random.default_rng(3)
+    F = rng.normal(size=(20000, 300)).astype(np.float32)                    # 24 MB
+    y = np.where(F[:, 0] > 0, 1.0, -1.0).astype(np.float32)
+    W0 = np.zeros((301, 1), np.float32)
+    W0[0] = 1.0                                       # 68 % of the rows active at the first step
+    sol, peak = _traced_peak(lambda: newton_squared_hinge(F, y, 1.0, method="cg", W0=W0, max_iter=3))
+    assert sol.info["method"] == "cg"
+    # the later steps copy their ~15 % active rows (3.6 MB); a copy of the first step's 68 %
+    # would be 16 MB
+    assert peak <= F.nbytes / 4, peak / MB
+
+
+def test_newton_frees_the_warm_start_rows_before_the_full_solve():
+    """The random tenth of the rows that gives the warm start is copied, solved and freed: the
+    full solve's peak is one 8,192-row Gram block (6.5 MB here) and n-long vectors, without the
+    tenth's 3.3 MB beside it (11.5 MB when it was kept)."""
+    rng = np.random.default_rng(4)
+    F = rng.normal(size=(40960, 199)).astype(np.float32)                    # 33 MB
+    y = np.where(F[:, 0] + F[:, 1] + 0.5 * rng.normal(size=40960) > 0, 1.0, -1.0).astype(np.float32)
+    sol, peak = _traced_peak(lambda: newton_squared_hinge(F, y, 1.0, random_state=0))
+    assert sol.info["method"] == "cholesky"
+    assert peak <= 8192 * 200 * 4 + 2.5 * MB, peak / MB
