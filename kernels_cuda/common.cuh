@@ -60,6 +60,18 @@ __device__ __forceinline__ void gk_tile_update(bool rbf, const T* xr, const T* z
     }
 }
 
+// Parks part[] in the thread's own row of the chunk staging buffer (`slot`,
+// read and written by this thread alone until the next barrier), so that the
+// kernel values can then be taken in a rolled loop over `slot[r]`: unrolled,
+// that loop would inline one copy of gk_kernel_value (exp, pow, tanh) per row
+// and multiply the NVRTC compile time.  The stores use constant indices, so
+// part[] itself stays in registers.
+template <typename T, int R>
+__device__ __forceinline__ void gk_park_part(const T (&part)[R], T* slot) {
+#pragma unroll
+    for (int r = 0; r < R; ++r) slot[r] = part[r];
+}
+
 // The width a chunk of `cols` (1..DC) columns is computed at: the smallest of
 // 2, 4, 8, ..., DC that holds it (DC a power of two), so a small d does not pay
 // for DC columns; the staged chunk is zero from `cols` to the width.

@@ -16,7 +16,9 @@
 // columns, staging its candidates' chunk (a warp reads runs of up to CVM_DC
 // consecutive values of a row: coalesced) and the tile's chunk in shared
 // memory (gk_chunk_update of common.cuh: a chunk narrower than CVM_DC is
-// computed at its power-of-two width).
+// computed at its power-of-two width).  The tile's kernel values are taken in
+// a rolled loop over the partial sums parked in the thread's own row of the
+// staging buffer (gk_park_part).
 //
 // Each block reduces its group of candidates [g*group_size, (g+1)*group_size)
 // to (min s, row) -- per-group minima serve the sampled search (one group per
@@ -32,6 +34,7 @@
 #define CVM_BLOCK 256   // threads (candidates) per block: the launch's block size, at most this
 #define CVM_ZROWS 16    // core rows per tile
 #define CVM_DC 16       // columns per chunk
+static_assert(CVM_ZROWS <= CVM_DC + 1, "a thread's row of xs holds its parked partial sums");
 
 template <typename T>
 __device__ __forceinline__ void cvm_better(double s, long long r, double& bs, long long& br) {
@@ -109,12 +112,12 @@ __device__ void cvm_furthest(const T* __restrict__ X, int d, const long long* __
             }
             // rows of the tile beyond m were not staged (zt, cs hold stale values there)
             if (active) {
-#pragma unroll
-                for (int r = 0; r < CVM_ZROWS; ++r) {
-                    if (r < rows) {
-                        const T kv = gk_kernel_value<T>(ktype, part[r], part[r], gamma, coef0, degree);
-                        acc += (double)kv * (double)cs[r];
-                    }
+                T* const parked = xs + tid * (CVM_DC + 1);   // this thread's slot; the next staging waits at a barrier
+                gk_park_part<T, CVM_ZROWS>(part, parked);
+#pragma unroll 1
+                for (int r = 0; r < rows; ++r) {
+                    const T kv = gk_kernel_value<T>(ktype, parked[r], parked[r], gamma, coef0, degree);
+                    acc += (double)kv * (double)cs[r];
                 }
             }
         }

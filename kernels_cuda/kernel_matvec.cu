@@ -4,8 +4,9 @@
 // in chunks of GK_DC columns (a narrower last chunk at its power-of-two width): the block stages
 // its rows' chunk (coalesced: a warp reads runs of consecutive values of a row) and the tile's
 // chunk in shared memory, and each thread adds the chunk to its GK_ZROWS partial dot products /
-// squared distances (gk_chunk_update of common.cuh, registers).  After the last chunk the tile's
-// kernel values multiply the tile's rows of V into the thread's m <= GK_MAXM sums.  Every index
+// squared distances (gk_chunk_update of common.cuh, registers).  After the last chunk the thread
+// parks them in its own row of the staging buffer and takes the tile's kernel values in a rolled
+// loop (gk_park_part), which multiply the tile's rows of V into the thread's m <= GK_MAXM sums.  Every index
 // into part[] and acc[] is a compile-time constant of an unrolled loop, so both stay in registers
 // (a run-time index would put them in local memory).
 // Worth it for small d only (Falkon: d < 50); for large d the GEMM-based
@@ -17,6 +18,7 @@
 #define GK_MAXM 16
 #define GK_ZROWS 16    // core rows per tile
 #define GK_DC 16       // columns per chunk
+static_assert(GK_ZROWS <= GK_DC + 1, "a thread's row of xs holds its parked partial sums");
 
 template <typename T>
 __device__ void kernel_matvec(const T* __restrict__ X, const T* __restrict__ Z, const T* __restrict__ V,
@@ -57,14 +59,14 @@ __device__ void kernel_matvec(const T* __restrict__ X, const T* __restrict__ Z, 
             gk_chunk_update<T, GK_ZROWS, GK_DC>(rbf, w, xs + tid * (GK_DC + 1), zt, part);
         }
         // rows of the tile beyond k were not staged (zt, vs hold stale values there)
+        T* const parked = xs + tid * (GK_DC + 1);   // this thread's slot; the next staging waits at a barrier
+        gk_park_part<T, GK_ZROWS>(part, parked);
+#pragma unroll 1
+        for (int r = 0; r < rows; ++r) {
+            const T kv = gk_kernel_value<T>(ktype, parked[r], parked[r], gamma, coef0, degree);
 #pragma unroll
-        for (int r = 0; r < GK_ZROWS; ++r) {
-            if (r < rows) {
-                const T kv = gk_kernel_value<T>(ktype, part[r], part[r], gamma, coef0, degree);
-#pragma unroll
-                for (int c = 0; c < GK_MAXM; ++c) {
-                    if (c < m) acc[c] += kv * vs[r * GK_MAXM + c];
-                }
+            for (int c = 0; c < GK_MAXM; ++c) {
+                if (c < m) acc[c] += kv * vs[r * GK_MAXM + c];
             }
         }
     }

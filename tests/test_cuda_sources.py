@@ -48,6 +48,29 @@ def test_nvrtc_check_can_fail(nvrtc_lib):
     assert not res.ok and "INFINITY" in res.log
 
 
+def _kernel_value_call_pragmas(code: str) -> list[str]:
+    """The loop pragma governing each gk_kernel_value call of a source (the last one above it)."""
+    pragmas, found = [], []
+    for line in code.splitlines():
+        text = line.strip()
+        if text.startswith("#pragma unroll"):
+            pragmas.append(text)
+        elif "gk_kernel_value<" in text and "__device__" not in text:
+            found.append(pragmas[-1] if pragmas else "")
+    return found
+
+
+@pytest.mark.parametrize("name", ["kernel_matvec.cu", "cvm.cu"])
+def test_kernel_value_is_evaluated_in_a_rolled_loop(name):
+    # Unrolled over the tile's rows, every call inlines one copy of the
+    # kernel-value switch (exp, pow, tanh) per row and dtype, which multiplied
+    # the NVRTC compile time of these sources about tenfold.
+    code = next(p for p in SOURCES if p.name == name).read_text()
+    pragmas = _kernel_value_call_pragmas(code)
+    assert pragmas, f"{name} calls gk_kernel_value nowhere"
+    assert all(p == "#pragma unroll 1" for p in pragmas), f"{name}: {pragmas}"
+
+
 def test_loader_reports_missing_cuda():
     from gpuksvm import backend as bk
     if bk.cuda_available():

@@ -270,7 +270,7 @@ BOUND_MUTANTS = [
     Mutant("kernel_matvec: column bound on store", "kernel_matvec.cu", "if (c < m) out", "out"),
     Mutant("kernel_matvec: tile remainder clamp", "kernel_matvec.cu", "min(GK_ZROWS, k - t0)", "GK_ZROWS"),
     Mutant("kernel_matvec: chunk remainder clamp", "kernel_matvec.cu", "min(GK_DC, d - c0)", "GK_DC"),
-    Mutant("kernel_matvec: tile row bound r < rows", "kernel_matvec.cu", "if (r < rows) {", "{"),
+    Mutant("kernel_matvec: tile row bound r < rows", "kernel_matvec.cu", "r < rows; ++r", "r < GK_ZROWS; ++r"),
     Mutant("smo: thread bound tid < ws", "smo.cu", "const bool valid = tid < ws;", "const bool valid = true;"),
     Mutant("smo: reduction bound tid < s", "smo.cu", "if (tid < s) {", "{"),
     Mutant("smo: round keys row bound i < i1", "smo.cu", "i < i1;", "i < i1 + SMO_RK_BLOCK;"),
@@ -285,7 +285,7 @@ BOUND_MUTANTS = [
     Mutant("cvm: slot bound on load of X", "cvm.cu", "(cj < g1 && k < cols)", "(k < cols)"),
     Mutant("cvm: column bound on load of X", "cvm.cu", "(cj < g1 && k < cols)", "(cj < g1)"),
     Mutant("cvm: column bound on load of Z", "cvm.cu", "k < cols ? Z", "true ? Z"),
-    Mutant("cvm: tile row bound r < rows", "cvm.cu", "if (r < rows) {", "{"),
+    Mutant("cvm: tile row bound r < rows", "cvm.cu", "r < rows; ++r", "r < CVM_ZROWS; ++r"),
     Mutant("cvm: reduction bound tid < w", "cvm.cu", "if (tid < w) {", "{"),
 ]
 
