@@ -32,6 +32,7 @@ import math
 import os
 import warnings
 import zlib
+from collections.abc import Iterator
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -117,6 +118,31 @@ def open_binary(path: str | os.PathLike):
     return open(path, "rb")
 
 
+class _UnderscoreWatch:
+    """A binary file whose lines (or reads) are passed on, noting whether any held ``_``: the
+    parser under :func:`read_svmlight` reads numbers with Python's ``int``/``float``, which take
+    ``_`` as a digit separator (``1_0`` is 10), so such a file is checked line by line."""
+
+    def __init__(self, fh: Any):
+        self._fh, self.seen = fh, False
+
+    def read(self, *args: Any) -> bytes:
+        data = self._fh.read(*args)
+        self.seen = self.seen or b"_" in data
+        return data
+
+    def readline(self, *args: Any) -> bytes:
+        line = self._fh.readline(*args)
+        self.seen = self.seen or b"_" in line
+        return line
+
+    def __iter__(self) -> Iterator[bytes]:
+        for line in self._fh:
+            if b"_" in line:
+                self.seen = True
+            yield line
+
+
 def svmlight_content(line: bytes) -> bytes:
     """A line without its comment and surrounding white space (empty: no data on the line)."""
     return line.split(b"#", 1)[0].strip()
@@ -155,6 +181,10 @@ def svmlight_line_error(content: bytes, *, zero_based: bool | None = None,
     toks = content.split()
     if not toks:
         return None
+    for tok in toks:
+        if b"_" in tok:
+            return (f"token {_shown(tok)} holds '_' (Python's digit separator: Python reads 1_0 as 10); "
+                    "an SVMlight number has none")
     label = _number(toks[0])
     if label is None:
         if b"," in toks[0] and all(_number(t) is not None for t in toks[0].split(b",")):
@@ -309,13 +339,18 @@ def read_svmlight(path: str | os.PathLike, n_features: int | None = None, *,
 
     try:
         with open_binary(path) as fh:
-            raw, y, query_ids = load_svmlight_file(fh, dtype=dtype, zero_based=True, query_id=True)
+            watched = _UnderscoreWatch(fh)
+            raw, y, query_ids = load_svmlight_file(watched, dtype=dtype, zero_based=True, query_id=True)
     except (OSError, EOFError, zlib.error) as exc:
         raise ValueError(f"{path}: cannot read the file ({exc})") from None
     except (ValueError, OverflowError) as exc:   # OverflowError: an index beyond a C int
         raise (bad_line() or malformed(path, str(exc))) from None
     if len(query_ids):
         raise bad_line() or malformed(path, "qid: query ids are not read")
+    if watched.seen:        # in a comment, or a number the parser misread (1_0 as 10)
+        found = bad_line()
+        if found:
+            raise found
     raw = raw.tocsr()
     y = np.asarray(y, dtype=np.float64)
     if not (np.isfinite(raw.data).all() and np.isfinite(y).all()):
