@@ -10,7 +10,8 @@ the repository.  Parsing is delegated to scikit-learn; a malformed file raises
 a ``ValueError`` naming the file and the first bad line — including what
 scikit-learn lets through (NaN/inf values, ``qid:`` ranking query ids, which
 gpuksvm refuses as LIBSVM does) or reports without a line (unsorted,
-duplicate or negative indices, indices of 2**31 and beyond, ``1,2`` labels).  The index base is
+duplicate or negative indices, indices of 2**31 and beyond, ``1,2`` labels,
+``1_0`` read as 10).  The index base is
 guessed as scikit-learn does, with a warning when one stray ``0:`` decides it
 (:func:`read_svmlight`).
 
@@ -309,8 +310,9 @@ def read_svmlight(path: str | os.PathLike, n_features: int | None = None, *,
     Parsing is scikit-learn's; every malformed line — bad tokens, unsorted,
     duplicate or negative indices, an index beyond :data:`MAX_FEATURE_INDEX`,
     multi-label lists such as ``1,2``, ``qid:`` query ids (refused, as LIBSVM
-    refuses them), NaN or infinite values, binary data — is a ``ValueError``
-    naming the file and the line.
+    refuses them), NaN or infinite values, binary data, numbers holding
+    Python's ``_`` digit separator (``1_0``, which scikit-learn's parser reads
+    as 10) — is a ``ValueError`` naming the file and the line.
 
     Parameters
     ----------
