@@ -205,6 +205,12 @@ def test_class_labels_in_another_order_are_refused(models, tmp_path, name):
     _refused(rewritten(_saved(models[name], tmp_path), edit), tmp_path, "sorted")
 
 
+def test_llsvm_labels_agree_with_its_linear_svm(models, tmp_path):
+    """LLSVM's classes_ are its inner LinearSVM's: a file where they differ is inconsistent."""
+    blob = rewritten(_saved(models["llsvm_f32"], tmp_path), _set_array("svm_", "classes_", fn=lambda a: a + 10))
+    _refused(blob, tmp_path, "svm_.classes_: the labels differ")
+
+
 # ----------------------------------------------------------------------------- only ModelFormatError
 def test_v1_float_node_holding_a_huge_integer(tmp_path):
     def edit(header, arrays):
