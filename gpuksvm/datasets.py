@@ -31,6 +31,7 @@ import bz2
 import gzip
 import math
 import os
+import stat
 import warnings
 import zlib
 from collections.abc import Iterator
@@ -44,6 +45,7 @@ import scipy.sparse as sp
 from sklearn.datasets import load_svmlight_file
 from sklearn.utils import check_random_state
 
+from .files import file_kind
 from .validation import check_allocation
 
 __all__ = [
@@ -312,7 +314,9 @@ def read_svmlight(path: str | os.PathLike, n_features: int | None = None, *,
     multi-label lists such as ``1,2``, ``qid:`` query ids (refused, as LIBSVM
     refuses them), NaN or infinite values, binary data, numbers holding
     Python's ``_`` digit separator (``1_0``, which scikit-learn's parser reads
-    as 10) — is a ``ValueError`` naming the file and the line.
+    as 10) — is a ``ValueError`` naming the file and the line.  A device or
+    socket is refused unread (``/dev/zero`` has no end); a FIFO is read (a
+    shell's ``<(zcat data.gz)``).
 
     Parameters
     ----------
@@ -332,6 +336,9 @@ def read_svmlight(path: str | os.PathLike, n_features: int | None = None, *,
         raise FileNotFoundError(f"no such file: {path}")
     if path.is_dir():
         raise ValueError(f"{path}: is a folder, not an SVMlight file")
+    mode = path.stat().st_mode
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) or stat.S_ISSOCK(mode):   # /dev/zero has no end
+        raise ValueError(f"{path}: is {file_kind(mode)}, not an SVMlight file")
     if zero_based not in (True, False, "auto"):
         raise ValueError(f"zero_based must be True, False or 'auto', got {zero_based!r}")
 

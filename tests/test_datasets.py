@@ -1,4 +1,8 @@
 import bz2
+import os
+import stat
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -178,3 +182,18 @@ def test_underscores_in_comments_only_read(tmp_path):
     path.write_bytes(b"# n_features: 2\n1 1:1 2:0.5 # row_1\n-1 2:1\n")
     data = datasets.read_svmlight(path)
     assert data.X.shape == (2, 2) and data.y.tolist() == [1.0, -1.0]
+
+
+@pytest.mark.skipif(not hasattr(os, "geteuid") or os.geteuid() != 0, reason="mknod needs root")
+def test_a_character_device_is_refused_unread(tmp_path):
+    """A copy of /dev/zero (made with mknod here) was read without bound as an SVMlight file
+    (one endless line: MemoryError, or the OOM killer); run under an address-space limit."""
+    dev = tmp_path / "zero"
+    os.mknod(dev, 0o600 | stat.S_IFCHR, os.makedev(1, 5))
+    code = ("import resource, sys; resource.setrlimit(resource.RLIMIT_AS, (2 * 2**30, 2 * 2**30))\n"
+            "from gpuksvm import datasets\n"
+            "try:\n    datasets.read_svmlight(sys.argv[1])\n"
+            "except ValueError as exc:\n    print(exc)\n")
+    out = subprocess.run([sys.executable, "-c", code, str(dev)], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert "character device" in out.stdout and str(dev) in out.stdout
