@@ -387,6 +387,8 @@ class SVMLightBlockSource(BlockSource):
         try:
             Xb, yb, query_ids = load([c for _, c in chunk])
             ok = bool(np.isfinite(Xb.data).all() and np.isfinite(yb).all()) and not len(query_ids)
+            # the parser reads numbers with Python's int/float, for which 1_0 is 10
+            ok = ok and not any(b"_" in c for _, c in chunk)
         except (ValueError, OverflowError):     # OverflowError: an index beyond a C int
             ok = False
         if not ok:  # find the offending line and name it

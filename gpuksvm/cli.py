@@ -323,6 +323,9 @@ def cmd_train(args: argparse.Namespace) -> int:
         except ValueError as exc:
             raise CLIError(f"{type(est).__name__}: {exc}")
     model_file = args.model_file or (Path(args.train_file).name + ".model")
+    if model_file == STDOUT:
+        raise CLIError("train writes the model to a file, not to standard output ('-' is for "
+                       "predict's labels); give a file name such as model.npz")
     # before hours of training, not after
     _refuse_overwriting_inputs(model_file, "model", {"training file": args.train_file})
     _check_writable(model_file, "model file", "model.npz")

@@ -10,7 +10,8 @@ the repository.  Parsing is delegated to scikit-learn; a malformed file raises
 a ``ValueError`` naming the file and the first bad line — including what
 scikit-learn lets through (NaN/inf values, ``qid:`` ranking query ids, which
 gpuksvm refuses as LIBSVM does) or reports without a line (unsorted,
-duplicate or negative indices, indices of 2**31 and beyond, ``1,2`` labels).  The index base is
+duplicate or negative indices, indices of 2**31 and beyond, ``1,2`` labels,
+``1_0`` read as 10).  The index base is
 guessed as scikit-learn does, with a warning when one stray ``0:`` decides it
 (:func:`read_svmlight`).
 
@@ -30,8 +31,10 @@ import bz2
 import gzip
 import math
 import os
+import stat
 import warnings
 import zlib
+from collections.abc import Iterator
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -42,6 +45,7 @@ import scipy.sparse as sp
 from sklearn.datasets import load_svmlight_file
 from sklearn.utils import check_random_state
 
+from .files import file_kind
 from .validation import check_allocation
 
 __all__ = [
@@ -117,6 +121,31 @@ def open_binary(path: str | os.PathLike):
     return open(path, "rb")
 
 
+class _UnderscoreWatch:
+    """A binary file whose lines (or reads) are passed on, noting whether any held ``_``: the
+    parser under :func:`read_svmlight` reads numbers with Python's ``int``/``float``, which take
+    ``_`` as a digit separator (``1_0`` is 10), so such a file is checked line by line."""
+
+    def __init__(self, fh: Any):
+        self._fh, self.seen = fh, False
+
+    def read(self, *args: Any) -> bytes:
+        data = self._fh.read(*args)
+        self.seen = self.seen or b"_" in data
+        return data
+
+    def readline(self, *args: Any) -> bytes:
+        line = self._fh.readline(*args)
+        self.seen = self.seen or b"_" in line
+        return line
+
+    def __iter__(self) -> Iterator[bytes]:
+        for line in self._fh:
+            if b"_" in line:
+                self.seen = True
+            yield line
+
+
 def svmlight_content(line: bytes) -> bytes:
     """A line without its comment and surrounding white space (empty: no data on the line)."""
     return line.split(b"#", 1)[0].strip()
@@ -155,6 +184,10 @@ def svmlight_line_error(content: bytes, *, zero_based: bool | None = None,
     toks = content.split()
     if not toks:
         return None
+    for tok in toks:
+        if b"_" in tok:
+            return (f"token {_shown(tok)} holds '_' (Python's digit separator: Python reads 1_0 as 10); "
+                    "an SVMlight number has none")
     label = _number(toks[0])
     if label is None:
         if b"," in toks[0] and all(_number(t) is not None for t in toks[0].split(b",")):
@@ -279,8 +312,11 @@ def read_svmlight(path: str | os.PathLike, n_features: int | None = None, *,
     Parsing is scikit-learn's; every malformed line — bad tokens, unsorted,
     duplicate or negative indices, an index beyond :data:`MAX_FEATURE_INDEX`,
     multi-label lists such as ``1,2``, ``qid:`` query ids (refused, as LIBSVM
-    refuses them), NaN or infinite values, binary data — is a ``ValueError``
-    naming the file and the line.
+    refuses them), NaN or infinite values, binary data, numbers holding
+    Python's ``_`` digit separator (``1_0``, which scikit-learn's parser reads
+    as 10) — is a ``ValueError`` naming the file and the line.  A device or
+    socket is refused unread (``/dev/zero`` has no end); a FIFO is read (a
+    shell's ``<(zcat data.gz)``).
 
     Parameters
     ----------
@@ -300,6 +336,9 @@ def read_svmlight(path: str | os.PathLike, n_features: int | None = None, *,
         raise FileNotFoundError(f"no such file: {path}")
     if path.is_dir():
         raise ValueError(f"{path}: is a folder, not an SVMlight file")
+    mode = path.stat().st_mode
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) or stat.S_ISSOCK(mode):   # /dev/zero has no end
+        raise ValueError(f"{path}: is {file_kind(mode)}, not an SVMlight file")
     if zero_based not in (True, False, "auto"):
         raise ValueError(f"zero_based must be True, False or 'auto', got {zero_based!r}")
 
@@ -309,13 +348,18 @@ def read_svmlight(path: str | os.PathLike, n_features: int | None = None, *,
 
     try:
         with open_binary(path) as fh:
-            raw, y, query_ids = load_svmlight_file(fh, dtype=dtype, zero_based=True, query_id=True)
+            watched = _UnderscoreWatch(fh)
+            raw, y, query_ids = load_svmlight_file(watched, dtype=dtype, zero_based=True, query_id=True)
     except (OSError, EOFError, zlib.error) as exc:
         raise ValueError(f"{path}: cannot read the file ({exc})") from None
     except (ValueError, OverflowError) as exc:   # OverflowError: an index beyond a C int
         raise (bad_line() or malformed(path, str(exc))) from None
     if len(query_ids):
         raise bad_line() or malformed(path, "qid: query ids are not read")
+    if watched.seen:        # in a comment, or a number the parser misread (1_0 as 10)
+        found = bad_line()
+        if found:
+            raise found
     raw = raw.tocsr()
     y = np.asarray(y, dtype=np.float64)
     if not (np.isfinite(raw.data).all() and np.isfinite(y).all()):

@@ -3,7 +3,8 @@
 * :func:`write_atomic` and :func:`check_writable` write only to a regular file
   (or a path that does not exist yet): a folder, FIFO, socket or device at the
   target is refused with an ``OSError`` before anything is written, and again
-  right before the finished temporary file is moved over it.
+  right before the finished temporary file is moved over it; so is a path
+  ending in a separator (it names a folder).
 * :func:`open_regular` opens a path for reading without blocking (a FIFO with
   no writer, a terminal) and returns a file only if the opened descriptor is a
   regular file (so ``/dev/zero`` is never read).
@@ -108,6 +109,19 @@ def open_regular(path: str | os.PathLike, doing: str = "read") -> IO[bytes]:
 
 
 # --------------------------------------------------------------------------- writing
+def _file_path(path: str | os.PathLike) -> Path:
+    """``path`` as a :class:`~pathlib.Path`, refusing one that ends in a separator or ``/.``
+    (it names a folder; pathlib would drop the ending and name a file)."""
+    text = os.fspath(path)
+    if isinstance(text, bytes):
+        text = os.fsdecode(text)
+    seps = tuple(s for s in (os.sep, os.altsep) if s)
+    if text.endswith(seps) or text.endswith(tuple(s + "." for s in seps)) or text in (".", ".."):
+        raise _error(IsADirectoryError, errno.EISDIR,
+                     f"cannot write {text}: the path names a folder (it ends in a separator); give a file name")
+    return Path(text)
+
+
 def _write_target(path: Path) -> Path:
     """The file a write to ``path`` goes to (a symlink's target), refusing what is not a
     regular file or a new name in an existing folder."""
@@ -151,7 +165,7 @@ def check_writable(path: str | os.PathLike) -> Path:
     created beside it (what the atomic write needs).  Returns the file that
     would be written (a symlink's target).
     """
-    target = _write_target(Path(path))
+    target = _write_target(_file_path(path))
     fd, tmp = _open_temp(target)
     os.close(fd)
     os.unlink(tmp)
@@ -170,7 +184,7 @@ def write_atomic(path: str | os.PathLike, write: Any) -> Path:
     nothing is left behind on error.  ``write`` may be ``bytes`` instead of a
     function.
     """
-    path = Path(path)
+    path = _file_path(path)
     target = _write_target(path)
     existing_mode = stat.S_IMODE(os.stat(target).st_mode) if target.exists() else None
     fd, tmp = _open_temp(target)

@@ -183,7 +183,6 @@ def save(model: Any, path: str | os.PathLike, *, metadata: dict | None = None) -
     >>> bool((gpuksvm.load(p).predict(X) == clf.predict(X)).all())
     True
     """
-    path = Path(path)
     if entry_for(model) is None:
         raise TypeError(f"cannot save a {type(model).__module__}.{type(model).__qualname__}: the gpuksvm "
                         "model format holds gpuksvm estimators (and scikit-learn Pipeline/"
@@ -217,8 +216,7 @@ def save(model: Any, path: str | os.PathLike, *, metadata: dict | None = None) -
     if len(blob) > MAX_HEADER_BYTES:
         raise TypeError(f"cannot save {type(model).__name__}: its header would exceed "
                         f"{MAX_HEADER_BYTES} bytes")
-    write_atomic(path, lambda fh: _write_archive(fh, blob, arrays))
-    return path
+    return write_atomic(path, lambda fh: _write_archive(fh, blob, arrays))
 
 
 def _write_archive(fh: Any, header: bytes, arrays: dict[str, np.ndarray]) -> None:

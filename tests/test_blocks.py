@@ -94,6 +94,16 @@ def test_svmlight_malformed_line_names_file_and_line(tmp_path):
         as_block_source(tmp_path / "missing.svm")
 
 
+@pytest.mark.parametrize("n_features", [None, 12])
+def test_svmlight_blocks_refuse_python_digit_separators(tmp_path, n_features):
+    """``1_0`` is not a number in an SVMlight file (Python's int() reads 10), with or without the
+    scan that n_features=None makes."""
+    path = tmp_path / "u.svm"
+    path.write_text("1 1:1 # a_b\n-1 1_0:1\n")
+    with pytest.raises(ValueError, match=r"u\.svm, line 2.*'_'"):
+        list(SVMLightBlockSource(path, block_size=10, n_features=n_features, zero_based=False))
+
+
 def test_callable_and_map():
     blocks = [(np.ones((3, 2)), np.array([1, -1, 1])), (np.zeros((2, 2)), np.array([-1, -1]))]
     src = as_block_source(lambda: iter(blocks), n_features=2)

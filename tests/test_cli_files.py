@@ -60,6 +60,29 @@ def test_train_refuses_a_model_file_that_is_its_training_file(files, tmp_path, c
     assert out == ""
 
 
+def test_train_refuses_dash_as_its_model_file(files, tmp_path, capsys, monkeypatch):
+    """``-`` is standard output for predict's labels; train writes no file called ``-``."""
+    train, _test, _model = files
+    monkeypatch.chdir(tmp_path)
+    before = _contents(tmp_path)
+    rc, out, err = _run(["train", "-m", "linear", "--device", "cpu", train, "-"], capsys)
+    line = _err_line(err, "train")
+    assert rc == 1 and "standard output" in line and "model.npz" in line
+    assert _contents(tmp_path) == before and out == ""
+
+
+@pytest.mark.parametrize("command", ["train", "predict"])
+def test_an_output_path_ending_in_a_separator_is_refused(files, tmp_path, capsys, command):
+    train, test, model = files
+    before = _contents(tmp_path)
+    out_path = str(tmp_path / "out") + os.sep
+    args = (["train", "-m", "linear", "--device", "cpu", train, out_path] if command == "train"
+            else ["predict", test, model, out_path])
+    rc, _, err = _run(args, capsys)
+    assert rc == 1 and "names a folder" in _err_line(err, command)
+    assert _contents(tmp_path) == before
+
+
 @pytest.mark.parametrize("kind", ["same", "symlink", "hardlink"])
 @pytest.mark.parametrize("victim", ["test file", "model file"])
 def test_predict_refuses_an_output_that_is_an_input(files, tmp_path, capsys, kind, victim):

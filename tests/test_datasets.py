@@ -1,4 +1,8 @@
 import bz2
+import os
+import stat
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -156,3 +160,40 @@ def test_largest_index_reads_and_qid_is_refused_by_the_line_check(tmp_path):
     assert datasets.MAX_FEATURE_INDEX == 2 ** 31 - 1
     assert "ranking query id" in datasets.svmlight_line_error(b"1 qid:1 1:1")
     assert not datasets.check_svmlight_line("1 qid:1 1:1")
+
+
+@pytest.mark.parametrize("line", [b"1_0 1:1", b"1 1_0:1", b"1 1:1_5", b"1 1:2e1_0"],
+                         ids=["label", "index", "value", "exponent"])
+@pytest.mark.parametrize("suffix", [".svm", ".svm.bz2"])
+def test_python_digit_separators_are_not_svmlight_numbers(tmp_path, line, suffix):
+    """Python's int()/float() read ``1_0`` as 10 (the parser under read_svmlight uses them);
+    LIBSVM reads no such number: the line is refused, naming file and line."""
+    raw = b"# a_comment 1_0:1 is fine\n-1 1:1 # x_y\n" + line + b"\n"
+    path = tmp_path / f"u{suffix}"
+    path.write_bytes(bz2.compress(raw) if suffix.endswith(".bz2") else raw)
+    assert datasets.svmlight_line_error(line) is not None and "'_'" in datasets.svmlight_line_error(line)
+    for zero_based in ("auto", False, True):
+        with pytest.raises(ValueError, match=r"u\.svm(\.bz2)?, line 3.*'_'"):
+            datasets.read_svmlight(path, zero_based=zero_based)
+
+
+def test_underscores_in_comments_only_read(tmp_path):
+    path = tmp_path / "c.svm"
+    path.write_bytes(b"# n_features: 2\n1 1:1 2:0.5 # row_1\n-1 2:1\n")
+    data = datasets.read_svmlight(path)
+    assert data.X.shape == (2, 2) and data.y.tolist() == [1.0, -1.0]
+
+
+@pytest.mark.skipif(not hasattr(os, "geteuid") or os.geteuid() != 0, reason="mknod needs root")
+def test_a_character_device_is_refused_unread(tmp_path):
+    """A copy of /dev/zero (made with mknod here) was read without bound as an SVMlight file
+    (one endless line: MemoryError, or the OOM killer); run under an address-space limit."""
+    dev = tmp_path / "zero"
+    os.mknod(dev, 0o600 | stat.S_IFCHR, os.makedev(1, 5))
+    code = ("import resource, sys; resource.setrlimit(resource.RLIMIT_AS, (2 * 2**30, 2 * 2**30))\n"
+            "from gpuksvm import datasets\n"
+            "try:\n    datasets.read_svmlight(sys.argv[1])\n"
+            "except ValueError as exc:\n    print(exc)\n")
+    out = subprocess.run([sys.executable, "-c", code, str(dev)], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert "character device" in out.stdout and str(dev) in out.stdout

@@ -120,6 +120,33 @@ def test_a_target_swapped_for_a_fifo_while_writing_is_refused(short_dir):
     assert sorted(p.name for p in short_dir.iterdir()) == ["pred.txt"]
 
 
+@pytest.mark.parametrize("suffix", ["/", "//", os.sep + "."])
+def test_writers_refuse_a_path_that_names_a_folder(tmp_path, suffix):
+    """``out/`` (or ``out/.``) names a folder: no regular file ``out`` is written in its place
+    (pathlib would drop the separator)."""
+    target = str(tmp_path / "out") + suffix
+    for write in (lambda: io.save(_linear(), target), lambda: io.check_writable(target),
+                  lambda: io.write_atomic(target, b"1\n")):
+        with pytest.raises(IsADirectoryError, match="names a folder"):
+            write()
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_writers_reach_through_a_symlink_only_to_a_regular_file(short_dir):
+    """A symlink to a FIFO, a path below a FIFO, a dangling link into a missing folder."""
+    fifo = short_dir / "fifo"
+    os.mkfifo(fifo)
+    (short_dir / "to_fifo").symlink_to(fifo)
+    (short_dir / "dangling").symlink_to(short_dir / "missing" / "m.npz")
+    cases = {"to_fifo": "FIFO", "fifo/m.npz": "[Nn]ot a directory|does not exist",
+             "dangling": "does not exist"}
+    for name, match in cases.items():
+        with _no_hang(), pytest.raises(OSError, match=match):
+            io.save(_linear(), short_dir / name)
+    assert stat.S_ISFIFO(os.lstat(fifo).st_mode) and not (short_dir / "missing").exists()
+    assert sorted(p.name for p in short_dir.iterdir()) == ["dangling", "fifo", "to_fifo"]
+
+
 def test_writing_to_a_symlink_loop_says_so(tmp_path):
     a, b = tmp_path / "a.npz", tmp_path / "b.npz"
     a.symlink_to(b)

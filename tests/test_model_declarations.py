@@ -189,6 +189,28 @@ def test_class_labels_are_distinct_non_empty_values(models, tmp_path, labels):
     _refused(blob, tmp_path, "classes_")
 
 
+CLASSIFIERS = ["linear", "svc", "svi", "cvm", "llsvm_f32", "okfeb"]
+
+
+@pytest.mark.parametrize("name", CLASSIFIERS)
+def test_class_labels_in_another_order_are_refused(models, tmp_path, name):
+    """``classes_`` is sorted as fit's np.unique left it: the same labels reversed loaded and
+    predicted every row's label swapped (a silent wrong answer)."""
+    def edit(header, arrays):
+        model = models[name]
+        labels = np.asarray(model.classes_)
+        for ref, a in arrays.items():                  # every member holding the labels
+            if a.dtype == labels.dtype and np.array_equal(a, labels):
+                arrays[ref] = a[::-1].copy()
+    _refused(rewritten(_saved(models[name], tmp_path), edit), tmp_path, "sorted")
+
+
+def test_llsvm_labels_agree_with_its_linear_svm(models, tmp_path):
+    """LLSVM's classes_ are its inner LinearSVM's: a file where they differ is inconsistent."""
+    blob = rewritten(_saved(models["llsvm_f32"], tmp_path), _set_array("svm_", "classes_", fn=lambda a: a + 10))
+    _refused(blob, tmp_path, "svm_.classes_: the labels differ")
+
+
 # ----------------------------------------------------------------------------- only ModelFormatError
 def test_v1_float_node_holding_a_huge_integer(tmp_path):
     def edit(header, arrays):

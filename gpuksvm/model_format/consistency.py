@@ -122,6 +122,10 @@ def check_llsvm(est: Any, dims: Dims, path: str) -> None:
             raise format_error(f"{path}.svm_", "its input width differs from the number of landmarks")
         if hasattr(svm, "coef_") and hasattr(est, "coef_") and svm.coef_.shape != est.coef_.shape:
             raise format_error(f"{path}.svm_", "its weights differ in shape from the model's")
+        inner, outer = getattr(svm, "classes_", None), getattr(est, "classes_", None)
+        if inner is not None and outer is not None and not (
+                np.asarray(inner).dtype == np.asarray(outer).dtype and np.array_equal(inner, outer)):
+            raise format_error(f"{path}.svm_.classes_", "the labels differ from the model's classes_")
     check_kernel(getattr(est, "kernel_", None), getattr(est, "landmarks_", None), path)
     # the input is cast to map_'s dtype; the landmarks meet it there
     M = getattr(est, "map_", None)

@@ -266,8 +266,9 @@ class Arr(Spec):
 
 
 class Labels(Spec):
-    """``classes_``: a 1-D array of distinct labels (numbers, bools, non-empty fixed-width
-    strings, or a string array) along dimension ``dim``, at least ``least`` of them."""
+    """``classes_``: a 1-D array of distinct labels in increasing order (numbers, bools,
+    non-empty fixed-width strings, or a string array) along dimension ``dim``, at least
+    ``least`` of them."""
 
     def __init__(self, dim: str = "n_classes", least: int = 2):
         self.dim, self.least = dim, least
@@ -292,6 +293,9 @@ class Labels(Spec):
                 raise ModelFormatError(f"{_where(path)}: labels are not finite")
         if len(set(values)) != n:
             raise ModelFormatError(f"{_where(path)}: the labels are not distinct")
+        if any(not a < b for a, b in zip(values, values[1:])):
+            raise ModelFormatError(f"{_where(path)}: the labels are not sorted (fit sorts them; a "
+                                   "label i is class index i, so another order swaps predictions)")
 
 
 class Strings(Spec):
