@@ -165,7 +165,8 @@ class CVM(ClassifierMixin, CVMBase, SVCSurfaceMixin):
         with equal votes (what CVM has always predicted); False is LIBSVM's
         vote, the lowest class index among tied classes (SVC's default).
         Unlike SVC, the default is True, so that predictions do not change;
-        ``decision_function_shape="ovo"`` needs ``break_ties=False`` (as SVC).
+        ``decision_function_shape="ovo"`` needs ``break_ties=False`` (as SVC);
+        ``fit`` refuses the combination.
     device : str, default="auto"
     dtype : float32, float64 or None
         Compute dtype of the furthest-point search (float32 on GPU, float64 on
@@ -293,6 +294,10 @@ class CVM(ClassifierMixin, CVMBase, SVCSurfaceMixin):
         "decision_function_shape": [StrOptions({"ovr", "ovo"})],
         "break_ties": ["boolean"],
     }
+
+    def _check_param_relations(self) -> None:
+        super()._check_param_relations()
+        self._check_break_ties()   # at fit, not at every predict: break_ties defaults to True here
 
     def _set_one_class_fit(self, threshold: float) -> None:
         self.classes_ = np.array([-1, 1])

@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 from scipy.optimize import nnls
+from sklearn.datasets import make_blobs
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.metrics.pairwise import polynomial_kernel, rbf_kernel
 from sklearn.svm import LinearSVC
@@ -555,3 +556,12 @@ def test_one_class_does_not_flag_every_row_of_redundant_data(kind):
     # far away points are still novel
     far = np.full((3, X.shape[1]), 25.0)
     assert (oc.predict(far) == -1).all()
+
+
+def test_ovo_shape_with_break_ties_is_refused_at_fit():
+    # CVM's break_ties defaults to True: "ovo" alone would fit, then fail at every predict
+    X, y = make_blobs(90, centers=3, random_state=0)
+    with pytest.raises(ValueError, match="break_ties must be False"):
+        CVM(decision_function_shape="ovo", device="cpu").fit(X, y)
+    est = CVM(decision_function_shape="ovo", break_ties=False, device="cpu").fit(X, y)
+    assert est.predict(X).shape == (90,)
