@@ -272,6 +272,14 @@ def test_cvm_sv_scale_only_with_a_kernel_that_uses_it(models, tmp_path):
     _refused(rewritten(_saved(models["cvm"], tmp_path), edit), tmp_path, "_sv_scale")
 
 
+def test_cvm_ovo_shape_with_break_ties_is_refused(models, tmp_path):
+    """CVM's parameter check refuses this pair (break_ties defaults to True) at fit and at load; a
+    file holding it would otherwise load and then fail at every predict."""
+    def edit(header, arrays):
+        header["model"]["params"]["decision_function_shape"] = "ovo"
+    _refused(rewritten(_saved(models["cvm"], tmp_path), edit), tmp_path, "break_ties")
+
+
 @pytest.mark.parametrize("name", ["svc_proba", "svi"])
 def test_platt_coefficients_one_per_binary_problem(models, tmp_path, name):
     def edit(header, arrays):
