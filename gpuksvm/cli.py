@@ -64,7 +64,7 @@ from .cvm import CVM, OneClassCVM
 from .datasets import data_line_numbers, find_malformed_line, read_svmlight
 from .doctor import __doc__ as doctor_doc
 from .doctor import main as doctor_main
-from .files import file_kind
+from .files import file_kind, same_file
 from .kernel_svc import KernelSVC
 from .linear_svm import LinearSVM
 from .llsvm import LLSVM
@@ -234,31 +234,18 @@ def _final_estimator(model: Any) -> Any:
 STDOUT = "-"
 
 
-def _stat(path: str | int) -> os.stat_result | None:
-    """``os.stat`` of a path (links followed) or an open descriptor; None when there is none."""
-    try:
-        return os.fstat(path) if isinstance(path, int) else os.stat(path)
-    except (OSError, ValueError):
-        return None
-
-
-def _same_file(a: os.stat_result | None, b: os.stat_result | None) -> bool:
-    """Whether two stats are of one file (device and inode: symbolic and hard links included)."""
-    return a is not None and b is not None and os.path.samestat(a, b)
-
-
 def _is_stdout(path: str) -> bool:
     """``-``, or a path naming the process's own standard output (``/dev/stdout``, ...)."""
-    return path == STDOUT or _same_file(_stat(path), _stat(1))
+    return path == STDOUT or same_file(path, 1)
 
 
 def _refuse_overwriting_inputs(output: str, what: str, inputs: dict[str, str], *,
                                to_stdout: bool = False) -> None:
     """A CLIError when the output (a path, or standard output) is one of the input files."""
-    out = _stat(1) if to_stdout else _stat(output)
+    out = 1 if to_stdout else output
     shown = "standard output" if to_stdout else f"the {what} file {output}"
     for role, path in inputs.items():
-        if _same_file(out, _stat(path)):
+        if same_file(out, path):
             link = "" if to_stdout or os.path.abspath(output) == os.path.abspath(path) else \
                 " (the same file, through a link)"
             raise CLIError(f"{shown} is the {role} {path}{link}: writing the {what} there would destroy "

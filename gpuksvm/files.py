@@ -66,10 +66,10 @@ def _stat_error(path: Any, exc: OSError, doing: str) -> OSError:
     return _error(type(exc), exc.errno, f"cannot {doing} {path}: {exc.strerror or exc}")
 
 
-def same_file(a: str | os.PathLike, b: str | os.PathLike) -> bool:
+def same_file(a: str | os.PathLike | int, b: str | os.PathLike | int) -> bool:
     """True if ``a`` and ``b`` are the same existing file (same device and inode, after
     following symbolic links; hard links count); False if either does not exist or
-    cannot be examined."""
+    cannot be examined.  An ``int`` is an open file descriptor (``1``: standard output)."""
     try:
         return os.path.samestat(os.stat(a), os.stat(b))
     except (OSError, ValueError):
