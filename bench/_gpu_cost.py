@@ -424,7 +424,7 @@ def kernel_family(name: str) -> str:
 
 # =========================================================================== NumPy twins
 def _kernel_of(code: Any, gamma: Any, coef0: Any, degree: Any):
-    from gpuksvm.kernels import KERNEL_CODES, Kernel
+    from gpuksvm.kernels.kernel import KERNEL_CODES, Kernel
     name = {v: k for k, v in KERNEL_CODES.items()}[int(code)]
     return Kernel(name, gamma=float(gamma), degree=float(degree), coef0=float(coef0))
 
@@ -434,20 +434,20 @@ def _host(a: Any):
 
 
 def _twin_epilogue(grid, block, args) -> None:
-    from gpuksvm.kernels import _epilogue_host
+    from gpuksvm.kernels.kernel import _epilogue_host
     G, xn, zn, n, k = _host(args[0]), _host(args[1]), _host(args[2]), int(args[3]), int(args[4])
     _epilogue_host(G[:n, :k], xn, zn, _kernel_of(*args[6:10]))
 
 
 def _twin_tiled(grid, block, args) -> None:
-    from gpuksvm.kernels import kernel_block
+    from gpuksvm.kernels.kernel import kernel_block
     X, Z, out = _host(args[0]), _host(args[1]), _host(args[4])
     n, k = int(args[5]), int(args[6])
     out[:n, :k] = kernel_block(X[:n], Z[:k], _kernel_of(*args[9:13]), dtype=X.dtype)
 
 
 def _twin_matvec(grid, block, args) -> None:
-    from gpuksvm.kernels import kernel_matvec
+    from gpuksvm.kernels.kernel import kernel_matvec
     X, Z, V, out = (_host(a) for a in args[:4])
     out[...] = kernel_matvec(X, Z, V, _kernel_of(*args[8:12]), dtype=X.dtype, method="blocked")
 
@@ -458,7 +458,7 @@ _TWIN_CVM_ROWS = 1 << 15
 
 def _twin_cvm(grid, block, args) -> None:
     """``cvm_furthest`` and ``cvm_scores`` (its 22nd argument, ``scores``, gets every candidate's s)."""
-    from gpuksvm.solvers.meb import candidate_scores
+    from gpuksvm.solvers.cvm.meb import candidate_scores
     X, d, cand, n_cand, group = _host(args[0]), int(args[1]), _host(args[2]), int(args[3]), int(args[4])
     Z, coef, m = _host(args[5]), _host(args[6]), int(args[7])
     b, y, self_term, xscale = float(args[8]), _host(args[9]), _host(args[10]), _host(args[11])
@@ -497,7 +497,7 @@ def _twin_cvm(grid, block, args) -> None:
 
 
 def _twin_smo(grid, block, args) -> None:
-    from gpuksvm.solvers.smo_working_set import solve_subproblems_host
+    from gpuksvm.solvers.smo.working_set import solve_subproblems_host
     Kww, yw, Cw, alpha, Fw, active = (_host(a) for a in args[:6])
     a, n_in, g0 = solve_subproblems_host(Kww, yw, Cw, alpha, Fw, active.astype(bool), float(args[7]),
                                          int(args[8]))
@@ -549,7 +549,7 @@ TWINS = {"kernel_epilogue": _twin_epilogue, "kernel_block_tiled": _twin_tiled, "
 
 def twin_substitutes() -> dict[str, Callable]:
     """{kernel name: twin} for every ``extern "C"`` kernel whose family has a twin here."""
-    from gpuksvm import _cuda
+    from gpuksvm.array import cuda_sources as _cuda
     out = {}
     for src in _cuda.cuda_sources():
         for name in _cuda.signatures(src.stem):

@@ -1,7 +1,7 @@
 """Timing helpers shared by the benchmark scripts.
 
 GPU code is timed with CUDA events after a warm-up (median of repeats); CPU code
-with ``time.perf_counter``.  Peak host memory: :class:`gpuksvm.demo.PeakMemory`.
+with ``time.perf_counter``.  Peak host memory: :class:`gpuksvm.cli.demo.PeakMemory`.
 """
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from gpuksvm import backend as bk
+from gpuksvm.array import backend as bk
 
 # where write_json puts results: bench/results, or $GPUKSVM_BENCH_RESULTS (tests, emulated runs)
 RESULTS = Path(os.environ.get("GPUKSVM_BENCH_RESULTS") or Path(__file__).resolve().parent / "results")

@@ -16,7 +16,7 @@ average before and after each section.  Sections (``--only`` picks a subset):
     vectors.)  The ``checkerboard`` section uses it when this section ran
     in the same invocation, else γ = 60, C = 1e4, tol = 1e-2 (what it selected
     on the development box).  C is the L2-SVM's C (module docstring of
-    :mod:`gpuksvm.cvm`): at C = 1e3 the L2-SVM of 1M rows keeps ~3× the
+    :mod:`gpuksvm.estimators.cvm`): at C = 1e3 the L2-SVM of 1M rows keeps ~3× the
     support vectors it keeps at C = 1e4 — the old (1+ε)-ball rule stopped at
     a relative duality gap of 29 there and reported "converged".
 ``checkerboard``
@@ -29,7 +29,7 @@ average before and after each section.  Sections (``--only`` picks a subset):
     adult (123 binary features, 32,561 / 16,281 rows) at SVC's usual setting
     γ = 0.05, C = 1 (LIBSVM's guide; bench/svi.py): CVM with the same γ and
     C = 1 (the L2-SVM's best C here: 84.8 % at C = 0.3–1 on 8,000 rows, see
-    :mod:`gpuksvm.cvm`), tol = 1e-2, a 2 GB K̃ cache (its ~20,000 core
+    :mod:`gpuksvm.estimators.cvm`), tol = 1e-2, a 2 GB K̃ cache (its ~20,000 core
     vectors), against ``SVC`` with the same cache.  Reports the time per
     added core vector against |S|.
 ``noisy``
@@ -77,8 +77,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from _timing import RESULTS, machine_info, print_table, time_call, write_json  # noqa: E402
 
-from gpuksvm import backend as bk  # noqa: E402
-from gpuksvm.cvm import CVM  # noqa: E402
+from gpuksvm.array import backend as bk  # noqa: E402
+from gpuksvm.estimators.cvm import CVM  # noqa: E402
 from gpuksvm.datasets import load_dataset, make_checkerboard, subsample  # noqa: E402
 
 SECTIONS = ("select", "checkerboard", "adult", "noisy")

@@ -66,7 +66,7 @@ def _load_timing():
 _t = _load_timing()
 machine_info, print_table, time_call, write_json = _t.machine_info, _t.print_table, _t.time_call, _t.write_json
 
-from gpuksvm import backend as bk  # noqa: E402
+from gpuksvm.array import backend as bk  # noqa: E402
 from gpuksvm.datasets import make_checkerboard  # noqa: E402
 
 SCALES = {"small": {"n": 100_000, "k": 100, "chunk": 12_500},
@@ -88,7 +88,7 @@ def _data(n: int):
 def _in_process(X, y, k: int, device: str, threads: int | None):
     from threadpoolctl import threadpool_limits
 
-    from gpuksvm.llsvm import LLSVM
+    from gpuksvm.estimators.llsvm import LLSVM
 
     est = LLSVM(**_params(k, device))
     t0 = time.perf_counter()
@@ -123,7 +123,7 @@ def _dask_fit(client, X, y, k: int, chunk: int, device: str, gpu_chunks: bool):
     from distributed import wait
 
     from gpuksvm import scaleout as gd
-    from gpuksvm.llsvm import LLSVM
+    from gpuksvm.estimators.llsvm import LLSVM
 
     Xd = da.from_array(X, chunks=(chunk, X.shape[1]))
     if gpu_chunks:
@@ -189,7 +189,7 @@ def run_gpu(scale: str, repeats: int) -> list[dict]:
     cfg = SCALES[scale]
     k = 1000 if scale == "paper" else 500
     X, y, Xt, yt = _data(cfg["n"])
-    from gpuksvm.llsvm import LLSVM
+    from gpuksvm.estimators.llsvm import LLSVM
 
     dev = bk.resolve_device("gpu")
     Xg, yg = bk.to_device(X, dev, np.float32), y

@@ -130,12 +130,12 @@ def _llsvm_prototype(size):
     until issue 17).  With the breakpoint step this trace predicts 0.24 s instead of 0.31 s."""
     from unittest import mock
 
-    from gpuksvm import backend as bk
-    from gpuksvm.cluster import kmeans
-    from gpuksvm.kernels import Kernel
-    from gpuksvm.llsvm import nystrom_maps
-    from gpuksvm.solvers.newton import NewtonOracle
-    from gpuksvm.solvers.newton_memory import DesignOracle, newton_squared_hinge
+    from gpuksvm.array import backend as bk
+    from gpuksvm.solvers.nystrom.kmeans import kmeans
+    from gpuksvm.kernels.kernel import Kernel
+    from gpuksvm.estimators.llsvm import nystrom_maps
+    from gpuksvm.solvers.linear.newton import NewtonOracle
+    from gpuksvm.solvers.linear.newton_memory import DesignOracle, newton_squared_hinge
     k = size or 4000
     X, y, Xt, _ = _ijcnn1()
     dev = bk.resolve_device("gpu")
@@ -195,7 +195,7 @@ def _svc_cpu_seconds() -> float:
 
 
 def _okfeb(size):
-    from gpuksvm.okfeb import OKFEB
+    from gpuksvm.estimators.okfeb import OKFEB
     X, _, Xt, _ = _ijcnn1(size)
     est = OKFEB(gamma=2.0, rank=50, budget=150, device="gpu", random_state=0)
     return {"partial_fit": lambda: est.partial_fit(X), "transform": lambda: est.transform(Xt)}, \
@@ -389,7 +389,7 @@ def _bench_module(name: str):
 
 
 def _rbf_trace(cp, n: int, k: int, d: int, variant: str) -> dict:
-    from gpuksvm.kernels import Kernel, kernel_block
+    from gpuksvm.kernels.kernel import Kernel, kernel_block
     bench_kernels = _bench_module("kernels")     # bench/kernels.py: the plain-CuPy baseline of SPEC §7
     rng = np.random.default_rng(0)
     X = cp.asarray((rng.normal(size=(n, d)) / np.sqrt(d)).astype(np.float32))

@@ -75,7 +75,7 @@ def main(argv: list[str] | None = None) -> int:
         os.environ["GPUKSVM_BENCH_RESULTS"] = str(Path(args.results).resolve())
         _timing.RESULTS = Path(args.results).resolve()
     if not args.emulated:
-        from gpuksvm import backend as bk
+        from gpuksvm.array import backend as bk
 
         if not bk.cuda_available():
             print("gpu_suite: CuPy finds no CUDA device (use --emulated to check the suite without one)")

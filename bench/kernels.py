@@ -21,8 +21,8 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _timing import machine_info, print_table, time_call, write_json  # noqa: E402
 
-from gpuksvm import backend as bk  # noqa: E402
-from gpuksvm.kernels import Kernel, kernel_block  # noqa: E402
+from gpuksvm.array import backend as bk  # noqa: E402
+from gpuksvm.kernels.kernel import Kernel, kernel_block  # noqa: E402
 
 GPU_SIZES = {"tiny": [(200, 70, 22), (70, 30, 100)],          # tiny: gpu_suite's emulated CI run
              "small": [(1_000_000, 2000, 22), (200_000, 4000, 784)],

@@ -63,9 +63,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from _timing import RESULTS, machine_info, print_table, time_call, write_json  # noqa: E402
 
-from gpuksvm import backend as bk  # noqa: E402
+from gpuksvm.array import backend as bk  # noqa: E402
 from gpuksvm.datasets import dataset_path, load_dataset, load_svmlight, make_checkerboard  # noqa: E402
-from gpuksvm.llsvm import LLSVM, fit_llsvm_grid  # noqa: E402
+from gpuksvm.estimators.llsvm import LLSVM, fit_llsvm_grid  # noqa: E402
 
 SECTIONS = ("ijcnn1", "checkerboard", "grid", "ooc", "multiclass", "order")
 IJCNN_GAMMA, IJCNN_C = 2.0, 32.0
@@ -190,7 +190,7 @@ def plot_ijcnn1(res: dict, dev: bk.Device, path: Path) -> Path | None:
 
 # --------------------------------------------------------------------------- checkerboard
 def _block_source(X, y, block: int):
-    from gpuksvm.blocks import as_block_source
+    from gpuksvm.data.blocks import as_block_source
 
     return as_block_source(X, y, block_size=block)
 
@@ -337,7 +337,7 @@ def bench_multiclass(dev: bk.Device, repeats: int, dtype: Any) -> dict:
 def bench_order(dev: bk.Device, dtype: Any, with_baselines: bool) -> dict:
     from sklearn.svm import SVC
 
-    from gpuksvm.cluster import kmeans
+    from gpuksvm.solvers.nystrom.kmeans import kmeans
 
     X, y = load_dataset("ijcnn1", "train")
     Xt, yt = load_dataset("ijcnn1", "test")
@@ -430,12 +430,12 @@ def _ooc_child(mode: str, path: str, device: str, dtype: Any, block: int) -> dic
     """One fit in this (fresh) process; peak RSS above the post-import baseline.
 
     Peak memory is the process's RSS high-water mark (Linux VmHWM, reset at the
-    start of the fit, via :class:`gpuksvm.demo.PeakMemory`), not tracemalloc:
+    start of the fit, via :class:`gpuksvm.cli.demo.PeakMemory`), not tracemalloc:
     tracing every allocation slows the Python-level loops of the out-of-core
     solver by several times.  (``ru_maxrss`` is no use here: Linux carries the
     parent's high-water mark into a child across fork and exec.)
     """
-    from gpuksvm.demo import PeakMemory, _proc_status
+    from gpuksvm.cli.demo import PeakMemory, _proc_status
 
     kw = dict(gamma=IJCNN_GAMMA, C=IJCNN_C, n_landmarks=1000, device=device, dtype=dtype, random_state=0)
     base = _proc_status("VmRSS") or 0
@@ -446,7 +446,7 @@ def _ooc_child(mode: str, path: str, device: str, dtype: Any, block: int) -> dic
             est = LLSVM(**kw).fit(X, y)
             del X, y
         else:
-            from gpuksvm.blocks import as_block_source
+            from gpuksvm.data.blocks import as_block_source
 
             est = LLSVM(block_size=block, **kw).fit(as_block_source(path, block_size=block, n_features=22))
     secs = time.perf_counter() - t0

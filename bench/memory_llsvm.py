@@ -5,7 +5,7 @@ loads the data first; the figures are growths above that point.
 
 ``peak``
     Linux VmHWM (the resident-set high-water mark, reset by writing ``5`` to
-    ``/proc/self/clear_refs``; :class:`gpuksvm.demo.PeakMemory`) over ``fit``,
+    ``/proc/self/clear_refs``; :class:`gpuksvm.cli.demo.PeakMemory`) over ``fit``,
     and reset again over ``decision_function`` of the test rows: exact, and
     no tracing overhead.  Also the feature matrix F's size (n × k in the
     working dtype), the inputs' size, the fit's objective and time.
@@ -40,25 +40,25 @@ MB = 1e6
 
 # (module, attribute[, method]) of the stages the ``stages`` child wraps; missing ones are skipped
 STAGES = [
-    ("gpuksvm.llsvm", "LLSVM", "fit"),
-    ("gpuksvm.llsvm", "validate_X_y"),
-    ("gpuksvm.llsvm", "sample_rows_for_map"),
-    ("gpuksvm.llsvm", "build_map"),
-    ("gpuksvm.nystrom", "NystromMap", "transform"),
-    ("gpuksvm.linear_svm", "LinearSVM", "fit"),
-    ("gpuksvm.linear_svm", "validate_X_y"),
-    ("gpuksvm.linear_svm", "max_row_sq_norm"),
-    ("gpuksvm.linear_svm", "newton_squared_hinge"),
-    ("gpuksvm.solvers.newton_memory", "newton_solve"),
-    ("gpuksvm.solvers.newton_memory", "DesignOracle", "evaluate"),
-    ("gpuksvm.solvers.newton_memory", "DesignOracle", "grad0_norm"),
-    ("gpuksvm.solvers.newton_memory", "DesignOracle", "direction"),
-    ("gpuksvm.solvers.newton_memory", "DesignOracle", "line_start"),
-    ("gpuksvm.solvers.newton_memory", "DesignOracle", "line_minimize"),
-    ("gpuksvm.solvers.newton_memory", "DesignOracle", "line_accept"),
-    ("gpuksvm.solvers.linear", "Design", "signed_gram"),
-    ("gpuksvm.llsvm", "LLSVM", "decision_function"),
-    ("gpuksvm.llsvm", "kernel_matvec"),
+    ("gpuksvm.estimators.llsvm", "LLSVM", "fit"),
+    ("gpuksvm.estimators.llsvm", "validate_X_y"),
+    ("gpuksvm.estimators.llsvm", "sample_rows_for_map"),
+    ("gpuksvm.estimators.llsvm", "build_map"),
+    ("gpuksvm.solvers.nystrom.maps", "NystromMap", "transform"),
+    ("gpuksvm.estimators.linear_svm", "LinearSVM", "fit"),
+    ("gpuksvm.estimators.linear_svm", "validate_X_y"),
+    ("gpuksvm.estimators.linear_svm", "max_row_sq_norm"),
+    ("gpuksvm.estimators.linear_svm", "newton_squared_hinge"),
+    ("gpuksvm.solvers.linear.newton_memory", "newton_solve"),
+    ("gpuksvm.solvers.linear.newton_memory", "DesignOracle", "evaluate"),
+    ("gpuksvm.solvers.linear.newton_memory", "DesignOracle", "grad0_norm"),
+    ("gpuksvm.solvers.linear.newton_memory", "DesignOracle", "direction"),
+    ("gpuksvm.solvers.linear.newton_memory", "DesignOracle", "line_start"),
+    ("gpuksvm.solvers.linear.newton_memory", "DesignOracle", "line_minimize"),
+    ("gpuksvm.solvers.linear.newton_memory", "DesignOracle", "line_accept"),
+    ("gpuksvm.solvers.linear.problem", "Design", "signed_gram"),
+    ("gpuksvm.estimators.llsvm", "LLSVM", "decision_function"),
+    ("gpuksvm.estimators.llsvm", "kernel_matvec"),
 ]
 
 
@@ -84,8 +84,8 @@ def _estimator(args: argparse.Namespace) -> Any:
 
 # --------------------------------------------------------------------------- children
 def child_peak(args: argparse.Namespace) -> dict:
-    """Fit, then predict, each under its own reset VmHWM (:class:`gpuksvm.demo.PeakMemory`)."""
-    from gpuksvm.demo import PeakMemory
+    """Fit, then predict, each under its own reset VmHWM (:class:`gpuksvm.cli.demo.PeakMemory`)."""
+    from gpuksvm.cli.demo import PeakMemory
 
     X, y, Xt, yt = _load(args)
     est = _estimator(args)
@@ -141,9 +141,9 @@ class _ResidentMeter:
         self.settle()
 
     def settle(self) -> None:
-        """Free heap blocks go back to the system (as :class:`gpuksvm.demo.PeakMemory` does), so
+        """Free heap blocks go back to the system (as :class:`gpuksvm.cli.demo.PeakMemory` does), so
         a stage that reuses them still shows its growth."""
-        from gpuksvm.demo import _release_free_heap
+        from gpuksvm.cli.demo import _release_free_heap
 
         _release_free_heap()
 
@@ -151,12 +151,12 @@ class _ResidentMeter:
         pass
 
     def current(self) -> int:
-        from gpuksvm.demo import _proc_status
+        from gpuksvm.cli.demo import _proc_status
 
         return _proc_status("VmRSS") or 0
 
     def peak(self) -> int:
-        from gpuksvm.demo import _proc_status
+        from gpuksvm.cli.demo import _proc_status
 
         return _proc_status("VmHWM") or 0
 

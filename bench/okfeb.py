@@ -47,7 +47,7 @@ Sections (``--only`` picks a subset, comma separated):
     updates at three censoring targets, the mini-batch variant and float32
     (wall and CPU time), ``transform`` rows/s, and the peak traced host memory
     per 10,000-row block over a long stream (100,000 rows small / 1,000,000
-    paper).  ``--against REF`` also times ``gpuksvm/okfeb.py`` of the git
+    paper).  ``--against REF`` also times ``gpuksvm/estimators/okfeb.py`` of the git
     revision REF in the same process, alternating run by run with the current
     code (the shared box's load changes by the minute: only ratios measured
     this way compare two versions).
@@ -77,14 +77,19 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from _timing import machine_info, print_table, time_call, write_json  # noqa: E402
 
-from gpuksvm import backend as bk  # noqa: E402
-from gpuksvm.cluster import kmeans  # noqa: E402
+from gpuksvm.array import backend as bk  # noqa: E402
+from gpuksvm.solvers.nystrom.kmeans import kmeans  # noqa: E402
 from gpuksvm.datasets import load_dataset, make_two_spheres, sphere_to_spheroid_stream  # noqa: E402
-from gpuksvm.kernels import Kernel, kernel_block  # noqa: E402
-from gpuksvm.linear_svm import LinearSVM  # noqa: E402
-from gpuksvm.okfeb import (OKFEB, BudgetTooSmallWarning, OKFEBClassifier, OKFEBRegressor,  # noqa: E402
-                           windowed_kernel_error)
-from gpuksvm.solvers.online import Pegasos, RandomFourierFeatures, RegularizedLMS  # noqa: E402
+from gpuksvm.kernels.kernel import Kernel, kernel_block  # noqa: E402
+from gpuksvm.estimators.linear_svm import LinearSVM  # noqa: E402
+from gpuksvm.estimators.okfeb import (
+    OKFEB,
+    BudgetTooSmallWarning,
+    OKFEBClassifier,
+    OKFEBRegressor,
+    windowed_kernel_error,
+)
+from gpuksvm.solvers.linear.online import Pegasos, RandomFourierFeatures, RegularizedLMS  # noqa: E402
 
 SECTIONS = ("approx", "online", "defaults", "svc", "throughput")
 BUDGET = 150    # stored vectors of OK-FEB = random features / landmarks of the scikit-learn baselines
@@ -477,10 +482,10 @@ def _cpu_and_wall(fn, repeats: int) -> tuple[float, float, Any]:
 
 
 def _okfeb_at(ref: str) -> Any:
-    """``gpuksvm/okfeb.py`` of git revision ``ref``, imported beside the current one (its relative
+    """``gpuksvm/estimators/okfeb.py`` of git revision ``ref``, imported beside the current one (its relative
     imports resolve against the current package: only OK-FEB's own code differs)."""
     root = Path(__file__).resolve().parent.parent
-    src = subprocess.run(["git", "show", f"{ref}:gpuksvm/okfeb.py"], cwd=root, capture_output=True,
+    src = subprocess.run(["git", "show", f"{ref}:gpuksvm/estimators/okfeb.py"], cwd=root, capture_output=True,
                          text=True, check=True).stdout
     path = Path(tempfile.mkdtemp(prefix="okfeb_ref_")) / "okfeb_ref.py"
     path.write_text(src)
@@ -598,7 +603,7 @@ def main(argv: Any = None) -> dict:
     ap.add_argument("--cv-rows", type=int, default=4000,
                     help="svc: training rows of SVC's cross-validation of gamma and C")
     ap.add_argument("--against", default=None, metavar="REF",
-                    help="throughput: also time gpuksvm/okfeb.py of git revision REF, alternating; "
+                    help="throughput: also time gpuksvm/estimators/okfeb.py of git revision REF, alternating; "
                          "defaults: also run that revision's estimators")
     args = ap.parse_args(argv)
     dev = bk.resolve_device(args.device)

@@ -8,7 +8,7 @@
    process as ``main(["--scale", S, "--device", D])``; its printed table is
    captured and its ``bench/results/<name>.json`` read back.  A failing
    benchmark is reported (with its traceback) and the others go on.
-2. The demo (:mod:`gpuksvm.demo`: every method and the linear / exact kernel
+2. The demo (:mod:`gpuksvm.cli.demo`: every method and the linear / exact kernel
    SVM baselines on ijcnn1) is run at the matching size (``small``: the CPU
    demo sizes; ``paper``: the full training and test sets) and saved as
    ``bench/results/demo.json``.
@@ -122,7 +122,7 @@ def run_benchmark(name: str, scale: str, device: str, *, echo: bool = True) -> d
 
 
 def run_demo(scale: str, device: str) -> dict:
-    from gpuksvm.demo import format_table, run_demo as _run
+    from gpuksvm.cli.demo import format_table, run_demo as _run
 
     sizes = {"n_train": "default", "n_test": "default"} if scale == "small" else \
         {"n_train": None, "n_test": None, "svc_max_train": None}
@@ -369,7 +369,7 @@ def md_table(rows: list[dict], max_rows: int = 60) -> str:
 
 
 def _device_note(device: str) -> str:
-    from gpuksvm import backend as bk
+    from gpuksvm.array import backend as bk
 
     try:
         dev = bk.resolve_device(device)

@@ -10,7 +10,7 @@ Three tables (issue 3):
    device, and each of ``--linear-solvers`` on the CPU) vs ``LinearSVC``
    (LIBLINEAR, scikit-learn's defaults), with the primal objective of both;
 3. batched training: 5 disjoint problems of 5,000 rows solved by one
-   :func:`gpuksvm.solvers.smo.solve_batched` call vs 5 sequential ``SVC`` fits.
+   :func:`gpuksvm.solvers.smo.solve.solve_batched` call vs 5 sequential ``SVC`` fits.
 
     python bench/solvers.py --scale paper            # full ijcnn1 (49,990 / 91,701 rows)
     python bench/solvers.py --scale small --device cpu
@@ -39,12 +39,12 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _timing import machine_info, print_table, time_call, write_json  # noqa: E402
 
-from gpuksvm import backend as bk  # noqa: E402
+from gpuksvm.array import backend as bk  # noqa: E402
 from gpuksvm.datasets import load_dataset, subsample  # noqa: E402
-from gpuksvm.kernel_svc import KernelSVC  # noqa: E402
-from gpuksvm.linear_svm import LinearSVM  # noqa: E402
-from gpuksvm.kernels import Kernel  # noqa: E402
-from gpuksvm.solvers.smo import solve_batched  # noqa: E402
+from gpuksvm.estimators.kernel_svc import KernelSVC  # noqa: E402
+from gpuksvm.estimators.linear_svm import LinearSVM  # noqa: E402
+from gpuksvm.kernels.kernel import Kernel  # noqa: E402
+from gpuksvm.solvers.smo.solve import solve_batched  # noqa: E402
 from gpuksvm.solvers.svc_dual import dual_objective  # noqa: E402
 
 GAMMA, C_KERNEL, C_LINEAR = 2.0, 32.0, 1.0

@@ -55,8 +55,8 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _timing import RESULTS, machine_info, print_table, time_call, write_json  # noqa: E402
 
-from gpuksvm import backend as bk  # noqa: E402
-from gpuksvm.svi import SVI  # noqa: E402
+from gpuksvm.array import backend as bk  # noqa: E402
+from gpuksvm.estimators.svi import SVI  # noqa: E402
 
 # (γ, C) shared by every model on a dataset.  ijcnn1/adult: the usual LIBSVM
 # settings for these files (features already scaled to [−1, 1] / binary);
@@ -202,7 +202,7 @@ def run_dataset(name: str, scale: str, device: str, repeats: int, seed: int = 0,
             # the SVC model's decision values through SVI's own prediction path
             # (kernel_matvec against its SVs): the predict-time ratio at equal
             # cost per kernel entry, to set against the SV ratio
-            from gpuksvm.kernels import Kernel, kernel_matvec
+            from gpuksvm.kernels.kernel import Kernel, kernel_matvec
 
             kern = Kernel("rbf", gamma=float(model._gamma))
             svs = bk.to_device(model.support_vectors_, d) if d.is_gpu else model.support_vectors_

@@ -5,7 +5,7 @@ with every sub-SVM holding r rows (M = 5 subsets per binary problem), then
 steps 4–5 give the paper's closed-form model, which is scored on the test set
 next to scikit-learn's SVC on the same rows (fitted once per dataset, in the
 same run).  For every ensemble the held-out check of
-:func:`gpuksvm.solvers.svi_steps.ensemble_check` is computed as well — the
+:func:`gpuksvm.solvers.svi.steps.ensemble_check` is computed as well — the
 sub-models' pairwise disagreement D and the closed-form model's accuracy
 against the sub-models' leave-subset-out average on held-out rows — without
 acting on it, so that its thresholds can be set against the accuracy gap to
@@ -36,9 +36,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _timing import machine_info, print_table, write_json  # noqa: E402
 from svi import PARAMS, load  # noqa: E402  (bench/svi.py)
 
-from gpuksvm import backend as bk  # noqa: E402
-from gpuksvm.solvers import svi as svi_solver  # noqa: E402
-from gpuksvm.svi import SVI  # noqa: E402
+from gpuksvm.array import backend as bk  # noqa: E402
+from gpuksvm.solvers.svi import algorithm as svi_solver  # noqa: E402
+from gpuksvm.estimators.svi import SVI  # noqa: E402
 
 PARAMS = dict(PARAMS, board={"gamma": 20.0, "C": 10.0})
 GRID = {

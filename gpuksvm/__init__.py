@@ -9,27 +9,38 @@ from __future__ import annotations
 
 from importlib import import_module
 
-from ._version import __version__
-from .backend import (Device, DeviceUnavailableError, GpuUnavailableWarning, config_context, cuda_available,
-                      get_config, resolve_device, set_config)
-from .doctor import doctor  # the function (shadows the module's name in this namespace)
-from .kernels import Kernel, kernel_block, kernel_diag, kernel_matvec, make_kernel
+from gpuksvm import _moved
+from gpuksvm._version import __version__
+from gpuksvm.array.backend import (
+    Device,
+    DeviceUnavailableError,
+    GpuUnavailableWarning,
+    config_context,
+    cuda_available,
+    get_config,
+    resolve_device,
+    set_config,
+)
+from gpuksvm.cli.doctor import doctor  # the function (shadows the module's name in this namespace)
+from gpuksvm.kernels.kernel import Kernel, kernel_block, kernel_diag, kernel_matvec, make_kernel
 
+
+_moved.install()
 
 # estimators are imported lazily so `import gpuksvm` stays fast and a module
 # that is still missing in a partial install does not break the others
 _LAZY = {
-    "LinearSVM": "gpuksvm.linear_svm",
-    "KernelSVC": "gpuksvm.kernel_svc",
-    "LLSVM": "gpuksvm.llsvm",
-    "CVM": "gpuksvm.cvm",
-    "OneClassCVM": "gpuksvm.cvm",
-    "SVI": "gpuksvm.svi",
-    "OKFEB": "gpuksvm.okfeb",
-    "OKFEBClassifier": "gpuksvm.okfeb",
-    "OKFEBRegressor": "gpuksvm.okfeb",
-    "save": "gpuksvm.io",
-    "load": "gpuksvm.io",
+    "LinearSVM": "gpuksvm.estimators.linear_svm",
+    "KernelSVC": "gpuksvm.estimators.kernel_svc",
+    "LLSVM": "gpuksvm.estimators.llsvm",
+    "CVM": "gpuksvm.estimators.cvm",
+    "OneClassCVM": "gpuksvm.estimators.cvm",
+    "SVI": "gpuksvm.estimators.svi",
+    "OKFEB": "gpuksvm.estimators.okfeb",
+    "OKFEBClassifier": "gpuksvm.estimators.okfeb",
+    "OKFEBRegressor": "gpuksvm.estimators.okfeb",
+    "save": "gpuksvm.persistence.io",
+    "load": "gpuksvm.persistence.io",
 }
 
 

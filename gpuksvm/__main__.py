@@ -1,10 +1,10 @@
-"""``python -m gpuksvm`` / the ``gpuksvm`` console script: see :mod:`gpuksvm.cli`."""
+"""``python -m gpuksvm`` / the ``gpuksvm`` console script: see :mod:`gpuksvm.cli.main`."""
 from __future__ import annotations
 
 import sys
 from typing import Sequence
 
-from .cli import main as _cli_main
+from gpuksvm.cli import main as _cli_main
 
 __all__ = ["main"]
 

@@ -45,8 +45,8 @@ import scipy.sparse as sp
 from sklearn.datasets import load_svmlight_file
 from sklearn.utils import check_random_state
 
-from .files import file_kind
-from .validation import check_allocation
+from gpuksvm.data.files import file_kind
+from gpuksvm.array.validation import check_allocation
 
 __all__ = [
     "DATASETS",

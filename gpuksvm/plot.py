@@ -21,7 +21,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from . import backend as bk
+from gpuksvm.array import backend as bk
 
 __all__ = ["plot_decision_boundary", "plot_error_vs_k", "plot_time_vs_n",
            "plot_accuracy_vs_time", "plot_tracking_error", "model_points"]

@@ -1,5 +1,5 @@
 // Shared device helpers of the gpuksvm CUDA sources.
-// Kernel codes (must match gpuksvm/kernels.py: KERNEL_CODES):
+// Kernel codes (must match gpuksvm/kernels/kernel.py: KERNEL_CODES):
 //   0 linear  k = <x,z>
 //   1 rbf     k = exp(-gamma * ||x - z||^2)
 //   2 poly    k = (gamma <x,z> + coef0)^degree

@@ -28,7 +28,7 @@
 // When `scores` is non-null every candidate's s is also written to
 // scores[candidate position] (cvm_scores_*: the core-set loop's sampled search
 // adds every violator of a sample, and its stop rule sums the violations).
-// NumPy twin: gpuksvm.solvers.meb.candidate_scores / HostScanner.
+// NumPy twin: gpuksvm.solvers.cvm.meb.candidate_scores / HostScanner.
 #include "common.cuh"
 
 #define CVM_BLOCK 256   // threads (candidates) per block: the launch's block size, at most this

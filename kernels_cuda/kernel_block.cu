@@ -6,7 +6,7 @@
 //   rbf:     K_ij = exp(-gamma * max(xn_i + zn_j - 2 G_ij, 0))   (clamp: fp32 round-off)
 //   poly:    K_ij = (gamma G_ij + coef0)^degree
 //   sigmoid: K_ij = tanh(gamma G_ij + coef0)
-// NumPy twin: gpuksvm.kernels._epilogue_host.
+// NumPy twin: gpuksvm.kernels.kernel._epilogue_host.
 #include "common.cuh"
 
 template <typename T>
@@ -45,8 +45,8 @@ extern "C" __global__ void kernel_epilogue_f64(double* G, const double* xn, cons
 // per thread; X and Z are streamed through shared memory in slices of
 // GK_TK features.  Thread (ty, tx) owns rows ty + 16a and columns tx + 16b so
 // that a warp's stores are contiguous (coalesced).
-// For large d, cuBLAS GEMM + kernel_epilogue is faster (gpuksvm.kernels picks).
-// NumPy twin: gpuksvm.kernels.kernel_block on the CPU.
+// For large d, cuBLAS GEMM + kernel_epilogue is faster (gpuksvm.kernels.kernel picks).
+// NumPy twin: gpuksvm.kernels.kernel.kernel_block on the CPU.
 #define GK_BM 64
 #define GK_BN 64
 #define GK_TK 16

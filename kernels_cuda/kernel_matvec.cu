@@ -10,8 +10,8 @@
 // into part[] and acc[] is a compile-time constant of an unrolled loop, so both stay in registers
 // (a run-time index would put them in local memory).
 // Worth it for small d only (Falkon: d < 50); for large d the GEMM-based
-// block path of gpuksvm.kernels is faster.
-// NumPy twin: gpuksvm.kernels.kernel_matvec(..., method="blocked").
+// block path of gpuksvm.kernels.kernel is faster.
+// NumPy twin: gpuksvm.kernels.kernel.kernel_matvec(..., method="blocked").
 #include "common.cuh"
 
 #define GK_BLOCK 128   // threads (rows) per block: the launch's block size, at most this

@@ -9,7 +9,7 @@
 // alpha_i += y_i t, alpha_j -= y_j t, F_k -= t (K_ik - K_jk).
 // Local stopping: gap < max(tol, 0.1 * initial local gap), or max_inner steps.
 // Ties in the reductions go to the smaller index, as numpy.argmax does, so the
-// NumPy twin gpuksvm.solvers.smo.solve_subproblems_host follows the same path.
+// NumPy twin gpuksvm.solvers.smo.solve.solve_subproblems_host follows the same path.
 //
 // Kww    (P, ws, ws)  kernel values among the working-set rows (row-major)
 // yw, Cw (P, ws)      labels (0 = padding slot, never moves), upper bounds
@@ -132,7 +132,7 @@ extern "C" __global__ void smo_subproblem_f64(const double* Kww, const double* y
 
 // ---------------------------------------------------------------------------
 // The decisions of one outer round of the working-set solver, fused
-// (gpuksvm.solvers.smo._round_state; NumPy twin: gpuksvm.solvers.smo.round_keys_host).
+// (gpuksvm.solvers.smo.solve._round_state; NumPy twin: gpuksvm.solvers.smo.solve.round_keys_host).
 //
 // For problem p (rows i < n1 of the padded (P, n1) state y, C, alpha, F):
 //   up_i  = (y_i > 0 and a_i < C_i) or (y_i < 0 and a_i > 0)        (I_up,  FCL05 eq. 6)

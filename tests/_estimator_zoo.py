@@ -7,28 +7,28 @@ from dataclasses import is_dataclass
 import numpy as np
 import scipy.sparse as sp
 
-from gpuksvm import backend as bk
+from gpuksvm.array import backend as bk
 from gpuksvm.datasets import make_checkerboard
 
 # name -> (module, class, params, task); task "blocks": binary, fitted out of core on a list of
 # (X_block, y_block) pairs (LinearSVM's "newton-stream" with n_passes_, LLSVM's streamed kernel rows)
 ZOO = {
-    "linear": ("gpuksvm.linear_svm", "LinearSVM", {"C": 1.0}, "binary"),
-    "linear_blocks": ("gpuksvm.linear_svm", "LinearSVM", {"C": 1.0}, "blocks"),
-    "llsvm_blocks": ("gpuksvm.llsvm", "LLSVM", {"gamma": 2.0, "C": 10.0, "n_landmarks": 20}, "blocks"),
-    "linear_multiclass": ("gpuksvm.linear_svm", "LinearSVM", {"C": 1.0}, "multiclass"),
-    "svc": ("gpuksvm.kernel_svc", "KernelSVC", {"gamma": 2.0, "C": 10.0}, "binary"),
-    "llsvm": ("gpuksvm.llsvm", "LLSVM", {"gamma": 2.0, "C": 10.0, "n_landmarks": 20}, "binary"),
-    "llsvm_multiclass": ("gpuksvm.llsvm", "LLSVM", {"gamma": 2.0, "C": 10.0, "n_landmarks": 20},
+    "linear": ("gpuksvm.estimators.linear_svm", "LinearSVM", {"C": 1.0}, "binary"),
+    "linear_blocks": ("gpuksvm.estimators.linear_svm", "LinearSVM", {"C": 1.0}, "blocks"),
+    "llsvm_blocks": ("gpuksvm.estimators.llsvm", "LLSVM", {"gamma": 2.0, "C": 10.0, "n_landmarks": 20}, "blocks"),
+    "linear_multiclass": ("gpuksvm.estimators.linear_svm", "LinearSVM", {"C": 1.0}, "multiclass"),
+    "svc": ("gpuksvm.estimators.kernel_svc", "KernelSVC", {"gamma": 2.0, "C": 10.0}, "binary"),
+    "llsvm": ("gpuksvm.estimators.llsvm", "LLSVM", {"gamma": 2.0, "C": 10.0, "n_landmarks": 20}, "binary"),
+    "llsvm_multiclass": ("gpuksvm.estimators.llsvm", "LLSVM", {"gamma": 2.0, "C": 10.0, "n_landmarks": 20},
                          "multiclass"),
-    "cvm": ("gpuksvm.cvm", "CVM", {"gamma": 2.0, "C": 10.0}, "binary"),
-    "cvm_multiclass": ("gpuksvm.cvm", "CVM", {"gamma": 2.0, "C": 10.0}, "multiclass"),
-    "one_class_cvm": ("gpuksvm.cvm", "OneClassCVM", {"gamma": 2.0}, "one_class"),
-    "svi": ("gpuksvm.svi", "SVI", {"gamma": 2.0, "C": 10.0}, "binary"),
-    "svi_multiclass": ("gpuksvm.svi", "SVI", {"gamma": 2.0, "C": 10.0}, "multiclass"),
-    "okfeb": ("gpuksvm.okfeb", "OKFEB", {"gamma": 2.0}, "transform"),
-    "okfeb_classifier": ("gpuksvm.okfeb", "OKFEBClassifier", {"gamma": 2.0}, "binary"),
-    "okfeb_regressor": ("gpuksvm.okfeb", "OKFEBRegressor", {"gamma": 2.0}, "regression"),
+    "cvm": ("gpuksvm.estimators.cvm", "CVM", {"gamma": 2.0, "C": 10.0}, "binary"),
+    "cvm_multiclass": ("gpuksvm.estimators.cvm", "CVM", {"gamma": 2.0, "C": 10.0}, "multiclass"),
+    "one_class_cvm": ("gpuksvm.estimators.cvm", "OneClassCVM", {"gamma": 2.0}, "one_class"),
+    "svi": ("gpuksvm.estimators.svi", "SVI", {"gamma": 2.0, "C": 10.0}, "binary"),
+    "svi_multiclass": ("gpuksvm.estimators.svi", "SVI", {"gamma": 2.0, "C": 10.0}, "multiclass"),
+    "okfeb": ("gpuksvm.estimators.okfeb", "OKFEB", {"gamma": 2.0}, "transform"),
+    "okfeb_classifier": ("gpuksvm.estimators.okfeb", "OKFEBClassifier", {"gamma": 2.0}, "binary"),
+    "okfeb_regressor": ("gpuksvm.estimators.okfeb", "OKFEBRegressor", {"gamma": 2.0}, "regression"),
 }
 
 

@@ -2,7 +2,7 @@
 
 :func:`rewritten` lets a test change values inside a genuine model file's JSON
 header and arrays and recomputes the array table (dtype, shape, SHA-256 as
-:mod:`gpuksvm.model_archive` computes it), so that what the loader sees is the changed
+:mod:`gpuksvm.persistence.archive` computes it), so that what the loader sees is the changed
 *content*, not a damaged file.
 """
 from __future__ import annotations
@@ -14,7 +14,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from gpuksvm import model_archive
+from gpuksvm.persistence import archive as model_archive
 
 
 def members(blob: bytes) -> dict[str, bytes]:

@@ -29,8 +29,8 @@ import gpuemu
 import realcupy
 from gpuemu import build as _emu_build
 from gpuemu import dispatch as _emu_dispatch
-from gpuksvm import _cuda
-from gpuksvm import backend as bk
+from gpuksvm.array import cuda_sources as _cuda
+from gpuksvm.array import backend as bk
 
 TESTS = Path(__file__).resolve().parent
 REPORT = TESTS.parent / ".gpu-test-report.json"

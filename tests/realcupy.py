@@ -22,7 +22,7 @@ Child side (``python tests/realcupy.py COMMAND`` with the folder, then this chec
   docstring): the calls real CuPy would refuse;
 * ``compile`` — gpuksvm's CUDA sources through CuPy's own option assembly and compile path
   (``cupy._core.core.compile_with_cache``, what ``RawModule`` calls, by the library's
-  :func:`gpuksvm._gpu_probe.compile_for_arch`) for given architectures, with CuPy's
+  :func:`gpuksvm.array.gpu_probe.compile_for_arch`) for given architectures, with CuPy's
   kernel-cache key of each and what was written to CuPy's kernel cache (nothing may be).
 
 The machine has none of cuBLAS / cuSOLVER / cuSPARSE / cuRAND (their wheels are large and no
@@ -348,7 +348,7 @@ def _bind(calls: list[dict]) -> dict:
 def _compile(payload: dict) -> dict:
     """Compile each source with CuPy's own path for each arch; CuPy's cache key and cubin size.
 
-    :func:`gpuksvm._gpu_probe.compile_for_arch` (what ``gpuksvm doctor`` runs without a device)
+    :func:`gpuksvm.array.gpu_probe.compile_for_arch` (what ``gpuksvm doctor`` runs without a device)
     calls ``cupy._core.core.compile_with_cache``, what ``RawModule(code=, options=)`` calls: it
     assembles the options (CCCL and CuPy include dirs, the CUDA headers found by cuda.pathfinder,
     ``--std=c++17`` unless given; reported here with ``assemble_cupy_compiler_options``) and goes
@@ -359,7 +359,7 @@ def _compile(payload: dict) -> dict:
     from cupy._core import core
     from cupy.cuda import compiler
 
-    from gpuksvm import _gpu_probe
+    from gpuksvm.array import gpu_probe as _gpu_probe
 
     cache = Path(os.environ["CUPY_CACHE_DIR"])
 

@@ -4,7 +4,7 @@ import warnings
 import numpy as np
 import pytest
 
-from gpuksvm import backend as bk
+from gpuksvm.array import backend as bk
 
 
 def test_auto_is_cpu_without_warning(monkeypatch):
@@ -121,8 +121,8 @@ def test_host_blas_thread_policy_is_an_explicit_setting(monkeypatch):
     "untouched" never limits; bad values are refused."""
     import os
 
-    from gpuksvm import backend as bk
-    from gpuksvm.solvers import _blas
+    from gpuksvm.array import backend as bk
+    from gpuksvm.array import blas_threads as _blas
 
     monkeypatch.setattr(os, "getloadavg", lambda: (1e6, 1e6, 1e6))
     assert bk.get_config()["host_blas_threads"] == "auto"
@@ -147,7 +147,7 @@ def test_verbose_reports_go_to_stderr_or_the_gpuksvm_logger(capsys):
     handler of the "gpuksvm" logger; nothing when verbose is 0."""
     import logging
 
-    from gpuksvm.progress import LOGGER, report
+    from gpuksvm.solvers.progress import LOGGER, report
 
     report("LLSVM", "step 1", 0)
     assert capsys.readouterr() == ("", "")

@@ -9,8 +9,8 @@ import pytest
 import scipy.sparse as sp
 
 from gpuksvm import CVM, LLSVM, OKFEB, SVI, KernelSVC, LinearSVM, OKFEBClassifier, OKFEBRegressor, OneClassCVM
-from gpuksvm.kernels import Kernel, resolve_gamma
-from gpuksvm.linear_svm import ScaledProblemWarning
+from gpuksvm.kernels.kernel import Kernel, resolve_gamma
+from gpuksvm.estimators.linear_svm import ScaledProblemWarning
 
 
 def _data(n=200, d=3, seed=0):

@@ -1,4 +1,4 @@
-"""Tests of gpuksvm.blocks (block sources for out-of-core training)."""
+"""Tests of gpuksvm.data.blocks (block sources for out-of-core training)."""
 import bz2
 
 import numpy as np
@@ -7,8 +7,13 @@ import scipy.sparse as sp
 from sklearn.datasets import dump_svmlight_file, load_svmlight_file
 
 from gpuksvm.datasets import SVMLightIndexWarning
-from gpuksvm.blocks import (ArrayBlockSource, BlockSource, CallableBlockSource, SVMLightBlockSource,
-                            as_block_source)
+from gpuksvm.data.blocks import (
+    ArrayBlockSource,
+    BlockSource,
+    CallableBlockSource,
+    SVMLightBlockSource,
+    as_block_source,
+)
 
 
 def _stack(src):

@@ -1,4 +1,4 @@
-"""Platt scaling (gpuksvm.calibration) and KernelSVC.predict_proba against scikit-learn."""
+"""Platt scaling (gpuksvm.estimators.calibration) and KernelSVC.predict_proba against scikit-learn."""
 from __future__ import annotations
 
 import numpy as np
@@ -10,8 +10,8 @@ from sklearn.exceptions import NotFittedError
 from sklearn.metrics import brier_score_loss, log_loss
 from sklearn.svm import SVC, LinearSVC
 
-from gpuksvm.calibration import ProbabilityMixin, couple_pairwise, fit_platt, platt_predict
-from gpuksvm.kernel_svc import KernelSVC
+from gpuksvm.estimators.calibration import ProbabilityMixin, couple_pairwise, fit_platt, platt_predict
+from gpuksvm.estimators.kernel_svc import KernelSVC
 
 pytestmark = pytest.mark.filterwarnings("ignore:The `probability` parameter:FutureWarning")
 

@@ -18,7 +18,7 @@ import pytest
 import scipy.sparse as sp
 
 from _estimator_zoo import ZOO, estimator_for, zoo_data
-from gpuksvm.validation import canonical_sparse
+from gpuksvm.array.validation import canonical_sparse
 
 N_ROWS = 120
 

@@ -13,9 +13,9 @@ import numpy as np
 import pytest
 from sklearn.datasets import dump_svmlight_file
 
-from gpuksvm import io
+from gpuksvm.persistence import io
 from gpuksvm.__main__ import main
-from gpuksvm.cli import make_estimator, parse_kernel
+from gpuksvm.cli.main import make_estimator, parse_kernel
 
 from _estimator_zoo import ZOO, zoo_data
 
@@ -162,7 +162,7 @@ def test_make_estimator_maps_options():
 
 
 def test_option_the_method_lacks_is_rejected():
-    from gpuksvm.cli import CLIError
+    from gpuksvm.cli.main import CLIError
 
     with pytest.raises(CLIError, match="-k"):
         make_estimator("svi", options={"landmarks": 10})

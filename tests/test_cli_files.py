@@ -14,9 +14,10 @@ import numpy as np
 import pytest
 from sklearn.datasets import dump_svmlight_file
 
-from gpuksvm import LinearSVM, io
+from gpuksvm import LinearSVM
+from gpuksvm.persistence import io
 from gpuksvm.__main__ import main
-from gpuksvm.command import printable
+from gpuksvm.cli.command import printable
 
 from _estimator_zoo import zoo_data
 from test_cli import _err_line, _run

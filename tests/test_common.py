@@ -23,14 +23,14 @@ import pytest
 from sklearn.base import clone
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
-from gpuksvm import backend as bk
-from gpuksvm import io
-from gpuksvm.cvm import CVM, OneClassCVM
-from gpuksvm.kernel_svc import KernelSVC
-from gpuksvm.linear_svm import LinearSVM
-from gpuksvm.llsvm import LLSVM
-from gpuksvm.okfeb import OKFEB, OKFEBClassifier, OKFEBRegressor
-from gpuksvm.svi import SVI
+from gpuksvm.array import backend as bk
+from gpuksvm.persistence import io
+from gpuksvm.estimators.cvm import CVM, OneClassCVM
+from gpuksvm.estimators.kernel_svc import KernelSVC
+from gpuksvm.estimators.linear_svm import LinearSVM
+from gpuksvm.estimators.llsvm import LLSVM
+from gpuksvm.estimators.okfeb import OKFEB, OKFEBClassifier, OKFEBRegressor
+from gpuksvm.estimators.svi import SVI
 
 from _estimator_zoo import ZOO, estimator_for, fitted_zoo_model, output_methods, outputs, zoo_data
 

@@ -12,7 +12,7 @@ import zipfile
 import pytest
 
 from gpuemu import nvrtc
-from gpuksvm import _cuda
+from gpuksvm.array import cuda_sources as _cuda
 
 SOURCES = _cuda.cuda_sources()
 ARCHS = (75, 80, 90)   # Turing, Ampere, Hopper
@@ -72,7 +72,7 @@ def test_kernel_value_is_evaluated_in_a_rolled_loop(name):
 
 
 def test_loader_reports_missing_cuda():
-    from gpuksvm import backend as bk
+    from gpuksvm.array import backend as bk
     if bk.cuda_available():
         pytest.skip("a GPU is present")
     with pytest.raises(Exception):

@@ -3,7 +3,7 @@
 ``tests/test_cuda_sources.py`` calls NVRTC directly with the options CuPy appends; here the
 real CuPy (``tests/realcupy.py``, a subprocess, no GPU) does what ``cupy.RawModule(code=,
 options=gpuksvm's options)`` does, called by the library's
-:func:`gpuksvm._gpu_probe.compile_for_arch` (what ``gpuksvm doctor`` runs without a device):
+:func:`gpuksvm.array.gpu_probe.compile_for_arch` (what ``gpuksvm doctor`` runs without a device):
 ``compile_with_cache`` assembles the options (CCCL, CuPy's and the CUDA headers' include dirs),
 ``_compile_module_with_cache`` adds ``-ftz=true`` and ``-arch=sm_XX``, computes the
 kernel-cache key and compiles with NVRTC.  Only the final ``Module.load`` (which needs a
@@ -15,7 +15,7 @@ import shutil
 import pytest
 
 import realcupy
-from gpuksvm import _cuda
+from gpuksvm.array import cuda_sources as _cuda
 
 ARCHS = (75, 80, 90)   # Turing, Ampere, Hopper
 

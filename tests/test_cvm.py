@@ -1,4 +1,4 @@
-"""Tests of the Core Vector Machine estimators (gpuksvm.cvm; SPEC §2).
+"""Tests of the Core Vector Machine estimators (gpuksvm.estimators.cvm; SPEC §2).
 
 The references are independent: the MEB dual on the simplex min αᵀK̃α,
 α ≥ 0, Σα = 1 has the same KKT system as the non-negative least squares
@@ -22,9 +22,9 @@ from sklearn.exceptions import ConvergenceWarning
 from sklearn.metrics.pairwise import polynomial_kernel, rbf_kernel
 from sklearn.svm import LinearSVC
 
-from gpuksvm import backend as bk
-from gpuksvm import cvm_base as cvm_module
-from gpuksvm.cvm import CVM, OneClassCVM
+from gpuksvm.array import backend as bk
+from gpuksvm.estimators import cvm_base as cvm_module
+from gpuksvm.estimators.cvm import CVM, OneClassCVM
 from gpuksvm.datasets import make_checkerboard
 
 
@@ -61,7 +61,7 @@ def full_alpha(model, n: int) -> np.ndarray:
 
 
 def relative_gap(K: np.ndarray, y: np.ndarray | None, C: float, a: np.ndarray) -> float:
-    """The L2-SVM's (P − D)/|D| at α over all rows (module docstring of gpuksvm.cvm), by hand."""
+    """The L2-SVM's (P − D)/|D| at α over all rows (module docstring of gpuksvm.estimators.cvm), by hand."""
     yy = np.ones(len(a)) if y is None else y
     ay = a * yy
     f = K @ ay + (ay.sum() if y is not None else 0.0)
@@ -254,7 +254,7 @@ def test_early_stops_are_recorded_and_warned():
 
 def test_stalled_qp_cannot_hang(board, monkeypatch):
     """If the core-set QP makes no progress the gap stays above tol: stop, say so, don't loop."""
-    from gpuksvm.solvers import simplex_qp
+    from gpuksvm.solvers.cvm import simplex_qp
 
     def frozen(self, *args, **kwargs):
         self.status = "max_steps"

@@ -106,7 +106,7 @@ BAD_LINES = {
 
 
 def _reader_calls(path):
-    from gpuksvm.blocks import SVMLightBlockSource
+    from gpuksvm.data.blocks import SVMLightBlockSource
 
     return {
         "load_svmlight": lambda: datasets.load_svmlight(path),

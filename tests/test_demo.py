@@ -10,7 +10,7 @@ import time
 import numpy as np
 import pytest
 
-from gpuksvm import demo
+from gpuksvm.cli import demo
 from gpuksvm.__main__ import main
 
 
@@ -84,7 +84,7 @@ def test_python_m_gpuksvm_demo_help():
 
 def test_svc_max_train_draws_random_rows_reproducibly(monkeypatch):
     """--svc-max-train N used the file's first N rows: on label-sorted data, one class only."""
-    from gpuksvm.kernel_svc import KernelSVC
+    from gpuksvm.estimators.kernel_svc import KernelSVC
 
     rng = np.random.default_rng(0)
     X = rng.uniform(-1, 1, size=(300, 3))

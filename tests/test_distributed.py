@@ -19,7 +19,7 @@ import pytest
 da = pytest.importorskip("dask.array")
 distributed = pytest.importorskip("distributed")
 
-from gpuksvm import backend as bk  # noqa: E402
+from gpuksvm.array import backend as bk  # noqa: E402
 from gpuksvm import scaleout as gd  # noqa: E402
 from gpuksvm.scaleout.runtime import DistributedFitError, Ledger, is_dask_collection  # noqa: E402
 from gpuksvm.datasets import make_checkerboard  # noqa: E402
@@ -103,7 +103,7 @@ def test_reduced_oracle_newton_matches_a_generic_optimizer(rng):
     # the Dask fit's data access: the single-process Newton solver over sums only
     from scipy.optimize import minimize
 
-    from gpuksvm.solvers.newton import ReducedOracle, line_derivatives, newton_solve
+    from gpuksvm.solvers.linear.newton import ReducedOracle, line_derivatives, newton_solve
 
     F = rng.normal(size=(300, 6))
     y = np.where(F[:, 0] + 0.5 * rng.normal(size=300) > 0, 1.0, -1.0)
@@ -149,7 +149,7 @@ def test_row_chunked_validation():
 
 # --------------------------------------------------------------------------- LLSVM
 def _llsvm(**kw):
-    from gpuksvm.llsvm import LLSVM
+    from gpuksvm.estimators.llsvm import LLSVM
 
     params = dict(gamma=20.0, C=10.0, n_landmarks=40, kmeans_sample=400, device="cpu",
                   random_state=0, tol=1e-8, max_iter=200, dtype="float64")
@@ -200,7 +200,7 @@ def test_llsvm_multiclass_weights_equal_single_process(client, rng):
 def test_llsvm_weight_options_equal_single_process(client, rng, n_classes, class_weight, weighted):
     # issue 16: "balanced" with sample_weight counted raw rows per class on Dask and
     # weighted counts in memory (decision values 80 % of their range apart); one
-    # class-weight rule (gpuksvm.validation.class_weight_vector) serves both.  The dict
+    # class-weight rule (gpuksvm.array.validation.class_weight_vector) serves both.  The dict
     # cases (with and without sample_weight) are the two tests beside this one.
     centers = np.array([[0, 0, 0], [2, 0, 0], [0, 2, 1]])[:n_classes]
     sizes = [300, 120, 180][:n_classes]
@@ -258,7 +258,7 @@ def test_llsvm_dask_model_file_round_trip(client, board, tmp_path):
     n_passes_) is declared in the model-file schema."""
     from _estimator_zoo import compare_fitted
 
-    from gpuksvm import io
+    from gpuksvm.persistence import io
 
     X, y = board
     est = gd.fit_llsvm(_llsvm(), *_dask(X, y, 500), client=client)
@@ -272,7 +272,7 @@ def test_llsvm_dask_model_file_round_trip(client, board, tmp_path):
 def test_llsvm_dask_extreme_costs_are_scaled_and_zero_weight_classes_refused(client, board):
     """Issue 14's rules on the Dask fit too: sample_weight=1e200 is scaled to the C → ∞ limit
     (cost_scale_) instead of overflowing; a class of zero total weight is an error."""
-    from gpuksvm.linear_svm import ScaledProblemWarning
+    from gpuksvm.estimators.linear_svm import ScaledProblemWarning
 
     X, y = board
     Xd, yd = _dask(X, y, 500)
@@ -332,7 +332,7 @@ def test_local_scheduler_without_client(board, kw):
 # --------------------------------------------------------------------------- SVI
 def test_svi_distributed_equals_single_process(client):
     from gpuksvm.datasets import make_two_sines
-    from gpuksvm.svi import SVI, MarginCapWarning
+    from gpuksvm.estimators.svi import SVI, MarginCapWarning
 
     X, y = make_two_sines(1500, random_state=0)
     kw = dict(gamma=1.0, C=10.0, random_state=0, device="cpu", margin_tol=0.3, max_margin_sv=120,
@@ -364,7 +364,7 @@ def test_svi_distributed_fallback_equals_single_process(client):
     """Problems too small for the ensemble and ensembles that fail the check are
     solved by the exact SVM on the workers, as in memory, with the same warning."""
     from gpuksvm.datasets import make_two_sines
-    from gpuksvm.svi import SVI, ExactFallbackWarning
+    from gpuksvm.estimators.svi import SVI, ExactFallbackWarning
 
     X, y = make_two_sines(1200, noise=0.35, random_state=0)
     for kw, why in [({}, "too_small"), ({"min_subset_rows": 100}, "check")]:
@@ -388,7 +388,7 @@ def test_svi_distributed_reports_convergence_as_in_memory(client):
     from sklearn.exceptions import ConvergenceWarning
 
     from gpuksvm.datasets import make_two_sines
-    from gpuksvm.svi import SVI
+    from gpuksvm.estimators.svi import SVI
 
     X, y = make_two_sines(1200, noise=0.35, random_state=0)
     kw = dict(gamma=1.0, C=10.0, max_iter=50, random_state=0, device="cpu")
@@ -407,7 +407,7 @@ def test_svi_distributed_reports_convergence_as_in_memory(client):
 
 
 def test_svi_multiclass_distributed(client, rng):
-    from gpuksvm.svi import SVI
+    from gpuksvm.estimators.svi import SVI
 
     X = np.vstack([c + 0.5 * rng.normal(size=(200, 2)) for c in ([0, 0], [3, 0], [0, 3])])
     y = np.repeat([0, 1, 2], 200)
@@ -443,7 +443,7 @@ def test_ledger_records_sizes():
 # --------------------------------------------------------------------------- CVM
 @pytest.mark.parametrize("sample_size", [None, 59])
 def test_cvm_distributed_equals_single_process(client, sample_size):
-    from gpuksvm.cvm import CVM
+    from gpuksvm.estimators.cvm import CVM
 
     X, y = make_checkerboard(1200, random_state=0)
     kw = dict(gamma=30.0, C=100.0, tol=3e-3, sample_size=sample_size, device="cpu", random_state=0)
@@ -464,7 +464,7 @@ def test_cvm_distributed_equals_single_process(client, sample_size):
 
 
 def test_one_class_cvm_distributed(client, rng):
-    from gpuksvm.cvm import OneClassCVM
+    from gpuksvm.estimators.cvm import OneClassCVM
 
     X = rng.normal(size=(600, 3))
     kw = dict(gamma=0.1, tol=3e-2, sample_size=None, device="cpu", random_state=0)
@@ -479,7 +479,7 @@ def test_one_class_cvm_distributed(client, rng):
 
 @pytest.mark.gpu
 def test_cvm_exact_scan_on_cupy_chunks(gpu):
-    from gpuksvm.cvm import CVM
+    from gpuksvm.estimators.cvm import CVM
 
     X, y = make_checkerboard(1200, random_state=0)
     kw = dict(gamma=30.0, C=100.0, tol=3e-3, sample_size=None, random_state=0, dtype=np.float64)
@@ -497,7 +497,7 @@ def _hooked(cls, method="fit"):
 
 def test_llsvm_estimator_dispatches_dask_input(client, board):
     """LLSVM.fit/predict/... on dask arrays: the distributed fit, lazy dask outputs."""
-    from gpuksvm.llsvm import LLSVM
+    from gpuksvm.estimators.llsvm import LLSVM
 
     X, y = board
     Xd, yd = _dask(X, y, 600)
@@ -520,7 +520,7 @@ def test_llsvm_estimator_dispatches_dask_input(client, board):
 
 def test_svi_estimator_dispatches_dask_input(client):
     from gpuksvm.datasets import make_two_sines
-    from gpuksvm.svi import SVI
+    from gpuksvm.estimators.svi import SVI
 
     X, y = make_two_sines(800, random_state=1)
     Xd, yd = _dask(X, y, 200)
@@ -538,7 +538,7 @@ def test_svi_estimator_dispatches_dask_input(client):
 
 # The estimators themselves dispatch dask input to gd.fit_cvm (tested above).
 def test_cvm_estimator_dispatches_dask_input(client):
-    from gpuksvm.cvm import CVM
+    from gpuksvm.estimators.cvm import CVM
 
     assert _hooked(CVM)
     X, y = make_checkerboard(800, random_state=0)
@@ -554,7 +554,7 @@ def test_cvm_estimator_dispatches_dask_input(client):
 
 
 def test_one_class_cvm_estimator_dispatches_dask_input(client, rng):
-    from gpuksvm.cvm import OneClassCVM
+    from gpuksvm.estimators.cvm import OneClassCVM
 
     assert _hooked(OneClassCVM)
     X = rng.normal(size=(400, 3))
@@ -613,13 +613,13 @@ def test_unrecoverable_worker_loss_is_a_clear_error(client, cluster):
 
 
 def test_old_module_name_warns_and_still_works():
-    """``gpuksvm.distributed`` is a deprecated alias of ``gpuksvm.scaleout`` for one release."""
+    """``gpuksvm.scaleout`` is a deprecated alias of ``gpuksvm.scaleout`` for one release."""
     import importlib
     import sys
 
-    sys.modules.pop("gpuksvm.distributed", None)
+    sys.modules.pop("gpuksvm.scaleout", None)
     with pytest.warns(FutureWarning, match="gpuksvm.scaleout"):
-        old = importlib.import_module("gpuksvm.distributed")
+        old = importlib.import_module("gpuksvm.scaleout")
     assert old.fit_llsvm is gd.fit_llsvm and old.fit_svi is gd.fit_svi and old.fit_cvm is gd.fit_cvm
     X = np.random.default_rng(0).normal(size=(120, 2))
     y = (X[:, 0] > 0).astype(int)

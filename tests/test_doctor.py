@@ -23,11 +23,11 @@ from gpuemu import build as emu_build
 from gpuemu import nvrtc as emu_nvrtc
 from gpuemu.failures import failing
 import gpuksvm
-from gpuksvm import _cuda, _gpu_probe
-from gpuksvm import backend as bk
+from gpuksvm.array import cuda_sources as _cuda, gpu_probe as _gpu_probe
+from gpuksvm.array import backend as bk
 from gpuksvm.cli import main as cli_main
 
-doctor = importlib.import_module("gpuksvm.doctor")      # the module (gpuksvm.doctor is the function)
+doctor = importlib.import_module("gpuksvm.cli.doctor")      # the module (gpuksvm.cli.doctor is the function)
 
 pytestmark = pytest.mark.skipif(emu_build.compiler() is None,
                                 reason="the fake CuPy's kernels need g++ (apt-get install g++)")

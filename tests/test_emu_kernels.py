@@ -18,10 +18,11 @@ import numpy as np
 import pytest
 
 from gpuemu import launcher
-from gpuksvm import _cuda
-from gpuksvm import kernels as K
-from gpuksvm.kernels import Kernel
-from gpuksvm.solvers import meb, smo_cuda, smo_working_set
+from gpuksvm.array import cuda_sources as _cuda
+from gpuksvm.kernels import kernel as K
+from gpuksvm.kernels.kernel import Kernel
+from gpuksvm.solvers.cvm import meb
+from gpuksvm.solvers.smo import cuda_launch as smo_cuda, working_set as smo_working_set
 
 from conftest import EMULATED_FULL, GPU_MODE
 

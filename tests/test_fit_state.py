@@ -1,6 +1,6 @@
 """A fit that fails leaves the previous fitted state intact — for every estimator (issue 14).
 
-One shared mechanism (gpuksvm.base.keeps_state_on_error, applied to every
+One shared mechanism (gpuksvm.estimators.base.keeps_state_on_error, applied to every
 DeviceMixin subclass) is tested here on all estimators: with a failure of the
 input (a single class after validation already saw a new width) and with a
 failure injected late in the algorithm.
@@ -10,14 +10,14 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from gpuksvm import base
-from gpuksvm.cvm import CVM, OneClassCVM
-from gpuksvm.kernel_svc import KernelSVC
-from gpuksvm.linear_svm import LinearSVM
-from gpuksvm.llsvm import LLSVM
-from gpuksvm.okfeb import OKFEB, OKFEBClassifier, OKFEBRegressor
-from gpuksvm.solvers.okfeb import OnlineSubspace
-from gpuksvm.svi import SVI
+from gpuksvm.estimators import base
+from gpuksvm.estimators.cvm import CVM, OneClassCVM
+from gpuksvm.estimators.kernel_svc import KernelSVC
+from gpuksvm.estimators.linear_svm import LinearSVM
+from gpuksvm.estimators.llsvm import LLSVM
+from gpuksvm.estimators.okfeb import OKFEB, OKFEBClassifier, OKFEBRegressor
+from gpuksvm.solvers.okfeb.subspace import OnlineSubspace
+from gpuksvm.estimators.svi import SVI
 
 from _estimator_zoo import compare_fitted
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 
 from _estimator_zoo import compare_fitted, fitted_zoo_model
-from gpuksvm import io as model_io
+from gpuksvm.persistence import io as model_io
 
 RECORDS = {"cvm": ("prepare", "core_sets", "model"), "cvm_multiclass": ("prepare", "core_sets", "model"),
            "one_class_cvm": ("prepare", "core_sets", "model"),

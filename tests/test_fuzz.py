@@ -1,7 +1,7 @@
 """Fuzzing the model-file loader and the SVMlight readers.
 
 Random and mutated headers, members and bytes of real model files must give
-:class:`gpuksvm.io.ModelFormatError` or load a valid model (one of the
+:class:`gpuksvm.persistence.io.ModelFormatError` or load a valid model (one of the
 registry's classes, which then predicts) — never another exception, and never
 a side effect: a canary file must survive, no file may appear or vanish, and
 no file descriptor may stay open.  The SVMlight readers must return arrays or
@@ -44,12 +44,12 @@ from hypothesis import strategies as st
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 
-from gpuksvm import (CVM, LLSVM, OKFEB, SVI, KernelSVC, LinearSVM, OKFEBClassifier, OKFEBRegressor, OneClassCVM,
-                     io)
-from gpuksvm.blocks import SVMLightBlockSource
+from gpuksvm import CVM, LLSVM, OKFEB, SVI, KernelSVC, LinearSVM, OKFEBClassifier, OKFEBRegressor, OneClassCVM
+from gpuksvm.persistence import io
+from gpuksvm.data.blocks import SVMLightBlockSource
 from gpuksvm.cli import main as cli_main
 from gpuksvm.datasets import load_svmlight, read_svmlight
-from gpuksvm.model_format import REGISTRY, entry_for
+from gpuksvm.persistence.model_format import REGISTRY, entry_for
 
 from _model_files import members as _members, rewritten, zipped as _zip
 
@@ -119,7 +119,7 @@ TAGS = ["float", "tuple", "dict", "items", "array", "strings", "sparse", "kernel
 def _strings(canary: str) -> st.SearchStrategy:
     return st.one_of(
         st.text(max_size=12),
-        st.sampled_from(["gpuksvm.io:tempfile._TemporaryFileCloser", "tempfile._TemporaryFileCloser",
+        st.sampled_from(["gpuksvm.persistence.io:tempfile._TemporaryFileCloser", "tempfile._TemporaryFileCloser",
                          "os:system", "builtins:eval", "subprocess:Popen", "sklearn.svm.SVC",
                          "numpy:load", "a0", "a1", "a99", "../../x", "nan", "inf", "-inf", "float32",
                          "float16", "|O", "<f8", "<U3", "V8", "rbf", "poly", "sigmoid", "cpu", "cuda:7",

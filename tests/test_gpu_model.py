@@ -75,7 +75,7 @@ _EXTERN_KERNEL = re.compile(r'extern\s+"C"\s+__global__\s+(?:(?:void|__launch_bo
 def test_every_kernel_has_a_cost_formula_and_a_twin(cost):
     """Every ``extern "C"`` kernel in kernels_cuda/*.cu, read from the sources themselves, has a
     cost formula (the tracer raises on a launch without one) and a NumPy twin (traces at scale)."""
-    from gpuksvm import _cuda
+    from gpuksvm.array import cuda_sources as _cuda
     found = {}
     for src in sorted((ROOT / "kernels_cuda").glob("*.cu")):
         names = _EXTERN_KERNEL.findall(src.read_text())
@@ -90,8 +90,8 @@ def test_every_kernel_has_a_cost_formula_and_a_twin(cost):
 
 # ----------------------------------------------------------------------------- the tracer
 def test_tracer_records_operations_syncs_and_copies(cost):
-    from gpuksvm import _cuda
-    from gpuksvm.kernels import Kernel, kernel_block
+    from gpuksvm.array import cuda_sources as _cuda
+    from gpuksvm.kernels.kernel import Kernel, kernel_block
     with gpuemu.emulated_gpu() as cp:
         x = np.arange(1000, dtype=np.float32) - 500
         tr = cost.Tracer()
@@ -129,8 +129,8 @@ def test_tracer_records_operations_syncs_and_copies(cost):
 
 
 def _solve_ws(cp, use_twins: bool, cost):
-    from gpuksvm.kernels import Kernel
-    from gpuksvm.solvers.smo_working_set import solve_working_set
+    from gpuksvm.kernels.kernel import Kernel
+    from gpuksvm.solvers.smo.working_set import solve_working_set
     rng = np.random.default_rng(3)
     X = rng.normal(size=(260, 5)).astype(np.float32)
     y = np.where(X[:, 0] + 0.3 * rng.normal(size=260) > 0, 1.0, -1.0)
@@ -145,9 +145,9 @@ def _solve_ws(cp, use_twins: bool, cost):
 def test_twins_follow_the_kernels(cost):
     """At scale the tracer runs each RawKernel as its NumPy twin: the same results and op counts up to
     float32 rounding (the twin rounds differently from the compiled kernel: an SMO step more or less)."""
-    from gpuksvm.kernels import Kernel, kernel_block, kernel_matvec
-    from gpuksvm.solvers.meb import make_scanner
-    from gpuksvm import backend as bk
+    from gpuksvm.kernels.kernel import Kernel, kernel_block, kernel_matvec
+    from gpuksvm.solvers.cvm.meb import make_scanner
+    from gpuksvm.array import backend as bk
     with gpuemu.emulated_gpu() as cp:
         (emu, t_emu), (twin, t_twin) = _solve_ws(cp, False, cost), _solve_ws(cp, True, cost)
         for a, b in zip(emu, twin):

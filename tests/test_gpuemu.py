@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from gpuemu import build, dispatch, launcher
-from gpuksvm import _cuda
+from gpuksvm.array import cuda_sources as _cuda
 
 from conftest import GPU_MODE
 
@@ -75,7 +75,7 @@ def test_only_real_cupy_names(cp):
 
 # ----------------------------------------------------------------------------- the dispatch hook
 def test_every_device_operation_reaches_the_hook(cp):
-    from gpuksvm.kernels import Kernel, kernel_block
+    from gpuksvm.kernels.kernel import Kernel, kernel_block
 
     seen: list[dispatch.Event] = []
     with dispatch.hooked(seen.append):

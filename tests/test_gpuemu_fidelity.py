@@ -165,7 +165,7 @@ def test_emulator_fuses_multiply_adds_as_nvrtc(monkeypatch, fma):
 def test_smo_candidates_on_tied_keys_match_the_cpu(gpu):
     """Equal gradients (ties in the I_up / I_low keys): the working-set candidates are the same
     rows on the CPU and the GPU, whose sort is stable."""
-    from gpuksvm.solvers.smo_working_set import _round_state
+    from gpuksvm.solvers.smo.working_set import _round_state
 
     rng = np.random.default_rng(3)
     P, n1 = 2, 200

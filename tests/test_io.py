@@ -1,4 +1,4 @@
-"""Model files (gpuksvm.io): round trips, corruption, future versions, atomic writes."""
+"""Model files (gpuksvm.persistence.io): round trips, corruption, future versions, atomic writes."""
 from __future__ import annotations
 
 import gc
@@ -21,11 +21,12 @@ from sklearn.linear_model import LogisticRegression
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 
-from gpuksvm import LLSVM, SVI, KernelSVC, LinearSVM, io
-from gpuksvm.backend import CPU, Device
-from gpuksvm.kernels import Kernel
-from gpuksvm.model_format import REGISTRY
-from gpuksvm.model_format.registry import _common
+from gpuksvm import LLSVM, SVI, KernelSVC, LinearSVM
+from gpuksvm.persistence import io
+from gpuksvm.array.backend import CPU, Device
+from gpuksvm.kernels.kernel import Kernel
+from gpuksvm.persistence.model_format import REGISTRY
+from gpuksvm.persistence.model_format.registry import _common
 
 from _estimator_zoo import ZOO, compare_fitted, fitted_zoo_model, outputs
 
@@ -119,7 +120,7 @@ def _victim(tmp_path):
 
 def test_issue14_exploit_file_deleting_payload_is_refused(tmp_path):
     """Issue 14: a genuine model with a hidden private attribute of class
-    ``tempfile._TemporaryFileCloser`` (reached as ``gpuksvm.io:tempfile...``) deleted an
+    ``tempfile._TemporaryFileCloser`` (reached as ``gpuksvm.persistence.io:tempfile...``) deleted an
     arbitrary file when the loaded model was freed.  The file is refused; nothing is deleted."""
     victim = _victim(tmp_path)
     bad = tmp_path / "exploit.npz"
@@ -137,9 +138,9 @@ def test_issue14_exploit_file_deleting_payload_is_refused(tmp_path):
 
 
 @pytest.mark.parametrize("payload", [
-    {"estimator": "gpuksvm.io:tempfile._TemporaryFileCloser", "fitted": {}},
+    {"estimator": "gpuksvm.persistence.io:tempfile._TemporaryFileCloser", "fitted": {}},
     {"estimator": "tempfile._TemporaryFileCloser", "fitted": {}},
-    {"t": "object", "cls": "gpuksvm.io:tempfile._TemporaryFileCloser", "state": {}},
+    {"t": "object", "cls": "gpuksvm.persistence.io:tempfile._TemporaryFileCloser", "state": {}},
     {"estimator": "gpuksvm.okfeb.OKFEB", "params": {}, "fitted": {}},   # a real class, undeclared name
     3,
 ], ids=["walk", "name", "v1-node", "registered-class", "plain-value"])
@@ -211,7 +212,7 @@ def test_header_class_must_match_the_tree_and_info_shows_the_tree(tmp_path, caps
     assert main(["info", str(bad)]) == 1
     assert "gpuksvm info: error:" in capsys.readouterr().err
     assert main(["info", str(src)]) == 0
-    assert capsys.readouterr().out.splitlines()[0].endswith(": gpuksvm.linear_svm.LinearSVM")
+    assert capsys.readouterr().out.splitlines()[0].endswith(": gpuksvm.estimators.linear_svm.LinearSVM")
 
 
 @pytest.mark.parametrize("mutate,match", [

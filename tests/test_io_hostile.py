@@ -20,7 +20,9 @@ import numpy as np
 import pytest
 
 import gpuksvm
-from gpuksvm import LinearSVM, files, io
+from gpuksvm import LinearSVM
+from gpuksvm.data import files
+from gpuksvm.persistence import io
 from gpuksvm.cli import main as cli_main
 
 
@@ -338,9 +340,9 @@ def test_zip_bomb_loads_under_a_large_limit(bomb):
 
 def test_the_default_limit_follows_the_available_memory(monkeypatch):
     monkeypatch.delenv("GPUKSVM_MODEL_LOAD_MAX_BYTES", raising=False)
-    monkeypatch.setattr(gpuksvm.backend, "available_memory", lambda: 8 * 2 ** 30)
+    monkeypatch.setattr(gpuksvm.array.backend, "available_memory", lambda: 8 * 2 ** 30)
     assert gpuksvm.get_config()["model_load_max_bytes"] == 4 * 2 ** 30
-    monkeypatch.setattr(gpuksvm.backend, "available_memory", lambda: 2 ** 20)
+    monkeypatch.setattr(gpuksvm.array.backend, "available_memory", lambda: 2 ** 20)
     assert gpuksvm.get_config()["model_load_max_bytes"] == 512 * 2 ** 20  # the floor
     monkeypatch.setenv("GPUKSVM_MODEL_LOAD_MAX_BYTES", "3GiB")
     assert gpuksvm.get_config()["model_load_max_bytes"] == 3 * 2 ** 30
@@ -349,7 +351,7 @@ def test_the_default_limit_follows_the_available_memory(monkeypatch):
 
 
 def test_available_memory_is_reported():
-    free = gpuksvm.backend.available_memory()
+    free = gpuksvm.array.backend.available_memory()
     assert free is None or free > 0
     if os.path.exists("/proc/meminfo"):
         assert free is not None

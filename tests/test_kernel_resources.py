@@ -17,7 +17,7 @@ The launch blocks and dynamic shared memory come from the library's own
 launch code: each launch site runs once at its largest configuration on NumPy
 arrays with ``_cuda.launch`` replaced by a recorder (geometry and argument
 count checked as a real launch checks them), and a kernel's block is also at
-least the largest its :data:`gpuksvm._cuda.BLOCK_RULES` entry allows.
+least the largest its :data:`gpuksvm.array.cuda_sources.BLOCK_RULES` entry allows.
 
 ``pytest -s tests/test_kernel_resources.py -k table`` prints the table;
 ``python tests/test_kernel_resources.py [DIR]`` prints it for the sources in
@@ -35,11 +35,12 @@ import numpy as np
 import pytest
 
 from gpuemu import nvrtc
-from gpuksvm import _cuda
-from gpuksvm import backend as bk
-from gpuksvm import kernels as K
-from gpuksvm.kernels import Kernel
-from gpuksvm.solvers import meb_scan, smo_cuda, smo_working_set
+from gpuksvm.array import cuda_sources as _cuda
+from gpuksvm.array import backend as bk
+from gpuksvm.kernels import kernel as K
+from gpuksvm.kernels.kernel import Kernel
+from gpuksvm.solvers.cvm import scan as meb_scan
+from gpuksvm.solvers.smo import cuda_launch as smo_cuda, working_set as smo_working_set
 from test_cuda_sources import nvrtc_lib  # noqa: F401 - the fixture: NVRTC loaded, or skip with the reason
 
 ARCHS = (80, 90)                    # Ampere, Hopper

@@ -13,10 +13,11 @@ from sklearn.exceptions import ConvergenceWarning
 from sklearn.svm import SVC
 
 from gpuksvm.datasets import dataset_path, make_checkerboard
-from gpuksvm.kernel_svc import KernelSVC
-from gpuksvm.kernels import Kernel, kernel_block
-from gpuksvm.solvers.smo import solve, solve_batched
-from gpuksvm.solvers.smo_working_set import solve_subproblems_host
+from gpuksvm.estimators.kernel_svc import KernelSVC
+from gpuksvm.kernels.kernel import Kernel, kernel_block
+from gpuksvm.solvers.smo import solve
+from gpuksvm.solvers.smo.solve import solve_batched
+from gpuksvm.solvers.smo.working_set import solve_subproblems_host
 from gpuksvm.solvers.svc_dual import dual_objective
 
 OWN = [("smo", {}), ("working_set", {"working_set_size": 64})]
@@ -344,7 +345,7 @@ def test_multiclass_ovr_shape_and_voting_predict():
 def test_verbose_prints_summary(capsys):
     X, y = _synthetic(100)
     KernelSVC(device="cpu", verbose=1).fit(X, y)
-    assert "[KernelSVC] solver=libsvm" in capsys.readouterr().err     # gpuksvm.progress.report
+    assert "[KernelSVC] solver=libsvm" in capsys.readouterr().err     # gpuksvm.solvers.progress.report
     KernelSVC(device="cpu").fit(X, y)
     assert capsys.readouterr() == ("", "")
 
@@ -419,7 +420,7 @@ def test_caller_arrays_untouched_and_pickle():
 @pytest.mark.gpu
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
 def test_gpu_subproblem_kernel_matches_twin(gpu, dtype):
-    from gpuksvm.solvers.smo_cuda import _solve_subproblems_cuda
+    from gpuksvm.solvers.smo.cuda_launch import _solve_subproblems_cuda
 
     rng = np.random.default_rng(0)
     P, ws = 3, 100

@@ -13,9 +13,9 @@ import numpy as np
 import pytest
 
 from _estimator_zoo import ZOO, estimator_for, zoo_data
-from gpuksvm import io as model_io
+from gpuksvm.persistence import io as model_io
 
-from gpuksvm.validation import MAX_LABEL_CHARS, encode_classes, storable_labels
+from gpuksvm.array.validation import MAX_LABEL_CHARS, encode_classes, storable_labels
 
 CLASSIFIERS = [name for name, (_, _, _, task) in ZOO.items() if task in ("binary", "multiclass", "blocks")]
 

@@ -1,5 +1,5 @@
-"""Tests of the linear solvers (gpuksvm.solvers.linear, newton, newton_memory, newton_stream, dual_cd,
-sbm) and gpuksvm.linear_svm.LinearSVM against LIBLINEAR.
+"""Tests of the linear solvers (gpuksvm.solvers.linear.problem, newton, newton_memory, newton_stream, dual_cd,
+sbm) and gpuksvm.estimators.linear_svm.LinearSVM against LIBLINEAR.
 
 LIBLINEAR is scikit-learn's ``LinearSVC`` with the same loss, C and intercept
 treatment (a constant column of value ``intercept_scaling``, regularized).
@@ -17,16 +17,16 @@ from sklearn.datasets import dump_svmlight_file
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.svm import LinearSVC
 
-from gpuksvm import backend as bk
-from gpuksvm.blocks import as_block_source
-from gpuksvm.linear_svm import LinearSVM
-from gpuksvm.solvers import linear as lin
-from gpuksvm.solvers import newton, newton_memory
-from gpuksvm.solvers.dual_cd import dual_cd
-from gpuksvm.solvers.linear import ovr_targets, primal_objective
-from gpuksvm.solvers.newton_memory import newton_squared_hinge
-from gpuksvm.solvers.newton_stream import newton_stream
-from gpuksvm.solvers.sbm import sbm
+from gpuksvm.array import backend as bk
+from gpuksvm.data.blocks import as_block_source
+from gpuksvm.estimators.linear_svm import LinearSVM
+from gpuksvm.solvers.linear import problem as lin
+from gpuksvm.solvers.linear import newton, newton_memory
+from gpuksvm.solvers.linear.dual_cd import dual_cd
+from gpuksvm.solvers.linear.problem import ovr_targets, primal_objective
+from gpuksvm.solvers.linear.newton_memory import newton_squared_hinge
+from gpuksvm.solvers.linear.newton_stream import newton_stream
+from gpuksvm.solvers.linear.sbm import sbm
 
 GAP = 1e-3
 
@@ -155,7 +155,7 @@ def test_newton_rebuilds_a_non_pd_hessian_in_float64(monkeypatch):
     # float32 Grams (or their up/downdates) can lose positive definiteness at large
     # n·C (seen at 800K rows × 1000 features): the step then rebuilds the Gram in
     # float64 from the active rows and goes on to the same solution
-    from gpuksvm import linalg
+    from gpuksvm.array import linalg
 
     X, y = _synthetic(400, d=6)
     Y = np.where(y == 1, 1.0, -1.0)
@@ -284,7 +284,7 @@ def test_wide_sparse_engines_match_liblinear(n):
 def test_blas_threads_narrow_or_busy_host(monkeypatch):
     from threadpoolctl import threadpool_info
 
-    from gpuksvm.solvers import linear as lin
+    from gpuksvm.solvers.linear import problem as lin
 
     def threads(design):
         with lin._blas_limit(design):
@@ -301,7 +301,7 @@ def test_blas_threads_narrow_or_busy_host(monkeypatch):
     # nested and concurrent users: the caller's setting always comes back
     import threading
 
-    from gpuksvm.solvers._blas import one_blas_thread
+    from gpuksvm.array.blas_threads import one_blas_thread
 
     def user(delay):
         with one_blas_thread():
@@ -422,8 +422,8 @@ def test_stream_oracle_one_pass_steps_equal_two_pass_steps():
     # room for undecided rows (spare_blocks=0: only steps that leave every row decided)
     # or a bracket no step fits (t_max=0: none) steps read the data twice — the
     # iterates are the same
-    from gpuksvm.solvers.newton import newton_solve
-    from gpuksvm.solvers.newton_stream import StreamOracle
+    from gpuksvm.solvers.linear.newton import newton_solve
+    from gpuksvm.solvers.linear.newton_stream import StreamOracle
 
     X, y = _synthetic(1200, d=9, classes=3, noise=1.0)
     Y, S = ovr_targets(y, 3, class_weight=np.array([1.0, 2.0, 0.5]))

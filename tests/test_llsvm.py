@@ -1,4 +1,4 @@
-"""Tests of gpuksvm.cluster (k-means landmarks) and gpuksvm.llsvm (LLSVM / LLSVM2)."""
+"""Tests of gpuksvm.solvers.nystrom.kmeans (k-means landmarks) and gpuksvm.estimators.llsvm (LLSVM / LLSVM2)."""
 import pickle
 
 import numpy as np
@@ -6,11 +6,16 @@ import pytest
 import scipy.sparse as sp
 from scipy.optimize import minimize
 
-from gpuksvm import backend as bk
-from gpuksvm.cluster import kmeans, nearest_centers
-from gpuksvm.kernels import Kernel, kernel_block
-from gpuksvm.llsvm import (LLSVM, fit_llsvm_grid, nystrom_maps, spectrum_objective,
-                           supervised_spectrum)
+from gpuksvm.array import backend as bk
+from gpuksvm.solvers.nystrom.kmeans import kmeans, nearest_centers
+from gpuksvm.kernels.kernel import Kernel, kernel_block
+from gpuksvm.estimators.llsvm import (
+    LLSVM,
+    fit_llsvm_grid,
+    nystrom_maps,
+    spectrum_objective,
+    supervised_spectrum,
+)
 
 
 def blobs(rng, n_per, centers, scale=0.3):
@@ -444,7 +449,7 @@ def test_feature_names_and_transform(rng):
 
 
 def test_probability(rng):
-    from gpuksvm.linear_svm import LinearSVM
+    from gpuksvm.estimators.linear_svm import LinearSVM
 
     if not hasattr(LinearSVM, "predict_proba"):
         pytest.skip("LinearSVM has no Platt scaling yet")
@@ -461,7 +466,7 @@ def test_probability(rng):
 def test_out_of_core_block_source_and_file(rng, tmp_path):
     from sklearn.datasets import dump_svmlight_file
 
-    from gpuksvm.blocks import as_block_source
+    from gpuksvm.data.blocks import as_block_source
     from gpuksvm.datasets import make_checkerboard
 
     X, y = make_checkerboard(1200, grid=2, flip=0.1, random_state=0)
@@ -496,7 +501,7 @@ def test_out_of_core_block_source_and_file(rng, tmp_path):
 
 
 def test_out_of_core_multiclass_and_float32_equal_in_memory(rng):
-    from gpuksvm.blocks import as_block_source
+    from gpuksvm.data.blocks import as_block_source
 
     X, y = blobs(rng, 300, np.array([[0, 0], [3, 0], [0, 3]]), scale=1.0)
     perm = rng.permutation(X.shape[0])

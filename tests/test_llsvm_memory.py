@@ -16,11 +16,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from gpuksvm import LLSVM, nystrom
-from gpuksvm.demo import _can_reset_hwm
-from gpuksvm.solvers.linear import Design
-from gpuksvm.solvers.newton_memory import newton_squared_hinge
-from gpuksvm.validation import _SCAN_VALUES, check_working_range, max_row_sq_norm
+from gpuksvm import LLSVM
+from gpuksvm.solvers.nystrom import maps as nystrom
+from gpuksvm.cli.demo import _can_reset_hwm
+from gpuksvm.solvers.linear.problem import Design
+from gpuksvm.solvers.linear.newton_memory import newton_squared_hinge
+from gpuksvm.array.validation import _SCAN_VALUES, check_working_range, max_row_sq_norm
 
 MB = 1e6
 ROOT = Path(__file__).resolve().parents[1]

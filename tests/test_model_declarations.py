@@ -2,7 +2,7 @@
 
 Each test changes one value of a genuine model file (header and arrays, with the
 array table and checksums recomputed, so that only the content is wrong) and
-checks that :func:`gpuksvm.io.load` refuses it with a ModelFormatError: non-finite
+checks that :func:`gpuksvm.persistence.io.load` refuses it with a ModelFormatError: non-finite
 or out-of-range floats, integer attributes that do not add up, fewer than two
 classes, one array member behind two attributes, attributes that disagree across
 a model or a Pipeline, and conversions of hostile numbers.
@@ -17,8 +17,9 @@ import scipy.sparse as sp
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 
-from gpuksvm import CVM, LLSVM, SVI, KernelSVC, LinearSVM, OKFEBClassifier, OneClassCVM, io
-from gpuksvm.model_format import ModelFormatError
+from gpuksvm import CVM, LLSVM, SVI, KernelSVC, LinearSVM, OKFEBClassifier, OneClassCVM
+from gpuksvm.persistence import io
+from gpuksvm.persistence.model_format import ModelFormatError
 
 from _model_files import rewritten
 

@@ -11,9 +11,9 @@ from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 
 from gpuksvm.datasets import make_two_spheres, sphere_to_spheroid_stream
-from gpuksvm.kernels import Kernel, kernel_block
-from gpuksvm.okfeb import OKFEB, OKFEBClassifier, OKFEBRegressor, windowed_kernel_error
-from gpuksvm.solvers.online import Pegasos, RandomFourierFeatures, RegularizedLMS
+from gpuksvm.kernels.kernel import Kernel, kernel_block
+from gpuksvm.estimators.okfeb import OKFEB, OKFEBClassifier, OKFEBRegressor, windowed_kernel_error
+from gpuksvm.solvers.linear.online import Pegasos, RandomFourierFeatures, RegularizedLMS
 
 
 @pytest.fixture(scope="module")
@@ -384,7 +384,7 @@ def test_fit_does_not_depend_on_the_row_order(Est):
 
 def test_partial_fit_keeps_the_given_order():
     """partial_fit is a stream: the rows are processed in the order given (fit shuffles)."""
-    from gpuksvm.okfeb import BudgetTooSmallWarning
+    from gpuksvm.estimators.okfeb import BudgetTooSmallWarning
 
     X, y = _imbalanced_spheres(600)
     order = np.argsort(y, kind="stable")
@@ -410,7 +410,7 @@ def test_partial_fit_keeps_the_given_order():
 def test_budget_too_small_warns():
     """A rank too small for the data: the features lose to a linear model on the raw features.
     The fit says so (warning + budget_too_small_ + capacity_check_) instead of staying silent."""
-    from gpuksvm.okfeb import BudgetTooSmallWarning
+    from gpuksvm.estimators.okfeb import BudgetTooSmallWarning
 
     rng = np.random.default_rng(0)
     X = rng.normal(size=(1500, 20))

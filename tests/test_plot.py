@@ -53,7 +53,7 @@ def test_decision_boundary_custom_marks_and_predict_only():
 
 
 def test_model_points_of_gpuksvm_models():
-    from gpuksvm import llsvm
+    from gpuksvm.estimators import llsvm
 
     X, y = make_checkerboard(300, grid=2, random_state=0)
     m = llsvm.LLSVM(n_landmarks=12, gamma=5.0, C=10.0, random_state=0, device="cpu").fit(X, y)

@@ -23,15 +23,15 @@ from typing import Any, Callable
 import numpy as np
 import pytest
 
-from gpuksvm.blocks import as_block_source
-from gpuksvm.cluster import RowReservoir, kmeans, sample_rows
-from gpuksvm.cvm import CVM, OneClassCVM
+from gpuksvm.data.blocks import as_block_source
+from gpuksvm.solvers.nystrom.kmeans import RowReservoir, kmeans, sample_rows
+from gpuksvm.estimators.cvm import CVM, OneClassCVM
 from gpuksvm.datasets import make_checkerboard
-from gpuksvm.kernel_svc import KernelSVC
-from gpuksvm.linear_svm import LinearSVM
-from gpuksvm.llsvm import LLSVM
-from gpuksvm.okfeb import OKFEBClassifier
-from gpuksvm.svi import SVI
+from gpuksvm.estimators.kernel_svc import KernelSVC
+from gpuksvm.estimators.linear_svm import LinearSVM
+from gpuksvm.estimators.llsvm import LLSVM
+from gpuksvm.estimators.okfeb import OKFEBClassifier
+from gpuksvm.estimators.svi import SVI
 
 
 # --------------------------------------------------------------------------- data

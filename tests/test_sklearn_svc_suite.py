@@ -69,7 +69,7 @@ XFAIL = {
     "test_svm::test_svc_raises_error_internal_representation":
         "alters SVC's private _n_support (a LIBSVM-binding guard)",
     # scikit-learn 1.9 deprecates SVC's `probability` parameter and `probA_`/`probB_` (in
-    # favour of CalibratedClassifierCV); gpuksvm keeps Platt scaling (gpuksvm.calibration),
+    # favour of CalibratedClassifierCV); gpuksvm keeps Platt scaling (gpuksvm.estimators.calibration),
     # so it does not emit scikit-learn's FutureWarnings (and, as before, sets probA_/probB_
     # only with probability=True, where SVC has empty arrays).
     "test_svm::test_probability_raises_futurewarning":

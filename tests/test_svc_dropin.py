@@ -19,10 +19,11 @@ from sklearn.svm import SVC
 from sklearn.utils.multiclass import _ovr_decision_function
 
 import gpuksvm
-from gpuksvm import CVM, SVI, KernelSVC, calibration
+from gpuksvm import CVM, SVI, KernelSVC
+from gpuksvm.estimators import calibration
 from gpuksvm.datasets import make_checkerboard
-from gpuksvm.kernels import Kernel
-from gpuksvm.solvers.smo import solve_batched, solve_ovo
+from gpuksvm.kernels.kernel import Kernel
+from gpuksvm.solvers.smo.solve import solve_batched, solve_ovo
 from gpuksvm.solvers.svc_dual import dual_objective
 
 TOY_X = np.array([[-2, -1], [-1, -1], [-1, -2], [1, 1], [1, 2], [2, 1]], dtype=float)

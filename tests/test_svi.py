@@ -1,4 +1,4 @@
-"""Tests of gpuksvm.svi (SVI, SPEC §3).  Reference: scikit-learn's SVC."""
+"""Tests of gpuksvm.estimators.svi (SVI, SPEC §3).  Reference: scikit-learn's SVC."""
 import pickle
 import warnings
 
@@ -12,12 +12,19 @@ from sklearn.model_selection import train_test_split
 from sklearn.svm import SVC
 
 from gpuksvm.datasets import load_dataset, make_two_sines, subsample
-from gpuksvm.multiclass import ovr_decision_function
-from gpuksvm.solvers import svi as svi_solver
-from gpuksvm.solvers.smo import solve_batched
-from gpuksvm.solvers.svi_steps import ensemble_check, plan_problem, row_order_keys
-from gpuksvm.svi import (FITTED_ATTRIBUTES, SVI, ExactFallbackWarning, MarginCapWarning, closed_form_beta,
-                         draw_subsets, select_margin_rows)
+from gpuksvm.solvers.multiclass import ovr_decision_function
+from gpuksvm.solvers.svi import algorithm as svi_solver
+from gpuksvm.solvers.smo.solve import solve_batched
+from gpuksvm.solvers.svi.steps import ensemble_check, plan_problem, row_order_keys
+from gpuksvm.estimators.svi import (
+    FITTED_ATTRIBUTES,
+    SVI,
+    ExactFallbackWarning,
+    MarginCapWarning,
+    closed_form_beta,
+    draw_subsets,
+    select_margin_rows,
+)
 
 #: the paper's algorithm: θ-subsets whatever their size, no ensemble check
 PAPER = {"min_subset_rows": 0, "ensemble_check": False}

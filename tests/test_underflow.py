@@ -14,14 +14,14 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from gpuksvm.cvm import CVM
+from gpuksvm.estimators.cvm import CVM
 from gpuksvm.datasets import make_checkerboard
-from gpuksvm.kernel_svc import KernelSVC
-from gpuksvm.kernels import resolve_gamma
-from gpuksvm.llsvm import LLSVM
-from gpuksvm.okfeb import OKFEBClassifier
-from gpuksvm.solvers.online import Pegasos
-from gpuksvm.validation import WorkingRangeError, WorkingUnderflowError, check_working_range
+from gpuksvm.estimators.kernel_svc import KernelSVC
+from gpuksvm.kernels.kernel import resolve_gamma
+from gpuksvm.estimators.llsvm import LLSVM
+from gpuksvm.estimators.okfeb import OKFEBClassifier
+from gpuksvm.solvers.linear.online import Pegasos
+from gpuksvm.array.validation import WorkingRangeError, WorkingUnderflowError, check_working_range
 
 
 @pytest.fixture(scope="module")

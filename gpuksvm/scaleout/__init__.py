@@ -10,7 +10,7 @@ LLSVM (:mod:`gpuksvm.scaleout.llsvm`, SPEC §1)
     single-process fit), M = U Λ^{-1/2} on the driver; Z and M are broadcast
     once; F = K(X, Z) M is computed per chunk on the workers (and kept there,
     ``persist``); the single-process primal Newton solver
-    (:func:`gpuksvm.solvers.newton.newton_solve`, same stopping rule and
+    (:func:`gpuksvm.solvers.linear.newton.newton_solve`, same stopping rule and
     exact line search) runs over a map-reduce oracle: every pass returns only
     the k×k F_Iᵀ F_I, the k-vector gradient terms and the loss per binary
     problem (summed in a tree on the workers), each line-search step two
@@ -31,7 +31,7 @@ Works with or without ``distributed``: pass ``client=`` (a
 ``distributed.Client``), or the default scheduler is used (the active client
 if one exists).  ``dask_cuda`` is optional: with one worker per GPU
 (``dask_cuda.LocalCUDACluster``) and CuPy-backed chunks, every map function
-runs on the chunk's device through :mod:`gpuksvm.backend` namespaces.
+runs on the chunk's device through :mod:`gpuksvm.array.backend` namespaces.
 
 Worker loss: Dask re-runs the tasks of a lost worker and recomputes lost
 chunks from their lineage, so a fit survives a worker restart with the same
@@ -42,16 +42,16 @@ exactly once, so a model is never computed from partial data.
 The estimators route a Dask ``X`` here through one decorator,
 :func:`~gpuksvm.scaleout.dispatch.dask_dispatch`; the modules of this package
 import the solver layer and never an estimator module.  This package replaces
-``gpuksvm.distributed`` (kept one release as a deprecated alias).
+``gpuksvm.scaleout`` (kept one release as a deprecated alias).
 """
 from __future__ import annotations
 
-from .cvm import fit_cvm
-from .dispatch import dask_dispatch
-from .llsvm import fit_llsvm
-from .predict import map_method
-from .runtime import DistributedFitError, is_dask_collection
-from .svi import fit_svi
+from gpuksvm.scaleout.cvm import fit_cvm
+from gpuksvm.scaleout.dispatch import dask_dispatch
+from gpuksvm.scaleout.llsvm import fit_llsvm
+from gpuksvm.scaleout.predict import map_method
+from gpuksvm.scaleout.runtime import DistributedFitError, is_dask_collection
+from gpuksvm.scaleout.svi import fit_svi
 
 __all__ = ["DistributedFitError", "dask_dispatch", "fit_cvm", "fit_llsvm", "fit_svi", "is_dask_collection",
            "map_method"]

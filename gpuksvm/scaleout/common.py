@@ -11,8 +11,8 @@ from typing import Any
 
 import numpy as np
 
-from .. import backend as bk
-from .runtime import DistributedFitError, Ledger, compute, n_workers, require_dask
+from gpuksvm.array import backend as bk
+from gpuksvm.scaleout.runtime import DistributedFitError, Ledger, compute, n_workers, require_dask
 
 __all__ = ["RemoteRows", "host_chunks", "persist", "check_finite_and_classes", "set_n_features",
            "client_or_default", "on_device_of", "record_info", "delayed_chunks", "refuse_unsupported"]

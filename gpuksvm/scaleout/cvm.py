@@ -13,14 +13,23 @@ from typing import Any
 import numpy as np
 from sklearn.utils import check_random_state
 
-from .. import backend as bk
-from ..kernels import Kernel
-from ..solvers.meb_scan import HostScanner, candidate_scores, kernel_scale, merge_top, top_positions
-from ..solvers.row_order import RowHasher
-from ..validation import encode_classes
-from .common import (RemoteRows, check_finite_and_classes, client_or_default, delayed_chunks,
-                     host_chunks, on_device_of, persist, record_info, set_n_features)
-from .runtime import Ledger, compute, require_dask, row_chunked, scheduler_context
+from gpuksvm.array import backend as bk
+from gpuksvm.kernels.kernel import Kernel
+from gpuksvm.solvers.cvm.scan import HostScanner, candidate_scores, kernel_scale, merge_top, top_positions
+from gpuksvm.solvers.row_order import RowHasher
+from gpuksvm.array.validation import encode_classes
+from gpuksvm.scaleout.common import (
+    RemoteRows,
+    check_finite_and_classes,
+    client_or_default,
+    delayed_chunks,
+    host_chunks,
+    on_device_of,
+    persist,
+    record_info,
+    set_n_features,
+)
+from gpuksvm.scaleout.runtime import Ledger, compute, require_dask, row_chunked, scheduler_context
 
 __all__ = ["fit_cvm"]
 
@@ -141,7 +150,7 @@ def _make_dask_scanner(rows: "RemoteRows", y: Any, kernel: Kernel, xscale: Any, 
 
 
 def fit_cvm(estimator: Any, X: Any, y: Any = None, *, client: Any = None) -> Any:
-    """Fit a :class:`~gpuksvm.cvm.CVM` or :class:`~gpuksvm.cvm.OneClassCVM` on a dask array.
+    """Fit a :class:`~gpuksvm.estimators.cvm.CVM` or :class:`~gpuksvm.estimators.cvm.OneClassCVM` on a dask array.
 
     The core-set loop is the estimator's own (same order of the rows by
     their content hash, same initial pair, same warm-started core-set QP on

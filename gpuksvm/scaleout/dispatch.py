@@ -22,8 +22,8 @@ from __future__ import annotations
 import functools
 from typing import Any, Callable, TypeVar
 
-from .predict import map_method
-from .runtime import is_dask_collection
+from gpuksvm.scaleout.predict import map_method
+from gpuksvm.scaleout.runtime import is_dask_collection
 
 __all__ = ["dask_dispatch"]
 

@@ -3,7 +3,7 @@
 Z and M = U Λ^{-1/2} are built on the driver from the same random sample as
 the single-process fit; F = K(X, Z) M is formed per chunk on the workers (and
 kept there, ``persist``); the single-process primal Newton solver
-(:func:`gpuksvm.solvers.newton.newton_solve`, same stopping rule and exact
+(:func:`gpuksvm.solvers.linear.newton.newton_solve`, same stopping rule and exact
 line search) runs over a map-reduce oracle: every pass returns only the k×k
 F_Iᵀ F_I, the k-vector gradient terms and the loss per binary problem (summed
 in a tree on the workers), each line-search step two numbers per problem.
@@ -18,18 +18,36 @@ from typing import Any, Callable
 import numpy as np
 from sklearn.utils import check_random_state
 
-from .. import backend as bk
-from ..kernels import Kernel
-from ..nystrom import build_map, feature_map
-from ..solvers.cost_scaling import extreme_cost_scale, scaled_costs
-from ..solvers.linear import ovr_targets
-from ..solvers.newton import ReducedOracle, line_derivatives, newton_solve
-from ..solvers.row_order import RowHasher, merge_smallest, smallest_keys
-from ..validation import class_weight_vector, max_row_sq_norm
-from .common import (RemoteRows, check_finite_and_classes, client_or_default, delayed_chunks,
-                     host_chunks, on_device_of, persist, record_info, refuse_unsupported, set_n_features)
-from .runtime import (DistributedFitError, Ledger, compute, n_workers, require_dask, row_chunked,
-                      scheduler_context, tree_reduce)
+from gpuksvm.array import backend as bk
+from gpuksvm.kernels.kernel import Kernel
+from gpuksvm.solvers.nystrom.maps import build_map, feature_map
+from gpuksvm.solvers.cost_scaling import extreme_cost_scale, scaled_costs
+from gpuksvm.solvers.linear.problem import ovr_targets
+from gpuksvm.solvers.linear.newton import ReducedOracle, line_derivatives, newton_solve
+from gpuksvm.solvers.row_order import RowHasher, merge_smallest, smallest_keys
+from gpuksvm.array.validation import class_weight_vector, max_row_sq_norm
+from gpuksvm.scaleout.common import (
+    RemoteRows,
+    check_finite_and_classes,
+    client_or_default,
+    delayed_chunks,
+    host_chunks,
+    on_device_of,
+    persist,
+    record_info,
+    refuse_unsupported,
+    set_n_features,
+)
+from gpuksvm.scaleout.runtime import (
+    DistributedFitError,
+    Ledger,
+    compute,
+    n_workers,
+    require_dask,
+    row_chunked,
+    scheduler_context,
+    tree_reduce,
+)
 
 __all__ = ["fit_llsvm"]
 
@@ -73,9 +91,9 @@ def _features_block(Xb: Any, fmap: _FeatureMap) -> Any:
 
 def _row_costs(yb: np.ndarray, swb: np.ndarray | None, spec: dict) -> tuple[np.ndarray, np.ndarray]:
     """Targets Y (m, P) in {−1, +1} and costs c (m, P) of a chunk (host): the
-    one-vs-rest rules of :func:`~gpuksvm.solvers.linear.ovr_targets` (the
+    one-vs-rest rules of :func:`~gpuksvm.solvers.linear.problem.ovr_targets` (the
     single-process fit's), times C, extreme costs scaled as in memory
-    (:func:`~gpuksvm.linear_svm.scaled_costs`)."""
+    (:func:`~gpuksvm.estimators.linear_svm.scaled_costs`)."""
     classes = spec["classes"]
     idx = np.searchsorted(classes, np.asarray(bk.to_host(yb)).ravel())
     sw = None if swb is None else np.asarray(bk.to_host(swb), dtype=np.float64).ravel()
@@ -134,7 +152,7 @@ def _sum_stats(parts: list) -> dict:
 
 def fit_llsvm(estimator: Any, X: Any, y: Any, sample_weight: Any = None, *, client: Any = None,
               cache_features: bool | str = "auto", callback: Callable[[dict], None] | None = None) -> Any:
-    """Fit an :class:`~gpuksvm.llsvm.LLSVM` on a dask array without gathering the data.
+    """Fit an :class:`~gpuksvm.estimators.llsvm.LLSVM` on a dask array without gathering the data.
 
     Steps (SPEC §1, Algorithm 1, distributed):
 
@@ -147,13 +165,13 @@ def fit_llsvm(estimator: Any, X: Any, y: Any, sample_weight: Any = None, *, clie
     4. F = [K(X, Z) M, 1] per chunk on the workers, kept in worker memory
        (``cache_features``) or recomputed in every pass;
     5. the squared-hinge linear SVM on F by the single-process Newton solver
-       (:func:`gpuksvm.solvers.newton.newton_solve` over a
-       :class:`~gpuksvm.solvers.newton.ReducedOracle`: the same stopping rule
+       (:func:`gpuksvm.solvers.linear.newton.newton_solve` over a
+       :class:`~gpuksvm.solvers.linear.newton.ReducedOracle`: the same stopping rule
        and exact line search), one map-reduce pass per step returning only
        (k+1)×(k+1) and (k+1)-vectors per binary problem (one-vs-rest for more
        than two classes), and one returning two numbers per problem for each
        line-search step.  Class weights come from
-       :func:`gpuksvm.validation.class_weight_vector` with the class counts
+       :func:`gpuksvm.array.validation.class_weight_vector` with the class counts
        weighted by ``sample_weight``, as in memory.
 
     The result equals the single-process fit (same ``random_state``) up to
@@ -173,7 +191,7 @@ def fit_llsvm(estimator: Any, X: Any, y: Any, sample_weight: Any = None, *, clie
         is at most 4× the bytes of X per worker on average, or fits the
         default CPU budget times the number of workers).
     callback : callable(dict), optional
-        Called after every Newton step (see :func:`gpuksvm.solvers.newton.newton_solve`).
+        Called after every Newton step (see :func:`gpuksvm.solvers.linear.newton.newton_solve`).
 
     Returns
     -------
@@ -309,7 +327,7 @@ def fit_llsvm(estimator: Any, X: Any, y: Any, sample_weight: Any = None, *, clie
 def _class_counts(classes: np.ndarray, y: Any, sw: Any, *, client: Any,
                   ledger: Ledger) -> tuple[np.ndarray, np.ndarray, float]:
     """Rows per class, their summed sample weights (the counts of
-    :func:`gpuksvm.validation.class_counts`, so "balanced" weights them as in memory) and
+    :func:`gpuksvm.array.validation.class_counts`, so "balanced" weights them as in memory) and
     the largest sample weight, in one pass; negative or non-finite weights are refused."""
     _, da = require_dask()
     yh = host_chunks(y)

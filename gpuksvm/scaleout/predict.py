@@ -14,8 +14,8 @@ from typing import Any
 import numpy as np
 from sklearn.utils.validation import check_is_fitted
 
-from .. import backend as bk
-from .runtime import require_dask, row_chunked
+from gpuksvm.array import backend as bk
+from gpuksvm.scaleout.runtime import require_dask, row_chunked
 
 __all__ = ["ChunkPredictor", "map_method"]
 

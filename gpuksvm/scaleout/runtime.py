@@ -25,7 +25,7 @@ from typing import Any, Callable, Iterator, Sequence
 
 import numpy as np
 
-from .. import backend as bk
+from gpuksvm.array import backend as bk
 
 __all__ = ["DistributedFitError", "Ledger", "is_dask_collection", "require_dask", "compute",
            "scheduler_context", "row_chunked", "tree_reduce", "nbytes_of", "n_workers"]

@@ -13,19 +13,40 @@ from typing import Any
 import numpy as np
 from sklearn.utils import check_random_state
 
-from .. import backend as bk
-from ..kernels import Kernel, make_kernel
-from ..solvers.smo import solve_batched
-from ..solvers.svi import assemble, plan_problems, solve_record, solver_summary
-from ..solvers.row_order import RowHasher
-from ..solvers.svi_steps import (average_submodels, check_rows, ensemble_check,
-                                 select_margin_rows, solve_margin_problem, stack_submodels,
-                                 submodel_values)
-from ..multiclass import problem_rows
-from ..validation import encode_classes
-from .common import (check_finite_and_classes, client_or_default, delayed_chunks, host_chunks, persist,
-                     record_info, refuse_unsupported, set_n_features)
-from .runtime import DistributedFitError, Ledger, compute, require_dask, row_chunked, scheduler_context
+from gpuksvm.array import backend as bk
+from gpuksvm.kernels.kernel import Kernel, make_kernel
+from gpuksvm.solvers.smo.solve import solve_batched
+from gpuksvm.solvers.svi.algorithm import assemble, plan_problems, solve_record, solver_summary
+from gpuksvm.solvers.row_order import RowHasher
+from gpuksvm.solvers.svi.steps import (
+    average_submodels,
+    check_rows,
+    ensemble_check,
+    select_margin_rows,
+    solve_margin_problem,
+    stack_submodels,
+    submodel_values,
+)
+from gpuksvm.solvers.multiclass import problem_rows
+from gpuksvm.array.validation import encode_classes
+from gpuksvm.scaleout.common import (
+    check_finite_and_classes,
+    client_or_default,
+    delayed_chunks,
+    host_chunks,
+    persist,
+    record_info,
+    refuse_unsupported,
+    set_n_features,
+)
+from gpuksvm.scaleout.runtime import (
+    DistributedFitError,
+    Ledger,
+    compute,
+    require_dask,
+    row_chunked,
+    scheduler_context,
+)
 
 __all__ = ["fit_svi"]
 
@@ -38,8 +59,8 @@ def _svi_device(chunk: Any, device: Any, dtype: Any) -> tuple[bk.Device, np.dtyp
 
 def _svi_sub_svm(Xs: Any, ys: np.ndarray, kernel: Kernel, C: float, opts: dict) -> dict:
     """One SMO problem on one worker: a sub-SVM (SVI step 2) or a problem's exact SVM,
-    as :func:`~gpuksvm.solvers.svi.solve_record` (support indices local to ``Xs``); its
-    convergence is reported once per fit, on the client (:func:`~gpuksvm.solvers.svi.assemble`)."""
+    as :func:`~gpuksvm.solvers.svi.algorithm.solve_record` (support indices local to ``Xs``); its
+    convergence is reported once per fit, on the client (:func:`~gpuksvm.solvers.svi.algorithm.assemble`)."""
     dev, dt = _svi_device(Xs, opts["device"], opts["dtype"])
     Xs = bk.to_device(Xs, dev, dt)
     (r,) = solve_batched(Xs, ys, [np.arange(Xs.shape[0], dtype=np.int64)], kernel, C,
@@ -49,7 +70,7 @@ def _svi_sub_svm(Xs: Any, ys: np.ndarray, kernel: Kernel, C: float, opts: dict) 
 
 
 def _svi_keys(Xb: Any, hasher: RowHasher) -> np.ndarray:
-    """The row-order keys of one chunk (:func:`gpuksvm.solvers.svi_steps.row_order_keys`)."""
+    """The row-order keys of one chunk (:func:`gpuksvm.solvers.svi.steps.row_order_keys`)."""
     return hasher.keys(Xb)
 
 
@@ -62,7 +83,7 @@ def _svi_candidates(Xb: Any, yb: Any, start: int, ens: dict, spec: dict) -> list
     """Averaged decision values (eq. 1) of one chunk and its best margin candidates (step 4).
 
     Per binary problem the chunk returns the rows that can be selected by
-    :func:`gpuksvm.solvers.svi_steps.select_margin_rows` on all rows: its ``L``
+    :func:`gpuksvm.solvers.svi.steps.select_margin_rows` on all rows: its ``L``
     rows closest to the margin (L = rows in the band, capped at ``max_sv``, at
     least ``min_sv``) and the closest ``min_sv // 2`` of each class, with counts.
     """
@@ -103,7 +124,7 @@ def _svi_solve(Xs: Any, ys: np.ndarray, kernel: Kernel, C: float, opts: dict) ->
 def _svi_check(XH: Any, XU: Any, W: np.ndarray, b_sub: np.ndarray, XM: Any, beta: np.ndarray,
                b: float, inside: np.ndarray, yH: np.ndarray, is_margin: np.ndarray, kernel: Kernel,
                opts: dict) -> dict:
-    """The ensemble check of one problem on one worker (:func:`gpuksvm.solvers.svi_steps.ensemble_check`):
+    """The ensemble check of one problem on one worker (:func:`gpuksvm.solvers.svi.steps.ensemble_check`):
     its sub-models and its closed-form model scored on the check rows ``XH``."""
     dev, dt = _svi_device(XH, opts["device"], opts["dtype"])
     XH = bk.to_device(XH, dev, dt)
@@ -126,9 +147,9 @@ def _svi_exact_tasks(X: Any, problems: list, which: list, rows: list, labels: li
 
 
 def fit_svi(estimator: Any, X: Any, y: Any, *, client: Any = None) -> Any:
-    """Fit an :class:`~gpuksvm.svi.SVI` on a dask array (SPEC §3, distributed).
+    """Fit an :class:`~gpuksvm.estimators.svi.SVI` on a dask array (SPEC §3, distributed).
 
-    The same algorithm as the single-process fit (:mod:`gpuksvm.solvers.svi`,
+    The same algorithm as the single-process fit (:mod:`gpuksvm.solvers.svi.algorithm`,
     sharing its steps), without gathering X:
 
     1. one pass validates X and finds the classes; the labels and two row-order
@@ -140,7 +161,7 @@ def fit_svi(estimator: Any, X: Any, y: Any, *, client: Any = None) -> Any:
     3. the averaged decision values f̄ (eq. 1) are computed chunk-wise against
        the union of the sub-models' SVs (shipped once to every worker);
     4. every chunk returns only its best margin candidates; the driver merges
-       them with :func:`~gpuksvm.solvers.svi_steps.select_margin_rows` — the
+       them with :func:`~gpuksvm.solvers.svi.steps.select_margin_rows` — the
        same rows as a selection over all rows;
     5. each problem's s×s closed-form solve (eq. 9) runs as one task;
     6. each problem's ensemble check runs as one task on its check rows

@@ -9,7 +9,7 @@ all-zero model).  Every cost is then multiplied by the same factor that brings
 the product to that bound — relative weights are kept, the solution is the same
 to the solver's tolerance — with a :class:`ScaledProblemWarning`; the
 estimators record the factor as ``cost_scale_``.  Used by
-:class:`~gpuksvm.linear_svm.LinearSVM` (in memory and out of core) and by the
+:class:`~gpuksvm.estimators.linear_svm.LinearSVM` (in memory and out of core) and by the
 Dask LLSVM fit (:mod:`gpuksvm.scaleout.llsvm`).
 """
 from __future__ import annotations

@@ -36,7 +36,7 @@ from typing import Any
 import numpy as np
 from sklearn.utils import check_random_state
 
-from .. import backend as bk
+from gpuksvm.array import backend as bk
 
 __all__ = ["RowHasher", "content_sample", "smallest_keys", "merge_smallest"]
 

@@ -17,9 +17,9 @@ which F_k −= t (K_ik − K_jk) for every k.  The second-order working-set rule
 (Fan, Chen & Lin 2005, "WSS 2", eq. 13) picks i = argmax_{I_up} F and
 j = argmax_{j∈I_low, Fⱼ<Fᵢ} (Fᵢ − Fⱼ)²/η_ij.
 
-This module holds what the engines (:mod:`gpuksvm.solvers.smo_host`,
-:mod:`gpuksvm.solvers.smo_working_set`) and their dispatcher
-(:mod:`gpuksvm.solvers.smo`) share: the result of one problem
+This module holds what the engines (:mod:`gpuksvm.solvers.smo.host`,
+:mod:`gpuksvm.solvers.smo.working_set`) and their dispatcher
+(:mod:`gpuksvm.solvers.smo.solve`) share: the result of one problem
 (:class:`SMOResult`), a problem's data — its rows, or with
 ``kernel="precomputed"`` (:data:`PRECOMPUTED`) its Gram block — and kernel
 rows, the box Cᵢ, the intercept and the objective from F, the dual objective
@@ -39,8 +39,8 @@ import scipy.sparse as sp
 
 from sklearn.exceptions import ConvergenceWarning
 
-from .. import backend as bk
-from ..kernels import Kernel, kernel_block, kernel_diag
+from gpuksvm.array import backend as bk
+from gpuksvm.kernels.kernel import Kernel, kernel_block, kernel_diag
 
 __all__ = ["SMOResult", "PRECOMPUTED", "dual_objective", "warn_unconverged", "svc_max_iter_message"]
 

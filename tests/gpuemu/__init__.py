@@ -62,7 +62,7 @@ def uninstall() -> None:
 
 def prebuild(max_workers: int = 2) -> list[Path]:
     """Build the emulator library of every ``kernels_cuda`` source now, in parallel (cached)."""
-    from gpuksvm import _cuda
+    from gpuksvm.array import cuda_sources as _cuda
 
     from . import build
 
@@ -80,7 +80,7 @@ def emulated_gpu() -> Iterator[object]:
     in this process only, so inside the block Dask computes with threads and a default
     ``distributed`` client (whose workers are other processes, without the stand-in) is hidden:
     ``distributed.default_client()`` answers "no client", as in a process that made none."""
-    from gpuksvm import backend
+    from gpuksvm.array import backend
 
     cupy = install()
     saved = backend._cupy_or_none

@@ -8,7 +8,7 @@ For a source (code + its include folders):
        __shared__ T a[N], b;        ->  static T a[N], b; gpuemu::shared_decl(&a, ...); ...
 2. one trampoline per ``extern "C"`` kernel reads every argument from the
    ``void** args`` array with its DECLARED type, as ``cuLaunchKernel`` does
-   (signatures parsed by :func:`gpuksvm._cuda.kernel_signatures`);
+   (signatures parsed by :func:`gpuksvm.array.cuda_sources.kernel_signatures`);
 3. ``g++`` builds it with UndefinedBehaviorSanitizer in trap mode (a failed check
    is an illegal instruction that the emulator catches and maps to a line).
 
@@ -35,7 +35,7 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-from gpuksvm._cuda import kernel_signatures
+from gpuksvm.array.cuda_sources import kernel_signatures
 
 HERE = Path(__file__).resolve().parent
 HEADER = HERE / "gpuemu.h"

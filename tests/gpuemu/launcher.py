@@ -25,7 +25,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from gpuksvm._cuda import C_TYPES, Param, kernel_signatures
+from gpuksvm.array.cuda_sources import C_TYPES, Param, kernel_signatures
 
 from . import build as _build
 

@@ -4,7 +4,7 @@ NVRTC ships as the pip package ``nvidia-cuda-nvrtc`` (a ``test`` extra of
 gpuksvm); it needs no driver and no device.  This module loads it with ctypes
 and compiles a CUDA source with exactly the options CuPy would use:
 
-    gpuksvm's own options (:func:`gpuksvm._cuda.nvrtc_options`)
+    gpuksvm's own options (:func:`gpuksvm.array.cuda_sources.nvrtc_options`)
     + what CuPy appends for a RawModule (cupy/cuda/compiler.py, NVRTC backend):
       ``-ftz=true``, ``-arch=sm_XX``, ``--device-as-default-execution-space``.
 

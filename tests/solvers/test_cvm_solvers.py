@@ -1,6 +1,6 @@
 """Tests of the CVM's solver pieces: the core-set QP and its K̃ cache
-(gpuksvm.solvers.simplex_qp) and the furthest-point scanners and core-set loop
-(gpuksvm.solvers.meb).  References: scipy's NNLS for the simplex QP (see
+(gpuksvm.solvers.cvm.simplex_qp) and the furthest-point scanners and core-set loop
+(gpuksvm.solvers.cvm.meb).  References: scipy's NNLS for the simplex QP (see
 test_cvm.py) and K̃ built from scikit-learn's pairwise kernels."""
 from __future__ import annotations
 
@@ -9,12 +9,12 @@ import pytest
 from scipy.optimize import nnls
 from sklearn.metrics.pairwise import rbf_kernel
 
-from gpuksvm.cvm import CVM
+from gpuksvm.estimators.cvm import CVM
 from gpuksvm.datasets import make_checkerboard
-from gpuksvm.kernels import Kernel
-from gpuksvm.solvers.ktilde_cache import DENSE_MAX, KtildeCache
-from gpuksvm.solvers.meb import HostScanner
-from gpuksvm.solvers.simplex_qp import CoreSetQP
+from gpuksvm.kernels.kernel import Kernel
+from gpuksvm.solvers.cvm.ktilde_cache import DENSE_MAX, KtildeCache
+from gpuksvm.solvers.cvm.meb import HostScanner
+from gpuksvm.solvers.cvm.simplex_qp import CoreSetQP
 
 
 def simplex_reference(Kt: np.ndarray) -> np.ndarray:
@@ -224,7 +224,7 @@ def test_host_scanner_scores_match_definition(board):
 @pytest.mark.gpu
 @pytest.mark.parametrize("d", [2, 40])
 def test_gpu_scanner_matches_host(gpu, d):
-    from gpuksvm.solvers.meb import GpuScanner
+    from gpuksvm.solvers.cvm.meb import GpuScanner
 
     rng = np.random.default_rng(0)
     X = rng.normal(size=(5000, d))
@@ -273,7 +273,7 @@ def test_gpu_scanner_matches_host(gpu, d):
 def test_gpu_scanner_candidate_cache_follows_the_rows(gpu):
     """The exact scans reuse their device copy of ``idx`` only while the rows are the same: an
     array changed in place (or a new array that got a freed one's id) is copied again (issue 13)."""
-    from gpuksvm.solvers.meb import GpuScanner
+    from gpuksvm.solvers.cvm.meb import GpuScanner
 
     rng = np.random.default_rng(1)
     X = rng.normal(size=(600, 3))
@@ -299,7 +299,7 @@ def test_block_top_breaks_ties_to_the_smaller_row():
     """Many equal scores (an RBF kernel whose values all underflow): the k smallest take the tied
     rows in row order, as exact_scan promises — argpartition alone chose arbitrary ones (and NumPy
     and CuPy differently)."""
-    from gpuksvm.solvers.meb_scan import block_top
+    from gpuksvm.solvers.cvm.scan import block_top
 
     s = np.full(300, 1.0)
     s[[7, 151, 299]] = 0.5
@@ -321,7 +321,7 @@ def _tied_scanners(gpu=None):
     host = HostScanner(X, None, kern, None, 10.0, np.float64)
     scanners = [host]
     if gpu is not None:
-        from gpuksvm.solvers.meb import GpuScanner
+        from gpuksvm.solvers.cvm.meb import GpuScanner
         scanners.append(GpuScanner(gpu.asarray(X), None, kern, None, 10.0, np.float64))
     core = np.array([3, 250, 77])
     coefs = []
@@ -359,7 +359,7 @@ def test_fit_core_set_depends_on_the_order_of_rows_only(sample_size, tied):
     """The same rows given in the same order of ``rows`` at other positions of X: the same core set
     (the same rows, in the same order) and α — the initial pair, the samples and the ties all go by
     position in ``rows``.  ``tied``: every score ties (an RBF kernel that underflows)."""
-    from gpuksvm.solvers.meb import fit_core_set
+    from gpuksvm.solvers.cvm.meb import fit_core_set
 
     rng = np.random.default_rng(6)
     X = rng.normal(size=(500, 2))

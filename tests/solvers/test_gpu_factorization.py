@@ -1,5 +1,5 @@
 """Failed factorizations on a GPU: CuPy returns cuSOLVER's partial factor (finite, no NaN) unless
-``cupyx.errstate(linalg="raise")``; gpuksvm.linalg asks for the error, so every fallback that
+``cupyx.errstate(linalg="raise")``; gpuksvm.array.linalg asks for the error, so every fallback that
 depends on it fires on a GPU as on the CPU — each checked here on a matrix that is not positive
 definite, on the GPU of this run (emulated: the stand-in returns LAPACK's partial factor)."""
 from __future__ import annotations
@@ -7,11 +7,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from gpuksvm import linalg
-from gpuksvm.okfeb import OKFEB
-from gpuksvm.solvers.linear import Design
-from gpuksvm.solvers.newton import _cholesky_step, _newton_hessian
-from gpuksvm.solvers.newton_memory import DesignOracle
+from gpuksvm.array import linalg
+from gpuksvm.estimators.okfeb import OKFEB
+from gpuksvm.solvers.linear.problem import Design
+from gpuksvm.solvers.linear.newton import _cholesky_step, _newton_hessian
+from gpuksvm.solvers.linear.newton_memory import DesignOracle
 
 pytestmark = pytest.mark.gpu
 

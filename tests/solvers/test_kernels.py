@@ -5,8 +5,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from sklearn.metrics.pairwise import linear_kernel, polynomial_kernel, rbf_kernel, sigmoid_kernel
 
-from gpuksvm import backend as bk
-from gpuksvm.kernels import Kernel, kernel_block, kernel_diag, kernel_matvec, make_kernel, resolve_gamma
+from gpuksvm.array import backend as bk
+from gpuksvm.kernels.kernel import (
+    Kernel,
+    kernel_block,
+    kernel_diag,
+    kernel_matvec,
+    make_kernel,
+    resolve_gamma,
+)
 
 KERNELS = [Kernel("rbf", gamma=0.3), Kernel("poly", gamma=0.2, degree=3, coef0=1.0),
            Kernel("linear"), Kernel("sigmoid", gamma=0.05, coef0=0.1)]

@@ -1,8 +1,8 @@
 import numpy as np
 import pytest
 
-from gpuksvm import linalg
-from gpuksvm.kernels import Kernel, kernel_block
+from gpuksvm.array import linalg
+from gpuksvm.kernels.kernel import Kernel, kernel_block
 
 
 def spd_stack(rng, b, k):

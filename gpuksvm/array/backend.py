@@ -1,0 +1,614 @@
+"""The array layer: devices, array namespaces, transfers, dtypes and memory plans.
+
+Everything above this module is written once against an *array namespace*
+(``numpy`` or ``cupy``) obtained from :func:`get_namespace`.  Only this module,
+:mod:`gpuksvm.kernels.kernel`, :mod:`gpuksvm.array.linalg` and :mod:`gpuksvm.array.cuda_sources` may import
+CuPy; estimators never do.
+
+Device strings
+--------------
+``"auto"``
+    CUDA device 0 when CuPy can be used (:func:`gpu_status`: a device answers,
+    the CUDA libraries load, gpuksvm's CUDA sources compile), else the CPU.
+    Never fails.  Silent on a machine without CuPy; where CuPy is installed but
+    cannot be used, one :class:`GpuUnavailableWarning` per process names the
+    reason and the fix (``gpuksvm doctor`` shows every check).  The environment
+    variable ``GPUKSVM_DEVICE`` overrides what ``"auto"`` means (e.g. ``cpu``).
+``"cpu"``
+    NumPy / SciPy.
+``"gpu"``, ``"cuda"``
+    CUDA device 0; :class:`DeviceUnavailableError` with the reason and the fix
+    if none can be used.
+``"cuda:N"``
+    CUDA device ``N``.
+"""
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import threading
+import time
+import warnings
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Any, Callable, Iterator
+
+import numpy as np
+import scipy.sparse as sp
+
+from gpuksvm.array.gpu_probe import GpuStatus, probe
+
+__all__ = [
+    "Device",
+    "DeviceUnavailableError",
+    "GpuUnavailableWarning",
+    "GpuStatus",
+    "gpu_status",
+    "MemoryFallbackWarning",
+    "resolve_device",
+    "cuda_available",
+    "get_namespace",
+    "namespace_of",
+    "device_of",
+    "is_gpu_array",
+    "is_sparse",
+    "to_device",
+    "to_host",
+    "synchronize",
+    "array_kind",
+    "as_kind",
+    "resolve_dtype",
+    "set_config",
+    "get_config",
+    "config_context",
+    "available_memory",
+    "model_load_max_bytes",
+    "memory_budget",
+    "plan_rows",
+    "is_out_of_memory",
+    "map_row_blocks",
+]
+
+
+class DeviceUnavailableError(RuntimeError):
+    """A GPU device was asked for explicitly but none can be used."""
+
+
+class GpuUnavailableWarning(UserWarning):
+    """CuPy is installed but no GPU can be used: ``device="auto"`` runs on the CPU.
+
+    Issued once per process; the message names the reason and the fix.
+    """
+
+
+class MemoryFallbackWarning(ResourceWarning):
+    """A block ran out of device memory and was retried with smaller blocks."""
+
+
+# --------------------------------------------------------------------------- config
+_DEFAULT_CONFIG = {
+    # bytes of scratch memory a CPU block operation may use
+    "cpu_memory_budget": None,  # None -> GPUKSVM_CPU_MEMORY_BUDGET or 512 MiB
+    # fraction of the *free* GPU memory a block operation may use
+    "gpu_memory_fraction": 0.5,
+    # when host solvers limit the BLAS to one thread (gpuksvm.array.blas_threads)
+    "host_blas_threads": "auto",
+    # decompressed bytes loading one model file may take (gpuksvm.persistence.io.load)
+    "model_load_max_bytes": None,  # None -> GPUKSVM_MODEL_LOAD_MAX_BYTES or half the available memory
+}
+#: values of the ``host_blas_threads`` setting (see :func:`set_config`)
+HOST_BLAS_POLICIES = ("auto", "by_size", "untouched")
+_config_local = threading.local()
+
+
+def _config() -> dict:
+    if not hasattr(_config_local, "cfg"):
+        _config_local.cfg = dict(_DEFAULT_CONFIG)
+    return _config_local.cfg
+
+
+def get_config() -> dict:
+    """Return a copy of the current configuration (memory budgets, host BLAS threads)."""
+    cfg = dict(_config())
+    cfg["cpu_memory_budget"] = _cpu_budget_bytes()
+    cfg["model_load_max_bytes"] = model_load_max_bytes()
+    return cfg
+
+
+def set_config(*, cpu_memory_budget: int | str | None = None,
+               gpu_memory_fraction: float | None = None,
+               host_blas_threads: str | None = None,
+               model_load_max_bytes: int | str | None = None) -> None:
+    """Set the memory budgets used to size row blocks, and the host BLAS thread policy.
+
+    The settings are per thread (as scikit-learn's); :func:`config_context`
+    changes them for a ``with`` block.
+
+    Parameters
+    ----------
+    cpu_memory_budget : int or str, optional
+        Bytes (or a string such as ``"256MB"``, ``"2GiB"``) of scratch memory a
+        CPU block operation may use.
+    gpu_memory_fraction : float in (0, 1], optional
+        Fraction of the currently free GPU memory a block operation may use.
+    host_blas_threads : {"auto", "by_size", "untouched"}, optional
+        When the CPU solvers limit OpenBLAS/MKL to one thread (the arithmetic
+        never changes, only the time; measured reasons in
+        :mod:`gpuksvm.array.blas_threads`).  ``"auto"`` (default): for small
+        problems (designs at most 256 columns wide, eigendecompositions up to
+        2048², SMO sub-problems) and for every host solver step while the
+        1-minute load average already fills the cores this process may use;
+        ``"by_size"``: the size rule only (timings independent of the
+        machine's load); ``"untouched"``: never.
+    model_load_max_bytes : int or str, optional
+        Bytes (or ``"4GiB"``) of decompressed content one model file may
+        hold for :func:`gpuksvm.persistence.io.load` (see there); a larger file is
+        refused before its arrays are read.  Default: the environment
+        variable ``GPUKSVM_MODEL_LOAD_MAX_BYTES``, else half the memory
+        available now (``MemAvailable`` in ``/proc/meminfo``, capped by the
+        room left under a cgroup v2 ``memory.max``; elsewhere
+        ``sysconf`` available pages, else physical pages; 2 GiB where the
+        system reports none), at least 512 MiB.
+    """
+    cfg = _config()
+    if cpu_memory_budget is not None:
+        cfg["cpu_memory_budget"] = parse_bytes(cpu_memory_budget)
+    if gpu_memory_fraction is not None:
+        if not 0.0 < float(gpu_memory_fraction) <= 1.0:
+            raise ValueError(f"gpu_memory_fraction must be in (0, 1], got {gpu_memory_fraction!r}")
+        cfg["gpu_memory_fraction"] = float(gpu_memory_fraction)
+    if host_blas_threads is not None:
+        if host_blas_threads not in HOST_BLAS_POLICIES:
+            raise ValueError(f"host_blas_threads must be one of {HOST_BLAS_POLICIES}, got {host_blas_threads!r}")
+        cfg["host_blas_threads"] = host_blas_threads
+    if model_load_max_bytes is not None:
+        cfg["model_load_max_bytes"] = parse_bytes(model_load_max_bytes)
+
+
+@contextlib.contextmanager
+def config_context(**kwargs: Any) -> Iterator[None]:
+    """Temporarily change the configuration (see :func:`set_config`)."""
+    old = dict(_config())
+    try:
+        set_config(**kwargs)
+        yield
+    finally:
+        _config().clear()
+        _config().update(old)
+
+
+_UNITS = {"": 1, "b": 1, "k": 1e3, "kb": 1e3, "m": 1e6, "mb": 1e6, "g": 1e9, "gb": 1e9,
+          "kib": 2**10, "mib": 2**20, "gib": 2**30, "t": 1e12, "tb": 1e12, "tib": 2**40}
+
+
+def parse_bytes(value: int | float | str) -> int:
+    """Parse ``1000``, ``"512MB"``, ``"2 GiB"`` into a positive number of bytes."""
+    if isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, bool):
+        n = int(value)
+    else:
+        m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+)\s*([a-zA-Z]*)\s*", str(value))
+        if not m or m.group(2).lower() not in _UNITS:
+            raise ValueError(f"cannot parse a memory size from {value!r} (try e.g. '512MB')")
+        n = int(float(m.group(1)) * _UNITS[m.group(2).lower()])
+    if n <= 0:
+        raise ValueError(f"a memory budget must be positive, got {value!r}")
+    return n
+
+
+def _cpu_budget_bytes() -> int:
+    b = _config()["cpu_memory_budget"]
+    if b is not None:
+        return int(b)
+    env = os.environ.get("GPUKSVM_CPU_MEMORY_BUDGET")
+    return parse_bytes(env) if env else 512 * 2**20
+
+
+def _read_int(path: str, field: str | None = None) -> int | None:
+    """An integer read from a small system file (a ``field:`` line in kB, or the whole file)."""
+    try:
+        with open(path) as fh:
+            if field is None:
+                text = fh.read(64).strip()
+                return int(text) if text.isdigit() else None
+            for line in fh:
+                if line.startswith(field + ":"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
+
+
+def available_memory() -> int | None:
+    """Bytes of memory this process could still use, as far as the system says (None: unknown)."""
+    avail = _read_int("/proc/meminfo", "MemAvailable")
+    if avail is None and hasattr(os, "sysconf"):
+        for name in ("SC_AVPHYS_PAGES", "SC_PHYS_PAGES"):
+            try:
+                avail = os.sysconf(name) * os.sysconf("SC_PAGE_SIZE")
+                break
+            except (ValueError, OSError):
+                continue
+    limit = _read_int("/sys/fs/cgroup/memory.max")
+    used = _read_int("/sys/fs/cgroup/memory.current")
+    if limit is not None and used is not None:
+        room = max(limit - used, 0)
+        avail = room if avail is None else min(avail, room)
+    return avail if avail is None or avail > 0 else None
+
+
+def model_load_max_bytes() -> int:
+    """The ``model_load_max_bytes`` setting in effect (see :func:`set_config`)."""
+    b = _config()["model_load_max_bytes"]
+    if b is not None:
+        return int(b)
+    env = os.environ.get("GPUKSVM_MODEL_LOAD_MAX_BYTES")
+    if env:
+        return parse_bytes(env)
+    avail = available_memory()
+    return max(512 * 2**20, (avail if avail is not None else 4 * 2**30) // 2)
+
+
+# --------------------------------------------------------------------------- devices
+@dataclass(frozen=True)
+class Device:
+    """A resolved compute device: ``Device("cpu")`` or ``Device("cuda", 0)``."""
+
+    kind: str
+    index: int | None = None
+
+    @property
+    def is_gpu(self) -> bool:
+        return self.kind == "cuda"
+
+    @property
+    def xp(self):
+        return get_namespace(self)
+
+    def __str__(self) -> str:
+        return "cpu" if self.kind == "cpu" else f"cuda:{self.index}"
+
+    @contextlib.contextmanager
+    def activate(self) -> Iterator[None]:
+        """Make this the current CUDA device for the duration (no-op on CPU)."""
+        if not self.is_gpu:
+            yield
+            return
+        import cupy
+
+        with cupy.cuda.Device(self.index):
+            yield
+
+
+CPU = Device("cpu")
+
+
+@lru_cache(maxsize=1)
+def gpu_status() -> GpuStatus:
+    """Whether CuPy can be used here and, if not, why not and what would fix it (probed once)."""
+    return probe()
+
+
+def _cupy_or_none():
+    """The CuPy module when a GPU can be used, else None."""
+    return gpu_status().cupy
+
+
+def cuda_available() -> bool:
+    """True when CuPy imports, a CUDA device answers, its libraries load and the kernels compile."""
+    return _cupy_or_none() is not None
+
+
+_fallback_warned = threading.Event()
+
+
+def _warn_auto_fallback() -> None:
+    """The one warning per process when CuPy is installed but ``device="auto"`` falls back to the CPU."""
+    status = gpu_status()
+    if not status.installed or _fallback_warned.is_set():
+        return
+    _fallback_warned.set()
+    warnings.warn(f"device='auto' runs on the CPU: CuPy is installed but cannot use a GPU: "
+                  f"{status.describe()} ('gpuksvm doctor' shows every check)", GpuUnavailableWarning, stacklevel=3)
+
+
+def _gpu_device_count() -> int:
+    cp = _cupy_or_none()
+    return 0 if cp is None else int(cp.cuda.runtime.getDeviceCount())
+
+
+_DEVICE_RE = re.compile(r"^(cpu|gpu|cuda|auto)(?::(\d+))?$")
+
+
+def resolve_device(device: str | Device | None = "auto") -> Device:
+    """Turn a device setting into a :class:`Device`.
+
+    Raises
+    ------
+    ValueError
+        For a string that names no device.
+    DeviceUnavailableError
+        When a GPU is asked for explicitly and none can be used.
+    """
+    if isinstance(device, Device):
+        return device
+    if device is None:
+        device = "auto"
+    if not isinstance(device, str):
+        raise ValueError(f"device must be a string such as 'auto', 'cpu', 'gpu' or 'cuda:0', got {device!r}")
+    spec = device.strip().lower()
+    if spec == "auto":
+        env = os.environ.get("GPUKSVM_DEVICE", "").strip().lower()
+        if env and env != "auto":
+            return resolve_device(env)
+        if cuda_available():
+            return Device("cuda", 0)
+        _warn_auto_fallback()
+        return CPU
+    m = _DEVICE_RE.match(spec)
+    if m is None:
+        raise ValueError(f"unknown device {device!r}; use 'auto', 'cpu', 'gpu', 'cuda' or 'cuda:N'")
+    kind, idx = m.group(1), m.group(2)
+    if kind == "cpu":
+        return CPU
+    if kind == "auto":
+        raise ValueError(f"unknown device {device!r}")
+    if not cuda_available():
+        status = gpu_status()
+        cpu = "" if "device='cpu'" in status.fix else "; or use device='cpu'"
+        raise DeviceUnavailableError(
+            f"device={device!r} asks for a CUDA GPU, but none is usable here: {status.describe()}{cpu}.")
+    index = int(idx) if idx is not None else 0
+    count = _gpu_device_count()
+    if index >= count:
+        raise DeviceUnavailableError(f"device={device!r}: only {count} CUDA device(s) present")
+    return Device("cuda", index)
+
+
+# --------------------------------------------------------------------------- namespaces
+def get_namespace(device: str | Device = "cpu"):
+    """The array module (``numpy`` or ``cupy``) for a device."""
+    dev = resolve_device(device)
+    if dev.is_gpu:
+        return _cupy_or_none()
+    return np
+
+
+def is_gpu_array(x: Any) -> bool:
+    """True for CuPy arrays and CuPy sparse matrices (without importing CuPy)."""
+    mod = type(x).__module__
+    return mod.startswith("cupy") or mod.startswith("cupyx")
+
+
+def is_sparse(x: Any) -> bool:
+    if sp.issparse(x):
+        return True
+    if is_gpu_array(x):
+        import cupyx.scipy.sparse as csp
+
+        return csp.issparse(x)
+    return False
+
+
+def namespace_of(x: Any):
+    """The array module of an array (``cupy`` for CuPy arrays, else ``numpy``)."""
+    if is_gpu_array(x):
+        import cupy
+
+        return cupy
+    return np
+
+
+def device_of(x: Any) -> Device:
+    if is_gpu_array(x):
+        return Device("cuda", int(x.device.id))
+    return CPU
+
+
+def array_kind(x: Any) -> str:
+    """``"cupy"`` for arrays living on a GPU, ``"numpy"`` for everything else."""
+    return "cupy" if is_gpu_array(x) else "numpy"
+
+
+def to_host(x: Any) -> Any:
+    """Return a NumPy array (or SciPy sparse matrix) holding ``x``."""
+    if x is None:
+        return None
+    if is_gpu_array(x):          # CuPy arrays and CuPy sparse matrices alike
+        return x.get()
+    if sp.issparse(x):
+        return x
+    return np.asarray(x)
+
+
+def to_device(x: Any, device: str | Device, dtype: Any = None, *, copy: bool = False) -> Any:
+    """Move ``x`` to ``device`` (and cast to ``dtype``).
+
+    Dense arrays become NumPy/CuPy arrays; SciPy sparse matrices become CSR on
+    the CPU and ``cupyx.scipy.sparse`` CSR on a GPU.  The caller's array is never
+    modified; with ``copy=True`` the result never shares memory with it.
+    """
+    dev = resolve_device(device)
+    if x is None:
+        return None
+    if dev.is_gpu:
+        import cupy
+
+        with cupy.cuda.Device(dev.index):
+            if is_sparse(x):
+                import cupyx.scipy.sparse as csp
+
+                if not is_gpu_array(x):
+                    x = sp.csr_matrix(x)
+                    if dtype is not None:
+                        x = x.astype(dtype)
+                    return csp.csr_matrix(x)
+                x = x.tocsr()
+                return x.astype(dtype) if dtype is not None else (x.copy() if copy else x)
+            out = cupy.asarray(x, dtype=dtype)
+            if copy and out is x:
+                out = out.copy()
+            return out
+    if is_gpu_array(x):
+        x = x.get()
+        if dtype is not None:
+            x = x.astype(dtype, copy=False)
+        return x
+    if sp.issparse(x):
+        x = x.tocsr()
+        if dtype is not None and x.dtype != dtype:
+            return x.astype(dtype)
+        return x.copy() if copy else x
+    return np.array(x, dtype=dtype, copy=True) if copy else np.asarray(x, dtype=dtype)
+
+
+def as_kind(x: Any, kind: str) -> Any:
+    """Return ``x`` as the kind of array a caller passed in (see :func:`array_kind`)."""
+    if x is None:
+        return None
+    if kind == "cupy":
+        if is_gpu_array(x):
+            return x
+        import cupy
+
+        return cupy.asarray(x)
+    return to_host(x)
+
+
+def labels_as_kind(labels: Any, kind: str) -> Any:
+    """Predicted class labels in the caller's kind of array (the rule of every ``predict``).
+
+    Numeric labels follow :func:`as_kind`; labels a GPU array cannot hold
+    (strings, objects) stay NumPy.
+    """
+    labels = to_host(labels)
+    return as_kind(labels, kind) if np.asarray(labels).dtype.kind in "biuf" else labels
+
+
+# --------------------------------------------------------------------------- dtypes
+def resolve_dtype(dtype: Any, device: str | Device) -> np.dtype:
+    """The floating dtype to compute in.
+
+    ``None`` means float32 on a GPU (its fast path) and float64 on the CPU (the
+    reference).  Only float32 and float64 are accepted.
+    """
+    dev = resolve_device(device)
+    if dtype is None:
+        return np.dtype(np.float32 if dev.is_gpu else np.float64)
+    try:
+        dt = np.dtype(dtype)
+    except TypeError as exc:
+        raise ValueError(f"dtype must be float32 or float64, got {dtype!r}") from exc
+    if dt not in (np.dtype(np.float32), np.dtype(np.float64)):
+        raise ValueError(f"dtype must be float32 or float64, got {dtype!r}")
+    return dt
+
+
+# --------------------------------------------------------------------------- memory
+def memory_budget(device: str | Device) -> int:
+    """Bytes of scratch memory one block operation may use on ``device``.
+
+    GPU: ``gpu_memory_fraction`` of the free device memory (memory cached by
+    CuPy's pool counts as free).  CPU: ``cpu_memory_budget`` (default 512 MiB,
+    or the environment variable ``GPUKSVM_CPU_MEMORY_BUDGET``).
+    """
+    dev = resolve_device(device)
+    if not dev.is_gpu:
+        return _cpu_budget_bytes()
+    import cupy
+
+    with cupy.cuda.Device(dev.index):
+        free, _total = cupy.cuda.runtime.memGetInfo()
+        pool = cupy.get_default_memory_pool()
+        free += pool.free_bytes()
+    return max(int(free * _config()["gpu_memory_fraction"]), 1 << 20)
+
+
+def plan_rows(n_rows: int, bytes_per_row: int, device: str | Device = "cpu", *,
+              budget: int | None = None, min_rows: int = 1, max_rows: int | None = None,
+              multiple: int = 1) -> int:
+    """How many rows of a block operation fit in the memory budget.
+
+    Parameters
+    ----------
+    n_rows : int
+        Rows to process in all.
+    bytes_per_row : int
+        Scratch bytes one row needs (e.g. ``k * itemsize`` for a kernel block
+        against ``k`` landmarks).
+    budget : int, optional
+        Overrides :func:`memory_budget`.
+    multiple : int
+        Round the block size down to a multiple of this (tile alignment).
+    """
+    if n_rows <= 0:
+        return 0
+    budget = memory_budget(device) if budget is None else int(budget)
+    rows = max(int(budget // max(int(bytes_per_row), 1)), min_rows)
+    if multiple > 1 and rows >= multiple:
+        rows -= rows % multiple
+    if max_rows is not None:
+        rows = min(rows, int(max_rows))
+    return int(max(1, min(rows, n_rows)))
+
+
+def is_out_of_memory(exc: BaseException) -> bool:
+    """True for CuPy/CUDA out-of-memory errors and Python's ``MemoryError``."""
+    if isinstance(exc, MemoryError):
+        return True
+    name = type(exc).__name__
+    if name == "OutOfMemoryError":
+        return True
+    msg = str(exc)
+    return "CUBLAS_STATUS_ALLOC_FAILED" in msg or "cudaErrorMemoryAllocation" in msg \
+        or "CUSOLVER_STATUS_ALLOC_FAILED" in msg
+
+
+def synchronize(device: str | Device) -> None:
+    """Wait for the work queued on ``device``'s current CUDA stream (no-op on the CPU)."""
+    dev = resolve_device(device)
+    if dev.is_gpu:
+        get_namespace(dev).cuda.get_current_stream().synchronize()
+
+
+def synchronized_clock(device: str | Device) -> float:
+    """``time.perf_counter()`` after ``device`` finished its queued work (honest stage times)."""
+    synchronize(device)
+    return time.perf_counter()
+
+
+def free_gpu_cache() -> None:
+    """Return CuPy's cached blocks to the driver (used before an OOM retry)."""
+    cp = _cupy_or_none()
+    if cp is not None:
+        cp.get_default_memory_pool().free_all_blocks()
+
+
+def map_row_blocks(fn: Callable[[int, int], None], n_rows: int, block_rows: int,
+                   *, min_rows: int = 1, what: str = "block operation") -> int:
+    """Call ``fn(start, stop)`` over ``[0, n_rows)`` in blocks of ``block_rows``.
+
+    On an out-of-memory error the failing block is retried with half as many
+    rows (down to ``min_rows``); the first fallback issues a
+    :class:`MemoryFallbackWarning` naming the new size.  ``fn`` must be safe to
+    call again on the same range.  Returns the block size finally used.
+    """
+    start = 0
+    block = max(int(block_rows), 1)
+    warned = False
+    while start < n_rows:
+        stop = min(start + block, n_rows)
+        try:
+            fn(start, stop)
+        except Exception as exc:  # noqa: BLE001 - only OOM is handled
+            if not is_out_of_memory(exc) or block <= min_rows:
+                raise
+            free_gpu_cache()
+            block = max(block // 2, min_rows)
+            if not warned:
+                warnings.warn(f"{what}: out of memory, retrying with blocks of {block} rows",
+                              MemoryFallbackWarning, stacklevel=2)
+                warned = True
+            continue
+        start = stop
+    return block

@@ -1,0 +1,456 @@
+"""LinearSVM — the L2-regularized linear SVM engine (GPU and CPU, in memory or out of core).
+
+Problem (per binary problem; SPEC §1 "Linear SVM solvers"):
+
+    min_w  ½‖w‖² + C Σᵢ cᵢ ℓ(yᵢ w̃ᵀx̃ᵢ),   ℓ = squared hinge (default) or hinge,
+
+with cᵢ = sample_weightᵢ × class weight.  **Intercept**: with
+``fit_intercept=True`` a constant column of value ``intercept_scaling`` (s) is
+appended to the features and its weight w_{d+1} is *regularized like the
+others*, exactly as LIBLINEAR (scikit-learn's ``LinearSVC``) does; the
+intercept is ``intercept_ = s · w_{d+1}``.  A larger s weakens the
+regularization of the intercept.  The column is applied implicitly (the data
+are never copied to append it).
+
+Engines (``solver``; the one that ran is in ``solver_``):
+
+* ``"newton"`` — primal Newton for the squared hinge
+  (:func:`gpuksvm.solvers.linear.newton_memory.newton_squared_hinge`): Cholesky of
+  H = I + 2C F̃_IᵀF̃_I for one dense problem of moderate width, Hessian-free
+  Newton-CG (all one-vs-rest problems in the same GEMMs) otherwise;
+* ``"dual_cd"`` — dual coordinate descent with shrinking (Hsieh et al. 2008),
+  both losses, all one-vs-rest problems in the same sweeps
+  (:func:`gpuksvm.solvers.linear.dual_cd.dual_cd`); the old name ``"dcd"`` still works
+  with a ``FutureWarning``;
+* ``"liblinear"`` — scikit-learn's ``LinearSVC`` (LIBLINEAR), CPU only, with
+  the same C, loss, class/sample weights and intercept column: its primal
+  trust-region Newton (TRON) for the squared hinge when n > d (``solver_`` is
+  then ``"liblinear-primal"``), its dual coordinate descent otherwise
+  (``"liblinear"``) — scikit-learn's ``dual="auto"`` rule;
+* ``"sbm"`` — selective block minimization out of core
+  (:func:`gpuksvm.solvers.linear.sbm.sbm`).
+
+Out of core (``fit`` gets a :class:`gpuksvm.data.blocks.BlockSource`, a list of
+``(X_block, y_block)`` pairs or an SVMlight file path): the squared hinge with
+``solver="auto"`` or ``"newton"`` runs the in-memory Newton solver over the
+streamed blocks (:func:`gpuksvm.solvers.linear.newton_stream.newton_stream`,
+``solver_ = "newton-stream"``: about one pass per Newton step, dim × dim
+statistics per pass, the same stopping rule and line search, so the same
+solution as in memory) when the features are at most 2,048 wide; the hinge
+loss, wider features and the other solvers run SBM.  ``n_passes_`` counts the
+passes over the data.
+
+``solver="auto"`` (the engine that ran is always in ``solver_``):
+
+* GPU: squared hinge → Newton, hinge → DCD;
+* CPU, squared hinge → Newton, except sparse X with more than 256 columns →
+  LIBLINEAR; hinge → LIBLINEAR (its compiled DCD is faster than a NumPy one).
+
+Measured on the 2-core CPU with other jobs loading it (load average 5–8),
+squared hinge, C=1, against scikit-learn's ``LinearSVC`` defaults (LIBLINEAR's
+primal TRON here): ijcnn1 49,990 × 22 Newton 0.093 s vs 0.355 s
+(``bench/solvers.py --scale paper``, interleaved medians); adult 32,561 × 123
+dense 0.10 vs 0.21 s, sparse (Newton-CG) 0.14 vs 0.24 s; 5 classes
+20,000 × 50 (all one-vs-rest problems in the same CG products) 0.52 vs 1.2 s;
+dense 20,000 × 1,000 3.9 vs 8–10 s — but sparse 30,000 × 50,000 (0.2% dense)
+4.7 vs 3.1 s at C=1 and 17.5 vs 3.7 s at C=10, hence LIBLINEAR for wide
+sparse data.  The CPU solvers run their BLAS calls on one thread for narrow
+designs (≤ :data:`gpuksvm.solvers.linear.problem.NARROW_DIM` columns) and on a busy
+host (:mod:`gpuksvm.array.blas_threads`): with two spinning OpenBLAS threads the
+same ijcnn1 fit took 1.05 s.
+
+Multi-class: one-vs-rest, with LIBLINEAR's class-weight rule (in problem c only
+class c's weight applies).
+
+**Extreme costs.**  When C·(sample weight × class weight) is so large that
+C·n·max‖x̃ᵢ‖² exceeds 1e13, the regularizer weighs less than 1e-13 of the
+loss's curvature: the problem is numerically its C → ∞ limit (to far below
+any solver tolerance), Newton's Hessian I + 2C·F̃ᵀDF̃ can no longer resolve
+its identity part in float64, and beyond ~1e150 the products overflow (C =
+1e300 used to give an all-zero model).  Every cost is then multiplied by the same factor that
+brings the product to that bound — relative weights are kept, the solution is
+the same to the solver's tolerance — with a :class:`ScaledProblemWarning`, and
+``cost_scale_`` records the factor (1.0 otherwise).  Data whose squares
+overflow the working dtype are refused (:func:`gpuksvm.array.validation.check_working_range`).
+Out of core, Newton (``"newton-stream"``) is scaled the same way, with
+max‖x̃ᵢ‖² from :meth:`gpuksvm.data.blocks.BlockSource.max_row_sq_norm` (one more
+pass for sources that are neither arrays nor carry a bound, counted in
+``n_passes_``); SBM keeps ``cost_scale_ = 1`` and refuses C·class_weight > 1e100,
+where its dual variables would overflow.
+"""
+from __future__ import annotations
+
+import math
+import warnings
+from numbers import Real
+from typing import Any
+
+import numpy as np
+from sklearn.base import BaseEstimator, ClassifierMixin
+from sklearn.exceptions import ConvergenceWarning
+from sklearn.utils._param_validation import Interval, StrOptions
+from sklearn.utils.validation import check_is_fitted
+
+from gpuksvm.array import backend as bk
+from gpuksvm.estimators.base import DeviceMixin
+from gpuksvm.data.blocks import as_block_source, is_block_input
+from gpuksvm.estimators.calibration import ProbabilityMixin
+from gpuksvm.estimators.params import CLASS_WEIGHT, DEVICE_PARAMS, count, positive
+from gpuksvm.solvers.linear import problem as lin
+from gpuksvm.solvers.linear.dual_cd import dual_cd
+from gpuksvm.solvers.cost_scaling import ScaledProblemWarning, extreme_cost_scale, scaled_costs
+from gpuksvm.solvers.linear.newton_memory import newton_squared_hinge
+from gpuksvm.solvers.linear.newton_stream import newton_stream
+from gpuksvm.solvers.linear.sbm import sbm
+from gpuksvm.array.validation import (
+    check_sample_weight,
+    class_counts,
+    class_weight_vector,
+    encode_classes,
+    max_row_sq_norm,
+    validate_X,
+    validate_X_y,
+)
+
+__all__ = ["LinearSVM", "ScaledProblemWarning", "extreme_cost_scale", "scaled_costs"]
+
+SOLVERS = ("auto", "newton", "dual_cd", "liblinear", "sbm")
+
+_CONSTRAINTS = {
+    "C": [positive()],
+    "loss": [StrOptions(set(lin.LOSSES))],
+    "solver": [StrOptions(set(SOLVERS) | {"dcd"}, deprecated={"dcd"})],
+    "fit_intercept": ["boolean"],
+    # the constant column's square enters every Gram product: keep it far from overflow
+    "intercept_scaling": [Interval(Real, 0, 1e150, closed="neither")],
+    "class_weight": CLASS_WEIGHT,
+    "tol": [positive()],
+    "max_iter": [count(1)],
+    "block_size": [None, count(1)],
+    "n_passes": [count(1)],
+    "cache_drop": [Interval(Real, 0, 1, closed="right")],
+    "probability": ["boolean"],
+    **DEVICE_PARAMS,
+}
+class LinearSVM(DeviceMixin, ProbabilityMixin, ClassifierMixin, BaseEstimator):
+    """L2-regularized linear SVM (squared hinge or hinge loss), one-vs-rest.
+
+    Parameters
+    ----------
+    C : float, default 1.0
+        Cost of the losses.
+    loss : {"squared_hinge", "hinge"}
+    solver : {"auto", "newton", "dual_cd", "liblinear", "sbm"}
+        See the module docstring; ``"sbm"`` on arrays reads them in
+        ``block_size`` blocks (e.g. an ``np.memmap`` never fully loaded).
+    fit_intercept : bool
+        Append the constant column (regularized, as LIBLINEAR).
+    intercept_scaling : float > 0
+        Its value s; ``intercept_ = s · w_{d+1}``.
+    class_weight : dict, "balanced" or None
+        Multipliers of C per class.
+    tol : float
+        Newton: relative gradient-norm tolerance; DCD/SBM/LIBLINEAR: projected
+        gradient tolerance (LIBLINEAR's dual criterion).
+    max_iter : int
+        Newton steps or DCD epochs (SBM: DCD epochs per sub-problem are
+        ``min(max_iter, 50)``).
+    block_size : int or None
+        Rows per block for out-of-core training (default 5,000).
+    n_passes : int
+        SBM passes over the data.
+    cache_drop : float in (0, 1]
+        SBM: fraction of (block ∪ cache) dropped after each block (paper: 0.75).
+    probability : bool
+        Platt scaling with internal 5-fold cross-validation
+        (:mod:`gpuksvm.estimators.calibration`): ``predict_proba`` / ``predict_log_proba``
+        (one sigmoid per one-vs-rest problem, normalized).  In-memory data only.
+    device : {"auto", "cpu", "gpu", "cuda:N"}
+    dtype : None, "float32" or "float64" (None: float32 on GPU, float64 on CPU)
+    random_state : int, RandomState or None
+        Coordinate order of DCD/SBM, LIBLINEAR's seed, Platt's folds.
+    verbose : int
+
+    Attributes
+    ----------
+    classes_ : (n_classes,) class labels
+    coef_ : (1, d) or (n_classes, d) weights (on the fitting device)
+    intercept_ : (1,) or (n_classes,)
+    solver_ : str — the engine that ran ("newton", "newton-cg", "dual_cd", "liblinear",
+        "liblinear-primal", "sbm", "newton-stream"; "newton-dask" for the model an LLSVM
+        fit on a dask array holds)
+    cost_scale_ : float — factor applied to every cost C·weight (1.0 unless the costs were
+        extreme, see the module docstring)
+    n_iter_ : int — Newton steps, DCD epochs or SBM passes (largest over problems)
+    n_passes_ : int — passes over the data (out-of-core fits only)
+    objective_ : (1,) or (n_classes,) host float64 primal objective of each binary problem
+    converged_ : bool
+    n_features_in_ : int
+    dual_coef_ : (n, 1 or n_classes) dual variables α (DCD and SBM only), host
+    probA_, probB_ : Platt sigmoid parameters (``probability=True``)
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from gpuksvm import LinearSVM
+    >>> rng = np.random.default_rng(0)
+    >>> X = rng.normal(size=(300, 4)); y = (X[:, 0] - X[:, 1] > 0).astype(int)
+    >>> clf = LinearSVM(C=1.0, device="cpu").fit(X, y)
+    >>> clf.solver_, clf.score(X, y) > 0.95
+    ('newton', True)
+    """
+
+    def __init__(self, C: float = 1.0, loss: str = "squared_hinge", solver: str = "auto",
+                 fit_intercept: bool = True, intercept_scaling: float = 1.0, class_weight: Any = None,
+                 tol: float = 1e-4, max_iter: int = 1000, block_size: int | None = None,
+                 n_passes: int = 3, cache_drop: float = 0.75, probability: bool = False,
+                 device: str = "auto", dtype: Any = None, random_state: Any = None, verbose: int = 0):
+        self.C = C
+        self.loss = loss
+        self.solver = solver
+        self.fit_intercept = fit_intercept
+        self.intercept_scaling = intercept_scaling
+        self.class_weight = class_weight
+        self.tol = tol
+        self.max_iter = max_iter
+        self.block_size = block_size
+        self.n_passes = n_passes
+        self.cache_drop = cache_drop
+        self.probability = probability
+        self.device = device
+        self.dtype = dtype
+        self.random_state = random_state
+        self.verbose = verbose
+
+    # ------------------------------------------------------------------ params
+    _parameter_constraints: dict = _CONSTRAINTS
+
+    def _check_param_relations(self) -> None:
+        if self.solver == "dcd":
+            warnings.warn("solver='dcd' is now called solver='dual_cd' (the README's name); 'dcd' "
+                          "will stop working in a future version", FutureWarning, stacklevel=4)
+        if self.solver == "newton" and self.loss != "squared_hinge":
+            raise ValueError("solver='newton' solves the squared hinge only; use loss='squared_hinge' "
+                             "or solver='dual_cd' / 'liblinear' for the hinge")
+
+    def _scaling(self) -> float | None:
+        return float(self.intercept_scaling) if self.fit_intercept else None
+
+    def _class_weights(self, classes: np.ndarray, y_idx: np.ndarray,
+                       sw: np.ndarray | None = None) -> np.ndarray | None:
+        """Per-class multipliers of C (:func:`gpuksvm.array.validation.class_weight_vector`:
+        "balanced" counts rows by their sample weights, as LinearSVC; a class of zero
+        total weight is an error)."""
+        return class_weight_vector(self.class_weight, classes, class_counts(y_idx, classes.shape[0], sw))
+
+    def _choose(self, dev: bk.Device, X: Any) -> str:
+        if self.solver == "dcd":
+            return "dual_cd"
+        if self.solver != "auto":
+            return self.solver
+        if dev.is_gpu:
+            return "newton" if self.loss == "squared_hinge" else "dual_cd"
+        if self.loss == "hinge":
+            return "liblinear"
+        # Newton beats LIBLINEAR on dense and on narrow sparse data; on wide
+        # sparse data its CG steps lose to LIBLINEAR (measurements: module docstring)
+        return "liblinear" if bk.is_sparse(X) and X.shape[1] > lin.NARROW_DIM else "newton"
+
+    # ------------------------------------------------------------------ fit
+    def fit(self, X: Any, y: Any = None, sample_weight: Any = None) -> "LinearSVM":
+        """Fit the model.
+
+        Parameters
+        ----------
+        X : array-like (NumPy, CuPy, SciPy sparse) of shape (n, d), or a
+            :class:`gpuksvm.data.blocks.BlockSource` / list of ``(X_block, y_block)``
+            pairs / SVMlight file path (trained out of core; ``y`` must then be None).
+        y : (n,) labels
+        sample_weight : (n,) non-negative multipliers of C (arrays only)
+        """
+        self._check_params()
+        if is_block_input(X) or self.solver == "sbm":
+            return self._fit_blocks(X, y, sample_weight)
+        X, y, _ = validate_X_y(self, X, y)
+        classes, y_idx = encode_classes(y)
+        sw = None if sample_weight is None else check_sample_weight(sample_weight, X)
+        cw = self._class_weights(classes, y_idx, sw)
+        dev = self._device()
+        dt = bk.resolve_dtype(self.dtype, dev)
+        solver = self._choose(dev, X)
+        Y, S = lin.ovr_targets(y_idx, classes.shape[0], class_weight=cw, sample_weight=sw)
+        s = self._scaling()
+        log_scale = extreme_cost_scale(float(self.C), float(S.max()) if S.size else 0.0, X.shape[0],
+                                       max_row_sq_norm(X) + (s or 0.0) ** 2, stacklevel=2)
+        C, S = scaled_costs(float(self.C), S, log_scale)
+        self.cost_scale_ = math.exp(log_scale)
+        self.classes_ = classes
+        if solver == "liblinear":
+            sol = self._fit_liblinear(X, y, sw, Y, S, C, log_scale)
+            solver = sol.info["engine"]
+            coef = bk.to_device(sol.coef, dev, dt)
+            intercept = bk.to_device(sol.intercept, dev, dt)
+        else:
+            Xd = bk.to_device(X, dev, dt)
+            if solver == "newton":
+                xp = bk.get_namespace(dev)
+                sol = newton_squared_hinge(Xd, xp.asarray(Y, dtype=dt), C,
+                                           sample_weight=xp.asarray(S, dtype=dt),
+                                           intercept_scaling=s, tol=float(self.tol),
+                                           max_iter=int(self.max_iter), random_state=self.random_state,
+                                           verbose=self.verbose)
+                if sol.info["method"] == "cg":
+                    solver = "newton-cg"
+            else:
+                sol = dual_cd(Xd, Y, C, self.loss, sample_weight=S, intercept_scaling=s,
+                              tol=float(self.tol), max_iter=int(self.max_iter), shrinking=True,
+                              random_state=self.random_state)
+                self.dual_coef_ = sol.alpha
+            coef, intercept = sol.coef, sol.intercept
+        self._finish(coef, intercept, sol, solver, dev)
+        if not sol.converged:
+            warnings.warn(f"LinearSVM ({solver}) did not converge in max_iter={self.max_iter} iterations; "
+                          "increase max_iter or scale the data", ConvergenceWarning, stacklevel=2)
+        if self.probability:
+            self._fit_probability(X, y, sample_weight)
+        return self
+
+    def _from_solution(self, sol: lin.LinearSolution, classes: np.ndarray, n_features: int, solver: str,
+                       dev: bk.Device, dt: Any, log_scale: float = 0.0,
+                       n_passes: int | None = None) -> "LinearSVM":
+        """The fitted state from a solution found outside :meth:`fit` (newton-stream, the Dask
+        fit's Newton); ``log_scale`` as from :func:`extreme_cost_scale`; ``n_passes`` over the
+        data, when they were streamed (``n_passes_``)."""
+        if n_passes is not None:
+            self.n_passes_ = int(n_passes)
+        self.classes_ = np.asarray(classes)
+        self.n_features_in_ = int(n_features)
+        self.cost_scale_ = math.exp(log_scale)
+        self._finish(bk.to_device(sol.coef, dev, dt), bk.to_device(sol.intercept, dev, dt), sol, solver, dev)
+        return self
+
+    def _finish(self, coef: Any, intercept: Any, sol: lin.LinearSolution, solver: str,
+                dev: bk.Device) -> None:
+        self.coef_ = coef
+        self.intercept_ = intercept
+        self.objective_ = np.asarray(sol.objective, dtype=np.float64)
+        self.n_iter_ = int(sol.n_iter)
+        self.converged_ = bool(sol.converged)
+        self.solver_ = solver
+        self._set_fitted_device(dev)
+
+    def _fit_liblinear(self, X: Any, y: np.ndarray, sw: np.ndarray | None, Y: np.ndarray,
+                       S: np.ndarray, C: float, log_scale: float = 0.0) -> lin.LinearSolution:
+        """LIBLINEAR through scikit-learn's LinearSVC (host, float64).
+
+        The same problem as the other engines: C (times ``cost_scale_``), loss,
+        class and sample weights, and the regularized constant column ``intercept_scaling``
+        (LIBLINEAR's own bias feature).  Squared hinge with n > d runs
+        LIBLINEAR's primal trust-region Newton, everything else its dual CD
+        (scikit-learn's ``dual="auto"`` rule); ``info["engine"]`` says which.
+        """
+        from sklearn.svm import LinearSVC
+        from sklearn.utils import check_random_state
+
+        X = bk.to_host(X)
+        X = X.astype(np.float64) if X.dtype != np.float64 else X
+        seed = check_random_state(self.random_state).randint(np.iinfo(np.int32).max)
+        cw = self.class_weight if not isinstance(self.class_weight, dict) else dict(self.class_weight)
+        dual = not (self.loss == "squared_hinge" and X.shape[0] > X.shape[1])
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always", ConvergenceWarning)
+            # LIBLINEAR forms C·weight in double precision: the scaled C is enough (module docstring)
+            ref = LinearSVC(C=math.exp(math.log(float(self.C)) + log_scale), loss=self.loss, dual=dual, tol=float(self.tol),
+                            fit_intercept=bool(self.fit_intercept),
+                            intercept_scaling=float(self.intercept_scaling), class_weight=cw,
+                            max_iter=int(self.max_iter), random_state=seed).fit(X, y, sample_weight=sw)
+        converged = not any(issubclass(w.category, ConvergenceWarning) for w in caught)
+        coef = np.asarray(ref.coef_, dtype=np.float64)
+        intercept = np.asarray(ref.intercept_, dtype=np.float64).reshape(-1)
+        if not self.fit_intercept:
+            intercept = np.zeros(coef.shape[0])
+        # the objective of the problem the other engines solve (targets Y, costs S from fit)
+        obj = lin.primal_objective(coef, intercept if self.fit_intercept else None, X, Y, C,
+                                   self.loss, S, intercept_scaling=self._scaling())
+        return lin.LinearSolution(coef, intercept, obj, int(np.max(ref.n_iter_)), converged,
+                                  info={"engine": "liblinear" if dual else "liblinear-primal"})
+
+    def _fit_blocks(self, X: Any, y: Any, sample_weight: Any) -> "LinearSVM":
+        """Out of core: Newton over the streamed blocks (squared hinge, < 2,048 wide) or SBM."""
+        if sample_weight is not None:
+            raise ValueError("sample_weight is not supported with out-of-core (block source) input")
+        if self.probability:
+            raise ValueError("probability=True needs in-memory data; it is not available with "
+                             "out-of-core (block source) input")
+        src = as_block_source(X, y, block_size=int(self.block_size or 5000))
+        labels = src.labels()
+        classes, y_idx = encode_classes(labels)
+        cw = self._class_weights(classes, y_idx)
+        dev = self._device()
+        dt = bk.resolve_dtype(self.dtype, dev)
+        width = src.n_features
+        if (self.solver in ("auto", "newton") and self.loss == "squared_hinge"
+                and (width is None or width < lin.STREAM_MAX_DIM)):
+            return self._fit_newton_stream(src, labels, classes, cw, dev, dt)
+        top = float(self.C) * (1.0 if cw is None else float(np.max(cw)))
+        if top > 1e100:
+            raise ValueError(f"C·class_weight = {top:.3g} is too large for out-of-core training (SBM's "
+                             "dual variables would overflow); use C ≤ 1e100 — at such costs the model "
+                             "is the C → ∞ limit anyway")
+        self.cost_scale_ = 1.0
+        sol, classes, n_features = sbm(
+            src, float(self.C), self.loss, n_passes=int(self.n_passes), cache_drop=float(self.cache_drop),
+            labels=labels, classes=classes, class_weight=cw, intercept_scaling=self._scaling(),
+            tol=float(self.tol), inner_max_iter=min(int(self.max_iter), 50),
+            random_state=self.random_state, device=dev, dtype=dt, verbose=self.verbose)
+        self.dual_coef_ = sol.alpha
+        self.classes_ = classes
+        self.n_features_in_ = n_features
+        self._finish(sol.coef, sol.intercept, sol, "sbm", dev)
+        self.n_passes_ = int(sol.n_iter) + 1       # and the objective's pass
+        return self
+
+    def _fit_newton_stream(self, src: Any, labels: np.ndarray, classes: np.ndarray,
+                           cw: np.ndarray | None, dev: bk.Device, dt: Any) -> "LinearSVM":
+        """Newton over the streamed blocks, with the costs scaled as in memory (module docstring)."""
+        s = self._scaling() or 0.0
+        weights = np.ones(classes.shape[0]) if cw is None else cw
+        r, r_passes = src.max_row_sq_norm()
+        log_scale = extreme_cost_scale(float(self.C), float(weights.max()), labels.shape[0], r + s * s,
+                                       stacklevel=4)
+        C, scaled = scaled_costs(float(self.C), weights, log_scale)
+        sol, classes, n_features = newton_stream(
+            src, C, labels=labels, classes=classes,
+            class_weight=None if cw is None and log_scale == 0.0 else scaled,
+            intercept_scaling=self._scaling(), tol=float(self.tol), max_iter=int(self.max_iter),
+            device=dev, verbose=self.verbose)
+        self._from_solution(sol, classes, n_features, "newton-stream", dev, dt, log_scale)
+        self.n_passes_ = int(sol.info["n_passes"]) + r_passes
+        if not sol.converged:
+            warnings.warn(f"LinearSVM (newton-stream) did not converge in max_iter={self.max_iter} "
+                          "Newton steps; increase max_iter", ConvergenceWarning, stacklevel=4)
+        return self
+
+    # ------------------------------------------------------------------ predict
+    def decision_function(self, X: Any) -> Any:
+        """Decision values wᵀx + b: (n,) for two classes, (n, n_classes) for more."""
+        check_is_fitted(self, "coef_")
+        X, kind = validate_X(self, X, reset=False)
+        Xd = bk.to_device(X, self._fitted_device(), self.coef_.dtype)
+        D = Xd @ self.coef_.T
+        D = D.toarray() if bk.is_sparse(D) else D
+        D = bk.namespace_of(self.coef_).asarray(D) + self.intercept_[None, :]
+        if D.shape[1] == 1:
+            D = D[:, 0]
+        return bk.as_kind(D, kind)
+
+    def predict(self, X: Any) -> Any:
+        """Class labels, in the caller's kind of array (:func:`gpuksvm.array.backend.labels_as_kind`)."""
+        D = np.asarray(bk.to_host(self.decision_function(X)))
+        idx = (D > 0).astype(np.int64) if D.ndim == 1 else np.argmax(D, axis=1)
+        return bk.labels_as_kind(self.classes_[idx], bk.array_kind(X))
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.input_tags.sparse = True
+        return tags

@@ -1,0 +1,597 @@
+"""LLSVM and LLSVM2: low-rank linearized kernel SVMs (SPEC §1).
+
+Papers: Zhang, Lan, Wang, Moerchen, "Scaling up kernel SVM on limited
+resources: a low-rank linearization approach" (AISTATS 2012) and Lan, Wang,
+Zhe, Cheng, Wang, Zhang, "Scaling up kernel SVM on limited resources: a
+low-rank linearization approach" (IEEE TNNLS 2018).
+
+Proposition 1 (AISTATS eq. 2–7): a kernel SVM equals a linear SVM on any
+factor F with F Fᵀ = K.  The Nyström factor of rank k (TNNLS eq. 10–12) is
+
+    K_zz = U Λ Uᵀ,    M = U Λ^{-1/2}  (k × k),    F = K(X, Z) M  (n × k),
+
+so LLSVM (Algorithm 1) is: pick landmarks Z (k-means centres), build M, train a
+linear SVM on F (our :class:`~gpuksvm.estimators.linear_svm.LinearSVM`: dual coordinate
+descent or primal Newton; out of core the same Newton solver over streamed
+kernel blocks, or SBM for the hinge loss), predict wᵀ(K(x, Z) M) + b.
+
+Out of core (``fit`` on a :class:`~gpuksvm.data.blocks.BlockSource` or a file):
+one pass draws the random sample (landmarks, map), then every Newton pass
+streams the kernel rows K(X_b, Z) and accumulates only (k+1) × (k+1)
+statistics per problem, with M applied to those statistics rather than to the
+rows (the n·k² product F = K M is never formed), in float64 (M amplifies the
+round-off of the K-space sums by 1/λ_min).  Warm-started on the sample, it
+converges to the in-memory solution in a few passes (SBM's passes did not:
+issue 15).
+
+Proposition 2 (TNNLS eq. 24–25): the same linear SVM solves the reduced SVM
+min ½μᵀK_zzμ + ½b² + CΣξ exactly, with μ = M β.  The fitted ``dual_coef_`` is
+μ, and :meth:`LLSVM.decision_function` predicts Σⱼ μⱼ κ(x, zⱼ) + b, which costs
+O(kd) per row instead of the O(kd + k²) of the linearized form.
+
+LLSVM2 (TNNLS §IV, eq. 17–23, Algorithm 2) replaces the spectrum Λ⁻¹ by
+μ* = max(0, μ₀ − c/(2λ)), with μ₀ = diag(Λ⁻¹),
+c = diag(Uᵀ K_Lzᵀ 𝓛 K_Lz U) from a labelled subset L, and 𝓛 = D − A the
+Laplacian of A_ij = 1 (same class) / −a (different classes); the map becomes
+M' = U diag(μ*)^{1/2}.
+
+**a = 1 by default — the paper's "𝓛 = D − yyᵀ in our case" (§IV).**  With
+a = 1 and balanced labels the degree matrix D = diag(yᵢ Σⱼ yⱼ) nearly vanishes
+and cⱼ ≈ −(yᵀK_Lz uⱼ)² ≤ 0: eq. (23) *raises* the weight of the eigen-
+directions aligned with the labels.  With a small a (SPEC §1 suggested 0.2)
+within-class pairs dominate, cⱼ > 0 and grows like |L|²·λⱼ², so at λ = 1 the
+update zeroes the *leading* directions and keeps the noisy small-eigenvalue
+ones (μ₀ = 1/λⱼ is largest there) — issue 14: on an easy 2-D Gaussian problem
+(2,000 rows, y = [x₁ + x₂ > 0]) a = 0.2 gave 65.7 % test accuracy at k = 100
+and 47.7 % at k = 10 (3-D, one direction left) while the Nyström spectrum gave
+99.7 % / 99.2 %; a = 1 gives 99.9 % / 99.3 % (2-D, 3-D, k = 10 and 100 all
+≥ 99.3 %; 10-D k = 100: 94.2 % vs Nyström 97.9 % at λ = 1, 97.7 % at λ = 1e3).
+
+Conventions (documented choices)
+--------------------------------
+* The bias is regularized (F augmented with a constant column, as LIBLINEAR
+  and as the ½b² of the RSVM problem (24)); the paper's Proposition 1 is
+  stated with an unregularized bias.  With ``intercept_scaling = 1`` the
+  linearized SVM is exactly the kernel SVM with kernel κ + 1 and no bias.
+* Eigenvalues below ``eig_floor · λ_max`` are replaced by that floor (paper:
+  "replace diminishing eigenvalues with a small constant").  K_zz and its
+  eigendecomposition are computed in float64 for every dtype (k × k: cheap);
+  a float32 map is the float64 one rounded.  In float32 the floor is raised
+  to eps(float32)·λ_max ≈ 1.2e-7·λ_max: F = K(X, Z) M computed in float32
+  carries a round-off of about eps·‖K_x‖/√λ_j in column j, which swamps
+  the columns of smaller eigenvalues (measured on the 100K noisy
+  checkerboard, k = 1000, float32 F: floor 1e-10 → 96.9 %, 1e-8 → 98.29 %,
+  1.2e-7 → 98.34 %, the old 1.2e-6 → 98.25 %; float64 98.32 %).
+* The default ``dtype`` is float32 on the CPU as well as on a GPU (unlike the
+  library-wide ``dtype=None`` convention, which ``dtype=None`` still selects):
+  the map is a rank-k approximation, and float32 halves the time and memory of
+  the n × k feature matrix and of the linear SVM on it.  ``dtype="float64"``
+  is the reference (the tests of Propositions 1 and 2 use it).
+* k-means runs on ``kmeans_sample`` rows drawn uniformly at random
+  (``random_state``), not on the first rows as the paper does ("using the
+  first 20,000 data points"): LIBSVM files are often sorted by label, and on
+  ijcnn1 sorted by label the first rows (one class) cost k=500 2.7 points
+  (98.23 % → 95.56 %).  The rows are drawn by a seeded hash of their contents
+  (:mod:`gpuksvm.solvers.row_order`: the rows of smallest hash), so the same
+  rows in any order give the same sample and the same landmarks (ijcnn1,
+  k=500: 97.96 % in file order, sorted by label and shuffled); the sample is
+  the same in memory, out of core (a :class:`~gpuksvm.solvers.nystrom.kmeans.RowReservoir`,
+  one pass over the blocks) and on Dask; LLSVM2's labelled subset and random
+  landmarks come from it too.
+"""
+from __future__ import annotations
+
+from numbers import Real
+from typing import Any, Sequence
+
+import numpy as np
+from sklearn.base import BaseEstimator, ClassifierMixin, TransformerMixin
+from sklearn.base import ClassNamePrefixFeaturesOutMixin, clone
+from sklearn.utils import check_random_state
+from sklearn.utils._param_validation import StrOptions
+from sklearn.utils.metaestimators import available_if
+from sklearn.utils.validation import check_is_fitted
+
+from gpuksvm.array import backend as bk
+from gpuksvm.estimators.base import DeviceMixin
+from gpuksvm.data.blocks import LinearMapBlockSource, as_block_source, check_block, is_block_input
+from gpuksvm.estimators.calibration import probability_enabled
+from gpuksvm.solvers.nystrom.kmeans import RowReservoir
+from gpuksvm.kernels.kernel import Kernel, kernel_block, kernel_matvec, make_kernel
+from gpuksvm.estimators.linear_svm import LinearSVM
+from gpuksvm.solvers.nystrom.maps import (
+    MapParams,
+    NystromMap,
+    apply_spectrum,
+    build_map,
+    feature_map,
+    kernel_block_rows,
+    nystrom_maps,
+    sample_rows_for_map,
+    select_landmarks,
+    spectrum_objective,
+    supervised_spectrum,
+)
+from gpuksvm.estimators.params import (
+    CLASS_WEIGHT,
+    DEPRECATED,
+    DEVICE_PARAMS,
+    KERNEL_PARAMS,
+    count,
+    deprecated,
+    non_negative,
+    positive,
+)
+from gpuksvm.scaleout.dispatch import dask_dispatch
+from gpuksvm.scaleout.llsvm import fit_llsvm
+from gpuksvm.array.validation import (
+    check_param,
+    check_sample_weight,
+    encode_classes,
+    max_row_sq_norm,
+    validate_X_y,
+)
+
+__all__ = ["LLSVM", "NystromMap", "nystrom_maps", "supervised_spectrum", "spectrum_objective",
+           "fit_llsvm_grid"]
+
+
+# --------------------------------------------------------------------------- estimator
+class LLSVM(DeviceMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClassifierMixin,
+            BaseEstimator):
+    """Low-rank linearized kernel SVM (LLSVM) and its supervised-spectrum variant (LLSVM2).
+
+    A classifier and a transformer: :meth:`transform` returns the rank-k
+    empirical kernel map F = K(X, Z) M (like scikit-learn's ``Nystroem``), and
+    the classifier is a linear SVM on F (SPEC §1).
+
+    Parameters
+    ----------
+    kernel : {"rbf", "poly", "linear"} or Kernel
+    gamma : float or {"scale", "auto", "mean_dist"}
+    degree : int, default=3
+        Polynomial kernel (γ xᵀz + c₀)^p.
+    coef0 : float, default=0.0
+        c₀ above (scikit-learn's default; it was 1.0 before 0.2 — set it
+        explicitly for a polynomial kernel).
+    n_landmarks : int
+        k (clipped to the number of training rows, with a warning).
+    landmarks : {"kmeans", "random"} or array of shape (k, n_features)
+    kmeans_iter : int
+        Lloyd iterations ("a few", paper).
+    kmeans_init : {"k-means++", "random"}
+    kmeans_sample : int or None
+        k-means runs on ``max(kmeans_sample, n_landmarks)`` rows drawn at
+        random by their contents (``random_state``; the same rows in any row
+        order; the paper's 20,000, which it takes from the front of the file);
+        None: all rows (out of core: 20,000).
+    eig_floor : float
+        Relative eigenvalue floor of K_zz.
+    C : float
+        SVM cost.
+    loss : {"squared_hinge", "hinge"}
+    solver : str
+        Passed to :class:`~gpuksvm.estimators.linear_svm.LinearSVM` ("auto" picks).
+    spectrum : {"nystrom", "supervised"}
+        "supervised" is LLSVM2 (eq. 23).
+    n_labeled : int
+        Size of the labelled subset L of LLSVM2 (random rows of the k-means
+        sample, which then holds at least ``n_labeled`` rows).
+    spectrum_reg : float
+        λ of LLSVM2 (eq. 18–23), exactly as in eq. (23) (not rescaled).  Its
+        useful range depends on the kernel, k and ``n_labeled`` (c grows like
+        |L|²·λⱼ², so small λ zeroes the leading directions first; λ → ∞ gives
+        back LLSVM); the paper selects it from 1e-5 … 1e5 on validation data —
+        do the same (``fit_llsvm_grid`` makes that cheap).
+    dissimilar_pair_weight : float, default=1.0
+        The weight −a of different-class pairs in LLSVM2's affinity A
+        (eq. 17); 1 is the paper's 𝓛 = D − yyᵀ (see the module docstring for
+        why smaller values fail).  Was called ``a`` (deprecated).
+    class_weight : dict, "balanced" or None
+    tol, max_iter : float, int
+        Linear SVM stopping rule.
+    block_size : int or None
+        Rows per block for out-of-core input; read size of a file.
+    probability : bool
+        Platt scaling (``predict_proba``) via the linear SVM.
+    device : str
+        "auto", "cpu", "gpu", "cuda:N".
+    dtype : "float32" (default), "float64" or None
+        Precision of the landmarks, the map, F and the linear SVM, on both
+        devices (None: the library's convention, float32 on a GPU and float64
+        on the CPU).  float32 is the default on the CPU too: the rank-k map is
+        an approximation whose error dwarfs float32 round-off, and float32
+        halves the time and memory of F = K(X, Z) M and of the linear SVM
+        (ijcnn1, k = 1000, 2 cores: the same test accuracy either way, fit
+        about 1.7× faster; 800K noisy checkerboard, k = 1000: 99.02 % vs
+        99.08 % in float64, ``bench/llsvm.py --scale paper``).  The only
+        modelling difference is the raised eigenvalue floor (module
+        docstring), which can matter for very smooth kernels (small γ) at
+        large C; use "float64" there, and as the reference.
+    random_state : int, RandomState or None
+    verbose : int
+
+    Attributes
+    ----------
+    classes_ : ndarray of labels
+    landmarks_ : (k, n_features) landmarks Z
+    eigvals_ : (k,) eigenvalues of K_zz after the floor (ascending)
+    spectrum_ : (k,) weights s of M = U diag(s)^{1/2} (1/eigvals_, or μ* for LLSVM2)
+    map_ : (k, k) the map M
+    coef_ : (n_outputs, k) linear SVM weights β on F
+    intercept_ : (n_outputs,)
+    dual_coef_ : (n_outputs, k) μ = M β, the RSVM coefficients over the landmarks
+        (Proposition 2): decision = K(X, Z) μᵀ + b
+    svm_ : the fitted LinearSVM
+    n_iter_ : iterations of the linear SVM solver (``svm_.n_iter_``)
+    kernel_ : the resolved Kernel
+    n_landmarks_ : int
+    n_features_in_ : int
+    fit_times_ : dict of seconds per stage (landmarks, map, features, svm)
+
+    Examples
+    --------
+    >>> from gpuksvm import LLSVM
+    >>> from gpuksvm.datasets import make_checkerboard
+    >>> X, y = make_checkerboard(2000, random_state=0)
+    >>> clf = LLSVM(gamma=30.0, C=10.0, n_landmarks=200, device="cpu", random_state=0).fit(X, y)
+    >>> clf.score(X, y) > 0.9
+    True
+    >>> clf.transform(X[:5]).shape
+    (5, 200)
+    """
+
+    _parameter_constraints: dict = {
+        **KERNEL_PARAMS,
+        "kernel": [StrOptions({"rbf", "poly", "linear"}), Kernel],
+        "n_landmarks": [count(1)],
+        "landmarks": [StrOptions({"kmeans", "random"}), "array-like"],
+        "kmeans_iter": [count(0)],
+        "kmeans_init": [StrOptions({"k-means++", "random"})],
+        "kmeans_sample": [None, count(1)],
+        "eig_floor": [non_negative()],
+        "C": [positive()],
+        "loss": [StrOptions({"squared_hinge", "hinge"})],
+        "solver": LinearSVM._parameter_constraints["solver"],
+        "spectrum": [StrOptions({"nystrom", "supervised"})],
+        "n_labeled": [count(2)],
+        "spectrum_reg": [positive()],
+        "dissimilar_pair_weight": [non_negative()],
+        "a": deprecated([non_negative()]),
+        "class_weight": CLASS_WEIGHT,
+        "tol": [positive()],
+        "max_iter": [count(1)],
+        "block_size": [None, count(1)],
+        "probability": ["boolean"],
+        **DEVICE_PARAMS,
+    }
+    _renamed_parameters = {"a": "dissimilar_pair_weight"}
+
+    def __init__(self, kernel: Any = "rbf", gamma: Any = "scale", degree: int = 3,
+                 coef0: float = 0.0, n_landmarks: int = 1000, landmarks: Any = "kmeans",
+                 kmeans_iter: int = 5, kmeans_init: str = "k-means++",
+                 kmeans_sample: int | None = 20000, eig_floor: float = 1e-10, C: float = 1.0,
+                 loss: str = "squared_hinge", solver: str = "auto", spectrum: str = "nystrom",
+                 n_labeled: int = 100, spectrum_reg: float = 1.0,
+                 dissimilar_pair_weight: float = 1.0,
+                 class_weight: Any = None, tol: float = 1e-4, max_iter: int = 1000,
+                 block_size: int | None = None, probability: bool = False,
+                 device: str = "auto", dtype: Any = "float32", random_state: Any = None,
+                 verbose: int = 0, a: Any = DEPRECATED):
+        self.kernel = kernel
+        self.gamma = gamma
+        self.degree = degree
+        self.coef0 = coef0
+        self.n_landmarks = n_landmarks
+        self.landmarks = landmarks
+        self.kmeans_iter = kmeans_iter
+        self.kmeans_init = kmeans_init
+        self.kmeans_sample = kmeans_sample
+        self.eig_floor = eig_floor
+        self.C = C
+        self.loss = loss
+        self.solver = solver
+        self.spectrum = spectrum
+        self.n_labeled = n_labeled
+        self.spectrum_reg = spectrum_reg
+        self.dissimilar_pair_weight = dissimilar_pair_weight
+        self.class_weight = class_weight
+        self.tol = tol
+        self.max_iter = max_iter
+        self.block_size = block_size
+        self.probability = probability
+        self.device = device
+        self.dtype = dtype
+        self.random_state = random_state
+        self.verbose = verbose
+        self.a = a
+
+    # ------------------------------------------------------------------ params
+    def _check_param_relations(self) -> None:
+        if isinstance(self.kernel, Kernel) and not self.kernel.is_psd:
+            raise ValueError(f"kernel must be 'rbf', 'poly', 'linear' or a PSD Kernel, got {self.kernel!r}")
+
+    def _linear_svm(self, C: float | None = None):
+        return LinearSVM(C=self.C if C is None else C, loss=self.loss, solver=self.solver,
+                         fit_intercept=True, intercept_scaling=1.0, class_weight=self.class_weight,
+                         tol=self.tol, max_iter=self.max_iter, block_size=self.block_size,
+                         probability=self.probability, device=self.device, dtype=self.dtype,
+                         random_state=self.random_state, verbose=self.verbose)
+
+    # ------------------------------------------------------------------ pieces
+    def _map_params(self) -> MapParams:
+        """The parameters of the map, as :func:`gpuksvm.solvers.nystrom.maps.build_map` takes them."""
+        return MapParams(n_landmarks=int(self.n_landmarks), landmarks=self.landmarks,
+                         kmeans_iter=int(self.kmeans_iter), kmeans_init=self.kmeans_init,
+                         kmeans_sample=None if self.kmeans_sample is None else int(self.kmeans_sample),
+                         eig_floor=float(self.eig_floor), spectrum=self.spectrum,
+                         n_labeled=int(self.n_labeled), spectrum_reg=float(self.spectrum_reg),
+                         dissimilar_pair_weight=float(self._param("dissimilar_pair_weight")))
+
+    def _kernel_for(self, X: Any) -> Kernel:
+        if isinstance(self.kernel, Kernel):
+            return self.kernel
+        return make_kernel(self.kernel, self.gamma, self.degree, self.coef0, X)
+
+    def _set_fitted(self, nmap: NystromMap, svm: Any, dev: bk.Device, dt: np.dtype,
+                    times: dict) -> "LLSVM":
+        self.kernel_ = nmap.kernel
+        self.landmarks_ = nmap.landmarks
+        self.n_landmarks_ = int(nmap.landmarks.shape[0])
+        self.eigvals_ = nmap.eigvals
+        self.spectrum_ = nmap.spectrum
+        self.map_ = nmap.map
+        self.svm_ = svm
+        self.classes_ = np.asarray(svm.classes_)
+        self.coef_ = bk.to_device(svm.coef_, dev, dt).reshape(-1, self.n_landmarks_)
+        self.intercept_ = bk.to_device(svm.intercept_, dev, dt).reshape(-1)
+        self.dual_coef_ = self.coef_ @ self.map_.T          # μ = M β (Proposition 2)
+        self.n_iter_ = svm.n_iter_
+        self._n_features_out = self.n_landmarks_
+        self.fit_times_ = dict(times)
+        self._set_fitted_device(dev)
+        return self
+
+    # ------------------------------------------------------------------ fit
+    @dask_dispatch(fit_llsvm)
+    def fit(self, X: Any, y: Any = None, sample_weight: Any = None) -> "LLSVM":
+        """Fit on arrays, or out of core on a block source / SVMlight file path.
+
+        Parameters
+        ----------
+        X : array-like, sparse matrix, ``gpuksvm.data.blocks.BlockSource``, path or callable
+            A block source (or an SVMlight path read ``block_size`` rows at a
+            time, default 5,000, or a callable returning an iterator of
+            ``(X_block, y_block)``) is trained out of core: landmarks from a
+            random sample drawn in one pass, then Newton over the streamed
+            kernel blocks (squared hinge) or SBM (hinge); see ``_fit_blocks``.
+        y : array-like of labels (``None`` for a block source)
+        sample_weight : array-like, optional (arrays only)
+        """
+        self._check_params()
+        if is_block_input(X):
+            return self._fit_blocks(X, y, sample_weight)
+        X, y, _ = validate_X_y(self, X, y)
+        encode_classes(y)
+        sw = None if sample_weight is None else check_sample_weight(sample_weight, X)
+        dev = self._device()
+        dt = bk.resolve_dtype(self.dtype, dev)
+        rs = check_random_state(self.random_state)
+        times = {}
+        t0 = bk.synchronized_clock(dev)
+        Xd = bk.to_device(X, dev, dt)
+        params = self._map_params()
+        Xs, ys = sample_rows_for_map(Xd, y, params, rs)
+        nmap, t1 = build_map(Xs, ys, self._kernel_for(Xd), params, self.n_features_in_, dev, dt, rs)
+        t2 = bk.synchronized_clock(dev)
+        F = nmap.transform(Xd)
+        t3 = bk.synchronized_clock(dev)
+        svm = self._linear_svm().fit(F, y, sample_weight=sw)
+        t4 = bk.synchronized_clock(dev)
+        times.update(landmarks=t1 - t0, map=t2 - t1, features=t3 - t2, svm=t4 - t3)
+        return self._set_fitted(nmap, svm, dev, dt, times)
+
+    def _fit_blocks(self, X: Any, y: Any, sample_weight: Any) -> "LLSVM":
+        """Out-of-core LLSVM (TNNLS Algorithm 1, blocks read one at a time).
+
+        Pass 1 reads the labels and draws the random sample (a
+        :class:`~gpuksvm.solvers.nystrom.kmeans.RowReservoir`: the same rows as the in-memory
+        fit with the same ``random_state``); landmarks and map come from the
+        sample; then the linear SVM trains on F = K(X_b, Z) M block by block
+        (:class:`~gpuksvm.data.blocks.LinearMapBlockSource`): for the squared hinge
+        the in-memory Newton solver over streamed K(X_b, Z) blocks, warm-started
+        on the sample (:func:`gpuksvm.solvers.linear.newton_stream.newton_stream`), otherwise SBM.
+        """
+        if sample_weight is not None:
+            raise ValueError("sample_weight is not supported with out-of-core (block source) input")
+        src = as_block_source(X, y, block_size=int(self.block_size or 5000))
+        dev = self._device()
+        dt = bk.resolve_dtype(self.dtype, dev)
+        rs = check_random_state(self.random_state)
+        t0 = bk.synchronized_clock(dev)
+        params = self._map_params()
+        reservoir = RowReservoir(params.sample_size(out_of_core=True), rs)
+        labels = []
+        n_features = getattr(src, "n_features", None)
+        sq_norm = 0.0                   # max‖x‖², for the feature rows' norm bound
+        for Xb, yb in src:
+            if Xb.shape[0] == 0:
+                continue
+            n_features = int(n_features or Xb.shape[1])
+            if Xb.shape[1] != n_features:
+                raise ValueError(f"a block has {Xb.shape[1]} features, expected {n_features}")
+            yb = np.asarray(bk.to_host(yb)).ravel()
+            reservoir.add(bk.to_host(Xb), yb)
+            labels.append(yb)
+            sq_norm = max(sq_norm, max_row_sq_norm(Xb))
+        if not labels:
+            raise ValueError("the block source yielded no data")
+        _, Xs, ys = reservoir.result()
+        Xs, ys, _ = validate_X_y(self, Xs, ys)
+        self.n_features_in_ = n_features
+        Xsd = bk.to_device(Xs, dev, dt)
+        kern = self._kernel_for(Xsd)
+        nmap, t1 = build_map(Xsd, ys, kern, params, n_features, dev, dt, rs)
+        t2 = bk.synchronized_clock(dev)
+        Z64 = nmap.landmarks.astype(np.float64)
+
+        def kernel_rows(Xb: Any) -> Any:
+            return kernel_block(check_block(Xb, n_features, dev, np.float64), Z64, nmap.kernel,
+                                dtype=np.float64)
+
+        k = int(Z64.shape[0])
+        bound = nmap.feature_sq_norm_bound(sq_norm)
+        fsrc = LinearMapBlockSource(src, kernel_rows, nmap.map, sample=(Xs, ys), labels=np.concatenate(labels),
+                                    max_rows=bk.plan_rows(1 << 30, 3 * k * 8, dev, max_rows=4096),
+                                    dtype=dt, row_sq_norm_bound=bound if np.isfinite(bound) else None)
+        svm = self._linear_svm().fit(fsrc)
+        t3 = bk.synchronized_clock(dev)
+        times = dict(landmarks=t1 - t0, map=t2 - t1, features=0.0, svm=t3 - t2)
+        return self._set_fitted(nmap, svm, dev, dt, times)
+
+    # ------------------------------------------------------------------ predict
+    def _prepare(self, X: Any) -> tuple[Any, str]:
+        check_is_fitted(self, "dual_coef_")
+        return self._validated_input(X, np.dtype(self.map_.dtype), keep_sparse=False)
+
+    @dask_dispatch()
+    def transform(self, X: Any) -> Any:
+        """The empirical kernel map F = K(X, Z) M, shape (n, k)."""
+        Xd, kind = self._prepare(X)
+        F = feature_map(Xd, self.landmarks_, self.map_, self.kernel_)
+        return bk.as_kind(F, kind)
+
+    @dask_dispatch()
+    def decision_function(self, X: Any) -> Any:
+        """Σⱼ μⱼ κ(x, zⱼ) + b (RSVM form, Proposition 2; equal to wᵀ(K(x,Z)M) + b).
+
+        Returns (n,) for two classes, (n, n_classes) for more (one-vs-rest).
+        """
+        Xd, kind = self._prepare(X)
+        rows = kernel_block_rows(Xd.shape[0], self.landmarks_, Xd.shape[1], self.map_.dtype,
+                                 self._fitted_device())
+        D = kernel_matvec(Xd, self.landmarks_, self.dual_coef_.T, self.kernel_, block_rows=rows)
+        D = D.reshape(Xd.shape[0], -1) + self.intercept_[None, :]
+        if D.shape[1] == 1:
+            D = D[:, 0]
+        return bk.as_kind(D, kind)
+
+    @dask_dispatch()
+    def predict(self, X: Any) -> Any:
+        """Class labels, in the caller's kind of array (:func:`gpuksvm.array.backend.labels_as_kind`)."""
+        D = bk.to_host(self.decision_function(X))
+        idx = (D > 0).astype(np.int64) if D.ndim == 1 else np.argmax(D, axis=1)
+        return bk.labels_as_kind(self.classes_[idx], bk.array_kind(X))
+
+    @available_if(probability_enabled)
+    @dask_dispatch()
+    def predict_proba(self, X: Any) -> Any:
+        """Platt-scaled class probabilities (the linear SVM's, on F = K(X, Z) M).
+
+        The sigmoids are fitted by ``svm_`` on 5-fold out-of-fold decision
+        values of the linear SVM on the fixed map (:mod:`gpuksvm.estimators.calibration`).
+        """
+        check_is_fitted(self, "dual_coef_")
+        return self.svm_.predict_proba(self.transform(X))
+
+    @available_if(probability_enabled)
+    @dask_dispatch()
+    def predict_log_proba(self, X: Any) -> Any:
+        """Logarithm of :meth:`predict_proba`."""
+        check_is_fitted(self, "dual_coef_")
+        return self.svm_.predict_log_proba(self.transform(X))
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.input_tags.sparse = True
+        if tags.transformer_tags is not None:
+            # transform returns F in the compute dtype (float32 by default), whatever X's dtype
+            try:
+                dt = bk.resolve_dtype(self.dtype, self.device)
+            except Exception:  # an invalid dtype/device is reported by fit, not by the tags
+                dt = np.dtype(np.float64)
+            tags.transformer_tags.preserves_dtype = [np.dtype(dt).name]
+        return tags
+
+
+# --------------------------------------------------------------------------- grid
+def fit_llsvm_grid(X: Any, y: Any, *, gammas: Sequence[float], Cs: Sequence[float],
+                   estimator: LLSVM | None = None, sample_weight: Any = None) -> list[LLSVM]:
+    """Fit LLSVMs over a γ × C grid sharing the landmarks and one batched eigh.
+
+    The landmarks (k-means does not depend on γ) are computed once, the maps of
+    all γ come from one batched eigendecomposition (:func:`nystrom_maps`), the
+    feature map F is computed once per γ, and only the linear SVM is trained per
+    (γ, C).  With ``estimator.spectrum == "supervised"`` each map gets LLSVM2's
+    spectrum (the same labelled subset for every γ).
+
+    Parameters
+    ----------
+    X, y : training data (arrays)
+    gammas, Cs : sequences of positive numbers
+    estimator : LLSVM, optional
+        Template for every other parameter (default ``LLSVM()``); its ``gamma``
+        and ``C`` are replaced.
+    sample_weight : array-like, optional
+
+    Returns
+    -------
+    list of fitted LLSVM, in the order ``[(g, C) for g in gammas for C in Cs]``;
+    each has ``gamma`` and ``C`` set to its grid values.
+
+    Examples
+    --------
+    >>> from gpuksvm.estimators.llsvm import LLSVM, fit_llsvm_grid
+    >>> from gpuksvm.datasets import make_checkerboard
+    >>> X, y = make_checkerboard(1000, random_state=0)
+    >>> models = fit_llsvm_grid(X, y, gammas=[10.0, 30.0], Cs=[1.0, 10.0],
+    ...                         estimator=LLSVM(n_landmarks=100, device="cpu", random_state=0))
+    >>> len(models)
+    4
+    """
+    base = LLSVM() if estimator is None else estimator
+    gammas, Cs = [float(g) for g in gammas], [float(c) for c in Cs]
+    if not gammas or not Cs:
+        raise ValueError("gammas and Cs must be non-empty")
+    for g in gammas:
+        check_param("gamma", g, Real, low=0.0, closed="neither")
+    for c in Cs:
+        check_param("C", c, Real, low=0.0, closed="neither")
+    if isinstance(base.kernel, Kernel) or base.kernel == "linear":
+        raise ValueError("fit_llsvm_grid needs kernel='rbf' or 'poly' given by name")
+    proto = clone(base).set_params(gamma=gammas[0], C=Cs[0])
+    proto._check_params()
+    X, y, _ = validate_X_y(proto, X, y)
+    encode_classes(y)
+    sw = None if sample_weight is None else check_sample_weight(sample_weight, X)
+    dev = proto._device()
+    dt = bk.resolve_dtype(proto.dtype, dev)
+    rs = check_random_state(proto.random_state)
+    t0 = bk.synchronized_clock(dev)
+    Xd = bk.to_device(X, dev, dt)
+    params = proto._map_params()
+    Xs, ys = sample_rows_for_map(Xd, y, params, rs)
+    Z = select_landmarks(Xs, params, proto.n_features_in_, dev, dt, rs)
+    t_land = bk.synchronized_clock(dev) - t0
+    kerns = [Kernel(base.kernel, gamma=g, degree=base.degree, coef0=base.coef0) for g in gammas]
+    t0 = bk.synchronized_clock(dev)
+    maps = nystrom_maps(Z, kerns, eig_floor=float(base.eig_floor), dtype=dt)
+    t_map = (bk.synchronized_clock(dev) - t0) / len(gammas)
+    state = rs.get_state()
+    models = []
+    for g, nmap in zip(gammas, maps):
+        rs.set_state(state)  # the same labelled subset for every γ
+        t0 = bk.synchronized_clock(dev)
+        nmap = apply_spectrum(nmap, Xs, ys, params, rs)
+        F = nmap.transform(Xd)
+        t_feat = bk.synchronized_clock(dev) - t0
+        for c in Cs:
+            est = clone(base).set_params(gamma=g, C=c)
+            est.n_features_in_ = proto.n_features_in_
+            if hasattr(proto, "feature_names_in_"):
+                est.feature_names_in_ = proto.feature_names_in_
+            t0 = bk.synchronized_clock(dev)
+            svm = est._linear_svm().fit(F, y, sample_weight=sw)
+            times = dict(landmarks=t_land, map=t_map, features=t_feat, svm=bk.synchronized_clock(dev) - t0)
+            models.append(est._set_fitted(nmap, svm, dev, dt, times))
+    return models

@@ -1,0 +1,254 @@
+"""The fitted-model surface that makes a kernel classifier a drop-in for scikit-learn's SVC.
+
+Shared by :class:`~gpuksvm.KernelSVC`, :class:`~gpuksvm.SVI` and
+:class:`~gpuksvm.CVM` (issue 18).
+Their fitted model is a set of binary problems p = 0 … P−1, each a kernel
+expansion over the rows ``support_vectors_``::
+
+    f_p(x) = Σ_k W[k, p] κ(sv_k, x) + intercept_[p]                               (1)
+
+whose coefficient matrix W the estimator reads, at every call, from its public
+``dual_coef_`` (:meth:`SVCSurfaceMixin._problem_coef`: LIBSVM's one-vs-one
+layout for KernelSVC, one row per problem for SVI).  No other copy of the
+model exists, so editing ``dual_coef_`` or ``intercept_`` after ``fit``
+changes the predictions, as in scikit-learn.
+
+:class:`SVCSurfaceMixin` gives
+
+* ``decision_function`` and ``predict`` with SVC's rules: binary, f > 0 →
+  ``classes_[1]`` and f = 0 → ``classes_[1]`` too (LIBSVM's vote on its
+  internal value −f); one-vs-one, LIBSVM's vote (a pairwise 0 votes for the
+  second class of the pair, the lowest class index wins a tie of votes) or,
+  with ``break_ties=True``, the arg-max of the one-vs-rest shaped decision
+  function (:mod:`gpuksvm.solvers.multiclass`); ``break_ties=True`` with
+  ``decision_function_shape="ovo"`` is refused as in SVC;
+* ties: a value computed as exactly 0 votes as in LIBSVM (above).  A tie in
+  exact arithmetic that the floating-point sum leaves as rounding noise
+  (±1e-18) votes by the sign of that noise, in LIBSVM as here, and that sign
+  depends on the order of summation, so such votes are not reproducible
+  between the two.  (Measured on mirror-symmetric training sets, test points
+  on the mirror: 20–38% of those votes differ from SVC's; setting values
+  within the rounding error to 0 first gave 24–37%, so it is not done.)
+* ``coef_`` for a linear kernel: wᵀ_p = Σ_k W[k, p] sv_k, one row per problem,
+  read-only, SciPy-sparse after a fit on sparse X (as SVC);
+* the prediction input rules of SVC: sparse X after a fit on dense X is
+  refused; ``kernel="precomputed"`` takes K(X_test, X_train) (columns
+  ``support_`` are used); a callable kernel gets X as given (any sequence of
+  samples) and the training samples ``X_fit_``, of whose columns ``support_``
+  are used;
+* ``_platt_problems`` / ``_binary_decisions`` for
+  :class:`~gpuksvm.estimators.calibration.ProbabilityMixin`;
+
+and the functions :func:`sparse_like` (``dual_coef_`` as CSR after a sparse
+fit), :func:`warn_unconverged` (one ``ConvergenceWarning`` with SVC's message
+when solvers stopped early; defined in :mod:`gpuksvm.solvers.svc_dual`, which the
+solvers share) and :func:`callable_gram` (a user kernel's output,
+checked).
+
+Adopting it (e.g. CVM)
+----------------------
+Put ``SVCSurfaceMixin`` after ``DeviceMixin`` and before ``ProbabilityMixin``
+in the bases; fit ``kernel_``, ``classes_``, ``support_``,
+``support_vectors_``, ``dual_coef_`` (through :func:`sparse_like`) and
+``intercept_``; implement :meth:`~SVCSurfaceMixin._problem_coef` (W of (1),
+checked against the other attributes) and, if not one-vs-one with an
+SVC-shaped decision function, :meth:`~SVCSurfaceMixin._multiclass_scheme` /
+:meth:`~SVCSurfaceMixin._decision_shape`; call :func:`warn_unconverged` with
+the solvers' ``converged`` / ``max_iter_reached`` at the end of ``fit``; drop the estimator's own
+``decision_function``/``predict``.  A model whose f_p is not (1) (CVM's
+normalized kernel, its ρ-scaled one-vs-rest values) overrides
+:meth:`~SVCSurfaceMixin._problem_decisions` and keeps the rest.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import scipy.sparse as sp
+from sklearn.utils.validation import check_is_fitted
+
+from gpuksvm.array import backend as bk
+from gpuksvm.kernels.kernel import Kernel, kernel_matvec
+from gpuksvm.solvers.multiclass import binary_predict, binary_problems, ovo_predict, ovr_decision_function
+from gpuksvm.scaleout.dispatch import dask_dispatch
+from gpuksvm.array.blas_threads import host_busy, one_blas_thread
+from gpuksvm.solvers.svc_dual import PRECOMPUTED, warn_unconverged
+
+__all__ = ["SVCSurfaceMixin", "sparse_like", "warn_unconverged", "callable_gram", "NOT_FINITE_MESSAGE",
+           "is_precomputed", "is_user_callable", "n_samples_of", "shape_of"]
+
+#: scikit-learn's SVC message when the solution overflows (tests match it)
+NOT_FINITE_MESSAGE = ("The dual coefficients or intercepts are not finite. The input data may "
+                      "contain large values and need to be preprocessed.")
+
+
+def is_precomputed(kernel: Any) -> bool:
+    return isinstance(kernel, str) and kernel == PRECOMPUTED
+
+
+def is_user_callable(kernel: Any) -> bool:
+    """A Python function as kernel (a :class:`~gpuksvm.kernels.kernel.Kernel` is callable too, but not this)."""
+    return callable(kernel) and not isinstance(kernel, Kernel)
+
+
+def n_samples_of(X: Any) -> int:
+    return int(X.shape[0]) if hasattr(X, "shape") else len(X)
+
+
+def shape_of(a: Any) -> tuple:
+    """The shape of an array of any kind (NumPy, CuPy, sparse) or of a nested sequence."""
+    return tuple(a.shape) if hasattr(a, "shape") else np.shape(a)
+
+
+def sparse_like(M: np.ndarray, sparse: bool) -> Any:
+    """``M`` as a CSR matrix when the model was fitted on sparse X (SVC's convention), else as is."""
+    return sp.csr_matrix(M) if sparse else M
+
+
+def callable_gram(kernel: Any, A: Any, B: Any) -> np.ndarray:
+    """K(A, B) of a user kernel function, as a checked host float64 (len(A), len(B)) array."""
+    K = kernel(A, B)
+    if sp.issparse(K) or bk.is_sparse(K):
+        K = bk.to_host(K).toarray()
+    K = np.asarray(bk.to_host(K), dtype=np.float64)
+    expected = (n_samples_of(A), n_samples_of(B))
+    if K.shape != expected:
+        raise ValueError(f"the kernel function returned an array of shape {K.shape}; expected "
+                         f"{expected} (rows of its first argument × rows of its second)")
+    if not np.isfinite(K).all():
+        raise ValueError("the kernel function returned NaN or infinity")
+    return K
+
+
+class SVCSurfaceMixin:
+    """decision_function, predict, coef_ and the input rules of scikit-learn's SVC.
+
+    See the module docstring for what the host estimator provides.
+    """
+
+    # ------------------------------------------------------------------ hooks
+    def _problem_coef(self) -> Any:
+        """W of eq. (1), (n_SV, n_problems), on any device; checked against the model."""
+        raise NotImplementedError
+
+    def _multiclass_scheme(self) -> str:
+        """``"ovo"`` or ``"ovr"``: what the binary problems are for more than two classes."""
+        return "ovo"
+
+    def _decision_shape(self) -> str:
+        """Shape of ``decision_function`` for one-vs-one problems: ``"ovr"`` or ``"ovo"``."""
+        return getattr(self, "decision_function_shape", "ovr")
+
+    # ------------------------------------------------------------------ model
+    def _fitted_sparse(self) -> bool:
+        return sp.issparse(self.dual_coef_)
+
+    def _compute_dtype(self) -> np.dtype:
+        dt = getattr(self.support_vectors_, "dtype", None)
+        return np.dtype(dt) if dt is not None and np.dtype(dt).kind == "f" else np.dtype(np.float64)
+
+    def _problem_decisions(self, X: Any) -> tuple[np.ndarray, str]:
+        """(n, n_problems) host float64 values f_p(x) of eq. (1) and the caller's array kind."""
+        check_is_fitted(self, "dual_coef_")
+        kern = self.kernel_
+        b = np.asarray(bk.to_host(self.intercept_), dtype=np.float64).ravel()
+        W = self._problem_coef()
+        n_sv, P = W.shape
+        if is_user_callable(kern):
+            # test × train, as SVC evaluates a kernel function (then the columns support_)
+            K = callable_gram(kern, X, self.X_fit_)[:, self.support_]
+            return K @ np.asarray(bk.to_host(W), dtype=np.float64) + b[None, :], bk.array_kind(X)
+        dev = self._fitted_device()
+        dt = self._compute_dtype()
+        Xd, kind = self._validated_input(X, dt, refuse_sparse=not self._fitted_sparse())
+        Wd = bk.to_device(W, dev, dt) if dev.is_gpu else np.asarray(bk.to_host(W), dtype=dt)
+        n = Xd.shape[0]
+        if is_precomputed(kern):
+            raw = Xd[:, bk.to_device(np.asarray(self.support_), dev) if dev.is_gpu else self.support_] @ Wd
+        elif n_sv == 0:
+            raw = np.zeros((n, P))
+        else:
+            # on a busy host BLAS worker threads only spin (gpuksvm.array.blas_threads)
+            with one_blas_thread(not dev.is_gpu and host_busy()):
+                raw = kernel_matvec(Xd, self.support_vectors_, Wd, kern, dtype=dt)
+        return np.asarray(bk.to_host(raw), dtype=np.float64).reshape(n, P) + b[None, :], kind
+
+    # ------------------------------------------------------------------ public surface
+    def _check_break_ties(self) -> None:
+        if getattr(self, "break_ties", False) and self._decision_shape() == "ovo":
+            raise ValueError("break_ties must be False when decision_function_shape is 'ovo'")
+
+    @dask_dispatch()
+    def decision_function(self, X: Any):
+        """Decision values.
+
+        Binary: (n,), positive → ``classes_[1]``.  More classes, one-vs-one:
+        (n, n_classes) one-vs-rest shaped scores (votes plus squashed summed
+        confidences, :func:`~gpuksvm.solvers.multiclass.ovr_decision_function`) or,
+        with ``decision_function_shape="ovo"``, the (n, K(K−1)/2) pairwise
+        values (pair (i, j): positive → class i); one-vs-rest problems: the
+        (n, n_classes) values of each class's machine.
+        """
+        D, kind = self._problem_decisions(X)
+        K = len(self.classes_)
+        if K == 2:
+            out = D[:, 0]
+        elif self._multiclass_scheme() == "ovr" or self._decision_shape() == "ovo":
+            out = D
+        else:
+            out = ovr_decision_function(D, K)
+        return bk.as_kind(out, kind)
+
+    @dask_dispatch()
+    def predict(self, X: Any):
+        """Class labels: LIBSVM's vote, or with ``break_ties=True`` the arg-max of
+        ``decision_function`` (more than two classes, one-vs-one)."""
+        check_is_fitted(self)
+        self._check_break_ties()
+        D, kind = self._problem_decisions(X)
+        K = len(self.classes_)
+        if K == 2:
+            idx = binary_predict(D[:, 0])
+        elif self._multiclass_scheme() == "ovr":
+            idx = np.argmax(D, axis=1)
+        else:
+            idx = ovo_predict(D, K, break_ties=bool(getattr(self, "break_ties", False)))
+        return bk.labels_as_kind(self.classes_[idx], kind)
+
+    @property
+    def coef_(self):
+        """Primal weights of a linear kernel: row p is wᵀ_p = Σ_k W[k, p] sv_k.
+
+        (n_problems, n_features), in the order of ``intercept_``, so that
+        ``X @ coef_.T + intercept_`` are the one-vs-one (binary: the)
+        decision values.  Read-only (derived from ``dual_coef_`` and
+        ``support_vectors_``); SciPy-sparse after a fit on sparse X; on the
+        fitted device.  Other kernels: ``AttributeError``.
+        """
+        check_is_fitted(self, "dual_coef_")
+        if not (isinstance(self.kernel_, Kernel) and self.kernel_.name == "linear"):
+            raise AttributeError("coef_ is only available when using a linear kernel")
+        W = self._problem_coef()
+        SV = self.support_vectors_
+        if bk.is_sparse(SV) and not bk.is_gpu_array(SV):
+            coef = sp.csr_matrix(np.asarray(bk.to_host(W), dtype=np.float64).T) @ SV
+        else:
+            xp = bk.namespace_of(SV)
+            coef = xp.asarray(W, dtype=SV.dtype).T @ SV
+            if self._fitted_sparse():
+                coef = sp.csr_matrix(bk.to_host(coef))
+        if sp.issparse(coef):
+            coef = sp.csr_matrix(coef)
+            coef.data.flags.writeable = False
+        elif isinstance(coef, np.ndarray):
+            coef.flags.writeable = False
+        return coef
+
+    # ------------------------------------------------------------------ probability hooks
+    def _platt_problems(self) -> tuple[str, list[tuple[int, int | None]]]:
+        K = len(self.classes_)
+        scheme = self._multiclass_scheme()
+        return ("binary" if K == 2 else scheme), binary_problems(K, scheme)
+
+    def _binary_decisions(self, X: Any) -> np.ndarray:
+        return self._problem_decisions(X)[0]

@@ -1,0 +1,533 @@
+"""SVI — kernel SVM training by support vector identification: the algorithm (SPEC §3).
+
+Mao, Fu, Wu & Hu, "Fast Kernel SVM Training via Support Vector Identification"
+(papers/svi-support-vector-identification.txt), Algorithm 1, per binary problem:
+
+1. draw M (``n_subsets``) disjoint random subsets of rate θ (``subset_rate``);
+2. train a kernel SVM (hinge loss, same C and kernel) on each subset — all the
+   sub-SVMs of all problems are one call of :func:`gpuksvm.solvers.smo.solve.solve_batched`;
+3. average the M decision values over the problem's rows, eq. (1):
+   f̄(x) = (1/M) Σ_m f_m(x) — kernel mat-vecs against the union of the
+   sub-models' support vectors, never an n×SV matrix;
+4. keep the "margin support vectors", the rows with y·f̄(x) ≈ 1, here
+   ``|y f̄ − 1| ≤ margin_tol`` with the guards of
+   :func:`~gpuksvm.solvers.svi.steps.select_margin_rows`;
+5. β and b in closed form from eqs. (5)–(9) on those s rows:
+   β = (I/(2C) + ΠK)⁻¹ Πy  (eq. 9),   b = (1/s) 1ᵀ(y − Kβ)  (eq. 7);
+6. predict sign(Σ_j β_j κ(x, x_j) + b).
+
+What the paper leaves open, each with the measured reason.  The figures come
+from ``bench/svi_subset_rows.py --scale paper --device cpu``
+(``bench/results/svi_subset_rows.json``, 2026-11-23, 2-core CPU shared with
+other jobs): for each data set and each sub-SVM size r (M = 5, two seeds) the
+paper's closed-form model, scored against scikit-learn's SVC on the same rows
+in the same run, and the check below computed without acting on it.
+
+**Subsets sized from the problem** (:func:`~gpuksvm.solvers.svi.steps.plan_problem`).
+The sub-SVMs must be large enough to locate the margin, whatever θ·n gives.
+Points below SVC by sub-SVM size:
+
+=================  =========  =========  =========  =========  ==========
+data set           ≤ 500      1,000      2,000      3,256–6K   check
+=================  =========  =========  =========  =========  ==========
+ijcnn1 (50K)       3.3–3.5    1.5–1.7    0.8–0.9    0.2        fails < 5K
+adult (32K)        —          1.6–1.9    1.4        0.8–1.1    fails all
+two-sine (20K)     0.0–0.55   −0.1–0.1   −0.1–0.1   0.0–0.1    passes ≥ 2K
+checkerboard 10 %  —          1.1–3.1    0.2–0.9    0.3–0.4    fails all
+digits pairs       2.7–5.7    —          —          —          see below
+=================  =========  =========  =========  =========  ==========
+
+(digits: sub-SVMs of 20–40 rows, its one-vs-one pairs have ≈ 240;
+checkerboard: 4×4, 20,000 rows with 10 % of the labels flipped, clean test
+set, γ = 20, C = 10.)  Below 2,000 rows every set but the smooth two-sine
+missed SVC by more than 0.5 point; so every sub-SVM gets at least
+``min_subset_rows`` = :data:`DEFAULT_MIN_SUBSET_ROWS` rows (θ is raised for
+the problem, up to 1/M), and a problem with fewer than
+``n_subsets · min_subset_rows`` = 10,000 rows is solved by the exact SVM: the
+ensemble could not be accurate there, and the exact SVM is cheap (SVC on the
+2,000 ``demo --tiny`` ijcnn1 rows: 0.05 s, ``bench/results/svi.json``).
+
+**The ensemble check** (:func:`~gpuksvm.solvers.svi.steps.ensemble_check`).
+Sub-SVMs of 2,000 rows are not always enough (ijcnn1 above), and on adult the
+least-squares step (5) on margin rows loses to the ensemble itself whatever
+the size (the "oracle" of ``bench/svi_margin_tol.py``, steps 4–5 on SVC's own
+decision values, is 0.5–0.7 point below SVC).  On up to
+:data:`~gpuksvm.solvers.svi.steps.CHECK_MAX_ROWS` rows of the problem, each
+scored only by the sub-models that did not train on it, the check measures:
+
+* the sub-models' pairwise disagreement D (signs of f_m on rows neither
+  model saw): ijcnn1 3.1 % with 5,000-row sub-SVMs (0.2 point below SVC),
+  4.6 % with 2,000 (0.8–0.9 below), 5.9–7.3 % below that; two-sine 2.1–3.0 %
+  from 2,000 rows; adult 3.8–5.3 %; checkerboard 5.9–11.6 %.  It asks
+  D ≤ :data:`MAX_SUBMODEL_DISAGREEMENT` (4 %).  Label noise raises D: on the
+  checkerboard with 4,000-row sub-SVMs SVI was within 0.4 point and the check
+  still fails — a false alarm that costs the exact SVM's time, not accuracy;
+* the closed-form model's accuracy against the sub-models' leave-subset-out
+  average on the same rows, margin rows excluded: a loss of −0.4 to +0.02
+  point on ijcnn1, two-sine and the checkerboard, +0.22 to +1.1 on adult.  It
+  asks for a loss of at most :data:`MAX_HELD_OUT_LOSS` (0.1 point).
+
+Adult fails on both at every size measured, each alone close to its
+threshold at some seed.  The check is no substitute for the size floor: on
+digits' pairs with 20–40-row sub-SVMs it passed 26–35 of the 45 pairs while
+SVI was 2.7–5.7 points below SVC (easy pairs, sub-models that agree).  A
+problem that fails is solved by the exact SVM (LIBSVM on the CPU, the batched
+working-set SMO on a GPU — the engine of :class:`gpuksvm.KernelSVC`), with an
+:class:`ExactFallbackWarning`; ``sub_models_[p]["check"]`` keeps the figures.
+
+**The margin cap** (``max_margin_sv``).  The s×s solve costs O(s³); when more
+rows than the cap lie in the band, the closest ones are kept, which changes
+the model (adult, 5,657 band rows capped at 5,000) — a :class:`MarginCapWarning`
+says so.
+
+**Row order.**  The subsets are drawn from the rows put in an order that does
+not depend on the order given (a seeded hash of each row's contents, seeded by
+``random_state``: :func:`~gpuksvm.solvers.svi.steps.row_order_keys`), then
+shuffled by ``random_state``; every solver sees its rows in that order.  The same rows in any order and the
+same seed give the same model (LIBSVM files are often sorted by label).
+
+Multi-class problems are split one-vs-one or one-vs-rest
+(:func:`gpuksvm.solvers.multiclass.binary_problems`); every problem is sized, checked
+and, if needed, solved exactly on its own.
+"""
+from __future__ import annotations
+
+import copy
+import time
+import warnings
+from dataclasses import dataclass, field, fields
+from typing import Any
+
+import numpy as np
+from sklearn.utils import check_random_state
+
+from gpuksvm.array import backend as bk
+from gpuksvm.kernels.kernel import Kernel
+from gpuksvm.solvers.multiclass import binary_problems
+from gpuksvm.solvers.progress import report
+from gpuksvm.array.blas_threads import one_blas_thread
+from gpuksvm.solvers.smo.solve import solve_batched
+from gpuksvm.solvers.svc_dual import warn_unconverged
+from gpuksvm.solvers.svi.steps import (
+    CHECK_MAX_ROWS,
+    DEFAULT_MARGIN_TOL,
+    DEFAULT_MAX_MARGIN_SV,
+    DEFAULT_MIN_MARGIN_SV,
+    DEFAULT_MIN_SUBSET_ROWS,
+    MAX_HELD_OUT_LOSS,
+    MAX_SUBMODEL_DISAGREEMENT,
+    check_rows,
+    class_orders,
+    ensemble_check,
+    problem_subsets,
+    row_order_keys,
+    select_margin_rows,
+    solve_margin_problem,
+    stack_margin_models,
+    stack_submodels,
+    submodel_values,
+)
+
+__all__ = ["SVIParams", "SVIEnsemble", "SVIModel", "ExactFallbackWarning", "MarginCapWarning",
+           "SVIPlan", "plan_problems", "solve_record", "solver_summary", "solver_runs", "assemble",
+           "ensemble_stage", "check_problem", "margin_stage", "fit", "DEFAULT_MARGIN_TOL",
+           "DEFAULT_MAX_MARGIN_SV", "DEFAULT_MIN_MARGIN_SV", "DEFAULT_MIN_SUBSET_ROWS",
+           "MAX_SUBMODEL_DISAGREEMENT", "MAX_HELD_OUT_LOSS", "CHECK_MAX_ROWS"]
+
+#: When no binary problem has more margin SVs than this, the CPU solves of
+#: step 5 run with one BLAS thread: threaded BLAS on s ≲ 500 only adds hand-off
+#: costs (10× slower on a busy 2-core CPU, measured on digits' 45 pairs).
+_SERIAL_BLAS_MAX_S = 512
+
+
+class ExactFallbackWarning(UserWarning):
+    """SVI solved binary problems with the exact SVM instead of its ensemble."""
+
+
+class MarginCapWarning(UserWarning):
+    """``max_margin_sv`` cut the margin band of a binary problem (the model changed)."""
+
+
+@dataclass(frozen=True)
+class SVIParams:
+    """The parameters of one SVI fit (the estimator's, validated)."""
+
+    C: float
+    n_subsets: int = 5
+    subset_rate: float = 0.1
+    min_subset_rows: int = DEFAULT_MIN_SUBSET_ROWS
+    stratify: bool = True
+    margin_tol: float = DEFAULT_MARGIN_TOL
+    min_margin_sv: int = DEFAULT_MIN_MARGIN_SV
+    max_margin_sv: int | None = DEFAULT_MAX_MARGIN_SV
+    multi_class: str = "ovo"
+    ensemble_check: bool = True
+    tol: float = 1e-3
+    max_iter: int | None = None
+    random_state: Any = None
+    n_jobs: int | None = None
+    verbose: int = 0
+
+
+@dataclass
+class SVIModel:
+    """A fitted SVI model (what :func:`fit` returns and the estimator exposes)."""
+
+    problems: list[tuple[int, int | None]]
+    subsets: list[list[np.ndarray]]
+    sub_info: list[dict]
+    margin_rows: list[np.ndarray]
+    intercepts: np.ndarray
+    support: np.ndarray
+    coef: np.ndarray
+    solved_exactly: np.ndarray
+    margin_capped: np.ndarray
+    n_iter: np.ndarray
+    converged: np.ndarray
+    max_iter_reached: np.ndarray
+    times: dict = field(default_factory=dict)
+
+
+def solve_record(r: Any) -> dict:
+    """One SMO result (:class:`~gpuksvm.solvers.svc_dual.SMOResult`) as host data: ``support``
+    (int64), ``dual_coef`` (float64), ``intercept`` and the solver's ``objective``,
+    ``n_iter``, ``converged``, ``max_iter_reached``.  Shared by the single-process and
+    the Dask fit (where a worker returns it)."""
+    return {"support": np.asarray(bk.to_host(r.support), dtype=np.int64).ravel(),
+            "dual_coef": np.asarray(bk.to_host(r.dual_coef), dtype=np.float64).ravel(),
+            "intercept": float(r.intercept), "objective": float(r.objective), "n_iter": int(r.n_iter),
+            "converged": bool(r.converged), "max_iter_reached": bool(r.max_iter_reached)}
+
+
+def solver_summary(records: list[dict]) -> dict:
+    """The solver figures of a problem's SMO solves (:func:`solve_record`) for ``sub_models_``."""
+    return {key: [rec[key] for rec in records]
+            for key in ("objective", "n_iter", "converged", "max_iter_reached")}
+
+
+def assemble(problems: list, subsets: list[list[np.ndarray]], sub_info: list[dict],
+             margin_rows: list[np.ndarray], betas: list[np.ndarray], intercepts: list[float],
+             params: SVIParams, times: dict) -> SVIModel:
+    """The fitted model from every problem's rows and coefficients, and the warnings.
+
+    Shared by the single-process and the Dask fit.  ``sub_info[p]["exact"]``
+    (None, ``"too_small"``, ``"no_mixed_subset"`` or ``"check"``) says whether
+    and why problem p was solved by the exact SVM; ``sub_info[p]["guard"] ==
+    "max"`` that ``max_margin_sv`` cut its band.  Either is announced by an
+    :class:`ExactFallbackWarning` / :class:`MarginCapWarning`.  A problem whose
+    SMO solves (sub-SVMs, exact SVM: ``converged`` of ``sub_info[p]`` and of its
+    ``exact_solver``) did not all reach ``tol`` is not ``converged``; any such
+    problem gives one ``ConvergenceWarning`` (SVC's message when ``max_iter``
+    stopped a solver).
+    """
+    support, coef = stack_margin_models(margin_rows, betas)
+    exact = np.array([info.get("exact") is not None for info in sub_info], dtype=bool)
+    capped = np.array([info.get("exact") is None and info.get("guard") == "max" for info in sub_info],
+                      dtype=bool)
+    P = len(problems)
+    if exact.any():
+        why = [info["exact"] for info in sub_info]
+        parts = []
+        n_small = why.count("too_small")
+        if n_small:
+            parts.append(f"{n_small} have fewer than n_subsets × min_subset_rows = "
+                         f"{params.n_subsets * params.min_subset_rows:,} rows (sub-SVMs of fewer than "
+                         f"{params.min_subset_rows:,} rows do not find the margin)")
+        n_mixed = why.count("no_mixed_subset")
+        if n_mixed:
+            parts.append(f"{n_mixed} have no subset holding both classes")
+        n_check = why.count("check")
+        if n_check:
+            failed = [info["check"]["failed"] for info in sub_info if info.get("exact") == "check"]
+            words = {"disagreement": f"sub-models disagree on more than "
+                                     f"{100 * MAX_SUBMODEL_DISAGREEMENT:g} % of held-out rows",
+                     "accuracy_loss": f"the closed-form model loses more than "
+                                      f"{100 * MAX_HELD_OUT_LOSS:g} point to the ensemble"}
+            parts.append(f"{n_check} failed the ensemble check (" + "; ".join(
+                f"{sum(code in f for f in failed)}: {text}" for code, text in words.items()
+                if any(code in f for f in failed)) + ")")
+        warnings.warn(f"SVI solved {int(exact.sum())} of {P} binary problem(s) with the exact SVM "
+                      f"instead of the sub-SVM ensemble: {'; '.join(parts)}. The model is the "
+                      f"exact SVM's there (its support vectors); see solved_exactly_ and "
+                      f"sub_models_[p]['check'].", ExactFallbackWarning, stacklevel=2)
+    if capped.any():
+        band = [sub_info[p]["n_candidates"] for p in np.flatnonzero(capped)]
+        warnings.warn(f"SVI capped the margin set of {int(capped.sum())} of {P} binary problem(s) at "
+                      f"max_margin_sv={params.max_margin_sv:,} rows ({min(band):,}–{max(band):,} rows "
+                      f"were in the band |y f̄ − 1| ≤ {params.margin_tol:g}): the model differs from "
+                      f"the uncapped one; raise max_margin_sv (None: no cap) or lower margin_tol. "
+                      f"See margin_capped_.", MarginCapWarning, stacklevel=2)
+    n_iter = np.array([max(info.get("exact_solver", info).get("n_iter") or [0]) for info in sub_info],
+                      dtype=np.int64)
+    solves = [solver_runs(info) for info in sub_info]
+    converged = np.array([all(run["converged"]) for run in solves], dtype=bool)
+    max_iter_reached = np.array([any(run["max_iter_reached"]) for run in solves], dtype=bool)
+    warn_unconverged(converged, max_iter_reached, params.max_iter, params.tol, "SVI")
+    return SVIModel(problems=problems, subsets=subsets, sub_info=sub_info, margin_rows=margin_rows,
+                    intercepts=np.asarray(intercepts, dtype=np.float64), support=support, coef=coef,
+                    solved_exactly=exact, margin_capped=capped, n_iter=n_iter, converged=converged,
+                    max_iter_reached=max_iter_reached, times=times)
+
+
+def solver_runs(info: dict) -> dict:
+    """``converged`` and ``max_iter_reached`` of every SMO solve of a problem
+    (``sub_models_[p]``): its sub-SVMs or first exact solve, and its exact fallback."""
+    extra = info.get("exact_solver", {})
+    return {key: list(info.get(key, [])) + list(extra.get(key, []))
+            for key in ("converged", "max_iter_reached")}
+
+
+# --------------------------------------------------------------------------- the algorithm
+@dataclass
+class SVIPlan:
+    """Step 1 of every binary problem (:func:`plan_problems`)."""
+
+    orders: list[np.ndarray]
+    rank: np.ndarray
+    problems: list[tuple[int, int | None]]
+    rows: list[np.ndarray]
+    labels: list[np.ndarray]
+    subsets: list[list[np.ndarray]]
+    sub_info: list[dict]
+
+
+def plan_problems(yidx: np.ndarray, keys: np.ndarray, params: SVIParams, random_state: Any) -> SVIPlan:
+    """The binary problems, their rows and ±1 labels, and their subsets (empty: the
+    problem is solved exactly from the start), drawn from the row-order ``keys``
+    (:func:`~gpuksvm.solvers.svi.steps.row_order_keys`, drawn from the same
+    ``random_state`` first).  ``rank`` is every row's place in the key order.
+    Shared by the single-process and the Dask fit."""
+    orders = class_orders(yidx, stratify=params.stratify, keys=keys, random_state=random_state)
+    rank = np.empty(yidx.shape[0], np.int64)
+    rank[np.lexsort((keys[:, 1], keys[:, 0]))] = np.arange(yidx.shape[0])
+    problems = binary_problems(int(yidx.max()) + 1, params.multi_class)
+    plan = SVIPlan(orders=orders, rank=rank, problems=problems, rows=[], labels=[], subsets=[],
+                   sub_info=[])
+    for pos, neg in problems:
+        r, yp, subs, info = problem_subsets(yidx, orders, pos, neg, n_subsets=params.n_subsets,
+                                            subset_rate=params.subset_rate,
+                                            min_subset_rows=params.min_subset_rows)
+        plan.rows.append(r)
+        plan.labels.append(yp)
+        plan.subsets.append(subs)
+        plan.sub_info.append(info)
+    return plan
+
+
+@dataclass
+class SVIEnsemble(SVIPlan):
+    """Steps 1–3 of every binary problem: what :func:`margin_stage` turns into a model.
+
+    The plan (:class:`SVIPlan`), and: ``F[p]`` the decision values of problem
+    p's sub-models on its rows (``rows[p]``, ascending); ``exact[p]`` the exact
+    SVM's solution (:func:`solve_record`) of a problem solved exactly from the
+    start (None otherwise).
+    """
+
+    Xd: Any = None
+    yidx: np.ndarray | None = None
+    kernel: Kernel | None = None
+    device: bk.Device | None = None
+    dtype: np.dtype | None = None
+    params: SVIParams | None = None
+    F: list[np.ndarray | None] = field(default_factory=list)
+    exact: list[Any] = field(default_factory=list)
+    times: dict = field(default_factory=dict)
+
+
+def _in_rank_order(rows: np.ndarray, rank: np.ndarray) -> np.ndarray:
+    """``rows`` in the order-independent order of :func:`row_order_keys`."""
+    return rows[np.argsort(rank[rows], kind="stable")]
+
+
+def _solve(Xd: Any, labels: list[np.ndarray], row_sets: list[np.ndarray],
+           kernel: Kernel, params: SVIParams, device: bk.Device, dtype: Any) -> list:
+    """One batched call of the SMO engine (sub-SVMs and exact problems alike)."""
+    if not row_sets:
+        return []
+    # one ConvergenceWarning per fit (assemble), not one per solve
+    res = solve_batched(Xd, labels, row_sets, kernel, float(params.C), tol=float(params.tol),
+                        max_iter=params.max_iter, device=device, dtype=dtype, n_jobs=params.n_jobs,
+                        warn_convergence=False)
+    return [solve_record(r) for r in res]
+
+
+def _host_model(rec: dict) -> tuple[np.ndarray, np.ndarray, float]:
+    return rec["support"], rec["dual_coef"], rec["intercept"]
+
+
+def ensemble_stage(X: Any, Xd: Any, yidx: np.ndarray, kernel: Kernel, params: SVIParams,
+                   device: bk.Device, dtype: Any) -> SVIEnsemble:
+    """Steps 1–3 of every binary problem (and the exact solve of the problems too
+    small for an ensemble), all SMO problems in one batched call.
+
+    ``X`` is the validated input (host or device, for the row-order keys),
+    ``Xd`` its copy on the compute device, ``yidx`` the encoded labels.
+    """
+    times = {}
+    t0 = time.perf_counter()
+    rs = check_random_state(params.random_state)
+    plan = plan_problems(yidx, row_order_keys(X, rs), params, rs)
+    rank, problems = plan.rank, plan.problems
+    rows, labels, subsets, sub_info = plan.rows, plan.labels, plan.subsets, plan.sub_info
+    times["subsets"] = time.perf_counter() - t0
+
+    # step 2: the sub-SVMs of every problem and the exact SVMs of the problems
+    # too small for an ensemble, in ONE batched call; every solver sees its
+    # rows in the order-independent order
+    t0 = time.perf_counter()
+    yfull = [np.zeros(yidx.shape[0]) for _ in problems]
+    jobs, owner = [], []
+    for p in range(len(problems)):
+        yfull[p][rows[p]] = labels[p]
+        for S in (subsets[p] or [rows[p]]):
+            S = _in_rank_order(S, rank)
+            jobs.append((yfull[p][S], S))
+            owner.append(p)
+    report("SVI", f"{sum(len(s) for s in subsets)} sub-SVMs and {sum(not s for s in subsets)} exact "
+           f"problem(s) of {len(problems)} in one batch", params.verbose)
+    res_all = _solve(Xd, [j[0] for j in jobs], [j[1] for j in jobs], kernel, params, device, dtype)
+    owner = np.asarray(owner)
+    results, exact = [], []
+    for p in range(len(problems)):
+        res = [res_all[i] for i in np.flatnonzero(owner == p)]
+        sub_info[p].update(solver_summary(res))
+        exact.append(res[0] if not subsets[p] else None)
+        results.append([_host_model(r) for r in res] if subsets[p] else [])
+        sub_info[p]["n_support"] = [int(m[0].size) for m in results[p]]
+    times["sub_svms"] = time.perf_counter() - t0
+
+    # step 3: every sub-model on its problem's rows.  Problems over all rows
+    # (binary, one-vs-rest) share one kernel mat-vec against the union of their
+    # sub-models' SVs; each one-vs-one pair has its own (its rows only)
+    t0 = time.perf_counter()
+    F: list[np.ndarray | None] = [None] * len(problems)
+    n = yidx.shape[0]
+    full = [p for p in range(len(problems)) if results[p] and rows[p].shape[0] == n]
+    groups = ([full] if full else []) + [[p] for p in range(len(problems))
+                                         if results[p] and rows[p].shape[0] < n]
+    dev_of = bk.device_of(Xd)
+    for group in groups:
+        models = [m for p in group for m in results[p]]
+        union, W, b = stack_submodels(models)
+        Xsv = Xd[bk.to_device(union, dev_of)]
+        vals = submodel_values(Xd, None if rows[group[0]].shape[0] == n else rows[group[0]],
+                               Xsv, W, b, kernel, dtype)
+        j = 0
+        for p in group:
+            F[p] = vals[:, j:j + len(results[p])]
+            j += len(results[p])
+    times["ensemble"] = time.perf_counter() - t0
+    return SVIEnsemble(**{f.name: getattr(plan, f.name) for f in fields(SVIPlan)}, Xd=Xd, yidx=yidx,
+                       kernel=kernel, device=device, dtype=np.dtype(dtype), params=params, F=F,
+                       exact=exact, times=times)
+
+
+def check_problem(ens: SVIEnsemble, p: int, margin_rows: np.ndarray, beta: np.ndarray,
+                  intercept: float) -> dict:
+    """:func:`~gpuksvm.solvers.svi.steps.ensemble_check` of problem ``p`` of ``ens`` for
+    its closed-form model (``margin_rows``, β, b), on the problem's check rows."""
+    rows = ens.rows[p]
+    h = check_rows(rows, ens.orders)
+    at = np.searchsorted(rows, h)
+    inside = np.stack([np.isin(h, S) for S in ens.subsets[p]], axis=1)
+    Xd = ens.Xd
+    XM = Xd[bk.to_device(margin_rows, bk.device_of(Xd))]
+    f_model = submodel_values(Xd, h, XM, beta[:, None], np.array([intercept]), ens.kernel, ens.dtype)
+    return ensemble_check(ens.F[p][at], inside, ens.labels[p][at], f_model[:, 0],
+                          np.isin(h, margin_rows))
+
+
+def margin_stage(ens: SVIEnsemble, margin_tol: float | None = None, *,
+                 ensemble_check_on: bool | None = None) -> SVIModel:
+    """Steps 4–5 of every problem, the ensemble check and the exact fallback.
+
+    ``margin_tol`` and ``ensemble_check_on`` override the parameters' (so that
+    ``bench/svi_margin_tol.py`` can study τ on one ensemble).
+    """
+    params = ens.params
+    tau = params.margin_tol if margin_tol is None else float(margin_tol)
+    checking = params.ensemble_check if ensemble_check_on is None else bool(ensemble_check_on)
+    sub_info = copy.deepcopy(ens.sub_info)
+    times = dict(ens.times)
+    Xd, kernel, dt = ens.Xd, ens.kernel, ens.dtype
+    dev_of = bk.device_of(Xd)
+    P = len(ens.problems)
+
+    t0 = time.perf_counter()
+    margin_rows: list[np.ndarray | None] = [None] * P
+    labels_sel: list[np.ndarray | None] = [None] * P
+    for p in range(P):                               # step 4, every ensemble problem
+        if ens.F[p] is None:
+            continue
+        fbar = ens.F[p].mean(axis=1)
+        yp = ens.labels[p]
+        margin = yp * fbar
+        sel, info = select_margin_rows(margin, yp, tau, min_sv=int(params.min_margin_sv),
+                                       max_sv=None if params.max_margin_sv is None
+                                       else int(params.max_margin_sv))
+        margin_rows[p] = ens.rows[p][sel]
+        labels_sel[p] = yp[sel]
+        sub_info[p].update(info)
+        sub_info[p]["ensemble_train_accuracy"] = float(np.mean(margin > 0))
+
+    # step 5, every ensemble problem.  Many small systems (one-vs-one): one BLAS thread each
+    betas: list[np.ndarray | None] = [None] * P
+    intercepts: list[float] = [0.0] * P
+    todo = [p for p in range(P) if margin_rows[p] is not None]
+    small = not ens.device.is_gpu and max([margin_rows[p].size for p in todo] or [0]) <= _SERIAL_BLAS_MAX_S
+    with one_blas_thread(small):
+        for p in todo:
+            betas[p], intercepts[p] = solve_margin_problem(
+                Xd[bk.to_device(margin_rows[p], dev_of)], labels_sel[p], kernel, params.C, dt)
+    times["solve"] = time.perf_counter() - t0
+
+    # the check: sub-models (leave-subset-out) against the closed-form model on
+    # a sample of each problem's rows; failures are solved by the exact SVM
+    t0 = time.perf_counter()
+    if checking:
+        for p in todo:
+            result = check_problem(ens, p, margin_rows[p], betas[p], intercepts[p])
+            sub_info[p]["check"] = result
+            if not result["passed"]:
+                sub_info[p]["exact"] = "check"
+    failed = [p for p in todo if sub_info[p].get("exact") == "check"]
+    exact = list(ens.exact)
+    if failed:
+        yfull = np.zeros(ens.yidx.shape[0])
+        jobs = []
+        for p in failed:
+            yfull[ens.rows[p]] = ens.labels[p]
+            S = _in_rank_order(ens.rows[p], ens.rank)
+            jobs.append((yfull[S].copy(), S))
+        for p, r in zip(failed, _solve(Xd, [j[0] for j in jobs], [j[1] for j in jobs], kernel,
+                                       params, ens.device, dt)):
+            exact[p] = r
+            sub_info[p]["exact_solver"] = solver_summary([r])
+    times["check"] = time.perf_counter() - t0
+
+    for p in range(P):
+        if exact[p] is not None:
+            sup, coef, b = _host_model(exact[p])
+            margin_rows[p], betas[p], intercepts[p] = sup, coef, b
+    return assemble(ens.problems, ens.subsets, sub_info, margin_rows, betas, intercepts, params, times)
+
+
+def fit(X: Any, Xd: Any, yidx: np.ndarray, kernel: Kernel, params: SVIParams, device: bk.Device,
+        dtype: Any) -> SVIModel:
+    """Fit SVI (Algorithm 1 with the sizing, check and fallback of the module docstring).
+
+    Parameters
+    ----------
+    X : (n, d) validated input (NumPy, CuPy or SciPy sparse)
+    Xd : X on the compute device in the working dtype
+    yidx : (n,) int class indices 0..K−1
+    kernel : Kernel with γ resolved
+    params : SVIParams
+    device, dtype : compute device and working dtype
+
+    Returns
+    -------
+    SVIModel
+    """
+    return margin_stage(ensemble_stage(X, Xd, yidx, kernel, params, device, dtype))
