@@ -1,4 +1,4 @@
-"""``python -m gpuksvm`` / the ``gpuksvm`` console script: see :mod:`gpuksvm.cli.main`."""
+"""``python -m gpuksvm`` / the ``gpuksvm`` console script: see :mod:`gpuksvm.cli.commands`."""
 from __future__ import annotations
 
 import sys

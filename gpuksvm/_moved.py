@@ -1,9 +1,9 @@
-"""Module paths of the previous layout, kept importable for one release (with a DeprecationWarning).
+"""Module paths of the previous layout, kept importable for one release (with a FutureWarning, as scikit-learn warns of what users must change).
 
 The package is laid out by layer (``array``, ``kernels``, ``solvers``, ``estimators``,
 ``persistence``, ``scaleout``, ``cli``).  Code that imports a module by its previous path —
 ``from gpuksvm.llsvm import LLSVM``, ``python -m gpuksvm.demo``, or a pickle that names
-``gpuksvm.llsvm.LLSVM`` — gets the module at its present path, and a warning naming it.  The public
+``gpuksvm.llsvm.LLSVM`` — gets the module at its present path, and a ``FutureWarning`` naming it.  The public
 names (``gpuksvm.LLSVM``, ``gpuksvm.save``, ...) and model files are not affected.
 """
 from __future__ import annotations
@@ -28,11 +28,11 @@ MOVED_MODULES: dict[str, str] = {
     "gpuksvm.blocks": "gpuksvm.data.blocks",
     "gpuksvm.calibration": "gpuksvm.estimators.calibration",
     "gpuksvm.cluster": "gpuksvm.solvers.nystrom.kmeans",
-    "gpuksvm.command": "gpuksvm.cli.command",
+    "gpuksvm.command": "gpuksvm.cli.contract",
     "gpuksvm.cvm": "gpuksvm.estimators.cvm",
     "gpuksvm.cvm_base": "gpuksvm.estimators.cvm_base",
     "gpuksvm.demo": "gpuksvm.cli.demo",
-    "gpuksvm.distributed": "gpuksvm.scaleout",
+    "gpuksvm.distributed": "gpuksvm.scaleout.previous_api",
     "gpuksvm.files": "gpuksvm.data.files",
     "gpuksvm.io": "gpuksvm.persistence.io",
     "gpuksvm.kernel_svc": "gpuksvm.estimators.kernel_svc",
@@ -85,7 +85,7 @@ class _MovedModuleLoader(importlib.abc.Loader):
 
     def _warn(self) -> None:
         warnings.warn(f"{self.old} has moved to {self.new}; the previous path is removed in the next release",
-                      DeprecationWarning, stacklevel=4)
+                      FutureWarning, stacklevel=4)
 
     def create_module(self, spec: importlib.machinery.ModuleSpec) -> ModuleType:
         self._warn()

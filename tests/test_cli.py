@@ -15,7 +15,7 @@ from sklearn.datasets import dump_svmlight_file
 
 from gpuksvm.persistence import io
 from gpuksvm.__main__ import main
-from gpuksvm.cli.main import make_estimator, parse_kernel
+from gpuksvm.cli.commands import make_estimator, parse_kernel
 
 from _estimator_zoo import ZOO, zoo_data
 
@@ -162,7 +162,7 @@ def test_make_estimator_maps_options():
 
 
 def test_option_the_method_lacks_is_rejected():
-    from gpuksvm.cli.main import CLIError
+    from gpuksvm.cli.commands import CLIError
 
     with pytest.raises(CLIError, match="-k"):
         make_estimator("svi", options={"landmarks": 10})
@@ -199,7 +199,7 @@ def test_output_paths_that_cannot_be_written_are_errors_before_work(tmp_path, ca
         rc, _, err = _run(["predict", train, model_file, str(out)], capsys)
         assert rc == 1 and "cannot write the predictions" in _err_line(err, "predict")
     # the model path is checked before the data are read and the model trained
-    import gpuksvm.cli as cli
+    import gpuksvm.cli.commands as cli
 
     def no_training(*a, **k):
         raise AssertionError("the data were read before the model path was checked")
@@ -335,7 +335,7 @@ def test_info_and_predict_refuse_tampered_models(tmp_path, capsys):
 
 
 def test_unexpected_errors_are_one_line_not_a_traceback(tmp_path, capsys, monkeypatch):
-    import gpuksvm.cli as cli
+    import gpuksvm.cli.commands as cli
 
     train, model_file = _model(tmp_path)
     capsys.readouterr()

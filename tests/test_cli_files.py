@@ -17,7 +17,7 @@ from sklearn.datasets import dump_svmlight_file
 from gpuksvm import LinearSVM
 from gpuksvm.persistence import io
 from gpuksvm.__main__ import main
-from gpuksvm.cli.command import printable
+from gpuksvm.cli.contract import printable
 
 from _estimator_zoo import zoo_data
 from test_cli import _err_line, _run
@@ -270,7 +270,7 @@ def test_a_model_that_loads_but_cannot_predict_is_a_damaged_file_not_a_bug(files
 @pytest.mark.parametrize("command", ["predict", "info"])
 def test_a_loader_error_other_than_model_format_error_names_the_file(files, tmp_path, capsys, monkeypatch,
                                                                       error, command):
-    import gpuksvm.cli as cli
+    import gpuksvm.cli.commands as cli
 
     train, test, model = files
 

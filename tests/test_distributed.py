@@ -613,13 +613,13 @@ def test_unrecoverable_worker_loss_is_a_clear_error(client, cluster):
 
 
 def test_old_module_name_warns_and_still_works():
-    """``gpuksvm.scaleout`` is a deprecated alias of ``gpuksvm.scaleout`` for one release."""
+    """``gpuksvm.distributed`` is a deprecated alias of ``gpuksvm.scaleout`` for one release."""
     import importlib
     import sys
 
-    sys.modules.pop("gpuksvm.scaleout", None)
-    with pytest.warns(FutureWarning, match="gpuksvm.scaleout"):
-        old = importlib.import_module("gpuksvm.scaleout")
+    sys.modules.pop("gpuksvm.distributed", None)
+    with pytest.warns(FutureWarning, match="gpuksvm.distributed"):
+        old = importlib.import_module("gpuksvm.distributed")
     assert old.fit_llsvm is gd.fit_llsvm and old.fit_svi is gd.fit_svi and old.fit_cvm is gd.fit_cvm
     X = np.random.default_rng(0).normal(size=(120, 2))
     y = (X[:, 0] > 0).astype(int)

@@ -212,7 +212,7 @@ def test_header_class_must_match_the_tree_and_info_shows_the_tree(tmp_path, caps
     assert main(["info", str(bad)]) == 1
     assert "gpuksvm info: error:" in capsys.readouterr().err
     assert main(["info", str(src)]) == 0
-    assert capsys.readouterr().out.splitlines()[0].endswith(": gpuksvm.estimators.linear_svm.LinearSVM")
+    assert capsys.readouterr().out.splitlines()[0].endswith(": gpuksvm.linear_svm.LinearSVM")
 
 
 @pytest.mark.parametrize("mutate,match", [

@@ -15,8 +15,8 @@ from sklearn.svm import SVC
 from gpuksvm.datasets import dataset_path, make_checkerboard
 from gpuksvm.estimators.kernel_svc import KernelSVC
 from gpuksvm.kernels.kernel import Kernel, kernel_block
-from gpuksvm.solvers.smo import solve
-from gpuksvm.solvers.smo.solve import solve_batched
+from gpuksvm.solvers.smo.engines import solve
+from gpuksvm.solvers.smo.engines import solve_batched
 from gpuksvm.solvers.smo.working_set import solve_subproblems_host
 from gpuksvm.solvers.svc_dual import dual_objective
 

@@ -23,7 +23,7 @@ from gpuksvm import CVM, SVI, KernelSVC
 from gpuksvm.estimators import calibration
 from gpuksvm.datasets import make_checkerboard
 from gpuksvm.kernels.kernel import Kernel
-from gpuksvm.solvers.smo.solve import solve_batched, solve_ovo
+from gpuksvm.solvers.smo.engines import solve_batched, solve_ovo
 from gpuksvm.solvers.svc_dual import dual_objective
 
 TOY_X = np.array([[-2, -1], [-1, -1], [-1, -2], [1, 1], [1, 2], [2, 1]], dtype=float)

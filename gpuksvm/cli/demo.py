@@ -51,7 +51,7 @@ from gpuksvm.estimators.linear_svm import LinearSVM
 from gpuksvm.estimators.llsvm import LLSVM
 from gpuksvm.estimators.okfeb import OKFEBClassifier
 from gpuksvm.estimators.svi import SVI
-from gpuksvm.cli.command import CLIError, parse_literal, run_command
+from gpuksvm.cli.contract import CLIError, parse_literal, run_command
 
 __all__ = ["DEMO_METHODS", "DemoMethod", "run_demo", "format_table", "model_size",
            "PeakMemory", "add_arguments", "run_from_args", "main"]

@@ -1,6 +1,6 @@
 """KernelSVC — the exact C-SVC (hinge loss) engine, on GPU and CPU.
 
-The dual of every binary problem is solved by :mod:`gpuksvm.solvers.smo.solve`:
+The dual of every binary problem is solved by :mod:`gpuksvm.solvers.smo.engines`:
 
 * ``solver="libsvm"`` — scikit-learn's LIBSVM (CPU; the default there, the
   fastest CPU engine for a single problem);
@@ -63,7 +63,7 @@ from gpuksvm.estimators.params import (
     positive,
 )
 from gpuksvm.solvers.progress import report
-from gpuksvm.solvers.smo.solve import solve_ovo
+from gpuksvm.solvers.smo.engines import solve_ovo
 from gpuksvm.solvers.svc_dual import PRECOMPUTED
 from gpuksvm.estimators.svc_surface import (
     NOT_FINITE_MESSAGE,

@@ -28,7 +28,7 @@ declarations, then two rules scikit-learn does not have (a numeric parameter
 is never a bool, and an integer fits in 64 bits), then the class's own
 cross-parameter rules (``_check_param_relations``).  Renamed parameters keep
 their old name for one release (``_renamed_parameters``, a FutureWarning).
-The command line (:mod:`gpuksvm.cli.main`) reads the same declarations to know
+The command line (:mod:`gpuksvm.cli.commands`) reads the same declarations to know
 which options a method has.
 """
 from __future__ import annotations

@@ -15,7 +15,7 @@ from sklearn.utils import check_random_state
 
 from gpuksvm.array import backend as bk
 from gpuksvm.kernels.kernel import Kernel, make_kernel
-from gpuksvm.solvers.smo.solve import solve_batched
+from gpuksvm.solvers.smo.engines import solve_batched
 from gpuksvm.solvers.svi.algorithm import assemble, plan_problems, solve_record, solver_summary
 from gpuksvm.solvers.row_order import RowHasher
 from gpuksvm.solvers.svi.steps import (

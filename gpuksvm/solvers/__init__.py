@@ -6,7 +6,7 @@
   :mod:`gpuksvm.solvers.linear.newton_stream`), dual coordinate descent
   (:mod:`gpuksvm.solvers.linear.dual_cd`) and selective block minimization
   (:mod:`gpuksvm.solvers.linear.sbm`);
-* :mod:`gpuksvm.solvers.smo.solve` — kernel SVM dual by SMO, batched;
+* :mod:`gpuksvm.solvers.smo.engines` — kernel SVM dual by SMO, batched;
 * :mod:`gpuksvm.solvers.cvm.meb` — minimum enclosing ball on the simplex (CVM);
 * :mod:`gpuksvm.solvers.svi.algorithm` — support vector identification (SVI): the
   algorithm, with its steps as pure functions in :mod:`gpuksvm.solvers.svi.steps`.

@@ -19,7 +19,7 @@ j = argmax_{j∈I_low, Fⱼ<Fᵢ} (Fᵢ − Fⱼ)²/η_ij.
 
 This module holds what the engines (:mod:`gpuksvm.solvers.smo.host`,
 :mod:`gpuksvm.solvers.smo.working_set`) and their dispatcher
-(:mod:`gpuksvm.solvers.smo.solve`) share: the result of one problem
+(:mod:`gpuksvm.solvers.smo.engines`) share: the result of one problem
 (:class:`SMOResult`), a problem's data — its rows, or with
 ``kernel="precomputed"`` (:data:`PRECOMPUTED`) its Gram block — and kernel
 rows, the box Cᵢ, the intercept and the objective from F, the dual objective

@@ -114,8 +114,10 @@ class Entry:
 
     @property
     def v1_name(self) -> str:
-        """How format version 1 named the class (``module:QualName``)."""
-        return f"{self.cls.__module__}:{self.cls.__qualname__}"
+        """How format version 1 named the class (``module:QualName``, with the module path the class
+        had when version 1 was written: the format name's, e.g. ``gpuksvm.llsvm:LLSVM``)."""
+        module, _, qualname = self.name.rpartition(".")
+        return f"{module}:{qualname}"
 
 
 def _common(extra: dict[str, Spec]) -> dict[str, Spec]:

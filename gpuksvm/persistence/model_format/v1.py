@@ -3,11 +3,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from gpuksvm.kernels.kernel import Kernel
 from gpuksvm.persistence.model_format.registry import BY_V1_NAME
 from gpuksvm.persistence.model_format.specs import MAX_DEPTH, ModelFormatError, format_error
 
 __all__ = ["translate_v1"]
+
+#: how version 1 named :class:`~gpuksvm.kernels.Kernel` (its module path when version 1 was written)
+V1_KERNEL_NAME = "gpuksvm.kernels:Kernel"
 
 
 def translate_v1(node: Any, path: str = "model") -> Any:
@@ -116,7 +118,7 @@ def _translate(node: Any, path: str, depth: int) -> Any:
             raise format_error(path, "bad version-1 RandomState") from None
         return {"random_state": body}
     if t == "dataclass":
-        if sub("cls") != f"{Kernel.__module__}:{Kernel.__qualname__}":
+        if sub("cls") != V1_KERNEL_NAME:
             raise format_error(path, f"version-1 dataclass {str(node.get('cls'))[:80]!r} is not allowed")
         fields = {k: _translate(v, f"{path}.{k}", d) for k, v in table("fields").items()}
         return {"kernel": fields}

@@ -11,7 +11,7 @@
     check).
 
 The dual, its notation and the shared pieces: :mod:`gpuksvm.solvers.svc_dual`;
-the dispatch, batching and parallel threads: :mod:`gpuksvm.solvers.smo.solve`.
+the dispatch, batching and parallel threads: :mod:`gpuksvm.solvers.smo.engines`.
 """
 from __future__ import annotations
 
@@ -124,7 +124,7 @@ def _solve_ovo_libsvm(X: Any, yidx: np.ndarray, n_classes: int, kernel: Kernel |
     LIBSVM builds the sub-problem of pair (lo, hi) from the rows of lo then
     those of hi, with +1 for lo, and solves the pairs one after the other; its
     one-vs-one layout is unpacked into one result per pair, turned to +1 for
-    hi (the convention of :func:`~gpuksvm.solvers.smo.solve.solve_ovo`).
+    hi (the convention of :func:`~gpuksvm.solvers.smo.engines.solve_ovo`).
     """
     # LIBSVM drops the rows of sample weight 0 first (and scikit-learn's support_ then counts
     # the remaining rows): drop them here, so that support_ maps back to X's rows

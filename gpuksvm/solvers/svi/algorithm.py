@@ -5,7 +5,7 @@ Mao, Fu, Wu & Hu, "Fast Kernel SVM Training via Support Vector Identification"
 
 1. draw M (``n_subsets``) disjoint random subsets of rate θ (``subset_rate``);
 2. train a kernel SVM (hinge loss, same C and kernel) on each subset — all the
-   sub-SVMs of all problems are one call of :func:`gpuksvm.solvers.smo.solve.solve_batched`;
+   sub-SVMs of all problems are one call of :func:`gpuksvm.solvers.smo.engines.solve_batched`;
 3. average the M decision values over the problem's rows, eq. (1):
    f̄(x) = (1/M) Σ_m f_m(x) — kernel mat-vecs against the union of the
    sub-models' support vectors, never an n×SV matrix;
@@ -106,7 +106,7 @@ from gpuksvm.kernels.kernel import Kernel
 from gpuksvm.solvers.multiclass import binary_problems
 from gpuksvm.solvers.progress import report
 from gpuksvm.array.blas_threads import one_blas_thread
-from gpuksvm.solvers.smo.solve import solve_batched
+from gpuksvm.solvers.smo.engines import solve_batched
 from gpuksvm.solvers.svc_dual import warn_unconverged
 from gpuksvm.solvers.svi.steps import (
     CHECK_MAX_ROWS,

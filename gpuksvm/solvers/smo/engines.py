@@ -192,7 +192,7 @@ def solve(X: Any, y: Any, kernel: Kernel | str, C: float, *, tol: float = 1e-3,
     --------
     >>> import numpy as np
     >>> from gpuksvm.kernels.kernel import Kernel
-    >>> from gpuksvm.solvers.smo.solve import solve
+    >>> from gpuksvm.solvers.smo.engines import solve
     >>> X = np.array([[0.0], [1.0], [3.0], [4.0]]); y = np.array([-1, -1, 1, 1])
     >>> r = solve(X, y, Kernel("linear"), C=10.0, device="cpu")
     >>> r.support.tolist(), round(r.intercept, 3)
@@ -246,7 +246,7 @@ def solve_batched(X: Any, y: Any, subsets: Sequence[Any], kernel: Kernel | str,
     --------
     >>> import numpy as np
     >>> from gpuksvm.kernels.kernel import Kernel
-    >>> from gpuksvm.solvers.smo.solve import solve_batched
+    >>> from gpuksvm.solvers.smo.engines import solve_batched
     >>> rng = np.random.default_rng(0); X = rng.normal(size=(200, 2)); y = np.sign(X[:, 0])
     >>> res = solve_batched(X, y, [np.arange(100), np.arange(100, 200)], Kernel("rbf", gamma=0.5),
     ...                     1.0, device="cpu")

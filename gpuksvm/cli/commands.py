@@ -20,7 +20,7 @@ prints ``Accuracy = 98.1% (981/1000) (classification)`` like ``svm-predict``
 accuracy goes to standard error.  ``info`` prints what a model file holds —
 validated against the closed model schema, without reading its arrays or
 running anything from it; every string from the file is printed with its
-control characters escaped (:func:`gpuksvm.cli.command.printable`), so a file
+control characters escaped (:func:`gpuksvm.cli.contract.printable`), so a file
 cannot send terminal escape sequences.
 
 Errors: every failure is one line ``gpuksvm <command>: error: <message>`` on
@@ -60,7 +60,7 @@ import numpy as np
 from gpuksvm.array import backend as bk
 from gpuksvm.cli import demo
 from gpuksvm.persistence import io
-from gpuksvm.cli.command import CLIError, parse_literal, printable, run_command
+from gpuksvm.cli.contract import CLIError, parse_literal, printable, run_command
 from gpuksvm.estimators.cvm import CVM, OneClassCVM
 from gpuksvm.datasets import data_line_numbers, find_malformed_line, read_svmlight
 from gpuksvm.cli.doctor import __doc__ as doctor_doc
