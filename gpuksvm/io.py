@@ -62,7 +62,7 @@ A ZIP archive readable by ``numpy.load(path, allow_pickle=False)``:
 ``a0.npy``, ``a1.npy``, ...
     The arrays, in the ``.npy`` format (numeric, bool or unicode dtypes only).
 
-Format version 1 files (gpuksvm before the closed format) are translated node
+Format version 1 files (earlier releases, without the closed schema) are translated node
 by node into version 2 (:func:`gpuksvm.model_format.translate_v1`) and then
 validated exactly like version 2; those holding generic objects are refused.
 
