@@ -168,7 +168,16 @@ def set_config(*, cpu_memory_budget: int | str | None = None,
 
 @contextlib.contextmanager
 def config_context(**kwargs: Any) -> Iterator[None]:
-    """Temporarily change the configuration (see :func:`set_config`)."""
+    """Temporarily change the configuration (see :func:`set_config`).
+
+    Examples
+    --------
+    >>> import gpuksvm
+    >>> with gpuksvm.config_context(cpu_memory_budget="64MB", host_blas_threads="by_size"):
+    ...     cfg = gpuksvm.get_config()
+    >>> cfg["cpu_memory_budget"], cfg["host_blas_threads"]
+    (64000000, 'by_size')
+    """
     old = dict(_config())
     try:
         set_config(**kwargs)
@@ -322,6 +331,14 @@ _DEVICE_RE = re.compile(r"^(cpu|gpu|cuda|auto)(?::(\d+))?$")
 
 def resolve_device(device: str | Device | None = "auto") -> Device:
     """Turn a device setting into a :class:`Device`.
+
+    Examples
+    --------
+    >>> from gpuksvm import resolve_device
+    >>> resolve_device("cpu")
+    Device(kind='cpu', index=None)
+    >>> resolve_device("cpu").is_gpu
+    False
 
     Raises
     ------

@@ -237,7 +237,7 @@ class CVM(ClassifierMixin, CVMBase, SVCSurfaceMixin):
     --------
     >>> from gpuksvm import CVM
     >>> from gpuksvm.datasets import make_checkerboard
-    >>> X, y = make_checkerboard(2000, random_state=0)
+    >>> X, y = make_checkerboard(300, random_state=0)
     >>> clf = CVM(gamma=30.0, C=1000.0, device="cpu", random_state=0).fit(X, y)
     >>> clf.score(X, y) > 0.95
     True

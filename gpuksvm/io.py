@@ -178,9 +178,10 @@ def save(model: Any, path: str | os.PathLike, *, metadata: dict | None = None) -
     >>> import gpuksvm
     >>> X = np.array([[0.0], [1.0], [2.0], [3.0]]); y = np.array([0, 0, 1, 1])
     >>> clf = gpuksvm.LinearSVM(device="cpu").fit(X, y)
-    >>> p = os.path.join(tempfile.mkdtemp(), "model.npz")
-    >>> _ = gpuksvm.save(clf, p)
-    >>> bool((gpuksvm.load(p).predict(X) == clf.predict(X)).all())
+    >>> with tempfile.TemporaryDirectory() as folder:
+    ...     path = gpuksvm.save(clf, os.path.join(folder, "model.npz"))
+    ...     same = bool((gpuksvm.load(path).predict(X) == clf.predict(X)).all())
+    >>> same
     True
     """
     if entry_for(model) is None:

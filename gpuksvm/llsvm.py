@@ -212,12 +212,12 @@ class LLSVM(DeviceMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin, Clas
     --------
     >>> from gpuksvm import LLSVM
     >>> from gpuksvm.datasets import make_checkerboard
-    >>> X, y = make_checkerboard(2000, random_state=0)
-    >>> clf = LLSVM(gamma=30.0, C=10.0, n_landmarks=200, device="cpu", random_state=0).fit(X, y)
+    >>> X, y = make_checkerboard(500, random_state=0)
+    >>> clf = LLSVM(gamma=30.0, C=10.0, n_landmarks=100, device="cpu", random_state=0).fit(X, y)
     >>> clf.score(X, y) > 0.9
     True
     >>> clf.transform(X[:5]).shape
-    (5, 200)
+    (5, 100)
     """
 
     _parameter_constraints: dict = {

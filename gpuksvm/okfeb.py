@@ -193,7 +193,7 @@ class OKFEBClassifier(ClassifierMixin, _OKFEBLearner):
     --------
     >>> from gpuksvm import OKFEBClassifier
     >>> from gpuksvm.datasets import make_two_spheres
-    >>> X, y = make_two_spheres(3000, noise=0.1, random_state=0)
+    >>> X, y = make_two_spheres(600, noise=0.1, random_state=0)
     >>> clf = OKFEBClassifier(gamma=1.0, rank=10, n_landmarks=30, device="cpu", random_state=0).fit(X, y)
     >>> clf.score(X, y) > 0.9
     True
@@ -360,7 +360,7 @@ class OKFEBRegressor(RegressorMixin, _OKFEBLearner):
     >>> import numpy as np
     >>> from gpuksvm import OKFEBRegressor
     >>> rng = np.random.default_rng(0)
-    >>> X = rng.uniform(-2, 2, size=(4000, 2)); y = np.sin(X[:, 0]) + 0.5 * X[:, 1] ** 2
+    >>> X = rng.uniform(-2, 2, size=(600, 2)); y = np.sin(X[:, 0]) + 0.5 * X[:, 1] ** 2
     >>> reg = OKFEBRegressor(gamma=0.5, rank=20, n_landmarks=60, device="cpu", random_state=0).fit(X, y)
     >>> reg.score(X, y) > 0.8
     True

@@ -150,7 +150,7 @@ class OKFEB(DeviceMixin, TransformerMixin, BaseEstimator):
     --------
     >>> from gpuksvm import OKFEB
     >>> from gpuksvm.datasets import make_two_spheres
-    >>> X, _ = make_two_spheres(2000, random_state=0)
+    >>> X, _ = make_two_spheres(500, random_state=0)
     >>> fe = OKFEB(gamma=1.0, rank=10, n_landmarks=30, device="cpu", random_state=0).fit(X)
     >>> fe.transform(X[:5]).shape
     (5, 10)
