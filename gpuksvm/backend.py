@@ -109,7 +109,14 @@ def _config() -> dict:
 
 
 def get_config() -> dict:
-    """Return a copy of the current configuration (memory budgets, host BLAS threads)."""
+    """Return a copy of the current configuration (memory budgets, host BLAS threads).
+
+    Examples
+    --------
+    >>> import gpuksvm
+    >>> sorted(gpuksvm.get_config())
+    ['cpu_memory_budget', 'gpu_memory_fraction', 'host_blas_threads', 'model_load_max_bytes']
+    """
     cfg = dict(_config())
     cfg["cpu_memory_budget"] = _cpu_budget_bytes()
     cfg["model_load_max_bytes"] = model_load_max_bytes()
@@ -150,6 +157,14 @@ def set_config(*, cpu_memory_budget: int | str | None = None,
         room left under a cgroup v2 ``memory.max``; elsewhere
         ``sysconf`` available pages, else physical pages; 2 GiB where the
         system reports none), at least 512 MiB.
+
+    Examples
+    --------
+    >>> import gpuksvm
+    >>> with gpuksvm.config_context():         # restores the settings at the end of the block
+    ...     gpuksvm.set_config(gpu_memory_fraction=0.25)
+    ...     gpuksvm.get_config()["gpu_memory_fraction"]
+    0.25
     """
     cfg = _config()
     if cpu_memory_budget is not None:
@@ -304,7 +319,14 @@ def _cupy_or_none():
 
 
 def cuda_available() -> bool:
-    """True when CuPy imports, a CUDA device answers, its libraries load and the kernels compile."""
+    """True when CuPy imports, a CUDA device answers, its libraries load and the kernels compile.
+
+    Examples
+    --------
+    >>> from gpuksvm import cuda_available
+    >>> isinstance(cuda_available(), bool)    # False on a machine without a usable GPU
+    True
+    """
     return _cupy_or_none() is not None
 
 

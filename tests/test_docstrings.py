@@ -1,7 +1,7 @@
 """The docstrings: every public name has one, every estimator parameter is documented with its
 default (numpydoc ``name : type, default=value``), and the package and README carry no issue
-numbers (the history is in CHANGELOG.md).  The docstring examples themselves run in ``make test``
-(``pytest --doctest-modules gpuksvm``)."""
+numbers (the history is in CHANGELOG.md).  The estimators and the key functions have examples;
+they run in ``make test`` (``pytest --doctest-modules gpuksvm``)."""
 import ast
 import inspect
 import re
@@ -69,6 +69,18 @@ def test_every_public_name_has_a_docstring(name):
     obj = PUBLIC[name]
     if inspect.isclass(obj) or callable(obj):
         assert isinstance(obj.__doc__, str) and obj.__doc__.strip(), f"gpuksvm.{name} has no docstring"
+
+
+#: the public functions whose docstrings carry an example (doctor's output is the machine's own)
+WITH_EXAMPLES = sorted(set(ESTIMATORS) | {"make_kernel", "kernel_block", "kernel_diag", "kernel_matvec",
+                                          "config_context", "get_config", "set_config", "resolve_device",
+                                          "cuda_available", "save", "Kernel"})
+
+
+@pytest.mark.parametrize("name", WITH_EXAMPLES)
+def test_public_estimators_and_key_functions_have_examples(name):
+    doc = PUBLIC[name].__doc__
+    assert re.search(r"^\s*Examples\n\s*-{8}\n(.|\n)*>>> ", doc, re.M), f"gpuksvm.{name}: no Examples section"
 
 
 @pytest.mark.parametrize("name", sorted(ESTIMATORS))
