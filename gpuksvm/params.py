@@ -175,11 +175,14 @@ def shared_parameter_doc(cls: type, *sources: type) -> str:
     that share parameters with another describe them once, in the other's
     docstring); the entries follow the signature's order.  A parameter that no
     docstring describes is left out (``tests/test_docstrings.py`` reports it).
+    Without docstrings (``python -OO``) it returns ``cls.__doc__`` as it is.
     """
     doc = cls.__doc__
-    span = _parameters_span(doc)
+    span = _parameters_span(doc) if doc else None
+    if span is None:
+        return doc
     own = parameter_entries(doc)
-    shared = [parameter_entries(source.__doc__) for source in sources]
+    shared = [parameter_entries(source.__doc__ or "") for source in sources]
     entries = []
     for name in list(inspect.signature(cls.__init__).parameters)[1:]:
         entry = next((found[name] for found in (own, *shared) if name in found), None)
