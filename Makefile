@@ -1,6 +1,7 @@
 # Quick start:   make demo    (train every method on the bundled ijcnn1 data)
-#                make test    (the test suite; GPU tests on the GPU, else on the emulated
-#                              GPU of tests/gpuemu, which needs g++; the header says which)
+#                make test    (the docstring examples, then the test suite; GPU tests on the GPU,
+#                              else on the emulated GPU of tests/gpuemu, which needs g++; the
+#                              header says which)
 # Both create ./.venv on first use. CuPy is installed automatically when
 # nvidia-smi finds a GPU (cupy-cuda13x for a CUDA 13 driver, else cupy-cuda12x).
 # make test also installs the real CuPy into .venv/real-cupy, a folder of its own that the
@@ -39,7 +40,11 @@ $(REAL_CUPY)/.installed: $(STAMP)
 demo: $(STAMP)
 	$(BIN)/python -m gpuksvm demo
 
+# the docstring examples of every module of the package (a few seconds; importing a deprecated
+# module alias warns at collection, which is expected here), then the test suite
 test: $(STAMP) $(REAL_CUPY)/.installed
+	$(BIN)/python -m pytest -q -p no:cacheprovider --timeout=900 --doctest-modules gpuksvm \
+	  -W "ignore::FutureWarning:importlib"
 	$(BIN)/python -m pytest -q -p no:cacheprovider --timeout=900
 
 test-gpu: $(STAMP)

@@ -109,7 +109,14 @@ def _config() -> dict:
 
 
 def get_config() -> dict:
-    """Return a copy of the current configuration (memory budgets, host BLAS threads)."""
+    """Return a copy of the current configuration (memory budgets, host BLAS threads).
+
+    Examples
+    --------
+    >>> import gpuksvm
+    >>> sorted(gpuksvm.get_config())
+    ['cpu_memory_budget', 'gpu_memory_fraction', 'host_blas_threads', 'model_load_max_bytes']
+    """
     cfg = dict(_config())
     cfg["cpu_memory_budget"] = _cpu_budget_bytes()
     cfg["model_load_max_bytes"] = model_load_max_bytes()
@@ -150,6 +157,14 @@ def set_config(*, cpu_memory_budget: int | str | None = None,
         room left under a cgroup v2 ``memory.max``; elsewhere
         ``sysconf`` available pages, else physical pages; 2 GiB where the
         system reports none), at least 512 MiB.
+
+    Examples
+    --------
+    >>> import gpuksvm
+    >>> with gpuksvm.config_context():         # restores the settings at the end of the block
+    ...     gpuksvm.set_config(gpu_memory_fraction=0.25)
+    ...     gpuksvm.get_config()["gpu_memory_fraction"]
+    0.25
     """
     cfg = _config()
     if cpu_memory_budget is not None:
@@ -168,7 +183,16 @@ def set_config(*, cpu_memory_budget: int | str | None = None,
 
 @contextlib.contextmanager
 def config_context(**kwargs: Any) -> Iterator[None]:
-    """Temporarily change the configuration (see :func:`set_config`)."""
+    """Temporarily change the configuration (see :func:`set_config`).
+
+    Examples
+    --------
+    >>> import gpuksvm
+    >>> with gpuksvm.config_context(cpu_memory_budget="64MB", host_blas_threads="by_size"):
+    ...     cfg = gpuksvm.get_config()
+    >>> cfg["cpu_memory_budget"], cfg["host_blas_threads"]
+    (64000000, 'by_size')
+    """
     old = dict(_config())
     try:
         set_config(**kwargs)
@@ -295,7 +319,14 @@ def _cupy_or_none():
 
 
 def cuda_available() -> bool:
-    """True when CuPy imports, a CUDA device answers, its libraries load and the kernels compile."""
+    """True when CuPy imports, a CUDA device answers, its libraries load and the kernels compile.
+
+    Examples
+    --------
+    >>> from gpuksvm import cuda_available
+    >>> isinstance(cuda_available(), bool)    # False on a machine without a usable GPU
+    True
+    """
     return _cupy_or_none() is not None
 
 
@@ -322,6 +353,14 @@ _DEVICE_RE = re.compile(r"^(cpu|gpu|cuda|auto)(?::(\d+))?$")
 
 def resolve_device(device: str | Device | None = "auto") -> Device:
     """Turn a device setting into a :class:`Device`.
+
+    Examples
+    --------
+    >>> from gpuksvm import resolve_device
+    >>> resolve_device("cpu")
+    Device(kind='cpu', index=None)
+    >>> resolve_device("cpu").is_gpu
+    False
 
     Raises
     ------

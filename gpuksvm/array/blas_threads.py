@@ -4,9 +4,9 @@ OpenBLAS's worker threads spin-wait for work after every call.  When a call is
 small (a few MFLOP), or when the host's cores are already busy, handing half of
 it to a second thread costs far more than it gains — and the spinning worker
 then steals a core from whatever runs next (a LIBSVM fit, the next Newton
-step).  Measured on the 2-core box with other jobs running: primal Newton on
-ijcnn1 (49,990 × 23) 1.05 s with 2 BLAS threads vs 0.025 s with one; on a
-dense 20,000 × 1,000 problem under a load average of 8, 11–14 s vs 3.9 s;
+step).  Measured on the 2-core development CPU with its cores busy with other
+work: primal Newton on ijcnn1 (49,990 × 23) 1.05 s with 2 BLAS threads vs
+0.025 s with one; on a dense 20,000 × 1,000 problem 11–14 s vs 3.9 s;
 five LIBSVM fits of 2,000 ijcnn1 rows with their dual objectives 0.8–0.9 s vs
 0.53 s.  The helpers here only change the thread count, never the arithmetic.
 

@@ -64,7 +64,7 @@ problem's ρ so that the margin sits at 1 in every problem before the arg-max.
 ``break_ties``, ``coef_`` for a linear kernel — w of eq. 11 in the normalized
 kernel's feature space, see :attr:`CVM.coef_`); its decision values are the
 normalized-kernel expansion above (``_problem_decisions``).  Per-problem
-fitted attributes are per problem also for one problem (issue 16): arrays of
+fitted attributes are per problem also for one problem: arrays of
 shape (n_problems,) and lists of n_problems entries, in the order of
 ``problems_``.
 """
@@ -80,7 +80,7 @@ from sklearn.utils._param_validation import StrOptions
 from gpuksvm.array import backend as bk
 from gpuksvm.estimators.cvm_base import CVMBase
 from gpuksvm.kernels.kernel import Kernel
-from gpuksvm.estimators.params import DEPRECATED
+from gpuksvm.estimators.params import DEPRECATED, shared_parameter_doc
 from gpuksvm.scaleout.cvm import fit_cvm
 from gpuksvm.scaleout.dispatch import dask_dispatch
 from gpuksvm.estimators.svc_surface import SVCSurfaceMixin
@@ -103,8 +103,8 @@ class CVM(ClassifierMixin, CVMBase, SVCSurfaceMixin):
         (with "scale" its outlier threshold flags several times more inliers).
     degree : int, default=3
     coef0 : float, default=0.0
-        Polynomial kernel parameters (coef0 was 1.0 before 0.2: set it for a
-        polynomial kernel).
+        Polynomial kernel parameters (scikit-learn SVC's defaults: set
+        ``coef0`` for a polynomial kernel).
     C : float, default=1.0
         The L2-SVM's C: the weight of the *squared* slacks in eq. 8 (it
         enters K̃ as 1/C on the diagonal).  Not SVC's C — see the module
@@ -144,9 +144,6 @@ class CVM(ClassifierMixin, CVMBase, SVCSurfaceMixin):
     shrinking : bool, default=True
         Drop core vectors with α = 0 that lie strictly inside the ball
         (:meth:`gpuksvm.solvers.cvm.simplex_qp.CoreSetQP.shrink`).
-    eps, eps_schedule, inner_solver : deprecated
-        The old (1+ε)-ball stop rule and inner-solver switch; no effect (a
-        FutureWarning says so), removed in the next release.
     normalize : bool, default=False
         Use κ(x, z)/√(κ(x, x)κ(z, z)) (paper eq. 4, case 3).
     task : {"classification", "one_class"}, default="classification"
@@ -162,21 +159,28 @@ class CVM(ClassifierMixin, CVMBase, SVCSurfaceMixin):
     break_ties : bool, default=True
         One-vs-one, more than two classes: True predicts the arg-max of the
         one-vs-rest shaped scores, whose confidences decide between classes
-        with equal votes (what CVM has always predicted); False is LIBSVM's
-        vote, the lowest class index among tied classes (SVC's default).
-        Unlike SVC, the default is True, so that predictions do not change;
+        with equal votes; False is LIBSVM's vote, the lowest class index among
+        tied classes (SVC's default).  Unlike SVC, the default is True: a tie
+        of votes goes to the more confident class, not the lower index;
         ``decision_function_shape="ovo"`` needs ``break_ties=False`` (as SVC);
         ``fit`` refuses the combination.
-    device : str, default="auto"
-    dtype : float32, float64 or None
-        Compute dtype of the furthest-point search (float32 on GPU, float64 on
-        CPU by default).  The core-set QP keeps α and g in float64.
-    random_state : int, RandomState or None
+    device : {"auto", "cpu", "gpu", "cuda:N"}, default="auto"
+    dtype : {"float32", "float64"} or None, default=None
+        Compute dtype of the furthest-point search (None: float32 on a GPU,
+        float64 on the CPU).  The core-set QP keeps α and g in float64.
+    random_state : int, RandomState or None, default=None
         Seeds the hash of the rows' contents that orders the rows
         (:mod:`gpuksvm.solvers.row_order`) and the draws of the initial pair
         and of the sampled search, which pick positions in that order: the
         same rows in any order (sorted by label, shuffled) give the same model.
     verbose : int, default=0
+    eps : float, default="deprecated"
+        Deprecated, no effect (a ``FutureWarning``; removed in the next
+        release): the fit stops on ``tol``.
+    eps_schedule : str, default="deprecated"
+        Deprecated, no effect, as ``eps``.
+    inner_solver : str, default="deprecated"
+        Deprecated, no effect, as ``eps``.
 
     Attributes
     ----------
@@ -233,7 +237,7 @@ class CVM(ClassifierMixin, CVMBase, SVCSurfaceMixin):
     --------
     >>> from gpuksvm import CVM
     >>> from gpuksvm.datasets import make_checkerboard
-    >>> X, y = make_checkerboard(2000, random_state=0)
+    >>> X, y = make_checkerboard(300, random_state=0)
     >>> clf = CVM(gamma=30.0, C=1000.0, device="cpu", random_state=0).fit(X, y)
     >>> clf.score(X, y) > 0.95
     True
@@ -360,13 +364,13 @@ class OneClassCVM(OutlierMixin, CVMBase):
     ξⱼ = αⱼ/C > 0 and lies beyond it, and on data whose rows are not in general
     position — duplicated rows, boolean features, few distinct values, a
     low-dimensional cloud with constant columns — nearly every row is a
-    support vector, so every training row was an outlier (issue 14).  A
-    median-based factor (robust statistics' usual 3) is used because the
-    α-weighted mean slack is dominated by the outliers' own large α and
-    missed 1 of 10 planted outliers in ``tests/test_cvm.py``.  The median
-    needs the small-α support vectors, which the duality-gap stop (``tol``)
-    leaves at α = 0 (65 instead of 76 on the planted-outlier data, which moved
-    τ by 45 % and missed one of its outliers), so the core-set QP is finished
+    support vector, so with ρ as the threshold every training row is an
+    outlier.  A median-based factor (robust statistics' usual 3) is used
+    because the α-weighted mean slack is dominated by the outliers' own large
+    α and misses 1 of 10 planted outliers in ``tests/test_cvm.py``.  The
+    median needs the small-α support vectors, which the duality-gap stop
+    (``tol``) leaves at α = 0 (65 instead of 76 on the planted-outlier data,
+    which moves τ by 45 % and misses one of its outliers), so the core-set QP is finished
     to a KKT gap ≤ 10⁻⁴·ρ before τ is taken (``gpuksvm.estimators.cvm_base._THRESHOLD_KKT``; then the
     same flags at tol = 0.1, 10⁻² and at the optimum, 10 data seeds).
     Measured with the defaults (C = 1, tol = 10⁻², γ = "mean_dist"), 3 data
@@ -387,15 +391,10 @@ class OneClassCVM(OutlierMixin, CVMBase):
 
     Parameters
     ----------
-    kernel, degree, coef0, tol, sample_size, n_tries, max_iter, max_core_size,
-    cache_size, shrinking, normalize, device, dtype, random_state, verbose
-        As in :class:`CVM`.
     gamma : "mean_dist", "scale", "auto" or float, default="mean_dist"
         As in :class:`CVM`; the default differs (see above).
     C : float, default=1.0
         Weight of the squared slacks.
-    eps, eps_schedule, inner_solver : deprecated
-        As in :class:`CVM`.
 
     Attributes
     ----------
@@ -483,3 +482,7 @@ class OneClassCVM(OutlierMixin, CVMBase):
         """+1 for inliers, −1 for outliers."""
         D, kind = self._kernel_expansion(X)
         return bk.as_kind(np.where(D[:, 0] - self.offset_ >= 0, 1, -1), kind)
+
+
+# the parameters OneClassCVM shares with CVM are described once, in CVM's docstring
+OneClassCVM.__doc__ = shared_parameter_doc(OneClassCVM, CVM)

@@ -250,7 +250,7 @@ class CVMBase(DeviceMixin, BaseEstimator):
 
     def _record(self, results: list[CoreSetResult]) -> None:
         """The per-problem fitted attributes, one entry per binary problem in the order of
-        ``problems_`` (one for a binary or one-class fit), as SVC's ``n_iter_`` (issue 16)."""
+        ``problems_`` (one for a binary or one-class fit), as SVC's ``n_iter_``."""
         self.core_set_ = [r.core for r in results]
         self.alpha_ = [r.alpha for r in results]
         self.radius_ = np.sqrt(np.maximum(np.array([r.radius2 for r in results], dtype=np.float64), 0.0))

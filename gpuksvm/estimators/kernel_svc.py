@@ -18,7 +18,7 @@ with LIBSVM's conventions for ``support_``, ``support_vectors_``,
 be compared with :class:`sklearn.svm.SVC` entry by entry).  ``probability=True``
 adds Platt scaling with internal 5-fold CV (:mod:`gpuksvm.estimators.calibration`).
 
-KernelSVC is a drop-in for :class:`sklearn.svm.SVC` (issue 18; scikit-learn's
+KernelSVC is a drop-in for :class:`sklearn.svm.SVC` (scikit-learn's
 own SVC tests run against it in ``tests/test_sklearn_svc_suite.py``): the same
 parameters (plus ``solver``, ``device``, ``dtype``), ``kernel="precomputed"``
 and callable kernels, ``coef_`` for the linear kernel, sparse ``dual_coef_``
@@ -132,7 +132,7 @@ class KernelSVC(DeviceMixin, SVCSurfaceMixin, ProbabilityMixin, ClassifierMixin,
         Kernel-row cache in MB (``solver="libsvm"`` and ``"smo"``).
     shrinking : bool, default=True
         Shrinking heuristic (``"smo"``; LIBSVM always shrinks here).
-    class_weight : dict, "balanced" or None
+    class_weight : dict, "balanced" or None, default=None
         Cᵢ = C · class_weight[yᵢ] · sample_weightᵢ.
     probability : bool, default=False
         Enable :meth:`predict_proba` (Platt scaling, 5-fold internal CV).
@@ -145,9 +145,9 @@ class KernelSVC(DeviceMixin, SVCSurfaceMixin, ProbabilityMixin, ClassifierMixin,
         class index).  True with ``"ovo"`` is an error at predict, as in SVC.
     solver : {"auto", "libsvm", "smo", "working_set"}, default="auto"
     device : str, default="auto"
-    dtype : float32, float64 or None
-        Compute dtype (default float32 on GPU, float64 on CPU).
-    random_state : int, RandomState or None
+    dtype : {"float32", "float64"} or None, default=None
+        Compute dtype (None: float32 on a GPU, float64 on the CPU).
+    random_state : int, RandomState or None, default=None
         Seeds the probability cross-validation folds.
     verbose : int, default=0
         When positive, ``fit`` prints a one-line summary (solver, SVs, iterations).

@@ -20,8 +20,8 @@ Engines (``solver``; the one that ran is in ``solver_``):
   Newton-CG (all one-vs-rest problems in the same GEMMs) otherwise;
 * ``"dual_cd"`` — dual coordinate descent with shrinking (Hsieh et al. 2008),
   both losses, all one-vs-rest problems in the same sweeps
-  (:func:`gpuksvm.solvers.linear.dual_cd.dual_cd`); the old name ``"dcd"`` still works
-  with a ``FutureWarning``;
+  (:func:`gpuksvm.solvers.linear.dual_cd.dual_cd`); ``"dcd"`` is a deprecated alias
+  (``FutureWarning``);
 * ``"liblinear"`` — scikit-learn's ``LinearSVC`` (LIBLINEAR), CPU only, with
   the same C, loss, class/sample weights and intercept column: its primal
   trust-region Newton (TRON) for the squared hinge when n > d (``solver_`` is
@@ -46,10 +46,10 @@ passes over the data.
 * CPU, squared hinge → Newton, except sparse X with more than 256 columns →
   LIBLINEAR; hinge → LIBLINEAR (its compiled DCD is faster than a NumPy one).
 
-Measured on the 2-core CPU with other jobs loading it (load average 5–8),
-squared hinge, C=1, against scikit-learn's ``LinearSVC`` defaults (LIBLINEAR's
-primal TRON here): ijcnn1 49,990 × 22 Newton 0.093 s vs 0.355 s
-(``bench/solvers.py --scale paper``, interleaved medians); adult 32,561 × 123
+Measured on the 2-core development CPU, squared hinge, C=1, against
+scikit-learn's ``LinearSVC`` defaults (LIBLINEAR's primal TRON here): ijcnn1
+49,990 × 22 Newton 0.093 s vs 0.355 s (``python bench/solvers.py --scale
+paper``, interleaved medians); adult 32,561 × 123
 dense 0.10 vs 0.21 s, sparse (Newton-CG) 0.14 vs 0.24 s; 5 classes
 20,000 × 50 (all one-vs-rest problems in the same CG products) 0.52 vs 1.2 s;
 dense 20,000 × 1,000 3.9 vs 8–10 s — but sparse 30,000 × 50,000 (0.2% dense)
@@ -66,8 +66,8 @@ class c's weight applies).
 C·n·max‖x̃ᵢ‖² exceeds 1e13, the regularizer weighs less than 1e-13 of the
 loss's curvature: the problem is numerically its C → ∞ limit (to far below
 any solver tolerance), Newton's Hessian I + 2C·F̃ᵀDF̃ can no longer resolve
-its identity part in float64, and beyond ~1e150 the products overflow (C =
-1e300 used to give an all-zero model).  Every cost is then multiplied by the same factor that
+its identity part in float64, and beyond ~1e150 the products overflow (an
+unscaled C = 1e300 gives an all-zero model).  Every cost is then multiplied by the same factor that
 brings the product to that bound — relative weights are kept, the solution is
 the same to the solver's tolerance — with a :class:`ScaledProblemWarning`, and
 ``cost_scale_`` records the factor (1.0 otherwise).  Data whose squares
@@ -96,7 +96,7 @@ from gpuksvm.estimators.base import DeviceMixin
 from gpuksvm.data.blocks import as_block_source, is_block_input
 from gpuksvm.estimators.calibration import ProbabilityMixin
 from gpuksvm.estimators.params import CLASS_WEIGHT, DEVICE_PARAMS, count, positive
-from gpuksvm.solvers.linear import problem as lin
+from gpuksvm.solvers.linear.problem import problem as lin
 from gpuksvm.solvers.linear.dual_cd import dual_cd
 from gpuksvm.solvers.cost_scaling import ScaledProblemWarning, extreme_cost_scale, scaled_costs
 from gpuksvm.solvers.linear.newton_memory import newton_squared_hinge
@@ -137,39 +137,40 @@ class LinearSVM(DeviceMixin, ProbabilityMixin, ClassifierMixin, BaseEstimator):
 
     Parameters
     ----------
-    C : float, default 1.0
+    C : float, default=1.0
         Cost of the losses.
-    loss : {"squared_hinge", "hinge"}
-    solver : {"auto", "newton", "dual_cd", "liblinear", "sbm"}
+    loss : {"squared_hinge", "hinge"}, default="squared_hinge"
+    solver : {"auto", "newton", "dual_cd", "liblinear", "sbm"}, default="auto"
         See the module docstring; ``"sbm"`` on arrays reads them in
         ``block_size`` blocks (e.g. an ``np.memmap`` never fully loaded).
-    fit_intercept : bool
+    fit_intercept : bool, default=True
         Append the constant column (regularized, as LIBLINEAR).
-    intercept_scaling : float > 0
+    intercept_scaling : float > 0, default=1.0
         Its value s; ``intercept_ = s · w_{d+1}``.
-    class_weight : dict, "balanced" or None
+    class_weight : dict, "balanced" or None, default=None
         Multipliers of C per class.
-    tol : float
+    tol : float, default=1e-4
         Newton: relative gradient-norm tolerance; DCD/SBM/LIBLINEAR: projected
         gradient tolerance (LIBLINEAR's dual criterion).
-    max_iter : int
+    max_iter : int, default=1000
         Newton steps or DCD epochs (SBM: DCD epochs per sub-problem are
         ``min(max_iter, 50)``).
-    block_size : int or None
-        Rows per block for out-of-core training (default 5,000).
-    n_passes : int
+    block_size : int or None, default=None
+        Rows per block for out-of-core training (None: 5,000).
+    n_passes : int, default=3
         SBM passes over the data.
-    cache_drop : float in (0, 1]
+    cache_drop : float in (0, 1], default=0.75
         SBM: fraction of (block ∪ cache) dropped after each block (paper: 0.75).
-    probability : bool
+    probability : bool, default=False
         Platt scaling with internal 5-fold cross-validation
         (:mod:`gpuksvm.estimators.calibration`): ``predict_proba`` / ``predict_log_proba``
         (one sigmoid per one-vs-rest problem, normalized).  In-memory data only.
-    device : {"auto", "cpu", "gpu", "cuda:N"}
-    dtype : None, "float32" or "float64" (None: float32 on GPU, float64 on CPU)
-    random_state : int, RandomState or None
+    device : {"auto", "cpu", "gpu", "cuda:N"}, default="auto"
+    dtype : {"float32", "float64"} or None, default=None
+        None: float32 on a GPU, float64 on the CPU.
+    random_state : int, RandomState or None, default=None
         Coordinate order of DCD/SBM, LIBLINEAR's seed, Platt's folds.
-    verbose : int
+    verbose : int, default=0
 
     Attributes
     ----------

@@ -21,8 +21,7 @@ streams the kernel rows K(X_b, Z) and accumulates only (k+1) × (k+1)
 statistics per problem, with M applied to those statistics rather than to the
 rows (the n·k² product F = K M is never formed), in float64 (M amplifies the
 round-off of the K-space sums by 1/λ_min).  Warm-started on the sample, it
-converges to the in-memory solution in a few passes (SBM's passes did not:
-issue 15).
+converges to the in-memory solution in a few passes (SBM's passes do not).
 
 Proposition 2 (TNNLS eq. 24–25): the same linear SVM solves the reduced SVM
 min ½μᵀK_zzμ + ½b² + CΣξ exactly, with μ = M β.  The fitted ``dual_coef_`` is
@@ -38,13 +37,14 @@ M' = U diag(μ*)^{1/2}.
 **a = 1 by default — the paper's "𝓛 = D − yyᵀ in our case" (§IV).**  With
 a = 1 and balanced labels the degree matrix D = diag(yᵢ Σⱼ yⱼ) nearly vanishes
 and cⱼ ≈ −(yᵀK_Lz uⱼ)² ≤ 0: eq. (23) *raises* the weight of the eigen-
-directions aligned with the labels.  With a small a (SPEC §1 suggested 0.2)
+directions aligned with the labels.  With a small a (e.g. SPEC §1's 0.2)
 within-class pairs dominate, cⱼ > 0 and grows like |L|²·λⱼ², so at λ = 1 the
 update zeroes the *leading* directions and keeps the noisy small-eigenvalue
-ones (μ₀ = 1/λⱼ is largest there) — issue 14: on an easy 2-D Gaussian problem
-(2,000 rows, y = [x₁ + x₂ > 0]) a = 0.2 gave 65.7 % test accuracy at k = 100
-and 47.7 % at k = 10 (3-D, one direction left) while the Nyström spectrum gave
-99.7 % / 99.2 %; a = 1 gives 99.9 % / 99.3 % (2-D, 3-D, k = 10 and 100 all
+ones (μ₀ = 1/λⱼ is largest there).  On an easy 2-D Gaussian problem
+(2,000 rows, y = [x₁ + x₂ > 0]; ``tests/test_llsvm.py::
+test_supervised_spectrum_on_an_easy_gaussian_problem``) a = 0.2 gives 65.7 % test
+accuracy at k = 100 and 47.7 % at k = 10 (3-D, one direction left) while the
+Nyström spectrum gives 99.7 % / 99.2 %; a = 1 gives 99.9 % / 99.3 % (2-D, 3-D, k = 10 and 100 all
 ≥ 99.3 %; 10-D k = 100: 94.2 % vs Nyström 97.9 % at λ = 1, 97.7 % at λ = 1e3).
 
 Conventions (documented choices)
@@ -61,7 +61,7 @@ Conventions (documented choices)
   carries a round-off of about eps·‖K_x‖/√λ_j in column j, which swamps
   the columns of smaller eigenvalues (measured on the 100K noisy
   checkerboard, k = 1000, float32 F: floor 1e-10 → 96.9 %, 1e-8 → 98.29 %,
-  1.2e-7 → 98.34 %, the old 1.2e-6 → 98.25 %; float64 98.32 %).
+  1.2e-7 → 98.34 %, 1.2e-6 → 98.25 %; float64 98.32 %).
 * The default ``dtype`` is float32 on the CPU as well as on a GPU (unlike the
   library-wide ``dtype=None`` convention, which ``dtype=None`` still selects):
   the map is a rank-k approximation, and float32 halves the time and memory of
@@ -147,37 +147,36 @@ class LLSVM(DeviceMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin, Clas
 
     Parameters
     ----------
-    kernel : {"rbf", "poly", "linear"} or Kernel
-    gamma : float or {"scale", "auto", "mean_dist"}
+    kernel : {"rbf", "poly", "linear"} or Kernel, default="rbf"
+    gamma : float or {"scale", "auto", "mean_dist"}, default="scale"
     degree : int, default=3
         Polynomial kernel (γ xᵀz + c₀)^p.
     coef0 : float, default=0.0
-        c₀ above (scikit-learn's default; it was 1.0 before 0.2 — set it
-        explicitly for a polynomial kernel).
-    n_landmarks : int
+        c₀ above (scikit-learn's default; set it for a polynomial kernel).
+    n_landmarks : int, default=1000
         k (clipped to the number of training rows, with a warning).
-    landmarks : {"kmeans", "random"} or array of shape (k, n_features)
-    kmeans_iter : int
+    landmarks : {"kmeans", "random"} or array of shape (k, n_features), default="kmeans"
+    kmeans_iter : int, default=5
         Lloyd iterations ("a few", paper).
-    kmeans_init : {"k-means++", "random"}
-    kmeans_sample : int or None
+    kmeans_init : {"k-means++", "random"}, default="k-means++"
+    kmeans_sample : int or None, default=20000
         k-means runs on ``max(kmeans_sample, n_landmarks)`` rows drawn at
         random by their contents (``random_state``; the same rows in any row
         order; the paper's 20,000, which it takes from the front of the file);
         None: all rows (out of core: 20,000).
-    eig_floor : float
+    eig_floor : float, default=1e-10
         Relative eigenvalue floor of K_zz.
-    C : float
+    C : float, default=1.0
         SVM cost.
-    loss : {"squared_hinge", "hinge"}
-    solver : str
+    loss : {"squared_hinge", "hinge"}, default="squared_hinge"
+    solver : str, default="auto"
         Passed to :class:`~gpuksvm.estimators.linear_svm.LinearSVM` ("auto" picks).
-    spectrum : {"nystrom", "supervised"}
+    spectrum : {"nystrom", "supervised"}, default="nystrom"
         "supervised" is LLSVM2 (eq. 23).
-    n_labeled : int
+    n_labeled : int, default=100
         Size of the labelled subset L of LLSVM2 (random rows of the k-means
         sample, which then holds at least ``n_labeled`` rows).
-    spectrum_reg : float
+    spectrum_reg : float, default=1.0
         λ of LLSVM2 (eq. 18–23), exactly as in eq. (23) (not rescaled).  Its
         useful range depends on the kernel, k and ``n_labeled`` (c grows like
         |L|²·λⱼ², so small λ zeroes the leading directions first; λ → ∞ gives
@@ -186,17 +185,18 @@ class LLSVM(DeviceMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin, Clas
     dissimilar_pair_weight : float, default=1.0
         The weight −a of different-class pairs in LLSVM2's affinity A
         (eq. 17); 1 is the paper's 𝓛 = D − yyᵀ (see the module docstring for
-        why smaller values fail).  Was called ``a`` (deprecated).
-    class_weight : dict, "balanced" or None
-    tol, max_iter : float, int
-        Linear SVM stopping rule.
-    block_size : int or None
+        why smaller values fail).
+    class_weight : dict, "balanced" or None, default=None
+    tol : float, default=1e-4
+        Linear SVM stopping tolerance.
+    max_iter : int, default=1000
+        Linear SVM iteration cap.
+    block_size : int or None, default=None
         Rows per block for out-of-core input; read size of a file.
-    probability : bool
+    probability : bool, default=False
         Platt scaling (``predict_proba``) via the linear SVM.
-    device : str
-        "auto", "cpu", "gpu", "cuda:N".
-    dtype : "float32" (default), "float64" or None
+    device : {"auto", "cpu", "gpu", "cuda:N"}, default="auto"
+    dtype : {"float32", "float64"} or None, default="float32"
         Precision of the landmarks, the map, F and the linear SVM, on both
         devices (None: the library's convention, float32 on a GPU and float64
         on the CPU).  float32 is the default on the CPU too: the rank-k map is
@@ -208,8 +208,10 @@ class LLSVM(DeviceMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin, Clas
         modelling difference is the raised eigenvalue floor (module
         docstring), which can matter for very smooth kernels (small γ) at
         large C; use "float64" there, and as the reference.
-    random_state : int, RandomState or None
-    verbose : int
+    random_state : int, RandomState or None, default=None
+    verbose : int, default=0
+    a : float, default="deprecated"
+        Deprecated alias of ``dissimilar_pair_weight`` (a ``FutureWarning``).
 
     Attributes
     ----------
@@ -233,12 +235,12 @@ class LLSVM(DeviceMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin, Clas
     --------
     >>> from gpuksvm import LLSVM
     >>> from gpuksvm.datasets import make_checkerboard
-    >>> X, y = make_checkerboard(2000, random_state=0)
-    >>> clf = LLSVM(gamma=30.0, C=10.0, n_landmarks=200, device="cpu", random_state=0).fit(X, y)
+    >>> X, y = make_checkerboard(500, random_state=0)
+    >>> clf = LLSVM(gamma=30.0, C=10.0, n_landmarks=100, device="cpu", random_state=0).fit(X, y)
     >>> clf.score(X, y) > 0.9
     True
     >>> clf.transform(X[:5]).shape
-    (5, 200)
+    (5, 100)
     """
 
     _parameter_constraints: dict = {

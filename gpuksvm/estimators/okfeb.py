@@ -28,7 +28,14 @@ from sklearn.utils.validation import check_is_fitted
 from gpuksvm.array import backend as bk
 from gpuksvm.estimators.base import DeviceMixin
 from gpuksvm.estimators.okfeb_extractor import OKFEB, take_rows, windowed_kernel_error
-from gpuksvm.estimators.params import DEPRECATED, count, deprecated, non_negative, positive
+from gpuksvm.estimators.params import (
+    DEPRECATED,
+    count,
+    deprecated,
+    non_negative,
+    positive,
+    shared_parameter_doc,
+)
 from gpuksvm.solvers.linear.problem import ovr_targets
 from gpuksvm.solvers.okfeb.subspace import batch_objective
 from gpuksvm.solvers.okfeb.learners import (
@@ -163,25 +170,6 @@ class _OKFEBLearner(DeviceMixin, BaseEstimator):
         return self.extractor_.n_seen_
 
 
-_LEARNER_DOC = """
-    kernel, gamma, degree, coef0, rank, n_landmarks, reg, step_size, step_decay, censor,
-    target_censor_rate, forget, mode, batch_size, shuffle, device, dtype, random_state
-        As :class:`OKFEB` (``mode`` an online one).  ``shuffle`` (default True):
-        ``fit`` streams the rows in an order that depends on the rows and
-        ``random_state`` only; ``partial_fit`` keeps the order given.
-    solver : {"exact", "online"}, default="exact"
-        How ``fit`` trains the linear model.  "exact": the extractor streams the
-        rows, then the linear model is solved exactly on every row's features
-        under the final extractor (EXACT); "online": ONLINE in the same
-        pass as the extractor, on the features each row met on arrival (what
-        ``partial_fit`` does).  The measured reason for the default is in
-        :mod:`gpuksvm.solvers.okfeb.learners`.
-    n_epochs : int, default=1
-        Passes of ``fit`` over the rows (each in a new random order when
-        ``shuffle``); 1 is the online setting.
-"""
-
-
 class OKFEBClassifier(ClassifierMixin, _OKFEBLearner):
     """A linear SVM on OK-FEB features (paper §VI-A, eq. 37; Pegasos online, §VII-D).
 
@@ -193,9 +181,20 @@ class OKFEBClassifier(ClassifierMixin, _OKFEBLearner):
     given (one-vs-rest for more than two classes).
 
     Parameters
-    ----------""" + _LEARNER_DOC.replace(
-        "EXACT", "the L2-loss SVM min (α/2)‖w‖² + (1/n)Σ max(0, 1 − y wᵀq̃)², primal Newton").replace(
-        "ONLINE", "Pegasos") + """    alpha : float, default=1e-4
+    ----------
+    mode : {"budget", "parametric", "nonparametric"}, default="budget"
+        The extractor's online mode (as :class:`OKFEB`; "batch" is refused).
+    solver : {"exact", "online"}, default="exact"
+        How ``fit`` trains the linear model.  "exact": the extractor streams
+        the rows, then the L2-loss SVM min (α/2)‖w‖² + (1/n)Σ max(0, 1 − y wᵀq̃)²
+        is solved by primal Newton on every row's features under the final
+        extractor; "online": Pegasos in the same pass as the extractor, on the
+        features each row met on arrival (what ``partial_fit`` does).  The
+        measured reason for the default is in :mod:`gpuksvm.solvers.okfeb.learners`.
+    n_epochs : int, default=1
+        Passes of ``fit`` over the rows (each in a new random order when
+        ``shuffle``); 1 is the online setting.
+    alpha : float, default=1e-4
         λ of the objective (α/2)‖w‖² + (1/n)Σ loss (Pegasos' λ; the exact solve
         uses C = 1/(α n)).
     fit_intercept : bool, default=True
@@ -214,7 +213,7 @@ class OKFEBClassifier(ClassifierMixin, _OKFEBLearner):
     --------
     >>> from gpuksvm import OKFEBClassifier
     >>> from gpuksvm.datasets import make_two_spheres
-    >>> X, y = make_two_spheres(3000, noise=0.1, random_state=0)
+    >>> X, y = make_two_spheres(600, noise=0.1, random_state=0)
     >>> clf = OKFEBClassifier(gamma=1.0, rank=10, n_landmarks=30, device="cpu", random_state=0).fit(X, y)
     >>> clf.score(X, y) > 0.9
     True
@@ -343,6 +342,10 @@ class OKFEBClassifier(ClassifierMixin, _OKFEBLearner):
         return tags
 
 
+# the extractor's parameters are described once, in OKFEB's docstring
+OKFEBClassifier.__doc__ = shared_parameter_doc(OKFEBClassifier, OKFEB)
+
+
 class OKFEBRegressor(RegressorMixin, _OKFEBLearner):
     """Ridge regression on OK-FEB features (paper §VI-B; regularized LMS online, §VII-D).
 
@@ -351,13 +354,19 @@ class OKFEBRegressor(RegressorMixin, _OKFEBLearner):
     in one pass over the rows as given.
 
     Parameters
-    ----------""" + _LEARNER_DOC.replace(
-        "EXACT", "ridge regression min (1/n)Σ(y − wᵀq − b)² + α‖w‖², closed form").replace(
-        "ONLINE", "the leaky normalized LMS") + """    learning_rate : float, default=0.1
+    ----------
+    solver : {"exact", "online"}, default="exact"
+        How ``fit`` trains the linear model, as in :class:`OKFEBClassifier`:
+        "exact" solves the ridge regression min (1/n)Σ(y − wᵀq − b)² + α‖w‖²
+        in closed form, "online" runs the leaky normalized LMS.
+    learning_rate : float, default=0.1
         Normalized LMS step μ (0 < μ < 2); used online (``partial_fit``, ``solver="online"``).
     alpha : float, default=1e-4
         ℓ2 regularization: the ridge penalty α of the exact solve, the LMS leak online.
     normalize : bool, default=True
+        Divide the LMS step by δ + ‖q‖² (the normalized LMS; δ = 1e-8).
+    normalized : bool, default="deprecated"
+        Deprecated alias of ``normalize`` (a ``FutureWarning``).
 
     Attributes
     ----------
@@ -371,7 +380,7 @@ class OKFEBRegressor(RegressorMixin, _OKFEBLearner):
     >>> import numpy as np
     >>> from gpuksvm import OKFEBRegressor
     >>> rng = np.random.default_rng(0)
-    >>> X = rng.uniform(-2, 2, size=(4000, 2)); y = np.sin(X[:, 0]) + 0.5 * X[:, 1] ** 2
+    >>> X = rng.uniform(-2, 2, size=(600, 2)); y = np.sin(X[:, 0]) + 0.5 * X[:, 1] ** 2
     >>> reg = OKFEBRegressor(gamma=0.5, rank=20, n_landmarks=60, device="cpu", random_state=0).fit(X, y)
     >>> reg.score(X, y) > 0.8
     True
@@ -491,3 +500,6 @@ class OKFEBRegressor(RegressorMixin, _OKFEBLearner):
         tags.input_tags.sparse = True
         tags.regressor_tags.poor_score = True
         return tags
+
+
+OKFEBRegressor.__doc__ = shared_parameter_doc(OKFEBRegressor, OKFEBClassifier, OKFEB)

@@ -82,13 +82,12 @@ class OKFEB(DeviceMixin, TransformerMixin, BaseEstimator):
         number when streaming one row at a time).
     degree : int, default=3
     coef0 : float, default=0.0
-        As scikit-learn's SVC (it was 1.0 before 0.2: set it for a polynomial kernel).
+        As scikit-learn's SVC (set it for a polynomial kernel).
     rank : int, default=50
         r, the number of features.
     n_landmarks : int, default=150
         B, the budget: the maximum number of stored vectors (mode="budget";
-        the paper recommends 1.5–5 × r).  Was called ``budget`` (deprecated;
-        one name with LLSVM's landmarks).
+        the paper recommends 1.5–5 × r; named as LLSVM's landmarks).
     reg : float, default=1e-3
         λ > 0 (Frobenius/rank regularization, eq. 3).
     step_size : float, default=0.5
@@ -125,10 +124,13 @@ class OKFEB(DeviceMixin, TransformerMixin, BaseEstimator):
         sorted by label would leave a subspace of the last class.  ``False``:
         the order given (a stream whose order matters).  ``partial_fit``
         always keeps the order given.
-    device : str, default="auto"
-    dtype : float32, float64 or None
-    random_state : None, int or RandomState
+    device : {"auto", "cpu", "gpu", "cuda:N"}, default="auto"
+    dtype : {"float32", "float64"} or None, default=None
+        None: float32 on a GPU, float64 on the CPU.
+    random_state : int, RandomState or None, default=None
     verbose : int, default=0
+    budget : int, default="deprecated"
+        Deprecated alias of ``n_landmarks`` (a ``FutureWarning``).
 
     Attributes
     ----------
@@ -156,7 +158,7 @@ class OKFEB(DeviceMixin, TransformerMixin, BaseEstimator):
     --------
     >>> from gpuksvm import OKFEB
     >>> from gpuksvm.datasets import make_two_spheres
-    >>> X, _ = make_two_spheres(2000, random_state=0)
+    >>> X, _ = make_two_spheres(500, random_state=0)
     >>> fe = OKFEB(gamma=1.0, rank=10, n_landmarks=30, device="cpu", random_state=0).fit(X)
     >>> fe.transform(X[:5]).shape
     (5, 10)

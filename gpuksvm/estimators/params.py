@@ -34,6 +34,7 @@ which options a method has.
 from __future__ import annotations
 
 import inspect
+import re
 import warnings
 from numbers import Integral, Real
 from typing import Any
@@ -47,7 +48,8 @@ from gpuksvm.kernels.kernel import Kernel
 from gpuksvm.array.validation import check_int_width
 
 __all__ = ["ParamsMixin", "DEPRECATED", "deprecated", "is_unset", "positive", "non_negative", "count",
-           "KERNEL_PARAMS", "DEVICE_PARAMS", "CLASS_WEIGHT", "MAX_ITER_OR_NO_LIMIT", "InvalidParameterError"]
+           "KERNEL_PARAMS", "DEVICE_PARAMS", "CLASS_WEIGHT", "MAX_ITER_OR_NO_LIMIT", "InvalidParameterError",
+           "parameter_entries", "shared_parameter_doc"]
 
 #: default of a parameter kept one release under an old name (it takes effect only when set)
 DEPRECATED = "deprecated"
@@ -109,6 +111,84 @@ def deprecated(constraints: list) -> list:
 def is_unset(value: Any) -> bool:
     """Whether a deprecated parameter was left at :data:`DEPRECATED` (its default)."""
     return isinstance(value, str) and value == DEPRECATED
+
+
+_DOC_SECTION = re.compile(r"^[ \t]*([A-Z][A-Za-z ]*)\n[ \t]*-{3,}[ \t]*$", re.M)
+
+
+def _parameters_span(doc: str) -> tuple[int, int] | None:
+    """(start, stop) of the entries of the numpydoc "Parameters" section of ``doc``, or None."""
+    heads = list(_DOC_SECTION.finditer(doc))
+    head = next((m for m in heads if m.group(1) == "Parameters"), None)
+    if head is None:
+        return None
+    start = head.end() + 1
+    return start, next((m.start() for m in heads if m.start() > head.end()), len(doc))
+
+
+def parameter_entries(doc: str) -> dict[str, str]:
+    """The entries of the numpydoc "Parameters" section of ``doc``: name → the entry's text.
+
+    An entry is its ``name : type, default=value`` line and the description
+    lines under it, as indented in ``doc``, ending with a newline; a line that
+    names several parameters (``tol, max_iter : ...``) gives each of them that
+    text.
+
+    Examples
+    --------
+    >>> doc = '''Title.
+    ...
+    ...     Parameters
+    ...     ----------
+    ...     C : float, default=1.0
+    ...         The cost.
+    ...     kernel : {"rbf", "linear"}, default="rbf"
+    ...
+    ...     Examples
+    ...     --------
+    ... '''
+    >>> entries = parameter_entries(doc)
+    >>> list(entries)
+    ['C', 'kernel']
+    >>> print(entries["C"], end="")
+        C : float, default=1.0
+            The cost.
+    """
+    span = _parameters_span(doc)
+    lines = [line for line in doc[span[0]:span[1]].splitlines() if line.strip()] if span else []
+    if not lines:
+        return {}
+    indent = min(len(line) - len(line.lstrip()) for line in lines)
+    groups: list[tuple[list[str], list[str]]] = []
+    for line in lines:
+        if len(line) - len(line.lstrip()) == indent:
+            groups.append(([name.strip() for name in line.strip().partition(" : ")[0].split(",")], []))
+        groups[-1][1].append(line)
+    return {name: "\n".join(text) + "\n" for names, text in groups for name in names}
+
+
+def shared_parameter_doc(cls: type, *sources: type) -> str:
+    """``cls.__doc__`` with every parameter of ``cls.__init__`` in its Parameters section.
+
+    A parameter takes ``cls``'s own entry when its docstring has one, else the
+    entry of the first of ``sources`` whose docstring has it (the estimators
+    that share parameters with another describe them once, in the other's
+    docstring); the entries follow the signature's order.  A parameter that no
+    docstring describes is left out (``tests/test_docstrings.py`` reports it).
+    Without docstrings (``python -OO``) it returns ``cls.__doc__`` as it is.
+    """
+    doc = cls.__doc__
+    span = _parameters_span(doc) if doc else None
+    if span is None:
+        return doc
+    own = parameter_entries(doc)
+    shared = [parameter_entries(source.__doc__ or "") for source in sources]
+    entries = []
+    for name in list(inspect.signature(cls.__init__).parameters)[1:]:
+        entry = next((found[name] for found in (own, *shared) if name in found), None)
+        if entry is not None:
+            entries.append(entry)
+    return doc[:span[0]] + "".join(entries) + "\n" + doc[span[1]:]
 
 
 class ParamsMixin:

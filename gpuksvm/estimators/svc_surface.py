@@ -1,7 +1,7 @@
 """The fitted-model surface that makes a kernel classifier a drop-in for scikit-learn's SVC.
 
 Shared by :class:`~gpuksvm.KernelSVC`, :class:`~gpuksvm.SVI` and
-:class:`~gpuksvm.CVM` (issue 18).
+:class:`~gpuksvm.CVM`.
 Their fitted model is a set of binary problems p = 0 … P−1, each a kernel
 expansion over the rows ``support_vectors_``::
 

@@ -31,7 +31,7 @@ from gpuksvm.estimators.params import (
 )
 from gpuksvm.scaleout.dispatch import dask_dispatch
 from gpuksvm.scaleout.svi import fit_svi
-from gpuksvm.solvers.svi import algorithm as svi_solver
+from gpuksvm.solvers.svi.algorithm import algorithm as svi_solver
 from gpuksvm.solvers.svi.algorithm import (
     DEFAULT_MARGIN_TOL,
     DEFAULT_MAX_MARGIN_SV,
@@ -169,18 +169,17 @@ class SVI(DeviceMixin, SVCSurfaceMixin, ProbabilityMixin, ClassifierMixin, BaseE
         One-vs-one with more than two classes: ``predict`` returns the
         arg-max of ``decision_function`` (votes, then confidences) instead of
         LIBSVM's vote (most votes, then the lowest class index), as
-        scikit-learn's SVC; the default is SVC's.  (Until issue 18 SVI always
-        predicted the arg-max.  ``SVI(C=10)`` on digits scaled to [0, 1],
-        stratified ⅔/⅓ splits, seeds 0–2: test accuracy 94.99/95.49/94.49%
-        with True, 94.82/95.33/94.66% with False; 0.2–0.7% of the test rows
-        have a tie of votes.  Measured with the paper's algorithm, before
-        ``min_subset_rows``: with the defaults digits' pairs are solved
-        exactly.)
+        scikit-learn's SVC; the default is SVC's.  (Measured with the paper's
+        algorithm, ``SVI(C=10, min_subset_rows=0, ensemble_check=False)``, on
+        digits scaled to [0, 1], stratified ⅔/⅓ splits, seeds 0–2: test
+        accuracy 94.99/95.49/94.49% with True, 94.82/95.33/94.66% with False;
+        0.2–0.7% of the test rows have a tie of votes.  With the defaults
+        digits' pairs are solved exactly.)
     tol : float, default=1e-3
         Stopping tolerance of the sub-SVM solver (and of the exact SVM).
     max_iter : int, default=-1
         Iteration cap of the sub-SVM solver and of the exact SVM; -1: no limit
-        (SVC's spelling; ``None``, the old spelling, is deprecated).  A solver stopped by it raises one
+        (SVC's spelling; ``None`` is a deprecated spelling of it).  A solver stopped by it raises one
         ``ConvergenceWarning`` per fit, with SVC's message (see ``converged_``).
     probability : bool, default=False
         Fit Platt sigmoids on 5-fold out-of-fold decision values
@@ -322,7 +321,7 @@ class SVI(DeviceMixin, SVCSurfaceMixin, ProbabilityMixin, ClassifierMixin, BaseE
         "decision_function_shape": [StrOptions({"ovr", "ovo"})],
         "break_ties": ["boolean"],
         "tol": [positive()],
-        "max_iter": [*MAX_ITER_OR_NO_LIMIT, Hidden(None)],    # None: the old "no limit"
+        "max_iter": [*MAX_ITER_OR_NO_LIMIT, Hidden(None)],    # None: a deprecated "no limit"
         "probability": ["boolean"],
         "n_jobs": [None, Integral],
         **DEVICE_PARAMS,

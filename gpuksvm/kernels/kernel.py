@@ -260,7 +260,17 @@ def resolve_gamma(gamma: Any, X: Any = None) -> float:
 
 def make_kernel(kernel: str | Kernel = "rbf", gamma: Any = "scale", degree: float = 3,
                 coef0: float = 0.0, X: Any = None) -> Kernel:
-    """Build a :class:`Kernel`, resolving a string ``gamma`` on ``X``."""
+    """Build a :class:`Kernel`, resolving a string ``gamma`` on ``X``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from gpuksvm import make_kernel
+    >>> X = np.array([[0.0, 0.0], [1.0, 1.0], [2.0, 0.0], [0.0, 2.0]])
+    >>> k = make_kernel("rbf", gamma="scale", X=X)      # 1 / (d · Var(X))
+    >>> k.name, round(k.gamma, 4)
+    ('rbf', 0.7273)
+    """
     if isinstance(kernel, Kernel):
         return kernel
     if not isinstance(kernel, str):
@@ -400,6 +410,16 @@ def kernel_block(X: Any, Z: Any = None, kernel: Kernel | str = "rbf", *, dtype: 
     Returns
     -------
     K : ndarray (NumPy or CuPy, following ``X``), shape (n, k)
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from gpuksvm import kernel_block
+    >>> X = np.array([[0.0, 1.0], [1.0, 0.0], [1.0, 1.0]])
+    >>> kernel_block(X, X[:2], "linear")
+    array([[1., 0.],
+           [0., 1.],
+           [1., 1.]])
     """
     kernel = kernel if isinstance(kernel, Kernel) else Kernel(kernel)
     if method not in ("auto", "gemm", "tiled"):
@@ -487,7 +507,16 @@ def _tiled_block_gpu(Xb, Z, xn, zn, out_rows, kernel: Kernel) -> None:
 
 
 def kernel_diag(X: Any, kernel: Kernel | str = "rbf", *, dtype: Any = None):
-    """κ(xᵢ, xᵢ) for every row."""
+    """κ(xᵢ, xᵢ) for every row.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from gpuksvm import Kernel, kernel_diag
+    >>> X = np.array([[1.0, 0.0], [1.0, 1.0]])
+    >>> kernel_diag(X, Kernel("poly", gamma=1.0, degree=2, coef0=1.0))
+    array([4., 9.])
+    """
     kernel = kernel if isinstance(kernel, Kernel) else Kernel(kernel)
     xp = bk.namespace_of(X)
     dt = _float_dtype(X, dtype=dtype)
@@ -517,6 +546,16 @@ def kernel_matvec(X: Any, Z: Any, V: Any, kernel: Kernel | str = "rbf", *, dtype
     Returns
     -------
     (n,) or (n, m) array on X's device.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from gpuksvm import Kernel, kernel_block, kernel_matvec
+    >>> rng = np.random.default_rng(0)
+    >>> X, Z, V = rng.normal(size=(40, 3)), rng.normal(size=(5, 3)), rng.normal(size=(5, 2))
+    >>> k = Kernel("rbf", gamma=0.5)
+    >>> bool(np.allclose(kernel_matvec(X, Z, V, k), kernel_block(X, Z, k) @ V))
+    True
     """
     kernel = kernel if isinstance(kernel, Kernel) else Kernel(kernel)
     if method not in ("auto", "blocked", "fused"):

@@ -62,7 +62,7 @@ A ZIP archive readable by ``numpy.load(path, allow_pickle=False)``:
 ``a0.npy``, ``a1.npy``, ...
     The arrays, in the ``.npy`` format (numeric, bool or unicode dtypes only).
 
-Format version 1 files (gpuksvm before the closed format) are translated node
+Format version 1 files (earlier releases, without the closed schema) are translated node
 by node into version 2 (:func:`gpuksvm.persistence.model_format.translate_v1`) and then
 validated exactly like version 2; those holding generic objects are refused.
 
@@ -196,9 +196,10 @@ def save(model: Any, path: str | os.PathLike, *, metadata: dict | None = None) -
     >>> import gpuksvm
     >>> X = np.array([[0.0], [1.0], [2.0], [3.0]]); y = np.array([0, 0, 1, 1])
     >>> clf = gpuksvm.LinearSVM(device="cpu").fit(X, y)
-    >>> p = os.path.join(tempfile.mkdtemp(), "model.npz")
-    >>> _ = gpuksvm.save(clf, p)
-    >>> bool((gpuksvm.load(p).predict(X) == clf.predict(X)).all())
+    >>> with tempfile.TemporaryDirectory() as folder:
+    ...     path = gpuksvm.save(clf, os.path.join(folder, "model.npz"))
+    ...     same = bool((gpuksvm.load(path).predict(X) == clf.predict(X)).all())
+    >>> same
     True
     """
     if entry_for(model) is None:

@@ -1,4 +1,4 @@
-"""Distributed training and prediction on Dask (issue 9: beyond one machine) — one module per method.
+"""Distributed training and prediction on Dask (beyond one machine) — one module per method.
 
 The estimators accept a ``dask.array`` (NumPy- or CuPy-backed chunks) and
 train without ever gathering the data on one worker.  Each method is split

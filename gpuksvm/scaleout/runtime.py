@@ -1,4 +1,4 @@
-"""Small Dask internals shared by the distributed fits of :mod:`gpuksvm.scaleout` (issue 9).
+"""Small Dask internals shared by the distributed fits of :mod:`gpuksvm.scaleout`.
 
 Dask (``dask[array]``) and ``distributed`` are optional: nothing here imports
 them at module import time, and :func:`is_dask_collection` answers ``False``

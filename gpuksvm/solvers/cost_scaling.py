@@ -4,8 +4,8 @@ When C·(sample weight × class weight) is so large that C·n·max‖x̃ᵢ‖²
 1e13, the regularizer weighs less than 1e-13 of the loss's curvature: the
 problem is numerically its C → ∞ limit (to far below any solver tolerance),
 Newton's Hessian I + 2C·F̃ᵀDF̃ can no longer resolve its identity part in
-float64, and beyond ~1e150 the products overflow (C = 1e300 used to give an
-all-zero model).  Every cost is then multiplied by the same factor that brings
+float64, and beyond ~1e150 the products overflow (an unscaled C = 1e300 gives
+an all-zero model).  Every cost is then multiplied by the same factor that brings
 the product to that bound — relative weights are kept, the solution is the same
 to the solver's tolerance — with a :class:`ScaledProblemWarning`; the
 estimators record the factor as ``cost_scale_``.  Used by

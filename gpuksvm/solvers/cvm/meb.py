@@ -53,7 +53,7 @@ from gpuksvm.solvers.cvm.scan import (
 )
 from gpuksvm.solvers.cvm.simplex_qp import CoreSetQP
 
-# the search's names are re-exported: callers and tests knew them here before the split
+# the search's names are re-exported: callers and tests import them from this module
 __all__ = ["CoreSetResult", "fit_core_set", "initial_pair", "HostScanner", "GpuScanner",
            "make_scanner", "candidate_scores", "kernel_scale", "block_top", "merge_top"]
 

@@ -207,8 +207,8 @@ def exact_line_step(wp: Any, pp: Any, o: Any, z: Any, Y: Any, CS: Any, active: A
     accumulating (S₁, S₂) gives φ' at every breakpoint, the first interval where it turns
     non-negative, and the root of the linear φ' there.  Everything stays on the device: one sort
     and a few passes per Newton step, where the iterative search (:func:`_line_search`) costs
-    ~10 rounds of small kernels and a device→host check each (``bench/gpu_model.py``: on an
-    H100 the line search was ~80 % of LinearSVM's predicted fit on ijcnn1).  Computed in
+    ~10 rounds of small kernels and a device→host check each (``bench/gpu_model.py`` predicts
+    it at ~80 % of LinearSVM's H100 fit on ijcnn1).  Computed in
     float64 whatever the rows' dtype (the running sums span n rows).  Zero where not ``active``.
     """
     xp = bk.namespace_of(o)

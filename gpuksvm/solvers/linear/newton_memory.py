@@ -303,7 +303,7 @@ def newton_squared_hinge(F: Any, Y: Any, C: float, *, sample_weight: Any = None,
         gradients using only F·V and Fᵀ·U products (all problems batched).
         "auto": Cholesky for dense F with dim ≤ 2048 whose Grams fit the
         memory budget, CG otherwise and for several problems on few rows
-        (:func:`_choose_method`; measured on the 2-core box, 60,000 × 1,001
+        (:func:`_choose_method`; measured on the 2-core development CPU, 60,000 × 1,001
         float32, 10 one-vs-rest problems: CG 45 s, Cholesky 10 s).
     W0 : (dim, m) warm start, optional
     warm_start : bool

@@ -45,8 +45,8 @@ __all__ = ["KMeansResult", "kmeans", "nearest_centers", "sample_rows", "take_row
 _LINEAR = Kernel("linear")
 
 # Narrow CPU work (k-means on ≤ NARROW_DIM-dimensional rows) runs on one BLAS
-# thread (gpuksvm.array.blas_threads).  Measured on the 2-core box under a load
-# average of ~7: k-means (20,000 × 22, k = 1000) 2.4–3.2 s with two BLAS
+# thread (gpuksvm.array.blas_threads).  Measured on the 2-core development CPU with
+# its cores busy with other work: k-means (20,000 × 22, k = 1000) 2.4–3.2 s with two BLAS
 # threads vs 1.2–1.5 s with one; eigh of a 1000 × 1000 K_zz 2.7–24 s vs
 # 0.4–0.7 s.
 

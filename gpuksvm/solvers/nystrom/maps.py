@@ -18,7 +18,7 @@ floor is raised to eps(float32)·λ_max ≈ 1.2e-7·λ_max: F = K(X, Z) M comput
 in float32 carries a round-off of about eps·‖K_x‖/√λ_j in column j, which
 swamps the columns of smaller eigenvalues (measured on the 100K noisy
 checkerboard, k = 1000, float32 F: floor 1e-10 → 96.9 %, 1e-8 → 98.29 %,
-1.2e-7 → 98.34 %, the old 1.2e-6 → 98.25 %; float64 98.32 %).
+1.2e-7 → 98.34 %, 1.2e-6 → 98.25 %; float64 98.32 %).
 """
 from __future__ import annotations
 

@@ -8,15 +8,17 @@ paper leaves open, with the measured reason for each choice.  Figures: rank
 50, budget 150, γ = 1/d ("scale") on standardized data, test accuracy (test
 files; digits a stratified 70/30 split, abalone 75/25), scikit-learn's
 LinearSVC / Ridge as the linear model; ``bench/okfeb.py --device cpu --only
-defaults --against 192effc`` (``bench/results/okfeb.json``; 2-core CPU shared
-with other jobs).
+defaults --against 192effc`` (``bench/results/okfeb.json``; the 2-core
+development CPU).
 
 **Row order** (:func:`stream_order`).  The extractor is an online tracker: it
 follows the rows in the order they come, and the learner trained in the
 same pass sees the classes one after the other when the file is sorted by
-label (LIBSVM files often are).  Sorted, the old defaults predicted the last
-class: digits 10.0 % (majority 10.2 %), adult 23.6 % (majority 76.4 %),
-ijcnn1 9.5 % (majority 90.5 %), abalone RMSE 11.6 (the mean: 3.24).  ``fit``
+label (LIBSVM files often are).  Streamed in the order given and trained in
+the same pass, sorted rows give a model that predicts the last class (the
+benchmark's ``--against 192effc`` runs such a version in the same run):
+digits 10.0 % (majority 10.2 %), adult 23.6 % (majority 76.4 %), ijcnn1
+9.5 % (majority 90.5 %), abalone RMSE 11.6 (the mean: 3.24).  ``fit``
 therefore streams the rows in an order that depends on the rows and
 ``random_state`` only — sorted by a seeded hash of each row's contents
 (:func:`~gpuksvm.solvers.svi.steps.row_order_keys`, SVI's rule; equal rows by

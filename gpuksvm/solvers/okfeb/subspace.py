@@ -258,8 +258,9 @@ class OnlineSubspace(SubspaceStream):
         Why float64: when some of the r directions carry almost no kernel energy, C has
         eigenvalues ≈ 0 and cond(C + λI) ≈ λ_max(C)/λ (3·10⁴ at the default λ = 10⁻³ on the
         test models); W then has entries in the hundreds while the features are O(1), and
-        float32 rounding of W and K(X, S) is amplified to errors ~3·10⁻⁴ (measured: a GPU
-        float32 fit and its CPU copy disagreed by 2.9·10⁻⁴ on features of size 0.9; issue 13).
+        float32 rounding of W and K(X, S) is amplified to errors ~3·10⁻⁴ (measured: with W
+        in float32 a GPU float32 fit and its CPU copy disagree by 2.9·10⁻⁴ on features of
+        size 0.9).
         Computed in float64 from the same stored state the amplified error is ~10⁻¹¹, and the
         result is rounded to the working dtype once, at the end of :meth:`transform`.
         """

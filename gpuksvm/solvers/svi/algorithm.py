@@ -18,8 +18,8 @@ Mao, Fu, Wu & Hu, "Fast Kernel SVM Training via Support Vector Identification"
 
 What the paper leaves open, each with the measured reason.  The figures come
 from ``bench/svi_subset_rows.py --scale paper --device cpu``
-(``bench/results/svi_subset_rows.json``, 2026-11-23, 2-core CPU shared with
-other jobs): for each data set and each sub-SVM size r (M = 5, two seeds) the
+(``bench/results/svi_subset_rows.json``, 2026-11-23, the 2-core development
+CPU): for each data set and each sub-SVM size r (M = 5, two seeds) the
 paper's closed-form model, scored against scikit-learn's SVC on the same rows
 in the same run, and the check below computed without acting on it.
 
@@ -60,7 +60,7 @@ scored only by the sub-models that did not train on it, the check measures:
   4.6 % with 2,000 (0.8–0.9 below), 5.9–7.3 % below that; two-sine 2.1–3.0 %
   from 2,000 rows; adult 3.8–5.3 %; checkerboard 5.9–11.6 %.  It asks
   D ≤ :data:`MAX_SUBMODEL_DISAGREEMENT` (4 %).  Label noise raises D: on the
-  checkerboard with 4,000-row sub-SVMs SVI was within 0.4 point and the check
+  checkerboard with 4,000-row sub-SVMs SVI is within 0.4 point and the check
   still fails — a false alarm that costs the exact SVM's time, not accuracy;
 * the closed-form model's accuracy against the sub-models' leave-subset-out
   average on the same rows, margin rows excluded: a loss of −0.4 to +0.02
@@ -70,7 +70,7 @@ scored only by the sub-models that did not train on it, the check measures:
 Adult fails on both at every size measured, each alone close to its
 threshold at some seed.  The check is no substitute for the size floor: on
 digits' pairs with 20–40-row sub-SVMs it passed 26–35 of the 45 pairs while
-SVI was 2.7–5.7 points below SVC (easy pairs, sub-models that agree).  A
+SVI is 2.7–5.7 points below SVC (easy pairs, sub-models that agree).  A
 problem that fails is solved by the exact SVM (LIBSVM on the CPU, the batched
 working-set SMO on a GPU — the engine of :class:`gpuksvm.KernelSVC`), with an
 :class:`ExactFallbackWarning`; ``sub_models_[p]["check"]`` keeps the figures.
