@@ -40,11 +40,9 @@ $(REAL_CUPY)/.installed: $(STAMP)
 demo: $(STAMP)
 	$(BIN)/python -m gpuksvm demo
 
-# the docstring examples of every module of the package (a few seconds; importing a deprecated
-# module alias warns at collection, which is expected here), then the test suite
+# the docstring examples of every module of the package (a few seconds), then the test suite
 test: $(STAMP) $(REAL_CUPY)/.installed
-	$(BIN)/python -m pytest -q -p no:cacheprovider --timeout=900 --doctest-modules gpuksvm \
-	  -W "ignore::FutureWarning:importlib"
+	$(BIN)/python -m pytest -q -p no:cacheprovider --timeout=900 --doctest-modules gpuksvm
 	$(BIN)/python -m pytest -q -p no:cacheprovider --timeout=900
 
 test-gpu: $(STAMP)
