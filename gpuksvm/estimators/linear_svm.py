@@ -96,7 +96,7 @@ from gpuksvm.estimators.base import DeviceMixin
 from gpuksvm.data.blocks import as_block_source, is_block_input
 from gpuksvm.estimators.calibration import ProbabilityMixin
 from gpuksvm.estimators.params import CLASS_WEIGHT, DEVICE_PARAMS, count, positive
-from gpuksvm.solvers.linear.problem import problem as lin
+from gpuksvm.solvers.linear import problem as lin
 from gpuksvm.solvers.linear.dual_cd import dual_cd
 from gpuksvm.solvers.cost_scaling import ScaledProblemWarning, extreme_cost_scale, scaled_costs
 from gpuksvm.solvers.linear.newton_memory import newton_squared_hinge
