@@ -31,7 +31,7 @@ from gpuksvm.estimators.params import (
 )
 from gpuksvm.scaleout.dispatch import dask_dispatch
 from gpuksvm.scaleout.svi import fit_svi
-from gpuksvm.solvers.svi.algorithm import algorithm as svi_solver
+from gpuksvm.solvers.svi import algorithm as svi_solver
 from gpuksvm.solvers.svi.algorithm import (
     DEFAULT_MARGIN_TOL,
     DEFAULT_MAX_MARGIN_SV,
