@@ -174,7 +174,11 @@ def _study_module(name: str):
     spec = importlib.util.spec_from_file_location(f"bench_study_{name}", HERE / "studies" / f"{name}.py")
     mod = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = mod
-    spec.loader.exec_module(mod)
+    saved = list(sys.path)
+    try:
+        spec.loader.exec_module(mod)
+    finally:  # the scripts put bench/ first on the path, where bench/dask.py would shadow dask
+        sys.path[:] = saved
     return mod
 
 

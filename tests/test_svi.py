@@ -301,7 +301,7 @@ def test_gpu_matches_cpu(gpu):
 
 
 def _stages(est, X, y):
-    """Steps 1–3 of ``est`` on (X, y): the solver's ensemble, as bench/svi_margin_tol.py runs it."""
+    """Steps 1–3 of ``est`` on (X, y): the solver's ensemble, as bench/studies/svi_margin_tol.py runs it."""
     est._check_params()
     X, y, classes, yidx, Xd, kernel, dev, dt = est._prepare(X, y)
     return svi_solver.ensemble_stage(X, Xd, yidx, kernel, est._solver_params(), dev, dt)
