@@ -7,7 +7,7 @@ import time
 import traceback
 
 from . import cases as _cases  # noqa: F401  (registers the cases)
-from .harness import DEVICES, REGISTRY, RESULTS, RECORDS_FILE, SCALES, new_run_id, run_case, write_records
+from .harness import DEVICES, REGISTRY, RECORDS_FILE, SCALES, new_run_id, run_case, write_records
 
 
 def _resolve(device: str):
@@ -27,7 +27,8 @@ def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
     ap.add_argument("names", nargs="*", metavar="NAME", help="registered cases to run (see --list)")
     ap.add_argument("--list", action="store_true", help="list the registered cases and exit")
-    ap.add_argument("--all", action="store_true", help="run every case of kind 'benchmark' that has --scale")
+    ap.add_argument("--all", action="store_true",
+                    help="run every benchmark and script case that has --scale (studies: name them)")
     ap.add_argument("--scale", default="small", choices=SCALES)
     ap.add_argument("--device", default="auto", choices=DEVICES)
     ap.add_argument("--repeats", type=int, default=None, help="timed fits per point (default: the case's)")
@@ -45,7 +46,7 @@ def main(argv: list[str] | None = None) -> int:
     names = list(args.names)
     if args.all:
         names += [c.name for c in REGISTRY.values()
-                  if c.kind == "benchmark" and args.scale in c.scales and c.name not in names]
+                  if c.kind in ("benchmark", "script") and args.scale in c.scales and c.name not in names]
     if not names:
         ap.error("name a case (python -m bench --list), or --all")
     unknown = [n for n in names if n not in REGISTRY]

@@ -18,7 +18,7 @@ import numpy as np
 import gpuksvm
 from gpuksvm.datasets import load_dataset, make_checkerboard, subsample
 
-from .harness import Case, Context, Record, register
+from .harness import RESULTS, Case, Context, Record, register, run_script
 
 HERE = Path(__file__).resolve().parent
 
@@ -243,3 +243,37 @@ register(Case(
             "paper": {"datasets": ["ijcnn1", "adult", "two_sines", "digits", "digits_x5"],
                       "taus": [0.02, 0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0], "seeds": [0, 1, 2]}},
     description="study: SVI accuracy and margin SVs vs the margin band τ, with the exact-SVM oracle"))
+
+
+# --------------------------------------------------------------------------- whole scripts
+# The benchmark scripts with several sections each (``bench/<name>.py --only ...``): run whole,
+# they write their own ``bench/results/<name>.json``; the harness records that they ran.
+SCRIPTS = {
+    "kernels": ("RBF kernel-block throughput of the block variants over (n, k, d)", ("tiny", "small", "paper")),
+    "solvers": ("engines on ijcnn1: KernelSVC vs sklearn SVC, LinearSVM vs LinearSVC, batched SMO", ("tiny", "small", "paper")),
+    "llsvm": ("LLSVM sections: ijcnn1 vs k, noisy checkerboard, multi-class, row order, LLSVM2 grid, "
+              "out of core", ("small", "paper")),
+    "cvm": ("CVM sections: (γ, C, tol) selection, checkerboard vs n, adult, noisy checkerboard",
+            ("small", "paper")),
+    "svi": ("SVI against the full kernel SVM on the same rows, several data sets", ("small", "paper")),
+    "okfeb": ("OK-FEB sections (the paper's figures and the throughput target)", ("small", "paper")),
+    "dask": ("distributed LLSVM on Dask: strong scaling and overhead", ("small", "paper")),
+}
+
+
+def _script_runner(name: str):
+    def run(ctx: Context) -> Iterator[Record]:
+        res = run_script(HERE / f"{name}.py", ["--scale", ctx.scale, "--device",
+                                              "gpu" if ctx.device.is_gpu else "cpu"])
+        if res["status"] != "ok":
+            raise RuntimeError(f"bench/{name}.py: {res['status']}\n{res['traceback'] or ''}")
+        yield ctx.record(method=f"bench/{name}.py", dataset="(sections)",
+                         extra={"status": res["status"], "seconds": res["seconds"],
+                                "results_json": str(RESULTS / f"{name}.json")})
+    run.__doc__ = f"``bench/{name}.py`` run whole at the case's scale."
+    return run
+
+
+for _name, (_desc, _scales) in SCRIPTS.items():
+    register(Case(_name, _script_runner(_name), scales={s: {} for s in _scales}, description=_desc,
+                  kind="script", figure=None))

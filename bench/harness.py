@@ -16,13 +16,18 @@ the times are comparable within one run only.
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import datetime as _dt
+import importlib.util
+import io
 import json
 import os
 import platform
 import statistics
+import sys
 import time
+import traceback
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -341,3 +346,51 @@ def run_case(case: Case, *, scale: str, device: Any, run_id: str, repeats: int |
     for r in records:  # the same dict for all: fill in the end of the run
         r.host = dict(r.host, load_after=after, quiet=quiet_note(before, after))
     yield from records
+
+
+# --------------------------------------------------------------------------- whole scripts
+class _Tee(io.TextIOBase):
+    def __init__(self, *streams: Any) -> None:
+        self.streams = streams
+
+    def write(self, s: str) -> int:
+        for st in self.streams:
+            st.write(s)
+        return len(s)
+
+    def flush(self) -> None:
+        for st in self.streams:
+            st.flush()
+
+
+def run_script(path: Path, argv: list[str], *, echo: bool = True) -> dict:
+    """Run a benchmark script's ``main(argv)`` in this process, its output captured.
+
+    Returns ``{"name", "status", "seconds", "stdout", "traceback"}``; ``status``
+    is ``"ok"``, ``"exit N"`` or ``"FAILED"`` (an exception, its traceback kept).
+    """
+    path = Path(path)
+    buf = io.StringIO()
+    out = _Tee(buf, sys.stdout) if echo else buf
+    t0 = time.perf_counter()
+    status, tb = "ok", None
+    saved_path = list(sys.path)
+    with contextlib.redirect_stdout(out):
+        try:
+            spec = importlib.util.spec_from_file_location(f"bench_{path.stem}", path)
+            mod = importlib.util.module_from_spec(spec)
+            spec.loader.exec_module(mod)
+            rc = mod.main(argv)
+            if isinstance(rc, int) and rc != 0:
+                status = f"exit {rc}"
+        except SystemExit as exc:  # argparse or an explicit exit
+            if exc.code not in (0, None):
+                status, tb = f"exit {exc.code}", traceback.format_exc()
+        except Exception:  # noqa: BLE001 - the caller reports it and goes on
+            status, tb = "FAILED", traceback.format_exc()
+            if echo:
+                print(tb, file=sys.stderr)
+        finally:  # the scripts put bench/ first on the path, where bench/dask.py would shadow dask
+            sys.path[:] = saved_path
+    return {"name": path.stem, "status": status, "seconds": time.perf_counter() - t0,
+            "stdout": buf.getvalue(), "traceback": tb}

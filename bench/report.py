@@ -32,9 +32,17 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from bench import cases as _cases  # noqa: E402,F401  (registers the cases: their figure kinds)
-from bench.harness import REGISTRY, RESULTS, Record, read_records  # noqa: E402
+from bench.harness import REGISTRY, RESULTS, Record, read_records, run_script  # noqa: E402
+
+HERE = ROOT / "bench"
 
 MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*", "<", ">", "h", "p")
+
+
+def run_benchmark(name: str, scale: str, device: str, *, echo: bool = True) -> dict:
+    """``bench/<name>.py``'s ``main(["--scale", scale, "--device", device])`` run in this process
+    (for ``bench/gpu_suite.py``): ``{"name", "status", "seconds", "stdout", "traceback"}``."""
+    return run_script(HERE / f"{name}.py", ["--scale", scale, "--device", device], echo=echo)
 
 
 # --------------------------------------------------------------------------- selection

@@ -27,7 +27,8 @@ def test_list_shows_every_registered_case():
     assert [line.split()[0] for line in listing] == list(REGISTRY)
     for name, case in REGISTRY.items():
         assert case.description and set(case.scales) <= set(SCALES)
-        assert "tiny" in case.scales, f"{name} has no tiny scale for a smoke run"
+        if case.kind != "script":
+            assert "tiny" in case.scales, f"{name} has no tiny scale for a smoke run"
 
 
 def test_every_study_is_a_case():
@@ -131,3 +132,19 @@ def test_figure_has_one_legend_entry_per_method_and_no_point_labels(tmp_path, mo
     assert [t.get_text() for t in ax.get_legend().get_texts()] == ["LLSVM", "SVC (sklearn)", "A", "B"]
     assert len({line.get_marker() for line in ax.get_lines()}) == 4
     assert len(ax.texts) == 0                               # no text over the points
+
+
+def test_run_script_captures_output_failures_and_restores_the_path(tmp_path):
+    from bench.harness import run_script
+
+    ok = tmp_path / "fine.py"
+    ok.write_text("import sys\ndef main(argv):\n    sys.path.insert(0, '/nowhere')\n    print('ran', argv)\n    return 0\n")
+    bad = tmp_path / "broken.py"
+    bad.write_text("def main(argv):\n    raise RuntimeError('boom')\n")
+    before = list(sys.path)
+    r = run_script(ok, ["--scale", "tiny"], echo=False)
+    assert (r["name"], r["status"], r["stdout"].strip()) == ("fine", "ok", "ran ['--scale', 'tiny']")
+    assert sys.path == before
+    r = run_script(bad, [], echo=False)
+    assert r["status"] == "FAILED" and "boom" in r["traceback"]
+    assert report.run_benchmark.__doc__ and callable(report.run_benchmark)   # what bench/gpu_suite.py imports
