@@ -220,8 +220,10 @@ def run_svi_margin_tol(ctx: Context) -> Iterator[Record]:
     """SVI's accuracy and margin SVs against the margin band τ (the study behind ``margin_tol``)."""
     mod = _study_module("svi_margin_tol")
     p = ctx.params
+    results = []
     for name in p["datasets"]:
         res = mod.study(name, _data_scale(ctx), _device_arg(ctx), p["taus"], p["seeds"])
+        results.append(res)
         base = {"n_train": res["n_train"], "n_test": res["n_test"]}
         yield ctx.record(method="SVC (sklearn)", dataset=name, params=dict(res["params"]),
                          fit_s=res["svc"]["fit_s"], accuracy=res["svc"]["accuracy"],
@@ -233,6 +235,11 @@ def run_svi_margin_tol(ctx: Context) -> Iterator[Record]:
                              predict_s=row["predict_s"], accuracy=row["accuracy"],
                              extra={k: v for k, v in row.items() if k not in (
                                  "dataset", "tau", "seed", "accuracy", "predict_s")}, **base)
+    # the study's finding: the default τ by its stated criterion, over every data set of the run
+    choice = mod.choose_default(results)
+    ctx.log(f"  chosen margin_tol: {choice['chosen']} (current default {choice['current_default']})")
+    yield ctx.record(method="criterion: chosen margin_tol", dataset=",".join(p["datasets"]),
+                     params={"tau": choice["chosen"]}, extra=choice)
 
 
 register(Case(
