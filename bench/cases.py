@@ -119,7 +119,7 @@ def run_cvm_checkerboard(ctx: Context) -> Iterator[Record]:
 
 
 register(Case(
-    "cvm_checkerboard", run_cvm_checkerboard,
+    "cvm_checkerboard", run_cvm_checkerboard, figure="acc_vs_time,time_vs_param:n",
     scales={"tiny": {"sizes": [2000], "sizes_gpu": [2000], "n_test": 2000, "svc_max_n": 2000},
             "small": {"sizes": [10_000, 100_000, 1_000_000], "sizes_gpu": [10_000, 100_000, 1_000_000, 10_000_000],
                       "n_test": 20_000, "svc_max_n": 10_000},

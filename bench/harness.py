@@ -302,9 +302,11 @@ class Case:
     kind : str
         ``"benchmark"`` or ``"study"`` (a one-off parameter study).
     figure : str or None
-        ``"acc_vs_time"``: the report plots test accuracy against fit time,
-        one marker per method; ``"acc_vs_param:<name>"``: accuracy against
-        ``params[<name>]``, one line per method; None: a table only.
+        The report's figures, comma separated: ``"acc_vs_time"`` (test
+        accuracy against fit time, one marker per method),
+        ``"acc_vs_param:<name>"`` (accuracy against ``params[<name>]``),
+        ``"time_vs_param:<name>"`` (fit time against ``params[<name>]``);
+        None: a table only.
     """
 
     name: str

@@ -11,6 +11,7 @@ runs of different days or loads.  Writes ``REPORT.md`` beside the figures:
 * ``<case>_<dataset>_acc_vs_time.png``: test accuracy against fit time, one
   marker per method and a legend (points of one method joined in the order of
   the parameter they sweep);
+* ``<case>_<dataset>_time_vs_<param>.png`` where a case sweeps the rows (fit time against n);
 * ``<case>_<dataset>_acc_vs_<param>.png`` for studies: accuracy against the
   studied parameter, one marker per method, references (records without the
   parameter, e.g. SVC) as dashed lines;
@@ -167,13 +168,40 @@ def plot_acc_vs_param(records: list[Record], param: str, path: Path, title: str)
     return path
 
 
+def plot_time_vs_param(records: list[Record], param: str, path: Path, title: str) -> Path | None:
+    """Fit time against ``params[param]`` (log-log), one marker per method, joined within a method."""
+    pts = [r for r in records if _num(r.params.get(param)) and r.params[param] > 0 and _num(r.fit_s)
+           and r.fit_s > 0]
+    if not pts:
+        return None
+    plt = _pyplot()
+    groups = by_key(pts, "method")
+    style = _style([m for (m,) in groups])
+    fig, ax = plt.subplots(figsize=(6.4, 4.4))
+    for (method,), rs in groups.items():
+        rs = sorted(rs, key=lambda r: r.params[param])
+        ax.plot([r.params[param] for r in rs], [r.fit_s for r in rs], linestyle="-" if len(rs) > 1 else "none",
+                linewidth=0.8, markersize=6, label=method, **style[method])
+    _log_x(ax)
+    ax.set_yscale("log")
+    ax.set_xlabel(f"{param} (log scale)")
+    ax.set_ylabel("fit time (s, log scale)")
+    ax.grid(True, which="both", alpha=0.3)
+    ax.set_title(title, fontsize=9)
+    _legend(ax, len(groups))
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
 def _log_x(ax: Any) -> None:
     """A log x axis labelled 0.01, 0.02, 0.05, 0.1 ... (no crowded minor labels)."""
     from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
     ax.set_xscale("log")
     ax.xaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
-    ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+    ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:,.0f}" if v >= 1000 else f"{v:g}"))
     ax.xaxis.set_minor_formatter(NullFormatter())
 
 
@@ -208,19 +236,25 @@ def make_figures(run: list[Record], out: Path) -> dict[str, list[Path]]:
     out.mkdir(parents=True, exist_ok=True)
     figs: dict[str, list[Path]] = {}
     for (case, dataset), rs in by_key(run, "case", "dataset").items():
-        kind = REGISTRY[case].figure if case in REGISTRY else "acc_vs_time"
-        if kind is None:
-            continue
-        if kind.startswith("acc_vs_param:"):
-            param = kind.split(":", 1)[1]
-            p = plot_acc_vs_param(rs, param, out / f"{case}_{_slug(dataset)}_acc_vs_{_slug(param)}.png",
-                                  _title(run, f"{case}: {dataset}, test accuracy vs {param}"))
-        else:
-            p = plot_acc_vs_time(rs, out / f"{case}_{_slug(dataset)}_acc_vs_time.png",
-                                 _title(run, f"{case}: {dataset}, test accuracy vs fit time"))
-        if p:
-            figs.setdefault(case, []).append(p)
-    timed = [r for r in run if REGISTRY.get(r.case) is None or REGISTRY[r.case].figure == "acc_vs_time"]
+        kinds = REGISTRY[case].figure if case in REGISTRY else "acc_vs_time"
+        for kind in (kinds or "").split(","):
+            if kind.startswith("acc_vs_param:"):
+                param = kind.split(":", 1)[1]
+                p = plot_acc_vs_param(rs, param, out / f"{case}_{_slug(dataset)}_acc_vs_{_slug(param)}.png",
+                                      _title(run, f"{case}: {dataset}, test accuracy vs {param}"))
+            elif kind.startswith("time_vs_param:"):
+                param = kind.split(":", 1)[1]
+                p = plot_time_vs_param(rs, param, out / f"{case}_{_slug(dataset)}_time_vs_{_slug(param)}.png",
+                                       _title(run, f"{case}: {dataset}, fit time vs {param}"))
+            elif kind == "acc_vs_time":
+                p = plot_acc_vs_time(rs, out / f"{case}_{_slug(dataset)}_acc_vs_time.png",
+                                     _title(run, f"{case}: {dataset}, test accuracy vs fit time"))
+            else:
+                continue
+            if p:
+                figs.setdefault(case, []).append(p)
+    timed = [r for r in run if REGISTRY.get(r.case) is None
+             or "acc_vs_time" in (REGISTRY[r.case].figure or "").split(",")]
     for (dataset,), rs in by_key(timed, "dataset").items():
         cases = {r.case for r in rs}
         if len(cases) < 2:
