@@ -148,3 +148,13 @@ def test_run_script_captures_output_failures_and_restores_the_path(tmp_path):
     r = run_script(bad, [], echo=False)
     assert r["status"] == "FAILED" and "boom" in r["traceback"]
     assert report.run_benchmark.__doc__ and callable(report.run_benchmark)   # what bench/gpu_suite.py imports
+
+
+def test_rows_sweep_gets_a_time_vs_n_figure(tmp_path):
+    recs = [_rec("r", "CVM", 0.1 * i, 0.99, case="cvm_checkerboard", dataset="checkerboard", params={"n": n})
+            for i, n in enumerate((1000, 10_000, 100_000), 1)]
+    recs.append(_rec("r", "SVC (sklearn)", 2.0, 0.99, case="cvm_checkerboard", dataset="checkerboard",
+                     params={"n": 1000}))
+    figs = report.make_figures(recs, tmp_path)
+    assert sorted(p.name for p in figs["cvm_checkerboard"]) == [
+        "cvm_checkerboard_checkerboard_acc_vs_time.png", "cvm_checkerboard_checkerboard_time_vs_n.png"]
