@@ -99,6 +99,17 @@ def _legend(ax: Any, n: int) -> None:
         ax.legend(fontsize=8, loc="best")
 
 
+def _save(plt: Any, fig: Any, ax: Any, title: str, n_labels: int, path: Path) -> Path:
+    """Grid, title and legend, then write the PNG and close the figure."""
+    ax.grid(True, which="both", alpha=0.3)
+    ax.set_title(title, fontsize=9)
+    _legend(ax, n_labels)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
 def _title(run: list[Record], what: str) -> str:
     r = run[0]
     return f"{what}\n{r.scale} scale, {r.device}{(' (' + r.host['gpu'] + ')') if r.host.get('gpu') else ''}, " \
@@ -123,13 +134,7 @@ def plot_acc_vs_time(records: list[Record], path: Path, title: str, label_of=lam
     _log_x(ax)
     ax.set_xlabel("fit time (s, log scale)")
     ax.set_ylabel("test accuracy (%)")
-    ax.grid(True, which="both", alpha=0.3)
-    ax.set_title(title, fontsize=9)
-    _legend(ax, len(groups))
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return _save(plt, fig, ax, title, len(groups), path)
 
 
 def plot_acc_vs_param(records: list[Record], param: str, path: Path, title: str) -> Path | None:
@@ -159,13 +164,7 @@ def plot_acc_vs_param(records: list[Record], param: str, path: Path, title: str)
     if min(r.params[param] for r in swept) > 0 and \
             max(r.params[param] for r in swept) / min(r.params[param] for r in swept) > 20:
         _log_x(ax)
-    ax.grid(True, alpha=0.3)
-    ax.set_title(title, fontsize=9)
-    _legend(ax, len(groups) + len(refs))
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return _save(plt, fig, ax, title, len(groups) + len(refs), path)
 
 
 def plot_time_vs_param(records: list[Record], param: str, path: Path, title: str) -> Path | None:
@@ -186,13 +185,7 @@ def plot_time_vs_param(records: list[Record], param: str, path: Path, title: str
     ax.set_yscale("log")
     ax.set_xlabel(f"{param} (log scale)")
     ax.set_ylabel("fit time (s, log scale)")
-    ax.grid(True, which="both", alpha=0.3)
-    ax.set_title(title, fontsize=9)
-    _legend(ax, len(groups))
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return _save(plt, fig, ax, title, len(groups), path)
 
 
 def _log_x(ax: Any) -> None:
