@@ -57,7 +57,7 @@ test-emulated-nofma: $(STAMP)
 	GPUKSVM_TEST_GPU=emulated GPUEMU_FMA=off $(BIN)/python -m pytest -q -p no:cacheprovider -m gpu
 
 bench: $(STAMP)
-	$(BIN)/python bench/report.py --scale small
+	$(BIN)/python -m bench --all --scale small --report
 
 bench-gpu: $(STAMP)
 	$(BIN)/python bench/gpu_suite.py

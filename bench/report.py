@@ -1,473 +1,328 @@
-"""Run every benchmark and write ``bench/results/REPORT.md`` with tables and PNG plots.
+"""The benchmark report: tables and figures of ONE run, read from the record schema.
 
-    python bench/report.py [--scale small|paper] [--device auto|cpu|gpu]
-                           [--only llsvm,cvm] [--no-run] [--no-demo]
+    python bench/report.py                    # the latest run in bench/results/records.jsonl
+    python bench/report.py --run-id 20261126T174018Z-d80ea6
+    python -m bench --all --scale small --report      # run, then report that run
 
-1. Each ``bench/<name>.py`` (every script with a ``main(argv=None)``, except
-   this one, ``gpu_suite.py`` and helpers starting with ``_``) is run in this
-   process as ``main(["--scale", S, "--device", D])``; its printed table is
-   captured and its ``bench/results/<name>.json`` read back.  A failing
-   benchmark is reported (with its traceback) and the others go on.
-2. The demo (:mod:`gpuksvm.cli.demo`: every method and the linear / exact kernel
-   SVM baselines on ijcnn1) is run at the matching size (``small``: the CPU
-   demo sizes; ``paper``: the full training and test sets) and saved as
-   ``bench/results/demo.json``.
-3. Plots (PNG, beside the report): test error against the number of landmarks,
-   training time against n, and accuracy against training time for all
-   methods and baselines — drawn from every result table whose columns fit
-   (see :func:`find_curves`), with the device in every title.
-4. ``REPORT.md``: the machine, device and scale, a run summary, the demo table,
-   then one section per benchmark with its tables and plots.
+Reads :class:`bench.harness.Record` lines (fixed field names; nothing is
+guessed) and keeps the records of one ``run_id``, so a figure never mixes
+runs of different days or loads.  Writes ``REPORT.md`` beside the figures:
 
-``--no-run`` rebuilds the report from the JSON files already in
-``bench/results`` (e.g. those a GPU session brought back).  Timings taken on a
-shared machine are noisy: the report says where and when they were taken.
+* ``<case>_<dataset>_acc_vs_time.png``: test accuracy against fit time, one
+  marker per method and a legend (points of one method joined in the order of
+  the parameter they sweep);
+* ``<case>_<dataset>_time_vs_<param>.png`` where a case sweeps the rows (fit time against n);
+* ``<case>_<dataset>_acc_vs_<param>.png`` for studies: accuracy against the
+  studied parameter, one marker per method, references (records without the
+  parameter, e.g. SVC) as dashed lines;
+* ``all_<dataset>_acc_vs_time.png``: every case of the run on that data set.
 """
 from __future__ import annotations
 
 import argparse
-import contextlib
-import datetime as _dt
-import importlib.util
-import io
 import json
 import math
 import sys
-import time
-import traceback
 from pathlib import Path
 from typing import Any, Iterable
 
-HERE = Path(__file__).resolve().parent
-ROOT = HERE.parent
-SKIP = {"report", "gpu_suite"}
+ROOT = Path(__file__).resolve().parent.parent
+if sys.path and Path(sys.path[0]).resolve() == ROOT / "bench":  # run as a script: bench/dask.py must
+    sys.path.pop(0)                                                 # not shadow the dask package
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
 
-for _p in (ROOT, HERE):  # run from a checkout without installing; the bench helpers
-    if str(_p) not in sys.path:
-        sys.path.insert(0, str(_p))
-from _timing import RESULTS, write_json  # noqa: E402
+from bench import cases as _cases  # noqa: E402,F401  (registers the cases: their figure kinds)
+from bench.harness import REGISTRY, RESULTS, Record, read_records, run_script  # noqa: E402
 
-# column names the plots understand (first match wins)
-K_KEYS = ("n_landmarks", "landmarks", "k", "rank", "budget")
-N_KEYS = ("n_train", "n", "n_samples", "rows")
-TIME_KEYS = ("fit_s", "train_s", "fit_time", "train_time", "time_s", "seconds", "time", "median_s")
-ACC_KEYS = ("accuracy", "test_accuracy", "acc", "test_acc")
-ERR_KEYS = ("error", "test_error", "err", "error_rate")
-LABEL_KEYS = ("method", "estimator", "variant", "solver", "name", "config", "model")
-GROUP_KEYS = ("method", "variant", "solver", "landmarks_init", "sample_size", "device", "dataset",
-              "dtype", "loss", "config")
+HERE = ROOT / "bench"
 
-
-# --------------------------------------------------------------------------- running
-def discover(only: Iterable[str] | None = None) -> list[str]:
-    """Benchmark script names in ``bench/`` (those defining ``main``)."""
-    names = []
-    for p in sorted(HERE.glob("*.py")):
-        name = p.stem
-        if name.startswith("_") or name in SKIP:
-            continue
-        if "def main(" not in p.read_text(errors="replace"):
-            continue
-        names.append(name)
-    if only:
-        wanted = [o for o in only if o]
-        missing = [o for o in wanted if o not in names]
-        if missing:
-            raise SystemExit(f"no benchmark named {missing}; have {names}")
-        names = [n for n in names if n in wanted]
-    return names
-
-
-def _load(name: str):
-    spec = importlib.util.spec_from_file_location(f"bench_{name}", HERE / f"{name}.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
-class _Tee(io.TextIOBase):
-    def __init__(self, *streams: Any) -> None:
-        self.streams = streams
-
-    def write(self, s: str) -> int:
-        for st in self.streams:
-            st.write(s)
-        return len(s)
-
-    def flush(self) -> None:
-        for st in self.streams:
-            st.flush()
+MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*", "<", ">", "h", "p")
 
 
 def run_benchmark(name: str, scale: str, device: str, *, echo: bool = True) -> dict:
-    """Run ``bench/<name>.py``'s ``main`` and return its status, time and printed output."""
-    buf = io.StringIO()
-    out = _Tee(buf, sys.stdout) if echo else buf
-    t0 = time.perf_counter()
-    status, tb = "ok", None
-    with contextlib.redirect_stdout(out):
-        try:
-            rc = _load(name).main(["--scale", scale, "--device", device])
-            if isinstance(rc, int) and rc != 0:
-                status = f"exit {rc}"
-        except SystemExit as exc:  # argparse or an explicit exit
-            if exc.code not in (0, None):
-                status, tb = f"exit {exc.code}", traceback.format_exc()
-        except Exception:  # noqa: BLE001 - report it and go on with the next benchmark
-            status, tb = "FAILED", traceback.format_exc()
-            if echo:
-                print(tb, file=sys.stderr)
-    return {"name": name, "status": status, "seconds": time.perf_counter() - t0,
-            "stdout": buf.getvalue(), "traceback": tb}
+    """``bench/<name>.py``'s ``main(["--scale", scale, "--device", device])`` run in this process
+    (for ``bench/gpu_suite.py``): ``{"name", "status", "seconds", "stdout", "traceback"}``."""
+    return run_script(HERE / f"{name}.py", ["--scale", scale, "--device", device], echo=echo)
 
 
-def run_demo(scale: str, device: str) -> dict:
-    from gpuksvm.cli.demo import format_table, run_demo as _run
+# --------------------------------------------------------------------------- selection
+def select_run(records: list[Record], run_id: str | None = None) -> list[Record]:
+    """The records of ``run_id`` (default: the run of the last record in the file)."""
+    if not records:
+        return []
+    rid = run_id or records[-1].run_id
+    chosen = [r for r in records if r.run_id == rid]
+    if not chosen:
+        raise SystemExit(f"no records of run {rid!r}; runs: {sorted({r.run_id for r in records})}")
+    return chosen
 
-    sizes = {"n_train": "default", "n_test": "default"} if scale == "small" else \
-        {"n_train": None, "n_test": None, "svc_max_train": None}
-    result = _run(device=device, progress=False, **sizes)
-    result["table"] = format_table(result)
-    write_json("demo", result)
-    print(result["table"])
-    return result
 
-
-# --------------------------------------------------------------------------- reading results
-def load_results(names: Iterable[str]) -> dict[str, dict]:
-    out = {}
-    for name in names:
-        p = RESULTS / f"{name}.json"
-        if p.exists():
-            try:
-                out[name] = json.loads(p.read_text())
-            except json.JSONDecodeError as exc:
-                out[name] = {"_error": f"{p.name} does not parse: {exc}"}
+def by_key(records: Iterable[Record], *keys: str) -> dict[tuple, list[Record]]:
+    """Records grouped by the values of the given fields, in first-seen order."""
+    out: dict[tuple, list[Record]] = {}
+    for r in records:
+        out.setdefault(tuple(getattr(r, k) for k in keys), []).append(r)
     return out
 
 
-def tables_of(payload: Any, prefix: str = "") -> list[tuple[str, list[dict]]]:
-    """Every list of row dicts inside a result payload, with its key path."""
-    found: list[tuple[str, list[dict]]] = []
-    if isinstance(payload, list) and payload and all(isinstance(r, dict) for r in payload):
-        scalar = [r for r in payload if any(not isinstance(v, (dict, list)) for v in r.values())]
-        if scalar:
-            found.append((prefix or "rows", payload))
-            # rows may themselves carry nested tables (e.g. a per-k curve per method)
-        for i, r in enumerate(payload):
-            for k, v in r.items():
-                if isinstance(v, (list, dict)):
-                    found += tables_of(v, f"{prefix}[{i}].{k}")
-        return found
-    if isinstance(payload, dict):
-        if prefix and all(not isinstance(v, (list, dict)) for v in payload.values()) \
-                and _first(TIME_KEYS, payload) and (_first(ACC_KEYS, payload) or _first(ERR_KEYS, payload)):
-            return [(prefix, [payload])]  # a single result row (e.g. a baseline)
-        for k, v in payload.items():
-            if k in ("machine",):
-                continue
-            found += tables_of(v, f"{prefix}.{k}" if prefix else k)
-    return found
-
-
-def _first(keys: Iterable[str], row: dict) -> str | None:
-    for k in keys:
-        if k in row and _is_num(row[k]):
-            return k
-    return None
-
-
-def _is_num(v: Any) -> bool:
+def _num(v: Any) -> bool:
     return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
 
 
-def _group_key(rows: list[dict], exclude: set[str]) -> str | None:
-    for g in GROUP_KEYS:
-        if g in exclude:
-            continue
-        vals = {str(r.get(g)) for r in rows if g in r}
-        if len(vals) > 1:
-            return g
-    return None
+def _sweep_key(r: Record) -> tuple:
+    return tuple(sorted((k, v) for k, v in r.params.items() if _num(v)))
 
 
-def find_curves(rows: list[dict]) -> list[dict]:
-    """Which plots a table supports: error-vs-k, time-vs-n and accuracy-vs-time."""
-    if not rows:
-        return []
-    keys = set().union(*(r.keys() for r in rows))
-    sample = {k: next((r[k] for r in rows if k in r), None) for k in keys}
-    curves = []
-    acc = _first(ACC_KEYS, sample)
-    err = _first(ERR_KEYS, sample)
-    tkey = _first(TIME_KEYS, sample)
-    kkey = _first(K_KEYS, sample)
-    nkey = _first(N_KEYS, sample)
-    if kkey and (err or acc):
-        ks = {r.get(kkey) for r in rows}
-        if len(ks) > 1:
-            curves.append({"kind": "error_vs_k", "x": kkey, "y": err or acc, "acc": err is None,
-                           "time": tkey, "group": _group_key(rows, {kkey})})
-    if nkey and tkey:
-        ns = {r.get(nkey) for r in rows}
-        if len(ns) > 1:
-            curves.append({"kind": "time_vs_n", "x": nkey, "y": tkey, "group": _group_key(rows, {nkey})})
-    if tkey and (acc or err):
-        label = next((k for k in LABEL_KEYS if k in keys), None)
-        curves.append({"kind": "acc_vs_time", "x": tkey, "y": acc or err, "acc": acc is not None,
-                       "label": label})
-    return curves
+# --------------------------------------------------------------------------- figures
+def _pyplot():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
 
 
-def _series(rows: list[dict], x: str, y: str, group: str | None):
-    groups: dict[str, list[tuple[float, float, dict]]] = {}
-    for r in rows:
-        if not (_is_num(r.get(x)) and _is_num(r.get(y))):
-            continue
-        groups.setdefault(str(r.get(group)) if group else "", []).append((r[x], r[y], r))
-    for g in groups:
-        groups[g].sort(key=lambda t: t[0])
-    return groups
+def _style(methods: list[str]) -> dict[str, dict]:
+    import matplotlib
+
+    colors = matplotlib.colormaps["tab10"].colors
+    return {m: {"marker": MARKERS[i % len(MARKERS)], "color": colors[i % len(colors)]}
+            for i, m in enumerate(methods)}
 
 
-def _dataset_of(row: dict, table: str, bench: str) -> str:
-    if isinstance(row.get("dataset"), str):
-        return row["dataset"]
-    from gpuksvm.datasets import DATASETS
-
-    for part in table.replace("[", ".").split("."):
-        if part in DATASETS or part in ("checkerboard", "two_sines", "two_spheres", "digits"):
-            return part
-    return bench
+def _legend(ax: Any, n: int) -> None:
+    if n > 6:  # outside the axes: never over the points
+        ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0.0)
+    else:
+        ax.legend(fontsize=8, loc="best")
 
 
-def _acc_points(rows: list[dict], curve: dict, prefix: str = "") -> list[dict]:
-    pts = []
-    for r in rows:
-        t, v = r.get(curve["x"]), r.get(curve["y"])
-        if not (_is_num(t) and _is_num(v)) or t <= 0:
-            continue
-        acc = v if curve["acc"] else 1.0 - v
-        if acc > 1.0:  # given in percent
-            acc /= 100.0
-        parts = [str(r[k]) for k in LABEL_KEYS if k in r][:1]
-        if isinstance(r.get("dataset"), str):
-            parts.append(r["dataset"])
-        for extra in K_KEYS + N_KEYS:
-            if extra in r and _is_num(r[extra]):
-                parts.append(f"{extra}={r[extra]:g}")
-                break
-        pts.append({"label": prefix + " ".join(parts), "time": float(t), "accuracy": float(acc)})
-    return pts
+def _save(plt: Any, fig: Any, ax: Any, title: str, n_labels: int, path: Path) -> Path:
+    """Grid, title and legend, then write the PNG and close the figure."""
+    ax.grid(True, which="both", alpha=0.3)
+    ax.set_title(title, fontsize=9)
+    _legend(ax, n_labels)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
 
 
-# --------------------------------------------------------------------------- plotting
-def make_plots(results: dict[str, dict], demo: dict | None, device_note: str) -> dict[str, list[Path]]:
-    """Draw the PNGs; returns {section: [paths]}."""
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        print("matplotlib is not installed: the report has tables only", file=sys.stderr)
-        return {}
-    from gpuksvm.plot import plot_accuracy_vs_time, plot_error_vs_k, plot_time_vs_n
-
-    plots: dict[str, list[Path]] = {}
-    all_points: list[dict] = []
-    for name, payload in results.items():
-        dev = (payload.get("machine") or {}).get("device", device_note) if isinstance(payload, dict) else device_note
-        for tname, rows in tables_of(payload):
-            for ci, curve in enumerate(find_curves(rows)):
-                fig, ax = plt.subplots(figsize=(6, 4.2))
-                title = f"{name}: {tname} ({dev})"
-                if curve["kind"] == "error_vs_k":
-                    for g, pts in _series(rows, curve["x"], curve["y"], curve["group"]).items():
-                        ks = [p[0] for p in pts]
-                        vals = [p[1] for p in pts]
-                        errs = [1 - (v / 100 if v > 1 else v) for v in vals] if curve["acc"] else \
-                            [v / 100 if v > 1 else v for v in vals]
-                        plot_error_vs_k(ks, errs, ax=ax, label=g or None)
-                elif curve["kind"] == "time_vs_n":
-                    for g, pts in _series(rows, curve["x"], curve["y"], curve["group"]).items():
-                        plot_time_vs_n([p[0] for p in pts], [p[1] for p in pts], ax=ax, label=g or None)
-                else:
-                    pts = _acc_points(rows, curve)
-                    if not pts:
-                        plt.close(fig)
-                        continue
-                    plot_accuracy_vs_time(pts, ax=ax)
-                    for r, p in zip([r for r in rows if _acc_row_ok(r, curve)],
-                                    _acc_points(rows, curve, prefix=f"{name}: ")):
-                        all_points.append(dict(p, dataset=_dataset_of(r, tname, name)))
-                ax.set_title(title, fontsize=9)
-                path = RESULTS / f"{name}_{_slug(tname)}_{curve['kind']}_{ci}.png"
-                fig.tight_layout()
-                fig.savefig(path, dpi=110)
-                plt.close(fig)
-                plots.setdefault(name, []).append(path)
-    if demo and demo.get("rows"):
-        pts = [{"label": r["method"], "time": r["fit_s"], "accuracy": r["accuracy"]}
-               for r in demo["rows"] if "error" not in r and r.get("fit_s", 0) > 0]
-        if pts:
-            fig, ax = plt.subplots(figsize=(6, 4.2))
-            plot_accuracy_vs_time(pts, ax=ax, title=f"ijcnn1 demo: accuracy vs training time ({demo['device']})")
-            path = RESULTS / "demo_acc_vs_time.png"
-            fig.tight_layout()
-            fig.savefig(path, dpi=110)
-            plt.close(fig)
-            plots.setdefault("demo", []).append(path)
-            all_points = [dict(p, label=f"demo: {p['label']}", dataset="ijcnn1") for p in pts] + all_points
-    by_dataset: dict[str, list[dict]] = {}
-    for p in all_points:
-        by_dataset.setdefault(p["dataset"], []).append(p)
-    for ds, pts in sorted(by_dataset.items()):
-        if len({p["label"] for p in pts}) < 2:
-            continue
-        fig, ax = plt.subplots(figsize=(8, 5.5))
-        plot_accuracy_vs_time(pts, ax=ax, title=f"{ds}: accuracy vs training time, all methods and "
-                                                f"baselines ({device_note})")
-        path = RESULTS / f"all_{_slug(ds)}_acc_vs_time.png"
-        fig.tight_layout()
-        fig.savefig(path, dpi=110)
-        plt.close(fig)
-        plots.setdefault("all", []).append(path)
-    return plots
+def _title(run: list[Record], what: str) -> str:
+    r = run[0]
+    return f"{what}\n{r.scale} scale, {r.device}{(' (' + r.host['gpu'] + ')') if r.host.get('gpu') else ''}, " \
+           f"run {r.run_id}"
 
 
-def _acc_row_ok(r: dict, curve: dict) -> bool:
-    t, v = r.get(curve["x"]), r.get(curve["y"])
-    return _is_num(t) and _is_num(v) and t > 0
+def plot_acc_vs_time(records: list[Record], path: Path, title: str, label_of=lambda r: r.method) -> Path | None:
+    """Accuracy (%) against fit time (log), one marker per label, joined within a label."""
+    pts = [r for r in records if _num(r.fit_s) and r.fit_s > 0 and _num(r.accuracy)]
+    if not pts:
+        return None
+    plt = _pyplot()
+    groups: dict[str, list[Record]] = {}
+    for r in pts:
+        groups.setdefault(label_of(r), []).append(r)
+    style = _style(list(groups))
+    fig, ax = plt.subplots(figsize=(7.5 if len(groups) > 6 else 6.4, 4.4))
+    for label, rs in groups.items():
+        rs = sorted(rs, key=_sweep_key)
+        ax.plot([r.fit_s for r in rs], [100 * r.accuracy for r in rs], linestyle="-" if len(rs) > 1 else "none",
+                linewidth=0.8, markersize=6, label=label, **style[label])
+    _log_x(ax)
+    ax.set_xlabel("fit time (s, log scale)")
+    ax.set_ylabel("test accuracy (%)")
+    return _save(plt, fig, ax, title, len(groups), path)
+
+
+def plot_acc_vs_param(records: list[Record], param: str, path: Path, title: str) -> Path | None:
+    """Accuracy (%) against ``params[param]``: one marker per method (every seed a point, the mean
+    a line); records without the parameter are drawn as dashed reference lines."""
+    swept = [r for r in records if _num(r.params.get(param)) and _num(r.accuracy)]
+    if not swept:
+        return None
+    refs = [r for r in records if param not in r.params and _num(r.accuracy)]
+    plt = _pyplot()
+    groups = by_key(swept, "method")
+    style = _style([m for (m,) in groups] + [r.method for r in refs])
+    fig, ax = plt.subplots(figsize=(6.4, 4.4))
+    for (method,), rs in groups.items():
+        xs = sorted({r.params[param] for r in rs})
+        means = [100 * sum(r.accuracy for r in rs if r.params[param] == x) /
+                 sum(1 for r in rs if r.params[param] == x) for x in xs]
+        st = style[method]
+        ax.plot([r.params[param] for r in rs], [100 * r.accuracy for r in rs], linestyle="none", alpha=0.5,
+                marker=st["marker"], color=st["color"])
+        ax.plot(xs, means, linewidth=1.0, label=f"{method} (points: seeds, line: mean)", **st)
+    for r in refs:
+        ax.axhline(100 * r.accuracy, linestyle="--", linewidth=1.0, color=style[r.method]["color"],
+                   label=f"{r.method}: {100 * r.accuracy:.2f}%")
+    ax.set_xlabel(param)
+    ax.set_ylabel("test accuracy (%)")
+    if min(r.params[param] for r in swept) > 0 and \
+            max(r.params[param] for r in swept) / min(r.params[param] for r in swept) > 20:
+        _log_x(ax)
+    return _save(plt, fig, ax, title, len(groups) + len(refs), path)
+
+
+def plot_time_vs_param(records: list[Record], param: str, path: Path, title: str) -> Path | None:
+    """Fit time against ``params[param]`` (log-log), one marker per method, joined within a method."""
+    pts = [r for r in records if _num(r.params.get(param)) and r.params[param] > 0 and _num(r.fit_s)
+           and r.fit_s > 0]
+    if not pts:
+        return None
+    plt = _pyplot()
+    groups = by_key(pts, "method")
+    style = _style([m for (m,) in groups])
+    fig, ax = plt.subplots(figsize=(6.4, 4.4))
+    for (method,), rs in groups.items():
+        rs = sorted(rs, key=lambda r: r.params[param])
+        ax.plot([r.params[param] for r in rs], [r.fit_s for r in rs], linestyle="-" if len(rs) > 1 else "none",
+                linewidth=0.8, markersize=6, label=method, **style[method])
+    _log_x(ax)
+    ax.set_yscale("log")
+    ax.set_xlabel(f"{param} (log scale)")
+    ax.set_ylabel("fit time (s, log scale)")
+    return _save(plt, fig, ax, title, len(groups), path)
+
+
+def _log_x(ax: Any) -> None:
+    """A log x axis labelled 0.01, 0.02, 0.05, 0.1 ... (no crowded minor labels)."""
+    from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
+
+    ax.set_xscale("log")
+    ax.xaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+    ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:,.0f}" if v >= 1000 else f"{v:g}"))
+    ax.xaxis.set_minor_formatter(NullFormatter())
+
+
+def _all_label(records: list[Record]):
+    """Labels for a figure across cases: the case only where a method comes from several, the
+    training rows only where they differ."""
+    cases_of: dict[str, set] = {}
+    for r in records:
+        cases_of.setdefault(r.method, set()).add(r.case)
+    several_n = len({r.n_train for r in records}) > 1
+
+    def label(r: Record) -> str:
+        parts = [r.case] if len(cases_of[r.method]) > 1 else []
+        if several_n and r.n_train is not None:
+            parts.append(f"n={r.n_train:,}")
+        return f"{r.method} ({', '.join(parts)})" if parts else r.method
+
+    return label
 
 
 def _slug(s: str) -> str:
-    return "".join(c if c.isalnum() else "_" for c in s).strip("_")[:40] or "rows"
+    return "".join(c if c.isalnum() else "_" for c in s).strip("_") or "x"
+
+
+def make_figures(run: list[Record], out: Path) -> dict[str, list[Path]]:
+    """Every figure of one run: {case (or "all"): [paths]}."""
+    try:
+        _pyplot()
+    except ImportError:
+        print("matplotlib is not installed: the report has tables only", file=sys.stderr)
+        return {}
+    out.mkdir(parents=True, exist_ok=True)
+    figs: dict[str, list[Path]] = {}
+    for (case, dataset), rs in by_key(run, "case", "dataset").items():
+        kinds = REGISTRY[case].figure if case in REGISTRY else "acc_vs_time"
+        for kind in (kinds or "").split(","):
+            if kind.startswith("acc_vs_param:"):
+                param = kind.split(":", 1)[1]
+                p = plot_acc_vs_param(rs, param, out / f"{case}_{_slug(dataset)}_acc_vs_{_slug(param)}.png",
+                                      _title(run, f"{case}: {dataset}, test accuracy vs {param}"))
+            elif kind.startswith("time_vs_param:"):
+                param = kind.split(":", 1)[1]
+                p = plot_time_vs_param(rs, param, out / f"{case}_{_slug(dataset)}_time_vs_{_slug(param)}.png",
+                                       _title(run, f"{case}: {dataset}, fit time vs {param}"))
+            elif kind == "acc_vs_time":
+                p = plot_acc_vs_time(rs, out / f"{case}_{_slug(dataset)}_acc_vs_time.png",
+                                     _title(run, f"{case}: {dataset}, test accuracy vs fit time"))
+            else:
+                continue
+            if p:
+                figs.setdefault(case, []).append(p)
+    timed = [r for r in run if REGISTRY.get(r.case) is None
+             or "acc_vs_time" in (REGISTRY[r.case].figure or "").split(",")]
+    for (dataset,), rs in by_key(timed, "dataset").items():
+        cases = {r.case for r in rs}
+        if len(cases) < 2:
+            continue
+        p = plot_acc_vs_time(rs, out / f"all_{_slug(dataset)}_acc_vs_time.png",
+                             _title(run, f"{dataset}: every case of the run, test accuracy vs fit time"),
+                             label_of=_all_label(rs))
+        if p:
+            figs.setdefault("all", []).append(p)
+    return figs
 
 
 # --------------------------------------------------------------------------- markdown
+COLUMNS = ("method", "dataset", "params", "n_train", "n_test", "fit_s", "predict_s", "accuracy", "objective")
+
+
 def _fmt(v: Any) -> str:
+    if v is None:
+        return ""
     if isinstance(v, float):
         return f"{v:.4g}"
-    if isinstance(v, (list, dict)):
-        return f"({len(v)} items)"
-    return str(v).replace("|", "\\|").replace("\n", " ")
+    if isinstance(v, dict):
+        return ", ".join(f"{k}={_fmt(x)}" for k, x in v.items())
+    return str(v).replace("|", "\\|")
 
 
-def md_table(rows: list[dict], max_rows: int = 60) -> str:
-    cols: list[str] = []
-    for r in rows:
-        for k, v in r.items():
-            if k not in cols and not isinstance(v, (list, dict)):
-                cols.append(k)
-    lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
-    for r in rows[:max_rows]:
-        lines.append("| " + " | ".join(_fmt(r.get(c, "")) for c in cols) + " |")
-    if len(rows) > max_rows:
-        lines.append(f"\n({len(rows) - max_rows} more rows in the JSON file)")
+def md_table(records: list[Record]) -> str:
+    lines = ["| " + " | ".join(COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
+    for r in records:
+        lines.append("| " + " | ".join(_fmt(getattr(r, c)) for c in COLUMNS) + " |")
     return "\n".join(lines)
 
 
-def _device_note(device: str) -> str:
-    from gpuksvm.array import backend as bk
-
-    try:
-        dev = bk.resolve_device(device)
-    except (ValueError, bk.DeviceUnavailableError):
-        return f"{device} (unavailable)"
-    if dev.is_gpu:
-        try:
-            sys.path.insert(0, str(HERE))
-            from _timing import machine_info
-
-            return f"{dev} ({machine_info(dev).get('gpu', 'GPU')})"
-        except Exception:  # noqa: BLE001
-            return str(dev)
-    return "cpu"
-
-
-def write_report(*, scale: str, device: str, runs: list[dict], results: dict[str, dict],
-                 demo: dict | None, plots: dict[str, list[Path]], started: str) -> Path:
-    try:
-        sys.path.insert(0, str(HERE))
-        from _timing import machine_info
-
-        machine = machine_info(device)
-    except Exception:  # noqa: BLE001 - e.g. an explicit GPU that is not there
-        machine = {"device": device}
+def write_report(run: list[Record], figs: dict[str, list[Path]], path: Path) -> Path:
+    """``REPORT.md`` for one run: the machine, then per case its table and figures."""
+    first = run[0]
+    host = {k: v for k, v in first.host.items() if k not in ("load_before", "load_after", "quiet")}
     lines = ["# gpuksvm benchmark report", "",
-             f"- generated: {started} (UTC), scale `{scale}`, device setting `{device}` "
-             f"→ **{_device_note(device)}** (each section names the device its numbers come from)",
-             f"- machine: {json.dumps(machine)}",
-             "- timings are wall-clock medians as each benchmark defines them; on a shared machine they "
-             "are noisy — compare within one report only.", ""]
-    if runs:
-        lines += ["## Runs", "", "| benchmark | status | seconds |", "|---|---|---|"]
-        lines += [f"| {r['name']} | {r['status']} | {r['seconds']:.1f} |" for r in runs]
-        lines.append("")
-    if "all" in plots:
-        lines += ["## Accuracy vs training time (all methods and baselines)", "",
-                  *[f"![{p.stem}]({p.name})" for p in plots["all"]], ""]
-    if demo:
-        lines += ["## Demo: every method on ijcnn1", "", "```", demo.get("table", ""), "```", ""]
-        lines += [f"![{p.stem}]({p.name})" for p in plots.get("demo", [])] + [""]
-    for name, payload in results.items():
-        lines += [f"## {name}", ""]
-        if isinstance(payload, dict) and "_error" in payload:
-            lines += [payload["_error"], ""]
-            continue
-        dev = payload.get("machine", {}).get("device") if isinstance(payload, dict) else None
-        if dev:
-            lines += [f"device: {dev}", ""]
-        notes = {k: v for k, v in payload.items() if not isinstance(v, (list, dict))} \
-            if isinstance(payload, dict) else {}
-        if notes:
-            lines += ["- " + ", ".join(f"{k}: {_fmt(v)}" for k, v in notes.items()), ""]
-        for tname, rows in tables_of(payload):
-            lines += [f"### {tname}", "", md_table(rows), ""]
-        lines += [f"![{p.stem}]({p.name})" for p in plots.get(name, [])] + [""]
-    for r in runs:
-        if r.get("traceback"):
-            lines += [f"## {r['name']}: failure", "", "```", r["traceback"].strip()[-4000:], "```", ""]
-    path = RESULTS / "REPORT.md"
-    path.write_text("\n".join(lines))
+             f"- run `{first.run_id}`, scale `{first.scale}`, device **{first.device}**"
+             f"{' (' + first.host['gpu'] + ')' if first.host.get('gpu') else ''}",
+             f"- machine: {json.dumps(host)}",
+             "- times: wall clock, median of the timed fits (`fit_times_s` in the records); on a shared "
+             "machine compare within one run only.", ""]
+    lines += ["| case | records | machine during the case |", "|---|---|---|"]
+    for (case,), rs in by_key(run, "case").items():
+        lines.append(f"| {case} | {len(rs)} | {rs[0].host.get('quiet', '')} |")
+    lines.append("")
+    if figs.get("all"):
+        lines += ["## Every case, accuracy vs fit time", "", *[f"![{p.stem}]({p.name})" for p in figs["all"]], ""]
+    for (case,), rs in by_key(run, "case").items():
+        desc = REGISTRY[case].description if case in REGISTRY else ""
+        lines += [f"## {case}", "", desc, "", md_table(rs), ""]
+        lines += [f"![{p.stem}]({p.name})" for p in figs.get(case, [])] + [""]
+    path.write_text("\n".join(lines), encoding="utf-8")
     return path
 
 
 # --------------------------------------------------------------------------- main
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--scale", default="small", choices=["small", "paper"])
-    ap.add_argument("--device", default="auto", help="auto, cpu or gpu (passed to every benchmark)")
-    ap.add_argument("--only", default="", help="comma-separated benchmark names (default: all)")
-    ap.add_argument("--no-run", action="store_true", help="only rebuild the report from existing JSON")
-    ap.add_argument("--no-demo", action="store_true", help="skip the ijcnn1 demo")
+    ap.add_argument("--records", default=None, help="JSON-lines file (default bench/results/records.jsonl)")
+    ap.add_argument("--run-id", default=None, help="the run to report (default: the latest in the file)")
+    ap.add_argument("--out-dir", default=None, help="where REPORT.md and the figures go (default bench/results)")
     args = ap.parse_args(argv)
-    started = _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M")
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    names = discover(args.only.split(",") if args.only else None)
-    runs = []
-    if not args.no_run:
-        for name in names:
-            print(f"=== bench/{name}.py --scale {args.scale} --device {args.device}", flush=True)
-            runs.append(run_benchmark(name, args.scale, args.device))
-    demo = None
-    if not args.no_demo and not args.only:
-        if args.no_run and (RESULTS / "demo.json").exists():
-            demo = json.loads((RESULTS / "demo.json").read_text())
-        elif not args.no_run:
-            print("=== demo", flush=True)
-            try:
-                demo = run_demo(args.scale, args.device)
-            except Exception:  # noqa: BLE001
-                runs.append({"name": "demo", "status": "FAILED", "seconds": 0.0,
-                             "traceback": traceback.format_exc()})
-    results = load_results(names)
-    plots = make_plots(results, demo, _device_note(args.device))
-    path = write_report(scale=args.scale, device=args.device, runs=runs, results=results, demo=demo,
-                        plots=plots, started=started)
-    print(f"report written to {path}")
-    return 0 if all(r["status"] == "ok" for r in runs) else 1
+    out = Path(args.out_dir) if args.out_dir else RESULTS
+    run = select_run(read_records(Path(args.records) if args.records else None), args.run_id)
+    if not run:
+        raise SystemExit("no benchmark records: run `python -m bench NAME` first")
+    figs = make_figures(run, out)
+    path = write_report(run, figs, out / "REPORT.md")
+    print(f"report of run {run[0].run_id} written to {path}")
+    for ps in figs.values():
+        for p in ps:
+            print(f"  {p}")
+    return 0
 
 
 if __name__ == "__main__":

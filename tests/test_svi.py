@@ -13,7 +13,7 @@ from sklearn.svm import SVC
 
 from gpuksvm.datasets import load_dataset, make_two_sines, subsample
 from gpuksvm.solvers.multiclass import ovr_decision_function
-from gpuksvm.solvers.svi import algorithm as svi_solver
+from gpuksvm.solvers.svi.algorithm import algorithm as svi_solver
 from gpuksvm.solvers.smo.engines import solve_batched
 from gpuksvm.solvers.svi.steps import ensemble_check, plan_problem, row_order_keys
 from gpuksvm.estimators.svi import (
@@ -308,7 +308,7 @@ def test_gpu_matches_cpu(gpu):
 
 
 def _stages(est, X, y):
-    """Steps 1–3 of ``est`` on (X, y): the solver's ensemble, as bench/svi_margin_tol.py runs it."""
+    """Steps 1–3 of ``est`` on (X, y): the solver's ensemble, as bench/studies/svi_margin_tol.py runs it."""
     est._check_params()
     X, y, classes, yidx, Xd, kernel, dev, dt = est._prepare(X, y)
     return svi_solver.ensemble_stage(X, Xd, yidx, kernel, est._solver_params(), dev, dt)

@@ -81,7 +81,7 @@ class SVI(DeviceMixin, SVCSurfaceMixin, ProbabilityMixin, ClassifierMixin, BaseE
     τ trades accuracy for size: a wider band keeps more rows, which both
     lengthens the s³ solve and covers more of each class's region (far from
     every margin SV the decision function falls back to b).  The default τ = 0.2 comes from
-    ``bench/svi_margin_tol.py --scale paper`` (results in
+    ``bench/studies/svi_margin_tol.py --scale paper`` (results in
     ``bench/results/svi_margin_tol.json``): for each dataset the sub-SVM
     ensemble (M = 5, θ = 0.1, the paper's algorithm: no subset sizing, no
     check) of three seeds, then steps 4–5 for
@@ -102,7 +102,7 @@ class SVI(DeviceMixin, SVCSurfaceMixin, ProbabilityMixin, ClassifierMixin, BaseE
     γ = 0.05, C = 1; digits ⅔ train, γ = "scale", C = 10, one-vs-one; digits
     ×5 = the same training rows plus their four one-pixel shifts, 5,990 rows,
     about USPS's size; two-sine noise 0.35, γ = 1, C = 10.)  The rule of
-    ``choose_default`` in ``bench/svi_margin_tol.py`` — no more SVs than SVC
+    ``choose_default`` in ``bench/studies/svi_margin_tol.py`` — no more SVs than SVC
     for every seed wherever some τ achieves it, then the smallest mean accuracy
     regret — picks τ = 0.2: at τ = 0.3 one ijcnn1 seed keeps more SVs (1,979)
     than SVC.  On ijcnn1 τ = 0.2 gives 98.31–98.40% over the seeds with a third

@@ -17,7 +17,7 @@ Mao, Fu, Wu & Hu, "Fast Kernel SVM Training via Support Vector Identification"
 6. predict sign(Σ_j β_j κ(x, x_j) + b).
 
 What the paper leaves open, each with the measured reason.  The figures come
-from ``bench/svi_subset_rows.py --scale paper --device cpu``
+from ``bench/studies/svi_subset_rows.py --scale paper --device cpu``
 (``bench/results/svi_subset_rows.json``, 2026-11-23, the 2-core development
 CPU): for each data set and each sub-SVM size r (M = 5, two seeds) the
 paper's closed-form model, scored against scikit-learn's SVC on the same rows
@@ -50,7 +50,7 @@ ensemble could not be accurate there, and the exact SVM is cheap (SVC on the
 **The ensemble check** (:func:`~gpuksvm.solvers.svi.steps.ensemble_check`).
 Sub-SVMs of 2,000 rows are not always enough (ijcnn1 above), and on adult the
 least-squares step (5) on margin rows loses to the ensemble itself whatever
-the size (the "oracle" of ``bench/svi_margin_tol.py``, steps 4–5 on SVC's own
+the size (the "oracle" of ``bench/studies/svi_margin_tol.py``, steps 4–5 on SVC's own
 decision values, is 0.5–0.7 point below SVC).  On up to
 :data:`~gpuksvm.solvers.svi.steps.CHECK_MAX_ROWS` rows of the problem, each
 scored only by the sub-models that did not train on it, the check measures:
@@ -443,7 +443,7 @@ def margin_stage(ens: SVIEnsemble, margin_tol: float | None = None, *,
     """Steps 4–5 of every problem, the ensemble check and the exact fallback.
 
     ``margin_tol`` and ``ensemble_check_on`` override the parameters' (so that
-    ``bench/svi_margin_tol.py`` can study τ on one ensemble).
+    ``bench/studies/svi_margin_tol.py`` can study τ on one ensemble).
     """
     params = ens.params
     tau = params.margin_tol if margin_tol is None else float(margin_tol)

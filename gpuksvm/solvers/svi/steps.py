@@ -36,7 +36,7 @@ __all__ = ["row_order_keys", "class_orders", "take_blocks",
            "MAX_HELD_OUT_LOSS", "CHECK_MAX_ROWS"]
 
 #: Default band half-width τ of the margin rule |y f̄ − 1| ≤ τ (evidence: the
-#: estimator's docstring and ``bench/svi_margin_tol.py``).
+#: estimator's docstring and ``bench/studies/svi_margin_tol.py``).
 DEFAULT_MARGIN_TOL = 0.2
 #: Default cap on the number of margin SVs per binary problem.
 DEFAULT_MAX_MARGIN_SV = 5000

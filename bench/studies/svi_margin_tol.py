@@ -37,9 +37,10 @@ jobs, 2026-11-23; test accuracy, seed mean; #SV mean):
   τ = 0.1–0.3, like the paper's USPS gap (1.3 points).
 * choice: τ = 0.2 (admissible: τ ≤ 0.2; mean regret 1.36 pp vs 1.50 at 0.1).
 
-    python bench/svi_margin_tol.py                  # --scale small
-    python bench/svi_margin_tol.py --scale paper --device cpu    # ≈ 35 min on 2 busy cores
-    python bench/svi_margin_tol.py --rechoose       # re-apply the criterion to the JSON
+    python -m bench svi_margin_tol --scale small     # through the harness (records.jsonl)
+    python bench/studies/svi_margin_tol.py           # --scale small, its own JSON
+    python bench/studies/svi_margin_tol.py --scale paper --device cpu    # ≈ 35 min on 2 busy cores
+    python bench/studies/svi_margin_tol.py --rechoose   # re-apply the criterion to the JSON
 
 Writes ``bench/results/svi_margin_tol.json`` (``svi_margin_tol_M<M>.json`` with
 ``--n-subsets M`` other than 5).  Datasets and (γ, C) are those of
@@ -57,12 +58,12 @@ from typing import Any
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # bench/
 from _timing import machine_info, print_table, write_json  # noqa: E402
 from svi import PARAMS, load  # noqa: E402  (bench/svi.py)
 
 from gpuksvm.array import backend as bk  # noqa: E402
-from gpuksvm.solvers.svi import algorithm as svi_solver  # noqa: E402
+from gpuksvm.solvers.svi.algorithm import algorithm as svi_solver  # noqa: E402
 from gpuksvm.estimators.svi import DEFAULT_MARGIN_TOL, SVI, MarginCapWarning  # noqa: E402
 
 TAUS = [0.02, 0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0]

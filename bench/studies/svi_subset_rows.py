@@ -16,8 +16,9 @@ Datasets (γ, C as in ``bench/svi.py``): ijcnn1, adult, the two-sine data,
 a 4×4 checkerboard with 10 % of its training labels flipped (γ = 20, C = 10,
 clean test set) and digits (one-vs-one pairs of ≈ 240 rows: r ≤ 40).
 
-    python bench/svi_subset_rows.py --scale paper --device cpu      # ≈ 30 min on 2 busy cores
-    python bench/svi_subset_rows.py                                 # --scale small
+    python -m bench svi_subset_rows --scale paper --device cpu      # through the harness
+    python bench/studies/svi_subset_rows.py --scale paper --device cpu      # ≈ 30 min on 2 busy cores
+    python bench/studies/svi_subset_rows.py                                 # --scale small
 
 Writes ``bench/results/svi_subset_rows.json``.
 """
@@ -32,12 +33,12 @@ from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # bench/
 from _timing import machine_info, print_table, write_json  # noqa: E402
 from svi import PARAMS, load  # noqa: E402  (bench/svi.py)
 
 from gpuksvm.array import backend as bk  # noqa: E402
-from gpuksvm.solvers.svi import algorithm as svi_solver  # noqa: E402
+from gpuksvm.solvers.svi.algorithm import algorithm as svi_solver  # noqa: E402
 from gpuksvm.estimators.svi import SVI  # noqa: E402
 
 PARAMS = dict(PARAMS, board={"gamma": 20.0, "C": 10.0})

@@ -1,0 +1,286 @@
+"""The registered benchmark cases (``python -m bench --list``).
+
+Each case names its data, its methods and their parameters at each scale;
+``tiny`` is a few-second smoke run (tests), ``small`` what a CPU box runs,
+``paper`` the papers' sizes.  Parameters used by the figures live in each
+record's ``params``.
+"""
+from __future__ import annotations
+
+import importlib.util
+import sys
+import warnings
+from pathlib import Path
+from typing import Any, Iterator
+
+import numpy as np
+
+import gpuksvm
+from gpuksvm.datasets import load_dataset, make_checkerboard, subsample
+
+from .harness import RESULTS, Case, Context, Record, register, run_script
+
+HERE = Path(__file__).resolve().parent
+
+IJCNN1 = {"gamma": 2.0, "C": 32.0}          # the LLSVM paper's setting (SPEC §7)
+
+
+def _ijcnn1(n_train: int | None, n_test: int | None, seed: int = 0):
+    """ijcnn1's training and test files, ``n_*`` rows drawn at random (None: all)."""
+    rng = np.random.default_rng(seed)
+    X, y = subsample(*load_dataset("ijcnn1", "train"), n_train, rng)
+    Xt, yt = subsample(*load_dataset("ijcnn1", "test"), n_test, rng)
+    return X, y, Xt, yt
+
+
+def _device_arg(ctx: Context) -> str:
+    return str(ctx.device) if ctx.device.is_gpu else "cpu"
+
+
+def _sklearn_svc(ctx: Context, X, y, Xt, yt, *, dataset: str, gamma: float, C: float,
+                 params: dict | None = None) -> Record:
+    from sklearn.svm import SVC
+
+    return ctx.fit_predict(SVC(C=C, gamma=gamma, cache_size=1000), X, y, Xt, yt, method="SVC (sklearn)",
+                           dataset=dataset, params=dict(params or {}, gamma=gamma, C=C), repeats=1,
+                           extra=lambda m: {"n_sv": int(m.n_support_.sum())})
+
+
+# --------------------------------------------------------------------------- LLSVM vs k on ijcnn1
+def run_llsvm_ijcnn1(ctx: Context) -> Iterator[Record]:
+    """LLSVM against the number of landmarks k, with Nyström + LinearSVC and SVC in the same run."""
+    from sklearn.kernel_approximation import Nystroem
+    from sklearn.pipeline import make_pipeline
+    from sklearn.svm import LinearSVC
+
+    p = ctx.params
+    X, y, Xt, yt = _ijcnn1(p["n_train"], p["n_test"])
+    Xd, Xtd = ctx.to_device(X), ctx.to_device(Xt)
+    ks = p["ks_gpu"] if ctx.device.is_gpu else p["ks"]
+    for k in ks:
+        est = gpuksvm.LLSVM(n_landmarks=k, device=_device_arg(ctx), random_state=0, **IJCNN1)
+        yield ctx.fit_predict(est, Xd, y, Xtd, yt, method="LLSVM", dataset="ijcnn1",
+                              params=dict(IJCNN1, k=k),
+                              extra=lambda e: {"solver": str(getattr(e.svm_, "solver_", "")),
+                                               **{f"{s}_s": float(v) for s, v in e.fit_times_.items()}})
+        if p["baselines"] and k <= p["baseline_max_k"]:
+            pipe = make_pipeline(Nystroem(gamma=IJCNN1["gamma"], n_components=k, random_state=0),
+                                 LinearSVC(C=IJCNN1["C"], random_state=0))
+            yield ctx.fit_predict(pipe, X, y, Xt, yt, method="Nystroem+LinearSVC (sklearn)", dataset="ijcnn1",
+                                  params=dict(IJCNN1, k=k), repeats=1)
+    if p["baselines"]:
+        yield _sklearn_svc(ctx, X, y, Xt, yt, dataset="ijcnn1", **IJCNN1)
+
+
+register(Case(
+    "llsvm_ijcnn1", run_llsvm_ijcnn1,
+    scales={"tiny": {"n_train": 2000, "n_test": 2000, "ks": [50, 100], "ks_gpu": [50, 100], "baselines": True,
+                     "baseline_max_k": 100},
+            "small": {"n_train": None, "n_test": None, "ks": [250, 500, 1000],
+                      "ks_gpu": [250, 500, 1000, 2000, 4000], "baselines": True, "baseline_max_k": 1000},
+            "paper": {"n_train": None, "n_test": None, "ks": [250, 500, 1000, 2000, 4000],
+                      "ks_gpu": [250, 500, 1000, 2000, 4000], "baselines": True, "baseline_max_k": 4000,
+                      "repeats": 3}},
+    description="LLSVM vs landmarks k on ijcnn1 (γ=2, C=32), Nyström+LinearSVC and SVC in the same run"))
+
+
+# --------------------------------------------------------------------------- CVM on the checkerboard
+CVM_CB = {"gamma": 60.0, "C": 1e4, "tol": 1e-2}
+CVM_CB_PREVIOUS = {"gamma": 60.0, "C": 1000.0}
+
+
+def _cvm_extra(est: Any) -> dict:
+    return {"core_set": int(est.core_set_size_[0]), "n_sv": int(est.n_support_total_),
+            "n_iter": int(est.n_iter_[0]), "stop": str(est.stop_reason_[0]),
+            "duality_gap": float(est.duality_gap_[0])}
+
+
+def run_cvm_checkerboard(ctx: Context) -> Iterator[Record]:
+    """CVM on the clean 4×4 checkerboard against n, SVC (same γ, C) where it is cheap."""
+    p = ctx.params
+    Xt, yt = make_checkerboard(p["n_test"], random_state=1)
+    Xtd = ctx.to_device(Xt)
+    sizes = p["sizes_gpu"] if ctx.device.is_gpu else p["sizes"]
+    for n in sizes:
+        X, y = make_checkerboard(n, random_state=0)
+        Xd = ctx.to_device(X)
+        settings = [("CVM", CVM_CB)] + ([("CVM C=1000", CVM_CB_PREVIOUS)] if n == max(sizes) else [])
+        for label, prm in settings:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                est = gpuksvm.CVM(device=_device_arg(ctx), random_state=0, sample_size=59, **prm)
+                rec = ctx.fit_predict(est, Xd, y, Xtd, yt, method=label, dataset="checkerboard",
+                                      params=dict(prm, n=n), extra=_cvm_extra)
+            rec.objective = rec.extra["duality_gap"]
+            yield rec
+        if n <= p["svc_max_n"]:
+            yield _sklearn_svc(ctx, X, y, Xt, yt, dataset="checkerboard", gamma=CVM_CB["gamma"], C=CVM_CB["C"],
+                               params={"n": n})
+
+
+register(Case(
+    "cvm_checkerboard", run_cvm_checkerboard, figure="acc_vs_time,time_vs_param:n",
+    scales={"tiny": {"sizes": [2000], "sizes_gpu": [2000], "n_test": 2000, "svc_max_n": 2000},
+            "small": {"sizes": [10_000, 100_000, 1_000_000], "sizes_gpu": [10_000, 100_000, 1_000_000, 10_000_000],
+                      "n_test": 20_000, "svc_max_n": 10_000},
+            "paper": {"sizes": [10_000, 100_000, 1_000_000], "sizes_gpu": [10_000, 100_000, 1_000_000, 10_000_000],
+                      "n_test": 20_000, "svc_max_n": 100_000, "repeats": 3, "warmup": 1}},
+    description="CVM on the clean 4×4 checkerboard vs n (γ=60, C=1e4, tol=1e-2), SVC where cheap"))
+
+
+# --------------------------------------------------------------------------- every method on ijcnn1
+# (label, public estimator name, parameters, parameters at the tiny scale)
+METHODS_IJCNN1 = (
+    ("LinearSVM", "LinearSVM", {"C": 1.0}, {}),
+    ("KernelSVC", "KernelSVC", {"kernel": "rbf", **IJCNN1}, {}),
+    ("LLSVM", "LLSVM", {"kernel": "rbf", **IJCNN1, "n_landmarks": 1000}, {"n_landmarks": 100}),
+    ("CVM", "CVM", {"kernel": "rbf", **IJCNN1}, {}),
+    ("SVI", "SVI", {"kernel": "rbf", "gamma": 0.5, "C": 512.0}, {}),
+    ("OKFEB", "OKFEBClassifier", {"kernel": "rbf", "gamma": 0.5, "alpha": 1e-5}, {}),
+)
+
+
+def run_methods_ijcnn1(ctx: Context) -> Iterator[Record]:
+    """Every method of the package with its ijcnn1 parameters, and scikit-learn's SVC, on the same rows."""
+    p = ctx.params
+    X, y, Xt, yt = _ijcnn1(p["n_train"], p["n_test"])
+    Xd, Xtd = ctx.to_device(X), ctx.to_device(Xt)
+    for label, cls_name, params, tiny in METHODS_IJCNN1:
+        cls = getattr(gpuksvm, cls_name)
+        prm = dict(params, **(tiny if ctx.scale == "tiny" else {}))
+        names = cls().get_params(deep=False)
+        kw = {"device": _device_arg(ctx)} if "device" in names else {}
+        if "random_state" in names:
+            kw["random_state"] = 0
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            yield ctx.fit_predict(cls(**prm, **kw), Xd, y, Xtd, yt, method=label, dataset="ijcnn1",
+                                  params={k: v for k, v in prm.items() if k != "kernel"})
+    if p["sklearn_svc"]:
+        yield _sklearn_svc(ctx, X, y, Xt, yt, dataset="ijcnn1", **IJCNN1)
+
+
+register(Case(
+    "methods_ijcnn1", run_methods_ijcnn1,
+    scales={"tiny": {"n_train": 2000, "n_test": 2000, "sklearn_svc": True},
+            "small": {"n_train": 10_000, "n_test": None, "sklearn_svc": True},
+            "paper": {"n_train": None, "n_test": None, "sklearn_svc": True}},
+    description="every method (linear, exact kernel SVC, LLSVM, CVM, SVI, OK-FEB) and sklearn SVC on ijcnn1"))
+
+
+# --------------------------------------------------------------------------- studies
+def _study_module(name: str):
+    """``bench/studies/<name>.py`` imported by path (it is also a script)."""
+    spec = importlib.util.spec_from_file_location(f"bench_study_{name}", HERE / "studies" / f"{name}.py")
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = mod
+    saved = list(sys.path)
+    try:
+        spec.loader.exec_module(mod)
+    finally:  # the scripts put bench/ first on the path, where bench/dask.py would shadow dask
+        sys.path[:] = saved
+    return mod
+
+
+def _data_scale(ctx: Context) -> str:
+    """The studies' own data sizes: tiny runs use ijcnn1_tiny with the small-scale loader."""
+    return "small" if ctx.scale == "tiny" else ctx.scale
+
+
+def run_svi_subset_rows(ctx: Context) -> Iterator[Record]:
+    """SVI's accuracy against the rows per sub-SVM r (the study behind ``min_subset_rows``)."""
+    mod = _study_module("svi_subset_rows")
+    p = ctx.params
+    for name, sizes in p["grid"].items():
+        res = mod.study(name, _data_scale(ctx), _device_arg(ctx), sizes, p["seeds"])
+        base = {"n_train": res["n_train"], "n_test": res["n_test"]}
+        yield ctx.record(method="SVC (sklearn)", dataset=name, params=dict(res["params"]),
+                         fit_s=res["svc"]["fit_s"], accuracy=res["svc"]["accuracy"],
+                         extra={"n_sv": res["svc"]["n_sv"]}, **base)
+        for row in res["rows"]:
+            yield ctx.record(method="SVI", dataset=name, params=dict(res["params"], rows_per_sub_svm=row[
+                "rows_per_sub_svm"], seed=row["seed"]), fit_s=row["fit_s"], fit_times_s=[row["fit_s"]],
+                accuracy=row["accuracy"], extra={k: v for k, v in row.items() if k not in (
+                    "dataset", "rows_per_sub_svm", "seed", "accuracy", "fit_s")}, **base)
+
+
+register(Case(
+    "svi_subset_rows", run_svi_subset_rows, kind="study", figure="acc_vs_param:rows_per_sub_svm",
+    scales={"tiny": {"grid": {"ijcnn1_tiny": [100, 200]}, "seeds": [0]},
+            "small": {"grid": {"ijcnn1": [200, 500, 1000, 2000], "adult": [200, 500, 800, 1600],
+                               "two_sines": [50, 100, 200, 400], "board": [200, 500, 1000], "digits": [20, 40]},
+                      "seeds": [0, 1]},
+            "paper": {"grid": {"ijcnn1": [500, 1000, 2000, 5000], "adult": [1000, 2000, 3256, 6000],
+                               "two_sines": [200, 500, 1000, 2000, 4000], "board": [1000, 2000, 4000],
+                               "digits": [20, 40]}, "seeds": [0, 1]}},
+    description="study: SVI accuracy and ensemble check vs rows per sub-SVM, next to SVC"))
+
+
+def run_svi_margin_tol(ctx: Context) -> Iterator[Record]:
+    """SVI's accuracy and margin SVs against the margin band τ (the study behind ``margin_tol``)."""
+    mod = _study_module("svi_margin_tol")
+    p = ctx.params
+    results = []
+    for name in p["datasets"]:
+        res = mod.study(name, _data_scale(ctx), _device_arg(ctx), p["taus"], p["seeds"])
+        results.append(res)
+        base = {"n_train": res["n_train"], "n_test": res["n_test"]}
+        yield ctx.record(method="SVC (sklearn)", dataset=name, params=dict(res["params"]),
+                         fit_s=res["svc"]["fit_s"], accuracy=res["svc"]["accuracy"],
+                         extra={"n_sv": res["svc"]["n_sv"]}, **base)
+        for row in res["rows"] + res["oracle"]:
+            method = "SVI on SVC's decision values (oracle)" if row["seed"] == "oracle" else "SVI"
+            yield ctx.record(method=method, dataset=name, params=dict(res["params"], tau=row["tau"],
+                                                                       seed=row["seed"]),
+                             predict_s=row["predict_s"], accuracy=row["accuracy"],
+                             extra={k: v for k, v in row.items() if k not in (
+                                 "dataset", "tau", "seed", "accuracy", "predict_s")}, **base)
+    # the study's finding: the default τ by its stated criterion, over every data set of the run
+    choice = mod.choose_default(results)
+    ctx.log(f"  chosen margin_tol: {choice['chosen']} (current default {choice['current_default']})")
+    yield ctx.record(method="criterion: chosen margin_tol", dataset=",".join(p["datasets"]),
+                     params={"tau": choice["chosen"]}, extra=choice)
+
+
+register(Case(
+    "svi_margin_tol", run_svi_margin_tol, kind="study", figure="acc_vs_param:tau",
+    scales={"tiny": {"datasets": ["ijcnn1_tiny"], "taus": [0.1, 0.2], "seeds": [0]},
+            "small": {"datasets": ["ijcnn1", "adult", "two_sines", "digits", "digits_x5"],
+                      "taus": [0.02, 0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0], "seeds": [0, 1, 2]},
+            "paper": {"datasets": ["ijcnn1", "adult", "two_sines", "digits", "digits_x5"],
+                      "taus": [0.02, 0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0], "seeds": [0, 1, 2]}},
+    description="study: SVI accuracy and margin SVs vs the margin band τ, with the exact-SVM oracle"))
+
+
+# --------------------------------------------------------------------------- whole scripts
+# The benchmark scripts with several sections each (``bench/<name>.py --only ...``): run whole,
+# they write their own ``bench/results/<name>.json``; the harness records that they ran.
+SCRIPTS = {
+    "kernels": ("RBF kernel-block throughput of the block variants over (n, k, d)", ("tiny", "small", "paper")),
+    "solvers": ("engines on ijcnn1: KernelSVC vs sklearn SVC, LinearSVM vs LinearSVC, batched SMO", ("tiny", "small", "paper")),
+    "llsvm": ("LLSVM sections: ijcnn1 vs k, noisy checkerboard, multi-class, row order, LLSVM2 grid, "
+              "out of core", ("small", "paper")),
+    "cvm": ("CVM sections: (γ, C, tol) selection, checkerboard vs n, adult, noisy checkerboard",
+            ("small", "paper")),
+    "svi": ("SVI against the full kernel SVM on the same rows, several data sets", ("small", "paper")),
+    "okfeb": ("OK-FEB sections (the paper's figures and the throughput target)", ("small", "paper")),
+    "dask": ("distributed LLSVM on Dask: strong scaling and overhead", ("small", "paper")),
+}
+
+
+def _script_runner(name: str):
+    def run(ctx: Context) -> Iterator[Record]:
+        res = run_script(HERE / f"{name}.py", ["--scale", ctx.scale, "--device",
+                                              "gpu" if ctx.device.is_gpu else "cpu"])
+        if res["status"] != "ok":
+            raise RuntimeError(f"bench/{name}.py: {res['status']}\n{res['traceback'] or ''}")
+        yield ctx.record(method=f"bench/{name}.py", dataset="(sections)",
+                         extra={"status": res["status"], "seconds": res["seconds"],
+                                "results_json": str(RESULTS / f"{name}.json")})
+    run.__doc__ = f"``bench/{name}.py`` run whole at the case's scale."
+    return run
+
+
+for _name, (_desc, _scales) in SCRIPTS.items():
+    register(Case(_name, _script_runner(_name), scales={s: {} for s in _scales}, description=_desc,
+                  kind="script", figure=None))
