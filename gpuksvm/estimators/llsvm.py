@@ -93,7 +93,7 @@ from sklearn.utils.metaestimators import available_if
 from sklearn.utils.validation import check_is_fitted
 
 from gpuksvm.array import backend as bk
-from gpuksvm.estimators.base import DeviceMixin
+from gpuksvm.estimators.base import DeviceMixin, fit_context
 from gpuksvm.data.blocks import LinearMapBlockSource, as_block_source, check_block, is_block_input
 from gpuksvm.estimators.calibration import probability_enabled
 from gpuksvm.solvers.nystrom.kmeans import RowReservoir
@@ -353,7 +353,7 @@ class LLSVM(DeviceMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin, Clas
         return self
 
     # ------------------------------------------------------------------ fit
-    @dask_dispatch(fit_llsvm)
+    @fit_context(distributed=fit_llsvm)
     def fit(self, X: Any, y: Any = None, sample_weight: Any = None) -> "LLSVM":
         """Fit on arrays, or out of core on a block source / SVMlight file path.
 
@@ -368,7 +368,6 @@ class LLSVM(DeviceMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin, Clas
         y : array-like of labels (``None`` for a block source)
         sample_weight : array-like, optional (arrays only)
         """
-        self._check_params()
         if is_block_input(X):
             return self._fit_blocks(X, y, sample_weight)
         X, y, _ = validate_X_y(self, X, y)

@@ -17,7 +17,7 @@ from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted
 
 from gpuksvm.array import backend as bk
-from gpuksvm.estimators.base import DeviceMixin
+from gpuksvm.estimators.base import DeviceMixin, fit_context
 from gpuksvm.kernels.kernel import Kernel, kernel_block, make_kernel
 from gpuksvm.estimators.params import (
     DEPRECATED,
@@ -229,8 +229,8 @@ class OKFEB(DeviceMixin, TransformerMixin, BaseEstimator):
                               tol=float(self.tol), verbose=int(self.verbose))
 
     def _reset(self, X: Any) -> None:
-        """Validate the parameters and start an empty state for rows like X (X's width, γ from X)."""
-        self._check_params()
+        """Start an empty state for rows like X (X's width, γ from X); the fit context validated the
+        parameters."""
         p = self._params()
         dev = self._device()
         self._set_fitted_device(dev)
@@ -356,6 +356,7 @@ class OKFEB(DeviceMixin, TransformerMixin, BaseEstimator):
         self.subspace_.relabel_rows(np.concatenate(orders))
         return orders[-1], Xd
 
+    @fit_context()
     def fit(self, X: Any, y: Any = None) -> "OKFEB":
         """Reset, then run one pass of the chosen algorithm over the rows of X (in the order of
         :func:`~gpuksvm.solvers.okfeb.learners.stream_order` when ``shuffle``)."""
@@ -363,11 +364,13 @@ class OKFEB(DeviceMixin, TransformerMixin, BaseEstimator):
         self._fit_passes(X, 1, self.random_state)
         return self
 
+    @fit_context(partial=True)
     def partial_fit(self, X: Any, y: Any = None) -> "OKFEB":
         """Process the rows of X, in the order given, as the next part of the stream (online modes)."""
         self.partial_fit_transform(X)
         return self
 
+    @fit_context(partial=True)
     def partial_fit_transform(self, X: Any) -> Any:
         """Process rows as the next part of the stream and return their prequential features.
 
