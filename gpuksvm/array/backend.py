@@ -486,7 +486,7 @@ def is_array(x: Any) -> bool:
 
 def device_index(x: Any, idx: Any) -> Any:
     """The index ``idx`` where it can index ``x``: on ``x``'s GPU for a CuPy ``x``, else as given."""
-    return namespace_of(x).asarray(idx) if is_gpu_array(x) else idx
+    return to_device(idx, device_of(x)) if is_gpu_array(x) else idx
 
 
 def take_rows(x: Any, rows: Any, *, dense: bool = False) -> Any:

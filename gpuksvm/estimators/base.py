@@ -180,7 +180,7 @@ class FitSetup:
 def move_arrays(obj: Any, device: bk.Device) -> Any:
     """Recursively move NumPy/CuPy arrays inside dicts, lists and tuples, and the arrays of nested
     estimators and of objects with a ``_moved_copy(device)`` method (solver state records)."""
-    if isinstance(obj, np.ndarray) or bk.is_gpu_array(obj):
+    if bk.is_array(obj):
         if obj.dtype == object:
             return obj
         return bk.to_device(obj, device)
@@ -247,12 +247,7 @@ class DeviceMixin(ParamsMixin):
         X, kind = validate_X(self, X, reset=False)
         if refuse_sparse and bk.is_sparse(X):
             raise ValueError(f"cannot use sparse input in {type(self).__name__!r} trained on dense data")
-        dev = self._fitted_device()
-        if bk.is_sparse(X):
-            if keep_sparse and not dev.is_gpu:
-                return X.astype(dtype), kind
-            X = X.toarray()
-        return bk.to_device(X, dev, dtype), kind
+        return bk.compute_copy(X, self._fitted_device(), dtype, dense="gpu" if keep_sparse else True), kind
 
     def _moved_copy(self, device: bk.Device) -> "DeviceMixin":
         new = copy.copy(self)

@@ -53,7 +53,7 @@ from sklearn.utils.validation import check_consistent_length, column_or_1d
 from gpuksvm.array import backend as bk
 from gpuksvm.estimators.base import DeviceMixin, fit_context
 from gpuksvm.estimators.calibration import ProbabilityMixin
-from gpuksvm.kernels.kernel import Kernel, make_kernel
+from gpuksvm.kernels.kernel import Kernel
 from gpuksvm.solvers.multiclass import binary_problems
 from gpuksvm.estimators.params import (
     CLASS_WEIGHT,
@@ -330,7 +330,7 @@ class KernelSVC(DeviceMixin, SVCSurfaceMixin, ProbabilityMixin, ClassifierMixin,
             kern = kernel_ = PRECOMPUTED
             data = X
         else:
-            kern = kernel_ = make_kernel(self.kernel, self.gamma, self.degree, self.coef0, X)
+            kern = kernel_ = self._resolved_kernel(X)
             data = X
         if dev.is_gpu:
             data = bk.to_device(data.toarray() if bk.is_sparse(data) and not bk.is_gpu_array(data)

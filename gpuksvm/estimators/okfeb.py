@@ -27,7 +27,8 @@ from sklearn.utils.validation import check_is_fitted
 
 from gpuksvm.array import backend as bk
 from gpuksvm.estimators.base import DeviceMixin, fit_context
-from gpuksvm.estimators.okfeb_extractor import OKFEB, take_rows, windowed_kernel_error
+from gpuksvm.array.backend import take_rows
+from gpuksvm.estimators.okfeb_extractor import OKFEB, windowed_kernel_error
 from gpuksvm.estimators.params import DEPRECATED, count, deprecated, non_negative, positive
 from gpuksvm.solvers.linear.problem import ovr_targets
 from gpuksvm.solvers.okfeb.subspace import batch_objective

@@ -17,8 +17,9 @@ from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted
 
 from gpuksvm.array import backend as bk
+from gpuksvm.array.backend import take_rows
 from gpuksvm.estimators.base import DeviceMixin, fit_context
-from gpuksvm.kernels.kernel import Kernel, kernel_block, make_kernel
+from gpuksvm.kernels.kernel import Kernel, kernel_block
 from gpuksvm.estimators.params import (
     DEPRECATED,
     DEVICE_PARAMS,
@@ -33,7 +34,7 @@ from gpuksvm.solvers.okfeb.subspace import MODES, OUTPUTS, OnlineSubspace, Subsp
 from gpuksvm.solvers.okfeb.learners import stream_order
 from gpuksvm.array.validation import check_allocation, validate_X
 
-__all__ = ["OKFEB", "windowed_kernel_error", "take_rows"]
+__all__ = ["OKFEB", "windowed_kernel_error"]
 
 
 def windowed_kernel_error(X: Any, Z: Any, kernel: Kernel, window: int = 500) -> float:
@@ -240,7 +241,7 @@ class OKFEB(DeviceMixin, TransformerMixin, BaseEstimator):
                          * np.dtype(dt).itemsize,
                          f"OK-FEB's buffers for n_landmarks={self._param('n_landmarks')}, rank={self.rank}, "
                          f"batch_size={self.batch_size} and {d} features")
-        kernel = make_kernel(self.kernel, self.gamma, self.degree, self.coef0, X)
+        kernel = self._resolved_kernel(X)
         self.subspace_ = OnlineSubspace(kernel, d, p, dev, dt, check_random_state(self.random_state))
 
     def _state(self) -> OnlineSubspace:
@@ -438,13 +439,6 @@ class OKFEB(DeviceMixin, TransformerMixin, BaseEstimator):
         tags = super().__sklearn_tags__()
         tags.input_tags.sparse = True
         return tags
-
-
-def take_rows(X: Any, rows: np.ndarray) -> Any:
-    """X[rows] for NumPy, CuPy (the index moved to the device) and SciPy-sparse X."""
-    if bk.is_gpu_array(X):
-        return X[bk.namespace_of(X).asarray(rows)]
-    return X[rows]
 
 
 def _dense(X: Any, dt: Any) -> Any:

@@ -161,10 +161,10 @@ class SVCSurfaceMixin:
         dev = self._fitted_device()
         dt = self._compute_dtype()
         Xd, kind = self._validated_input(X, dt, refuse_sparse=not self._fitted_sparse())
-        Wd = bk.to_device(W, dev, dt) if dev.is_gpu else np.asarray(bk.to_host(W), dtype=dt)
+        Wd = bk.to_device(W, dev, dt)
         n = Xd.shape[0]
         if is_precomputed(kern):
-            raw = Xd[:, bk.to_device(np.asarray(self.support_), dev) if dev.is_gpu else self.support_] @ Wd
+            raw = Xd[:, bk.device_index(Xd, self.support_)] @ Wd
         elif n_sv == 0:
             raw = np.zeros((n, P))
         else:
@@ -230,7 +230,7 @@ class SVCSurfaceMixin:
             raise AttributeError("coef_ is only available when using a linear kernel")
         W = self._problem_coef()
         SV = self.support_vectors_
-        if bk.is_sparse(SV) and not bk.is_gpu_array(SV):
+        if sp.issparse(SV):
             coef = sp.csr_matrix(np.asarray(bk.to_host(W), dtype=np.float64).T) @ SV
         else:
             xp = bk.namespace_of(SV)

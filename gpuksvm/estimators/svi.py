@@ -20,7 +20,7 @@ from sklearn.utils._param_validation import Hidden, Interval, StrOptions
 from gpuksvm.array import backend as bk
 from gpuksvm.estimators.base import DeviceMixin, fit_context
 from gpuksvm.estimators.calibration import ProbabilityMixin
-from gpuksvm.kernels.kernel import Kernel, make_kernel
+from gpuksvm.kernels.kernel import Kernel
 from gpuksvm.estimators.params import (
     DEVICE_PARAMS,
     KERNEL_PARAMS,
@@ -385,7 +385,7 @@ class SVI(DeviceMixin, SVCSurfaceMixin, ProbabilityMixin, ClassifierMixin, BaseE
         classes, yidx = encode_classes(y)
         dev = self._device()
         dt = bk.resolve_dtype(self.dtype, dev)
-        kernel = make_kernel(self.kernel, self.gamma, self.degree, self.coef0, X)
+        kernel = self._resolved_kernel(X)
         if dev.is_gpu and bk.is_sparse(X):
             X = X.toarray()  # the GPU paths are dense
         return X, y, classes, yidx, bk.to_device(X, dev, dt), kernel, dev, dt

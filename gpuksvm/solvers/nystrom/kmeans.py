@@ -35,12 +35,13 @@ import scipy.sparse as sp
 from sklearn.utils import check_random_state
 
 from gpuksvm.array import backend as bk
+from gpuksvm.array.backend import take_rows
 from gpuksvm.kernels.kernel import Kernel, kernel_block, row_sq_norms
 from gpuksvm.array.blas_threads import NARROW_DIM, host_busy, one_blas_thread
 from gpuksvm.solvers.row_order import RowHasher, content_sample, smallest_keys
 from gpuksvm.array.validation import check_choice, check_param
 
-__all__ = ["KMeansResult", "kmeans", "nearest_centers", "sample_rows", "take_rows", "RowReservoir"]
+__all__ = ["KMeansResult", "kmeans", "nearest_centers", "sample_rows", "RowReservoir"]
 
 _LINEAR = Kernel("linear")
 
@@ -146,13 +147,6 @@ def _dense_rows(X: Any):
     return X.toarray() if bk.is_sparse(X) else X
 
 
-def take_rows(X: Any, idx: np.ndarray):
-    """Rows ``idx`` (host indices) of a NumPy/SciPy/CuPy matrix, as a dense array."""
-    if bk.is_gpu_array(X):
-        idx = bk.namespace_of(X).asarray(idx)
-    return _dense_rows(X[idx])
-
-
 def nearest_centers(X: Any, C: Any, *, x_sq: Any = None, c_sq: Any = None,
                     block_rows: int | None = None) -> tuple[Any, Any]:
     """Index of and squared distance to the nearest centre, for every row of ``X``.
@@ -229,7 +223,7 @@ def _kmeanspp(X: Any, x_sq: Any, k: int, rs: np.random.RandomState, xp, dt,
         chosen.extend(new.tolist())
         remaining -= new.size
         if remaining > 0:
-            Cb = xp.asarray(take_rows(X, np.sort(new)))
+            Cb = xp.asarray(take_rows(X, np.sort(new), dense=True))
             d2 = xp.minimum(d2, nearest_centers(X, Cb, x_sq=x_sq)[1])
     return np.asarray(chosen[:k], dtype=np.int64)
 
@@ -320,7 +314,7 @@ def _kmeans(X: Any, k: int, n_iter: int, init: str, sample: int | None, rs: np.r
         seeds = np.sort(rs.choice(m, size=k, replace=False))
     else:
         seeds = _kmeanspp(Xs, x_sq, k, rs, xp, dt, pp_rounds)
-    C = xp.array(take_rows(Xs, seeds), dtype=dt)
+    C = xp.array(take_rows(Xs, seeds, dense=True), dtype=dt)
 
     scale = float(bk.to_host(x_sq).mean()) or 1.0
     labels_dev, d2 = nearest_centers(Xs, C, x_sq=x_sq)

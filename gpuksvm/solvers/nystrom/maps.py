@@ -31,7 +31,7 @@ import numpy as np
 
 from gpuksvm.array import backend as bk
 from gpuksvm.array import linalg
-from gpuksvm.solvers.nystrom.kmeans import kmeans, sample_rows, take_rows
+from gpuksvm.solvers.nystrom.kmeans import kmeans, sample_rows
 from gpuksvm.kernels.kernel import Kernel, kernel_block, kernel_matvec
 from gpuksvm.array.blas_threads import host_busy, one_blas_thread
 from gpuksvm.array.validation import check_param
@@ -313,7 +313,7 @@ def select_landmarks(Xs: Any, params: MapParams, n_features: int, dev: bk.Device
         k = n
     if params.landmarks == "random":
         idx = np.sort(rs.choice(n, size=k, replace=False))
-        return bk.to_device(take_rows(Xs, idx), dev, dt, copy=True)
+        return bk.to_device(bk.take_rows(Xs, idx, dense=True), dev, dt, copy=True)
     # Algorithm 1 step 1: k-means on the random sample
     return kmeans(Xs, k, n_iter=int(params.kmeans_iter), init=params.kmeans_init, sample=None,
                   random_state=rs, device=dev, dtype=dt).centers
