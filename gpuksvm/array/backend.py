@@ -40,7 +40,11 @@ import scipy.sparse as sp
 from gpuksvm.array.gpu_probe import GpuStatus, probe
 
 __all__ = [
+    "asarray_in",
     "compute_copy",
+    "device_for",
+    "namespace_of_any",
+    "densified_for",
     "device_index",
     "is_array",
     "take_rows",
@@ -474,9 +478,38 @@ def compute_copy(x: Any, device: str | Device, dtype: Any = None, *, dense: bool
     GPU paths that are dense), or never (``False``: CSR on either device).
     """
     dev = resolve_device(device)
-    if is_sparse(x) and (dense is True or (dense == "gpu" and dev.is_gpu)):
+    if dense is True and is_sparse(x):
         x = x.toarray()
-    return to_device(x, dev, dtype)
+    return to_device(densified_for(x, dev) if dense == "gpu" else x, dev, dtype)
+
+
+def densified_for(x: Any, device: str | Device) -> Any:
+    """Sparse ``x`` as a dense array (of its own kind) when ``device`` is a GPU, whose paths are
+    dense; else ``x`` as given."""
+    return x.toarray() if is_sparse(x) and resolve_device(device).is_gpu else x
+
+
+def device_for(device: str | Device | None, x: Any) -> Device:
+    """The device a computation on ``x`` runs on: ``device``, where ``"auto"`` follows a CuPy ``x``
+    to its GPU."""
+    if is_gpu_array(x) and isinstance(device, str) and device == "auto":
+        return device_of(x)
+    return resolve_device(device)
+
+
+def namespace_of_any(*arrays: Any):
+    """The namespace of the first CuPy array among ``arrays``, else NumPy (a mixed computation runs
+    on the GPU)."""
+    for a in arrays:
+        if is_gpu_array(a):
+            return namespace_of(a)
+    return np
+
+
+def asarray_in(xp: Any, x: Any, dtype: Any = None) -> Any:
+    """``x`` as an array of the namespace ``xp`` in ``dtype`` (a CuPy ``x`` is brought to the host
+    for NumPy, a host ``x`` copied to the GPU for CuPy)."""
+    return xp.asarray(to_host(x) if xp is np else x, dtype=dtype)
 
 
 def is_array(x: Any) -> bool:

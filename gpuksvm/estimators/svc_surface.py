@@ -71,7 +71,7 @@ from gpuksvm.array import backend as bk
 from gpuksvm.kernels.kernel import Kernel, kernel_matvec
 from gpuksvm.solvers.multiclass import binary_predict, binary_problems, ovo_predict, ovr_decision_function
 from gpuksvm.scaleout.dispatch import dask_dispatch
-from gpuksvm.array.blas_threads import host_busy, one_blas_thread
+from gpuksvm.array.blas_threads import host_blas_threads
 from gpuksvm.solvers.svc_dual import PRECOMPUTED, warn_unconverged
 
 __all__ = ["SVCSurfaceMixin", "sparse_like", "warn_unconverged", "callable_gram", "NOT_FINITE_MESSAGE",
@@ -169,7 +169,7 @@ class SVCSurfaceMixin:
             raw = np.zeros((n, P))
         else:
             # on a busy host BLAS worker threads only spin (gpuksvm.array.blas_threads)
-            with one_blas_thread(not dev.is_gpu and host_busy()):
+            with host_blas_threads(dev):
                 raw = kernel_matvec(Xd, self.support_vectors_, Wd, kern, dtype=dt)
         return np.asarray(bk.to_host(raw), dtype=np.float64).reshape(n, P) + b[None, :], kind
 

@@ -386,8 +386,7 @@ class SVI(DeviceMixin, SVCSurfaceMixin, ProbabilityMixin, ClassifierMixin, BaseE
         dev = self._device()
         dt = bk.resolve_dtype(self.dtype, dev)
         kernel = self._resolved_kernel(X)
-        if dev.is_gpu and bk.is_sparse(X):
-            X = X.toarray()  # the GPU paths are dense
+        X = bk.densified_for(X, dev)
         return X, y, classes, yidx, bk.to_device(X, dev, dt), kernel, dev, dt
 
     def _set_model(self, model: SVIModel, classes: np.ndarray, yidx: np.ndarray, kernel: Kernel,

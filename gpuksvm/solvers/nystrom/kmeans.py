@@ -37,7 +37,7 @@ from sklearn.utils import check_random_state
 from gpuksvm.array import backend as bk
 from gpuksvm.array.backend import take_rows
 from gpuksvm.kernels.kernel import Kernel, kernel_block, row_sq_norms
-from gpuksvm.array.blas_threads import NARROW_DIM, host_busy, one_blas_thread
+from gpuksvm.array.blas_threads import NARROW_DIM, host_blas_threads
 from gpuksvm.solvers.row_order import RowHasher, content_sample, smallest_keys
 from gpuksvm.array.validation import check_choice, check_param
 
@@ -293,7 +293,7 @@ def kmeans(X: Any, n_clusters: int, *, n_iter: int = 5, init: str = "k-means++",
     dev = bk.resolve_device(device) if device is not None else bk.device_of(X)
     dt = bk.resolve_dtype(dtype, dev)
     rs = check_random_state(random_state)
-    with one_blas_thread(not dev.is_gpu and (X.shape[1] <= NARROW_DIM or host_busy())):
+    with host_blas_threads(dev, narrow=X.shape[1] <= NARROW_DIM):
         return _kmeans(X, int(n_clusters), int(n_iter), init, sample, rs, dev, dt, int(pp_rounds), float(tol))
 
 
@@ -303,7 +303,7 @@ def _kmeans(X: Any, k: int, n_iter: int, init: str, sample: int | None, rs: np.r
     xp = bk.get_namespace(dev)
 
     idx = sample_rows(X, sample, rs)
-    Xs = X[bk.namespace_of(X).asarray(idx) if bk.is_gpu_array(X) else idx]
+    Xs = X[bk.device_index(X, idx)]
     Xs = bk.to_device(Xs, dev, dt)
     m = Xs.shape[0]
     if k > m:
