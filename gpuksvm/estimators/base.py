@@ -163,8 +163,8 @@ class FitSetup:
     random_state : numpy.random.RandomState
         The fit's generator (``check_random_state(random_state)``), drawn from in order.
     X : array or sparse matrix
-        X on ``device`` in ``dtype``: the compute-ready copy (SciPy-sparse X
-        stays sparse on the CPU; ``dense=True`` or a GPU densifies it).
+        X on ``device`` in ``dtype``: the compute-ready copy (sparse X stays
+        CSR on either device unless ``_fit_setup(dense=...)`` densifies it).
     kernel : Kernel or None
         The kernel (``kernel``, ``gamma``, ``degree``, ``coef0``) with a
         data-dependent ``gamma`` resolved on ``X``; None when not asked for.
@@ -208,11 +208,13 @@ class DeviceMixin(ParamsMixin):
         data-dependent ``gamma`` (``"scale"``, ``"auto"``, ``"mean_dist"``) resolved on ``X``."""
         return make_kernel(self.kernel, self.gamma, self.degree, self.coef0, X)
 
-    def _fit_setup(self, X: Any, *, kernel: bool = True, dense: bool = False) -> FitSetup:
+    def _fit_setup(self, X: Any, *, kernel: bool = True, dense: bool | str = False) -> FitSetup:
         """Device, dtype, random state, X on the device and the kernel of a fit on the validated ``X``.
 
         ``kernel=False``: no kernel (a linear model, or a kernel the caller
-        resolves itself).  ``dense``: densify sparse X also on the CPU.
+        resolves itself).  ``dense``: densify sparse X (``True``), only for a
+        GPU (``"gpu"``), or never (``False``) — :func:`~gpuksvm.array.backend.compute_copy`.
+        A data-dependent ``gamma`` is resolved on the compute-ready copy.
         """
         dev = self._device()
         dt = bk.resolve_dtype(self.dtype, dev)
