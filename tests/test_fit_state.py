@@ -203,3 +203,35 @@ def test_fit_context_validates_once_and_routes_dask_only_where_declared():
     est.partial_fit(X[:50])
     est.partial_fit(X[50:])
     assert len(seen) == 1
+
+def test_a_direct_distributed_fit_enters_the_fit_context():
+    """fit_llsvm(est, X_dask, ...) runs as est.fit(X_dask): parameters checked once, all-or-nothing."""
+    da = pytest.importorskip("dask.array")
+    from sklearn.utils._param_validation import InvalidParameterError
+
+    from gpuksvm.scaleout import fit_llsvm
+
+    calls = []
+
+    class Counted(LLSVM):
+        def _check_params(self):
+            calls.append(1)
+            super()._check_params()
+
+    X, y = _data("LLSVM", n=200)
+    Xd, yd = da.from_array(X, chunks=(100, 2)), da.from_array(y, chunks=100)
+    est = fit_llsvm(Counted(n_landmarks=10, device="cpu", random_state=0), Xd, yd, client=None)
+    assert calls == [1] and est.n_features_in_ == 2
+    ref = _outputs(est, X)
+    est.set_params(C=-1.0)
+    before = _snapshot(est)
+    with pytest.raises(InvalidParameterError):
+        fit_llsvm(est, Xd, yd, client=None)
+    assert calls == [1, 1]
+    _assert_unchanged(est, before, X, ref)
+    # a refusal inside the distributed algorithm leaves the previous model too
+    est.set_params(C=1.0, loss="hinge")
+    before = _snapshot(est)
+    with pytest.raises(ValueError, match="squared_hinge"):
+        fit_llsvm(est, Xd, yd, client=None)
+    _assert_unchanged(est, before, X, ref)
