@@ -1,7 +1,7 @@
 """A fit that fails leaves the previous fitted state intact — for every estimator (issue 14).
 
-One shared mechanism (gpuksvm.estimators.base.keeps_state_on_error, applied to every
-DeviceMixin subclass) is tested here on all estimators: with a failure of the
+One shared mechanism (gpuksvm.estimators.base.fit_context, the decorator of every
+fitting method) is tested here on all estimators: with a failure of the
 input (a single class after validation already saw a new width) and with a
 failure injected late in the algorithm.
 """
@@ -137,9 +137,101 @@ def test_failed_partial_fit_keeps_the_stream_state(name, monkeypatch):
     _assert_unchanged(est, before, X, ref)
 
 
-def test_every_estimator_fit_is_wrapped():
-    for name, make in ESTIMATORS.items():
-        cls = type(make())
-        assert getattr(cls.fit, "__keeps_state__", False), name
-        if hasattr(cls, "partial_fit"):
-            assert getattr(cls.partial_fit, "__keeps_state__", False), name
+def _without_fit_context(cls):
+    """The fitting methods of ``cls`` that do not carry the fit context, or carry the wrong kind
+    (``partial_fit*`` updates state in place: partial=True; ``fit`` replaces it: partial=False)."""
+    bad = []
+    for name, fn in base.fitting_methods(cls).items():
+        ctx = getattr(fn, "__fit_context__", None)
+        if ctx is None or ctx.partial != name.startswith("partial_fit"):
+            bad.append(f"{cls.__name__}.{name}")
+    return bad
+
+
+def test_every_public_estimator_fit_carries_the_fit_context():
+    import inspect
+
+    import gpuksvm
+    from sklearn.base import BaseEstimator
+
+    public = [getattr(gpuksvm, n) for n in gpuksvm.__all__]
+    classes = {c for c in public if inspect.isclass(c) and issubclass(c, BaseEstimator)}
+    classes |= {type(make()) for make in ESTIMATORS.values()}
+    assert {"LLSVM", "CVM", "OneClassCVM", "SVI", "LinearSVM", "KernelSVC", "OKFEB", "OKFEBClassifier",
+            "OKFEBRegressor"} <= {c.__name__ for c in classes}
+    assert [m for c in sorted(classes, key=lambda c: c.__name__) for m in _without_fit_context(c)] == []
+    for cls in classes:
+        assert base.fitting_methods(cls)["fit"], cls
+
+
+def test_a_fit_without_the_fit_context_is_caught():
+    class Bare(LLSVM):
+        def fit(self, X, y=None, sample_weight=None):
+            return super().fit(X, y, sample_weight)
+
+    class Misdeclared(OKFEB):
+        @base.fit_context()                     # partial_fit updates in place: needs partial=True
+        def partial_fit(self, X, y=None):
+            return super().partial_fit(X, y)
+
+    assert _without_fit_context(Bare) == ["Bare.fit"]
+    assert _without_fit_context(Misdeclared) == ["Misdeclared.partial_fit"]
+    assert _without_fit_context(LLSVM) == []
+
+
+def test_fit_context_validates_once_and_routes_dask_only_where_declared():
+    calls = []
+
+    class Counted(LLSVM):
+        def _check_params(self):
+            calls.append(type(self).__name__)
+            super()._check_params()
+
+    X, y = _data("LLSVM")
+    Counted(n_landmarks=10, device="cpu", random_state=0).fit(X, y)
+    assert calls == ["Counted"]
+    assert LLSVM.fit.dask_route is not None and KernelSVC.fit.dask_route is None
+    # partial_fit validates on the call that starts the state only (as scikit-learn's)
+    seen = []
+
+    class CountedStream(OKFEB):
+        def _check_params(self):
+            seen.append(1)
+            super()._check_params()
+
+    est = CountedStream(rank=4, n_landmarks=8, mode="budget", device="cpu", random_state=0)
+    est.partial_fit(X[:50])
+    est.partial_fit(X[50:])
+    assert len(seen) == 1
+
+def test_a_direct_distributed_fit_enters_the_fit_context():
+    """fit_llsvm(est, X_dask, ...) runs as est.fit(X_dask): parameters checked once, all-or-nothing."""
+    da = pytest.importorskip("dask.array")
+    from sklearn.utils._param_validation import InvalidParameterError
+
+    from gpuksvm.scaleout import fit_llsvm
+
+    calls = []
+
+    class Counted(LLSVM):
+        def _check_params(self):
+            calls.append(1)
+            super()._check_params()
+
+    X, y = _data("LLSVM", n=200)
+    Xd, yd = da.from_array(X, chunks=(100, 2)), da.from_array(y, chunks=100)
+    est = fit_llsvm(Counted(n_landmarks=10, device="cpu", random_state=0), Xd, yd, client=None)
+    assert calls == [1] and est.n_features_in_ == 2
+    ref = _outputs(est, X)
+    est.set_params(C=-1.0)
+    before = _snapshot(est)
+    with pytest.raises(InvalidParameterError):
+        fit_llsvm(est, Xd, yd, client=None)
+    assert calls == [1, 1]
+    _assert_unchanged(est, before, X, ref)
+    # a refusal inside the distributed algorithm leaves the previous model too
+    est.set_params(C=1.0, loss="hinge")
+    before = _snapshot(est)
+    with pytest.raises(ValueError, match="squared_hinge"):
+        fit_llsvm(est, Xd, yd, client=None)
+    _assert_unchanged(est, before, X, ref)

@@ -124,3 +124,39 @@ def test_algorithm_layers_never_import_an_estimator(layer):
     edges, _ = _graph()
     bad = {m: sorted(t & estimators) for m, t in edges.items() if m.startswith(layer) and t & estimators}
     assert bad == {}
+
+
+def _cupy_imports(path: Path) -> list[int]:
+    """Lines of ``path`` that import cupy or cupyx (at any depth, ``importlib`` by literal name too)."""
+    lines = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            names = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            names = [] if node.level else [node.module or ""]
+        elif isinstance(node, ast.Call) and node.args and isinstance(node.args[0], ast.Constant):
+            func = node.func
+            called = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+            names = [str(node.args[0].value)] if called in ("import_module", "__import__") else []
+        else:
+            continue
+        if any(n.split(".")[0] in ("cupy", "cupyx") for n in names):
+            lines.append(node.lineno)
+    return lines
+
+
+def test_only_the_array_layer_imports_cupy():
+    """Device branches live in gpuksvm/array: no other module imports cupy (it asks the array layer)."""
+    array = PACKAGE / "array"
+    found = {f"{path.relative_to(PACKAGE.parent)}:{line}"
+             for path in PACKAGE.rglob("*.py") if array not in path.parents
+             for line in _cupy_imports(path)}
+    assert found == set()
+    assert _cupy_imports(array / "backend.py"), "the array layer is where cupy is imported"
+
+
+def test_the_cupy_import_finder_finds_imports(tmp_path):
+    src = tmp_path / "m.py"
+    src.write_text("import os\n\ndef f():\n    import cupyx.scipy.sparse as csp\n    from cupy import asarray\n"
+                   "    return importlib.import_module('cupy')\n", encoding="utf-8")
+    assert _cupy_imports(src) == [4, 5, 6]

@@ -40,6 +40,15 @@ import scipy.sparse as sp
 from gpuksvm.array.gpu_probe import GpuStatus, probe
 
 __all__ = [
+    "asarray_in",
+    "compute_copy",
+    "device_for",
+    "namespace_of_any",
+    "densified_for",
+    "device_index",
+    "is_array",
+    "take_rows",
+    "vstack_rows",
     "Device",
     "DeviceUnavailableError",
     "GpuUnavailableWarning",
@@ -499,6 +508,88 @@ def to_device(x: Any, device: str | Device, dtype: Any = None, *, copy: bool = F
             return x.astype(dtype)
         return x.copy() if copy else x
     return np.array(x, dtype=dtype, copy=True) if copy else np.asarray(x, dtype=dtype)
+
+
+def compute_copy(x: Any, device: str | Device, dtype: Any = None, *, dense: bool | str = False) -> Any:
+    """``x`` ready for the compute paths: on ``device`` in ``dtype`` (:func:`to_device`).
+
+    ``dense``: densify sparse ``x`` (``True``), only on a GPU (``"gpu"``: the
+    GPU paths that are dense), or never (``False``: CSR on either device).
+    """
+    dev = resolve_device(device)
+    if dense is True and is_sparse(x):
+        x = x.toarray()
+    return to_device(densified_for(x, dev) if dense == "gpu" else x, dev, dtype)
+
+
+def densified_for(x: Any, device: str | Device) -> Any:
+    """Sparse ``x`` as a dense array (of its own kind) when ``device`` is a GPU, whose paths are
+    dense; else ``x`` as given."""
+    return x.toarray() if is_sparse(x) and resolve_device(device).is_gpu else x
+
+
+def device_for(device: str | Device | None, x: Any) -> Device:
+    """The device a computation on ``x`` runs on: ``device``, where ``"auto"`` follows a CuPy ``x``
+    to its GPU."""
+    if is_gpu_array(x) and isinstance(device, str) and device == "auto":
+        return device_of(x)
+    return resolve_device(device)
+
+
+def namespace_of_any(*arrays: Any):
+    """The namespace of the first CuPy array among ``arrays``, else NumPy (a mixed computation runs
+    on the GPU)."""
+    for a in arrays:
+        if is_gpu_array(a):
+            return namespace_of(a)
+    return np
+
+
+def asarray_in(xp: Any, x: Any, dtype: Any = None) -> Any:
+    """``x`` as an array of the namespace ``xp`` in ``dtype`` (a CuPy ``x`` is brought to the host
+    for NumPy, a host ``x`` copied to the GPU for CuPy)."""
+    return xp.asarray(to_host(x) if xp is np else x, dtype=dtype)
+
+
+def is_array(x: Any) -> bool:
+    """True for NumPy arrays and for CuPy arrays and sparse matrices (not SciPy sparse, not lists)."""
+    return isinstance(x, np.ndarray) or is_gpu_array(x)
+
+
+def device_index(x: Any, idx: Any) -> Any:
+    """The index ``idx`` where it can index ``x``: on ``x``'s GPU for a CuPy ``x``, else as given."""
+    return to_device(idx, device_of(x)) if is_gpu_array(x) else idx
+
+
+def take_rows(x: Any, rows: Any, *, dense: bool = False) -> Any:
+    """Rows ``rows`` (host or device indices) of ``x``, in ``x``'s own kind.
+
+    NumPy and CuPy arrays (the index moved to ``x``'s device), SciPy and CuPy
+    sparse matrices, pandas DataFrames (positional) and lists/tuples of
+    samples.  ``dense``: sparse rows come back as a dense array.
+    """
+    if is_gpu_array(x):
+        out = x[device_index(x, rows)]
+    elif hasattr(x, "iloc"):
+        out = x.iloc[rows]
+    elif isinstance(x, (list, tuple)):
+        return [x[i] for i in rows]
+    else:
+        out = x[rows]
+    return out.toarray() if dense and is_sparse(out) else out
+
+
+def vstack_rows(a: Any, b: Any) -> Any:
+    """Rows of ``a`` then of ``b`` (``a`` None: ``b``), dense or sparse, on ``a``'s device."""
+    if a is None:
+        return b
+    if is_sparse(a) or is_sparse(b):
+        if is_gpu_array(a):
+            import cupyx.scipy.sparse as csp  # only reached with CuPy blocks
+
+            return csp.vstack([a, b]).tocsr()
+        return sp.vstack([a, b]).tocsr()
+    return namespace_of(a).concatenate([a, b], axis=0)
 
 
 def as_kind(x: Any, kind: str) -> Any:

@@ -22,9 +22,11 @@ import os
 import threading
 from typing import Any, Iterator
 
-from gpuksvm.array.backend import get_config
+import numpy as np
 
-__all__ = ["one_blas_thread", "host_busy", "NARROW_DIM"]
+from gpuksvm.array.backend import Device, get_config, resolve_device
+
+__all__ = ["one_blas_thread", "host_blas_threads", "host_busy", "NARROW_DIM"]
 
 #: Host work on designs at most this many columns wide (k-means rows, linear
 #: SVM features) runs on one BLAS thread: each call is too small to pay for a
@@ -101,3 +103,11 @@ def one_blas_thread(enable: bool = True) -> Any:
     if not enable or get_config()["host_blas_threads"] == "untouched":
         return contextlib.nullcontext()
     return _limited()
+
+
+def host_blas_threads(where: Device | str | Any, *, narrow: bool = False) -> Any:
+    """:func:`one_blas_thread` for a computation on ``where`` (a device, or an array namespace):
+    one BLAS thread on the host when the data is ``narrow`` (threads cost more than they give)
+    or the host is busy (:func:`host_busy`); nothing changes on a GPU."""
+    on_host = where is np if not isinstance(where, (Device, str)) else not resolve_device(where).is_gpu
+    return one_blas_thread(on_host and (narrow or host_busy()))

@@ -44,11 +44,12 @@ from sklearn.utils._available_if import available_if
 from sklearn.utils.validation import check_is_fitted
 
 from gpuksvm.array import backend as bk
+from gpuksvm.array.backend import take_rows
 from gpuksvm.solvers.multiclass import problem_rows
 from gpuksvm.solvers.row_order import content_sample
 from gpuksvm.scaleout.dispatch import dask_dispatch
 
-__all__ = ["ProbabilityMixin", "fit_platt", "platt_predict", "couple_pairwise", "take_rows"]
+__all__ = ["ProbabilityMixin", "fit_platt", "platt_predict", "couple_pairwise"]
 
 _MIN_PROB = 1e-7
 
@@ -304,7 +305,7 @@ def _fold_order(X: Any, y: np.ndarray, rs: np.random.RandomState, pairwise: bool
     in any order give the same folds and probabilities; as given for a pairwise Gram matrix or
     the samples of a callable kernel (lists, frames: no contents to hash)."""
     n = y.shape[0]
-    matrix = bk.is_sparse(X) or ((isinstance(X, np.ndarray) or bk.is_gpu_array(X)) and X.ndim == 2
+    matrix = bk.is_sparse(X) or (bk.is_array(X) and X.ndim == 2
                                  and X.dtype.kind in "fiub")
     if pairwise or not matrix:
         return np.arange(n)
@@ -315,19 +316,5 @@ def _fold_rows(X: Any, rows: np.ndarray, train: np.ndarray, pairwise: bool) -> A
     """Rows of X for a fold; of a pairwise X only the columns of the fold's training rows."""
     Xr = take_rows(X, rows)
     if pairwise:
-        cols = bk.namespace_of(Xr).asarray(train) if bk.is_gpu_array(Xr) else train
-        Xr = Xr[:, cols]
+        Xr = Xr[:, bk.device_index(Xr, train)]
     return Xr
-
-
-def take_rows(X: Any, rows: np.ndarray) -> Any:
-    """Rows of a sequence of samples, in its own kind (NumPy/CuPy array, sparse matrix,
-    DataFrame, list)."""
-    if bk.is_gpu_array(X):
-        xp = bk.namespace_of(X)
-        return X[xp.asarray(rows)]
-    if hasattr(X, "iloc"):
-        return X.iloc[rows]
-    if isinstance(X, (list, tuple)):
-        return [X[i] for i in rows]
-    return X[rows]

@@ -81,6 +81,7 @@ from gpuksvm.array import backend as bk
 from gpuksvm.estimators.cvm_base import CVMBase
 from gpuksvm.kernels.kernel import Kernel
 from gpuksvm.estimators.params import DEPRECATED, shared_parameter_doc
+from gpuksvm.estimators.base import fit_context
 from gpuksvm.scaleout.cvm import fit_cvm
 from gpuksvm.scaleout.dispatch import dask_dispatch
 from gpuksvm.estimators.svc_surface import SVCSurfaceMixin
@@ -277,10 +278,9 @@ class CVM(ClassifierMixin, CVMBase, SVCSurfaceMixin):
         self.eps_schedule = eps_schedule
         self.inner_solver = inner_solver
 
-    @dask_dispatch(fit_cvm)
+    @fit_context(distributed=fit_cvm)
     def fit(self, X: Any, y: Any = None) -> "CVM":
         """Fit the CVM on (X, y); with ``task="one_class"`` y is ignored."""
-        self._check_params()
         rs = check_random_state(self.random_state)
         if self.task == "one_class":
             X, _ = validate_X(self, X, reset=True)
@@ -453,10 +453,9 @@ class OneClassCVM(OutlierMixin, CVMBase):
         self.eps_schedule = eps_schedule
         self.inner_solver = inner_solver
 
-    @dask_dispatch(fit_cvm)
+    @fit_context(distributed=fit_cvm)
     def fit(self, X: Any, y: Any = None) -> "OneClassCVM":
         """Fit on X (y is ignored)."""
-        self._check_params()
         rs = check_random_state(self.random_state)
         X, _ = validate_X(self, X, reset=True)
         dev, dt, kernel, Xd, xscale, seconds = self._prepare(X)

@@ -19,7 +19,7 @@ from sklearn.utils.validation import check_is_fitted
 
 from gpuksvm.array import backend as bk
 from gpuksvm.estimators.base import DeviceMixin
-from gpuksvm.kernels.kernel import Kernel, kernel_matvec, make_kernel
+from gpuksvm.kernels.kernel import Kernel, kernel_matvec
 from gpuksvm.solvers.multiclass import binary_problems, problem_rows
 from gpuksvm.estimators.params import DEVICE_PARAMS, KERNEL_PARAMS, count, deprecated, is_unset, positive
 from gpuksvm.solvers.progress import report
@@ -97,7 +97,7 @@ class CVMBase(DeviceMixin, BaseEstimator):
                           "the next release.", FutureWarning, stacklevel=4)
 
     def _make_kernel(self, X: Any) -> Kernel:
-        kernel = make_kernel(self.kernel, self.gamma, self.degree, self.coef0, X)
+        kernel = self._resolved_kernel(X)
         if not kernel.is_psd:
             raise ValueError(f"kernel={kernel.name!r} is not positive semi-definite; the CVM needs a "
                              "PSD kernel (use 'rbf', or 'poly'/'linear' with normalize=True)")

@@ -51,9 +51,9 @@ from sklearn.utils.class_weight import compute_class_weight
 from sklearn.utils.validation import check_consistent_length, column_or_1d
 
 from gpuksvm.array import backend as bk
-from gpuksvm.estimators.base import DeviceMixin
+from gpuksvm.estimators.base import DeviceMixin, fit_context
 from gpuksvm.estimators.calibration import ProbabilityMixin
-from gpuksvm.kernels.kernel import Kernel, make_kernel
+from gpuksvm.kernels.kernel import Kernel
 from gpuksvm.solvers.multiclass import binary_problems
 from gpuksvm.estimators.params import (
     CLASS_WEIGHT,
@@ -292,6 +292,7 @@ class KernelSVC(DeviceMixin, SVCSurfaceMixin, ProbabilityMixin, ClassifierMixin,
         return sw, cw
 
     # ------------------------------------------------------------------ fit
+    @fit_context()
     def fit(self, X: Any, y: Any, sample_weight: Any = None) -> "KernelSVC":
         """Fit the C-SVC (one-vs-one for more than two classes).
 
@@ -309,7 +310,6 @@ class KernelSVC(DeviceMixin, SVCSurfaceMixin, ProbabilityMixin, ClassifierMixin,
         -------
         self
         """
-        self._check_params()
         X, y = self._validated_training_data(X, y)
         classes, yidx = encode_classes(y)
         sw, cw = self._weights(sample_weight, X, y, classes, yidx)
@@ -330,7 +330,7 @@ class KernelSVC(DeviceMixin, SVCSurfaceMixin, ProbabilityMixin, ClassifierMixin,
             kern = kernel_ = PRECOMPUTED
             data = X
         else:
-            kern = kernel_ = make_kernel(self.kernel, self.gamma, self.degree, self.coef0, X)
+            kern = kernel_ = self._resolved_kernel(X)
             data = X
         if dev.is_gpu:
             data = bk.to_device(data.toarray() if bk.is_sparse(data) and not bk.is_gpu_array(data)

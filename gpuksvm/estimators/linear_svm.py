@@ -92,7 +92,7 @@ from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted
 
 from gpuksvm.array import backend as bk
-from gpuksvm.estimators.base import DeviceMixin
+from gpuksvm.estimators.base import DeviceMixin, fit_context
 from gpuksvm.data.blocks import as_block_source, is_block_input
 from gpuksvm.estimators.calibration import ProbabilityMixin
 from gpuksvm.estimators.params import CLASS_WEIGHT, DEVICE_PARAMS, count, positive
@@ -258,6 +258,7 @@ class LinearSVM(DeviceMixin, ProbabilityMixin, ClassifierMixin, BaseEstimator):
         return "liblinear" if bk.is_sparse(X) and X.shape[1] > lin.NARROW_DIM else "newton"
 
     # ------------------------------------------------------------------ fit
+    @fit_context()
     def fit(self, X: Any, y: Any = None, sample_weight: Any = None) -> "LinearSVM":
         """Fit the model.
 
@@ -269,7 +270,6 @@ class LinearSVM(DeviceMixin, ProbabilityMixin, ClassifierMixin, BaseEstimator):
         y : (n,) labels
         sample_weight : (n,) non-negative multipliers of C (arrays only)
         """
-        self._check_params()
         if is_block_input(X) or self.solver == "sbm":
             return self._fit_blocks(X, y, sample_weight)
         X, y, _ = validate_X_y(self, X, y)

@@ -93,11 +93,11 @@ from sklearn.utils.metaestimators import available_if
 from sklearn.utils.validation import check_is_fitted
 
 from gpuksvm.array import backend as bk
-from gpuksvm.estimators.base import DeviceMixin
+from gpuksvm.estimators.base import DeviceMixin, fit_context
 from gpuksvm.data.blocks import LinearMapBlockSource, as_block_source, check_block, is_block_input
 from gpuksvm.estimators.calibration import probability_enabled
 from gpuksvm.solvers.nystrom.kmeans import RowReservoir
-from gpuksvm.kernels.kernel import Kernel, kernel_block, kernel_matvec, make_kernel
+from gpuksvm.kernels.kernel import Kernel, kernel_block, kernel_matvec
 from gpuksvm.estimators.linear_svm import LinearSVM
 from gpuksvm.solvers.nystrom.maps import (
     MapParams,
@@ -331,9 +331,7 @@ class LLSVM(DeviceMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin, Clas
                          dissimilar_pair_weight=float(self._param("dissimilar_pair_weight")))
 
     def _kernel_for(self, X: Any) -> Kernel:
-        if isinstance(self.kernel, Kernel):
-            return self.kernel
-        return make_kernel(self.kernel, self.gamma, self.degree, self.coef0, X)
+        return self._resolved_kernel(X)
 
     def _set_fitted(self, nmap: NystromMap, svm: Any, dev: bk.Device, dt: np.dtype,
                     times: dict) -> "LLSVM":
@@ -355,7 +353,7 @@ class LLSVM(DeviceMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin, Clas
         return self
 
     # ------------------------------------------------------------------ fit
-    @dask_dispatch(fit_llsvm)
+    @fit_context(distributed=fit_llsvm)
     def fit(self, X: Any, y: Any = None, sample_weight: Any = None) -> "LLSVM":
         """Fit on arrays, or out of core on a block source / SVMlight file path.
 
@@ -370,21 +368,18 @@ class LLSVM(DeviceMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin, Clas
         y : array-like of labels (``None`` for a block source)
         sample_weight : array-like, optional (arrays only)
         """
-        self._check_params()
         if is_block_input(X):
             return self._fit_blocks(X, y, sample_weight)
         X, y, _ = validate_X_y(self, X, y)
         encode_classes(y)
         sw = None if sample_weight is None else check_sample_weight(sample_weight, X)
-        dev = self._device()
-        dt = bk.resolve_dtype(self.dtype, dev)
-        rs = check_random_state(self.random_state)
         times = {}
-        t0 = bk.synchronized_clock(dev)
-        Xd = bk.to_device(X, dev, dt)
+        t0 = bk.synchronized_clock(self._device())
+        s = self._fit_setup(X)           # device, dtype, random state, X on the device, kernel (γ on it)
+        dev, dt, rs, Xd = s.device, s.dtype, s.random_state, s.X
         params = self._map_params()
         Xs, ys = sample_rows_for_map(Xd, y, params, rs)
-        nmap, t1 = build_map(Xs, ys, self._kernel_for(Xd), params, self.n_features_in_, dev, dt, rs)
+        nmap, t1 = build_map(Xs, ys, s.kernel, params, self.n_features_in_, dev, dt, rs)
         t2 = bk.synchronized_clock(dev)
         F = nmap.transform(Xd)
         t3 = bk.synchronized_clock(dev)

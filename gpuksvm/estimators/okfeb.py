@@ -26,8 +26,9 @@ from sklearn.utils._param_validation import StrOptions
 from sklearn.utils.validation import check_is_fitted
 
 from gpuksvm.array import backend as bk
-from gpuksvm.estimators.base import DeviceMixin
-from gpuksvm.estimators.okfeb_extractor import OKFEB, take_rows, windowed_kernel_error
+from gpuksvm.estimators.base import DeviceMixin, fit_context
+from gpuksvm.array.backend import take_rows
+from gpuksvm.estimators.okfeb_extractor import OKFEB, windowed_kernel_error
 from gpuksvm.estimators.params import (
     DEPRECATED,
     count,
@@ -264,7 +265,6 @@ class OKFEBClassifier(ClassifierMixin, _OKFEBLearner):
                          "uses C = 1/(alpha·n)")
 
     def _start(self, classes: np.ndarray) -> None:
-        self._check_params()
         self.classes_ = np.asarray(classes)
         self.extractor_ = self._extractor()
         n_out = 1 if len(self.classes_) == 2 else len(self.classes_)
@@ -283,6 +283,7 @@ class OKFEBClassifier(ClassifierMixin, _OKFEBLearner):
         D = self._learner.decision_function(F)
         return (D[:, 0] > 0).astype(np.int64) if D.shape[1] == 1 else np.argmax(D, axis=1)
 
+    @fit_context()
     def fit(self, X: Any, y: Any) -> "OKFEBClassifier":
         X, y, _ = validate_X_y(self, X, y)
         classes, _ = encode_classes(y)
@@ -290,6 +291,7 @@ class OKFEBClassifier(ClassifierMixin, _OKFEBLearner):
         self._fit_rows(X, self._targets(y))
         return self
 
+    @fit_context(partial=True)
     def partial_fit(self, X: Any, y: Any, classes: Any = None) -> "OKFEBClassifier":
         """Update extractor and Pegasos with the next rows, in the order given (``classes`` needed
         on the first call unless every label occurs in it)."""
@@ -437,7 +439,6 @@ class OKFEBRegressor(RegressorMixin, _OKFEBLearner):
             check_param("learning_rate", self.learning_rate, Real, low=0, high=2, closed="neither")
 
     def _start(self) -> None:
-        self._check_params()
         self.extractor_ = self._extractor()
         self._check_learner_size(1)
         self._learner = RegularizedLMS(int(self.rank), step=float(self.learning_rate),
@@ -458,12 +459,14 @@ class OKFEBRegressor(RegressorMixin, _OKFEBLearner):
     def _model_output(self, F: np.ndarray) -> np.ndarray:
         return self._learner.predict(F)
 
+    @fit_context()
     def fit(self, X: Any, y: Any) -> "OKFEBRegressor":
         X, y, _ = validate_X_y(self, X, y, y_numeric=True)
         self._start()
         self._fit_rows(X, np.asarray(y, dtype=np.float64))
         return self
 
+    @fit_context(partial=True)
     def partial_fit(self, X: Any, y: Any) -> "OKFEBRegressor":
         """Update extractor and LMS with the next rows, in the order given."""
         first = not hasattr(self, "extractor_")

@@ -17,8 +17,9 @@ from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted
 
 from gpuksvm.array import backend as bk
-from gpuksvm.estimators.base import DeviceMixin
-from gpuksvm.kernels.kernel import Kernel, kernel_block, make_kernel
+from gpuksvm.array.backend import take_rows
+from gpuksvm.estimators.base import DeviceMixin, fit_context
+from gpuksvm.kernels.kernel import Kernel, kernel_block
 from gpuksvm.estimators.params import (
     DEPRECATED,
     DEVICE_PARAMS,
@@ -33,7 +34,7 @@ from gpuksvm.solvers.okfeb.subspace import MODES, OUTPUTS, OnlineSubspace, Subsp
 from gpuksvm.solvers.okfeb.learners import stream_order
 from gpuksvm.array.validation import check_allocation, validate_X
 
-__all__ = ["OKFEB", "windowed_kernel_error", "take_rows"]
+__all__ = ["OKFEB", "windowed_kernel_error"]
 
 
 def windowed_kernel_error(X: Any, Z: Any, kernel: Kernel, window: int = 500) -> float:
@@ -231,8 +232,8 @@ class OKFEB(DeviceMixin, TransformerMixin, BaseEstimator):
                               tol=float(self.tol), verbose=int(self.verbose))
 
     def _reset(self, X: Any) -> None:
-        """Validate the parameters and start an empty state for rows like X (X's width, γ from X)."""
-        self._check_params()
+        """Start an empty state for rows like X (X's width, γ from X); the fit context validated the
+        parameters."""
         p = self._params()
         dev = self._device()
         self._set_fitted_device(dev)
@@ -242,7 +243,7 @@ class OKFEB(DeviceMixin, TransformerMixin, BaseEstimator):
                          * np.dtype(dt).itemsize,
                          f"OK-FEB's buffers for n_landmarks={self._param('n_landmarks')}, rank={self.rank}, "
                          f"batch_size={self.batch_size} and {d} features")
-        kernel = make_kernel(self.kernel, self.gamma, self.degree, self.coef0, X)
+        kernel = self._resolved_kernel(X)
         self.subspace_ = OnlineSubspace(kernel, d, p, dev, dt, check_random_state(self.random_state))
 
     def _state(self) -> OnlineSubspace:
@@ -358,6 +359,7 @@ class OKFEB(DeviceMixin, TransformerMixin, BaseEstimator):
         self.subspace_.relabel_rows(np.concatenate(orders))
         return orders[-1], Xd
 
+    @fit_context()
     def fit(self, X: Any, y: Any = None) -> "OKFEB":
         """Reset, then run one pass of the chosen algorithm over the rows of X (in the order of
         :func:`~gpuksvm.solvers.okfeb.learners.stream_order` when ``shuffle``)."""
@@ -365,11 +367,13 @@ class OKFEB(DeviceMixin, TransformerMixin, BaseEstimator):
         self._fit_passes(X, 1, self.random_state)
         return self
 
+    @fit_context(partial=True)
     def partial_fit(self, X: Any, y: Any = None) -> "OKFEB":
         """Process the rows of X, in the order given, as the next part of the stream (online modes)."""
         self.partial_fit_transform(X)
         return self
 
+    @fit_context(partial=True)
     def partial_fit_transform(self, X: Any) -> Any:
         """Process rows as the next part of the stream and return their prequential features.
 
@@ -437,13 +441,6 @@ class OKFEB(DeviceMixin, TransformerMixin, BaseEstimator):
         tags = super().__sklearn_tags__()
         tags.input_tags.sparse = True
         return tags
-
-
-def take_rows(X: Any, rows: np.ndarray) -> Any:
-    """X[rows] for NumPy, CuPy (the index moved to the device) and SciPy-sparse X."""
-    if bk.is_gpu_array(X):
-        return X[bk.namespace_of(X).asarray(rows)]
-    return X[rows]
 
 
 def _dense(X: Any, dt: Any) -> Any:

@@ -71,7 +71,7 @@ from gpuksvm.array import backend as bk
 from gpuksvm.kernels.kernel import Kernel, kernel_matvec
 from gpuksvm.solvers.multiclass import binary_predict, binary_problems, ovo_predict, ovr_decision_function
 from gpuksvm.scaleout.dispatch import dask_dispatch
-from gpuksvm.array.blas_threads import host_busy, one_blas_thread
+from gpuksvm.array.blas_threads import host_blas_threads
 from gpuksvm.solvers.svc_dual import PRECOMPUTED, warn_unconverged
 
 __all__ = ["SVCSurfaceMixin", "sparse_like", "warn_unconverged", "callable_gram", "NOT_FINITE_MESSAGE",
@@ -161,15 +161,15 @@ class SVCSurfaceMixin:
         dev = self._fitted_device()
         dt = self._compute_dtype()
         Xd, kind = self._validated_input(X, dt, refuse_sparse=not self._fitted_sparse())
-        Wd = bk.to_device(W, dev, dt) if dev.is_gpu else np.asarray(bk.to_host(W), dtype=dt)
+        Wd = bk.to_device(W, dev, dt)
         n = Xd.shape[0]
         if is_precomputed(kern):
-            raw = Xd[:, bk.to_device(np.asarray(self.support_), dev) if dev.is_gpu else self.support_] @ Wd
+            raw = Xd[:, bk.device_index(Xd, self.support_)] @ Wd
         elif n_sv == 0:
             raw = np.zeros((n, P))
         else:
             # on a busy host BLAS worker threads only spin (gpuksvm.array.blas_threads)
-            with one_blas_thread(not dev.is_gpu and host_busy()):
+            with host_blas_threads(dev):
                 raw = kernel_matvec(Xd, self.support_vectors_, Wd, kern, dtype=dt)
         return np.asarray(bk.to_host(raw), dtype=np.float64).reshape(n, P) + b[None, :], kind
 
@@ -230,7 +230,7 @@ class SVCSurfaceMixin:
             raise AttributeError("coef_ is only available when using a linear kernel")
         W = self._problem_coef()
         SV = self.support_vectors_
-        if bk.is_sparse(SV) and not bk.is_gpu_array(SV):
+        if sp.issparse(SV):
             coef = sp.csr_matrix(np.asarray(bk.to_host(W), dtype=np.float64).T) @ SV
         else:
             xp = bk.namespace_of(SV)

@@ -18,9 +18,9 @@ from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.utils._param_validation import Hidden, Interval, StrOptions
 
 from gpuksvm.array import backend as bk
-from gpuksvm.estimators.base import DeviceMixin
+from gpuksvm.estimators.base import DeviceMixin, fit_context
 from gpuksvm.estimators.calibration import ProbabilityMixin
-from gpuksvm.kernels.kernel import Kernel, make_kernel
+from gpuksvm.kernels.kernel import Kernel
 from gpuksvm.estimators.params import (
     DEVICE_PARAMS,
     KERNEL_PARAMS,
@@ -29,7 +29,6 @@ from gpuksvm.estimators.params import (
     non_negative,
     positive,
 )
-from gpuksvm.scaleout.dispatch import dask_dispatch
 from gpuksvm.scaleout.svi import fit_svi
 from gpuksvm.solvers.svi import algorithm as svi_solver
 from gpuksvm.solvers.svi.algorithm import (
@@ -357,7 +356,7 @@ class SVI(DeviceMixin, SVCSurfaceMixin, ProbabilityMixin, ClassifierMixin, BaseE
                          n_jobs=self.n_jobs, verbose=int(self.verbose))
 
     # ------------------------------------------------------------------ fit
-    @dask_dispatch(fit_svi)
+    @fit_context(distributed=fit_svi)
     def fit(self, X: Any, y: Any) -> "SVI":
         """Fit the SVI model (Algorithm 1 of the paper, :func:`gpuksvm.solvers.svi.algorithm.fit`).
 
@@ -370,7 +369,6 @@ class SVI(DeviceMixin, SVCSurfaceMixin, ProbabilityMixin, ClassifierMixin, BaseE
         -------
         self
         """
-        self._check_params()
         sparse_fit = bk.is_sparse(X)  # validation keeps sparse input sparse (a GPU then densifies it)
         X, y, classes, yidx, Xd, kernel, dev, dt = self._prepare(X, y)
         model = svi_solver.fit(X, Xd, yidx, kernel, self._solver_params(), dev, dt)
@@ -386,9 +384,8 @@ class SVI(DeviceMixin, SVCSurfaceMixin, ProbabilityMixin, ClassifierMixin, BaseE
         classes, yidx = encode_classes(y)
         dev = self._device()
         dt = bk.resolve_dtype(self.dtype, dev)
-        kernel = make_kernel(self.kernel, self.gamma, self.degree, self.coef0, X)
-        if dev.is_gpu and bk.is_sparse(X):
-            X = X.toarray()  # the GPU paths are dense
+        kernel = self._resolved_kernel(X)
+        X = bk.densified_for(X, dev)
         return X, y, classes, yidx, bk.to_device(X, dev, dt), kernel, dev, dt
 
     def _set_model(self, model: SVIModel, classes: np.ndarray, yidx: np.ndarray, kernel: Kernel,

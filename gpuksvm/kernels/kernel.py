@@ -426,7 +426,7 @@ def kernel_block(X: Any, Z: Any = None, kernel: Kernel | str = "rbf", *, dtype: 
         raise ValueError(f"method must be 'auto', 'gemm' or 'tiled', got {method!r}")
     if Z is None:
         Z = X
-    xp = bk.namespace_of(X) if bk.is_gpu_array(X) else (bk.namespace_of(Z) if bk.is_gpu_array(Z) else np)
+    xp = bk.namespace_of_any(X, Z)
     dt = _float_dtype(X, Z, dtype=dtype)
     X = _as_2d(X, xp, dt) if not (bk.is_sparse(X) and xp is np) else X
     Z = _as_2d(Z, xp, dt)
@@ -560,9 +560,9 @@ def kernel_matvec(X: Any, Z: Any, V: Any, kernel: Kernel | str = "rbf", *, dtype
     kernel = kernel if isinstance(kernel, Kernel) else Kernel(kernel)
     if method not in ("auto", "blocked", "fused"):
         raise ValueError(f"method must be 'auto', 'blocked' or 'fused', got {method!r}")
-    xp = bk.namespace_of(X) if bk.is_gpu_array(X) else (bk.namespace_of(Z) if bk.is_gpu_array(Z) else np)
+    xp = bk.namespace_of_any(X, Z)
     dt = _float_dtype(X, Z, V, dtype=dtype)
-    V = xp.asarray(bk.to_host(V) if xp is np else V, dtype=dt)
+    V = bk.asarray_in(xp, V, dt)
     vec = V.ndim == 1
     V2 = V.reshape(-1, 1) if vec else V
     Z = _as_2d(Z, xp, dt)

@@ -39,9 +39,13 @@ result; every reduction also counts the rows it summed and the fit stops with
 :class:`~gpuksvm.scaleout.runtime.DistributedFitError` if a pass did not see every row
 exactly once, so a model is never computed from partial data.
 
-The estimators route a Dask ``X`` here through one decorator,
-:func:`~gpuksvm.scaleout.dispatch.dask_dispatch`; the modules of this package
-import the solver layer and never an estimator module.  This package replaces
+The estimators route a Dask ``X`` here through their fit context
+(:func:`gpuksvm.estimators.base.fit_context`, which validates the parameters
+and keeps the previous model if the fit raises) and their prediction methods
+through :func:`~gpuksvm.scaleout.dispatch.dask_dispatch`; called directly,
+``fit_llsvm``, ``fit_cvm`` and ``fit_svi`` enter the same fit context
+(:func:`~gpuksvm.scaleout.dispatch.distributed_fit`).  The modules of this
+package import the solver layer and never an estimator module.  This package replaces
 ``gpuksvm.scaleout`` (kept one release as a deprecated alias).
 """
 from __future__ import annotations

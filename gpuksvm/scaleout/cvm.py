@@ -30,6 +30,7 @@ from gpuksvm.scaleout.common import (
     set_n_features,
 )
 from gpuksvm.scaleout.runtime import Ledger, compute, require_dask, row_chunked, scheduler_context
+from gpuksvm.scaleout.dispatch import distributed_fit
 
 __all__ = ["fit_cvm"]
 
@@ -149,6 +150,7 @@ def _make_dask_scanner(rows: "RemoteRows", y: Any, kernel: Kernel, xscale: Any, 
     return _DaskScanner()
 
 
+@distributed_fit
 def fit_cvm(estimator: Any, X: Any, y: Any = None, *, client: Any = None) -> Any:
     """Fit a :class:`~gpuksvm.estimators.cvm.CVM` or :class:`~gpuksvm.estimators.cvm.OneClassCVM` on a dask array.
 
@@ -186,7 +188,6 @@ def fit_cvm(estimator: Any, X: Any, y: Any = None, *, client: Any = None) -> Any
     """
     require_dask()
     est = estimator
-    est._check_params()
     one_class = getattr(est, "_task", "") == "one_class" or getattr(est, "task", "") == "one_class"
     client = client_or_default(client)
     ledger = Ledger()

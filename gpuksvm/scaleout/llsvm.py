@@ -38,6 +38,7 @@ from gpuksvm.scaleout.common import (
     refuse_unsupported,
     set_n_features,
 )
+from gpuksvm.scaleout.dispatch import distributed_fit
 from gpuksvm.scaleout.runtime import (
     DistributedFitError,
     Ledger,
@@ -150,6 +151,7 @@ def _sum_stats(parts: list) -> dict:
     return out
 
 
+@distributed_fit
 def fit_llsvm(estimator: Any, X: Any, y: Any, sample_weight: Any = None, *, client: Any = None,
               cache_features: bool | str = "auto", callback: Callable[[dict], None] | None = None) -> Any:
     """Fit an :class:`~gpuksvm.estimators.llsvm.LLSVM` on a dask array without gathering the data.
@@ -206,7 +208,6 @@ def fit_llsvm(estimator: Any, X: Any, y: Any, sample_weight: Any = None, *, clie
     dask, da = require_dask()
 
     est = estimator
-    est._check_params()
     refuse_unsupported(est, {
         "loss": (est.loss != "squared_hinge",
                  "must be 'squared_hinge' (the distributed solver is primal Newton map-reduce)"),

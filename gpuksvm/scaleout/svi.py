@@ -39,6 +39,7 @@ from gpuksvm.scaleout.common import (
     refuse_unsupported,
     set_n_features,
 )
+from gpuksvm.scaleout.dispatch import distributed_fit
 from gpuksvm.scaleout.runtime import (
     DistributedFitError,
     Ledger,
@@ -146,6 +147,7 @@ def _svi_exact_tasks(X: Any, problems: list, which: list, rows: list, labels: li
     return tasks, orders
 
 
+@distributed_fit
 def fit_svi(estimator: Any, X: Any, y: Any, *, client: Any = None) -> Any:
     """Fit an :class:`~gpuksvm.estimators.svi.SVI` on a dask array (SPEC §3, distributed).
 
@@ -185,7 +187,6 @@ def fit_svi(estimator: Any, X: Any, y: Any, *, client: Any = None) -> Any:
     """
     dask, da = require_dask()
     est = estimator
-    est._check_params()
     refuse_unsupported(est, {
         "probability": (bool(est.probability), "=True is not supported (fit Platt scaling on a sample)"),
     })

@@ -95,8 +95,7 @@ def _is_precomputed(kernel: Any) -> bool:
 
 def _host_rows(X: Any, rows: np.ndarray) -> Any:
     """Rows of X as a host array / CSR matrix."""
-    if bk.is_gpu_array(X):
-        X = bk.to_host(X)
+    X = bk.to_host(X)
     if sp.issparse(X):
         return sp.csr_matrix(X)[rows]
     return np.asarray(X)[rows]

@@ -77,7 +77,7 @@ class _Writer:
             node = {"sparse": fmt, "shape": [int(s) for s in host.shape]}
             node.update({k: self._store(a, path) for k, a in parts.items()})
             return node
-        if isinstance(v, np.ndarray) or bk.is_gpu_array(v):
+        if bk.is_array(v):
             if v.dtype == object:
                 if v.ndim == 1 and all(type(s) is str for s in v):
                     return {"strings": list(v)}

@@ -204,7 +204,7 @@ def _weights(sample_weight: Any, n: int, m: int, xp, dtype) -> Any:
     """Per-sample, per-problem cost multipliers (n, m) on the device."""
     if sample_weight is None:
         return xp.ones((n, m), dtype=dtype)
-    S = xp.asarray(bk.to_host(sample_weight) if xp is np else sample_weight, dtype=dtype)
+    S = bk.asarray_in(xp, sample_weight, dtype)
     if S.ndim == 1:
         S = xp.broadcast_to(S[:, None], (n, m))
     if S.shape != (n, m):

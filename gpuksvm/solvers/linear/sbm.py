@@ -12,7 +12,6 @@ import math
 from typing import Any
 
 import numpy as np
-import scipy.sparse as sp
 
 from gpuksvm.array import backend as bk
 from gpuksvm.data.blocks import BlockSource, check_block
@@ -32,18 +31,6 @@ from gpuksvm.solvers.linear.problem import (
 )
 
 __all__ = ["sbm"]
-
-
-def _vstack(a: Any, b: Any) -> Any:
-    if a is None:
-        return b
-    if bk.is_sparse(a) or bk.is_sparse(b):
-        if bk.is_gpu_array(a):
-            import cupyx.scipy.sparse as csp  # only reached with CuPy blocks
-
-            return csp.vstack([a, b]).tocsr()
-        return sp.vstack([a, b]).tocsr()
-    return bk.namespace_of(a).concatenate([a, b], axis=0)
 
 
 def sbm(source: Any, C: float, loss: str = "squared_hinge", *, n_passes: int = 3,
@@ -126,7 +113,7 @@ def sbm(source: Any, C: float, loss: str = "squared_hinge", *, n_passes: int = 3
                 W = xp.zeros((n_features + (1 if intercept_scaling else 0), m), dtype=dt)
             fresh = ~np.isin(gidx, cache_idx)
             rows = Xb[xp.asarray(np.nonzero(fresh)[0])] if not fresh.all() else Xb
-            Xw = _vstack(cache_X, rows)
+            Xw = bk.vstack_rows(cache_X, rows)
             widx = np.concatenate([cache_idx, gidx[fresh]])
             Aw = A[widx].copy()
             design = Design(Xw, intercept_scaling)

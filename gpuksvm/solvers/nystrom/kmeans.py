@@ -35,12 +35,13 @@ import scipy.sparse as sp
 from sklearn.utils import check_random_state
 
 from gpuksvm.array import backend as bk
+from gpuksvm.array.backend import take_rows
 from gpuksvm.kernels.kernel import Kernel, kernel_block, row_sq_norms
-from gpuksvm.array.blas_threads import NARROW_DIM, host_busy, one_blas_thread
+from gpuksvm.array.blas_threads import NARROW_DIM, host_blas_threads
 from gpuksvm.solvers.row_order import RowHasher, content_sample, smallest_keys
 from gpuksvm.array.validation import check_choice, check_param
 
-__all__ = ["KMeansResult", "kmeans", "nearest_centers", "sample_rows", "take_rows", "RowReservoir"]
+__all__ = ["KMeansResult", "kmeans", "nearest_centers", "sample_rows", "RowReservoir"]
 
 _LINEAR = Kernel("linear")
 
@@ -146,13 +147,6 @@ def _dense_rows(X: Any):
     return X.toarray() if bk.is_sparse(X) else X
 
 
-def take_rows(X: Any, idx: np.ndarray):
-    """Rows ``idx`` (host indices) of a NumPy/SciPy/CuPy matrix, as a dense array."""
-    if bk.is_gpu_array(X):
-        idx = bk.namespace_of(X).asarray(idx)
-    return _dense_rows(X[idx])
-
-
 def nearest_centers(X: Any, C: Any, *, x_sq: Any = None, c_sq: Any = None,
                     block_rows: int | None = None) -> tuple[Any, Any]:
     """Index of and squared distance to the nearest centre, for every row of ``X``.
@@ -229,7 +223,7 @@ def _kmeanspp(X: Any, x_sq: Any, k: int, rs: np.random.RandomState, xp, dt,
         chosen.extend(new.tolist())
         remaining -= new.size
         if remaining > 0:
-            Cb = xp.asarray(take_rows(X, np.sort(new)))
+            Cb = xp.asarray(take_rows(X, np.sort(new), dense=True))
             d2 = xp.minimum(d2, nearest_centers(X, Cb, x_sq=x_sq)[1])
     return np.asarray(chosen[:k], dtype=np.int64)
 
@@ -299,7 +293,7 @@ def kmeans(X: Any, n_clusters: int, *, n_iter: int = 5, init: str = "k-means++",
     dev = bk.resolve_device(device) if device is not None else bk.device_of(X)
     dt = bk.resolve_dtype(dtype, dev)
     rs = check_random_state(random_state)
-    with one_blas_thread(not dev.is_gpu and (X.shape[1] <= NARROW_DIM or host_busy())):
+    with host_blas_threads(dev, narrow=X.shape[1] <= NARROW_DIM):
         return _kmeans(X, int(n_clusters), int(n_iter), init, sample, rs, dev, dt, int(pp_rounds), float(tol))
 
 
@@ -309,7 +303,7 @@ def _kmeans(X: Any, k: int, n_iter: int, init: str, sample: int | None, rs: np.r
     xp = bk.get_namespace(dev)
 
     idx = sample_rows(X, sample, rs)
-    Xs = X[bk.namespace_of(X).asarray(idx) if bk.is_gpu_array(X) else idx]
+    Xs = X[bk.device_index(X, idx)]
     Xs = bk.to_device(Xs, dev, dt)
     m = Xs.shape[0]
     if k > m:
@@ -320,7 +314,7 @@ def _kmeans(X: Any, k: int, n_iter: int, init: str, sample: int | None, rs: np.r
         seeds = np.sort(rs.choice(m, size=k, replace=False))
     else:
         seeds = _kmeanspp(Xs, x_sq, k, rs, xp, dt, pp_rounds)
-    C = xp.array(take_rows(Xs, seeds), dtype=dt)
+    C = xp.array(take_rows(Xs, seeds, dense=True), dtype=dt)
 
     scale = float(bk.to_host(x_sq).mean()) or 1.0
     labels_dev, d2 = nearest_centers(Xs, C, x_sq=x_sq)

@@ -31,9 +31,9 @@ import numpy as np
 
 from gpuksvm.array import backend as bk
 from gpuksvm.array import linalg
-from gpuksvm.solvers.nystrom.kmeans import kmeans, sample_rows, take_rows
+from gpuksvm.solvers.nystrom.kmeans import kmeans, sample_rows
 from gpuksvm.kernels.kernel import Kernel, kernel_block, kernel_matvec
-from gpuksvm.array.blas_threads import host_busy, one_blas_thread
+from gpuksvm.array.blas_threads import host_blas_threads
 from gpuksvm.array.validation import check_param
 
 __all__ = ["NystromMap", "MapParams", "build_map", "sample_rows_for_map", "select_landmarks", "apply_spectrum",
@@ -186,7 +186,7 @@ def nystrom_maps(Z: Any, kernels: Sequence[Kernel], *, eig_floor: float = 1e-10,
                          "Use a smaller gamma (or degree), scale the features, or dtype='float64'")
     # step 3: M = U Λ^{-1/2} with the floor, all kernels in one eigh call (on the CPU with
     # one BLAS thread up to k = 2048 or on a busy host: see gpuksvm.array.blas_threads)
-    with one_blas_thread(xp is np and (k <= 2048 or host_busy())):
+    with host_blas_threads(xp, narrow=k <= 2048):
         M, w, kept = linalg.inv_sqrt_psd(Kzz, floor=_effective_floor(eig_floor, dt), mode="clip")
     M = _signed_columns(M, xp)
     U = (M * xp.sqrt(w)[:, None, :]).astype(dt)
@@ -285,7 +285,7 @@ def sample_rows_for_map(X: Any, y: np.ndarray, params: MapParams, rs: np.random.
     out-of-core :class:`~gpuksvm.solvers.nystrom.kmeans.RowReservoir`): the same rows in any order, in memory,
     out of core or on Dask, give the same sample and the same landmarks."""
     idx = sample_rows(X, params.sample_size(), rs, y)
-    return X[bk.namespace_of(X).asarray(idx) if bk.is_gpu_array(X) else idx], np.asarray(y)[idx]
+    return X[bk.device_index(X, idx)], np.asarray(y)[idx]
 
 
 def select_landmarks(Xs: Any, params: MapParams, n_features: int, dev: bk.Device, dt: np.dtype,
@@ -313,7 +313,7 @@ def select_landmarks(Xs: Any, params: MapParams, n_features: int, dev: bk.Device
         k = n
     if params.landmarks == "random":
         idx = np.sort(rs.choice(n, size=k, replace=False))
-        return bk.to_device(take_rows(Xs, idx), dev, dt, copy=True)
+        return bk.to_device(bk.take_rows(Xs, idx, dense=True), dev, dt, copy=True)
     # Algorithm 1 step 1: k-means on the random sample
     return kmeans(Xs, k, n_iter=int(params.kmeans_iter), init=params.kmeans_init, sample=None,
                   random_state=rs, device=dev, dtype=dt).centers
@@ -328,7 +328,7 @@ def apply_spectrum(nmap: NystromMap, Xs: Any, ys: np.ndarray, params: MapParams,
     if params.spectrum != "supervised":
         return nmap
     idx = sample_rows(Xs, int(params.n_labeled), rs, ys)
-    XL = Xs[bk.namespace_of(Xs).asarray(idx) if bk.is_gpu_array(Xs) else idx]
+    XL = Xs[bk.device_index(Xs, idx)]
     mu, _, _ = supervised_spectrum(nmap, XL, np.asarray(ys)[idx], reg=float(params.spectrum_reg),
                                    a=float(params.dissimilar_pair_weight))
     if not bool(bk.to_host((mu > 0).any())):

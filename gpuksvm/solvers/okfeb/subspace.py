@@ -160,7 +160,7 @@ class OnlineSubspace(SubspaceStream):
         """A copy with every device array on ``device`` (pickling, ``to_device``)."""
         new = copy.copy(self)
         for k, v in vars(self).items():
-            if k not in self._HOST_ARRAYS and (isinstance(v, np.ndarray) or bk.is_gpu_array(v)):
+            if k not in self._HOST_ARRAYS and bk.is_array(v):
                 setattr(new, k, bk.to_device(v, device))
         new._cache = {}
         return new

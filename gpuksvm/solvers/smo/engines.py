@@ -51,7 +51,7 @@ import numpy as np
 from gpuksvm.array import backend as bk
 from gpuksvm.kernels.kernel import Kernel
 from gpuksvm.solvers.multiclass import problem_rows
-from gpuksvm.array.blas_threads import host_busy, one_blas_thread
+from gpuksvm.array.blas_threads import host_blas_threads, one_blas_thread
 from gpuksvm.solvers.smo.host import _solve_libsvm, _solve_ovo_libsvm, solve_smo_host
 from gpuksvm.solvers.smo.working_set import solve_working_set
 from gpuksvm.solvers.svc_dual import PRECOMPUTED, SMOResult, _is_precomputed
@@ -259,13 +259,13 @@ def solve_batched(X: Any, y: Any, subsets: Sequence[Any], kernel: Kernel | str,
     _check_tol(tol)
     mi = _max_iter(max_iter)
     w = _host_weights(sample_weight, X.shape[0], "sample_weight")
-    dev = bk.device_of(X) if bk.is_gpu_array(X) and device == "auto" else bk.resolve_device(device)
+    dev = bk.device_for(device, X)
     meth = _resolve_method(method, dev)
     if not subs:
         return []
     if meth == "working_set":
         # the NumPy twin's GEMMs are large, but on a busy host BLAS threads only spin
-        with one_blas_thread(not dev.is_gpu and host_busy()):
+        with host_blas_threads(dev):
             return solve_working_set(X, ys, subs, kernel, Cs, tol=float(tol), max_iter=mi, device=dev,
                                      dtype=dtype, sample_weight=w, working_set_size=working_set_size,
                                      warn=bool(warn_convergence))
@@ -366,7 +366,7 @@ def solve_ovo(X: Any, yidx: Any, kernel: Kernel | str, C: float, *, n_classes: i
     missing = np.setdiff1d(np.arange(K), yidx[w > 0])
     if missing.size:
         raise ValueError(f"class(es) {missing.tolist()} have no row of positive weight")
-    dev = bk.device_of(X) if bk.is_gpu_array(X) and device == "auto" else bk.resolve_device(device)
+    dev = bk.device_for(device, X)
     if _resolve_method(method, dev) == "libsvm":
         with one_blas_thread():
             res = _solve_ovo_libsvm(X, yidx, K, kernel, float(C), float(tol), mi, sw, cw, cache_bytes,

@@ -233,8 +233,7 @@ def solve_working_set(X: Any, ys: list[np.ndarray], subs: list[np.ndarray], kern
         subproblem = "cuda" if dev.is_gpu else "host"
     if subproblem == "cuda" and not dev.is_gpu:
         raise ValueError("subproblem='cuda' needs a GPU device")
-    if dev.is_gpu and bk.is_sparse(X):
-        X = bk.to_host(X).toarray() if not bk.is_gpu_array(X) else X.toarray()
+    X = bk.densified_for(X, dev)
     Xd = bk.to_device(X, dev, dt)
     P = len(subs)
     sizes = np.array([S.size for S in subs])
