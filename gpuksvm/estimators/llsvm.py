@@ -396,7 +396,8 @@ class LLSVM(DeviceMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin, Clas
         if isinstance(X, LLSVMRows):
             if y is not None or sample_weight is not None:
                 raise ValueError("a row source (LLSVMRows) carries its own labels and sample weights")
-            self.__dict__.pop("feature_names_in_", None)
+            if hasattr(self, "feature_names_in_"):     # a row source has no column names
+                del self.feature_names_in_
             return X
         if is_block_input(X):
             if sample_weight is not None:
