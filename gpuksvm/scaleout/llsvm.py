@@ -1,6 +1,8 @@
 """LLSVM on Dask (SPEC §1, Algorithm 1): landmarks from a sample, Newton by map-reduce.
 
-Z and M = U Λ^{-1/2} are built on the driver from the same random sample as
+:class:`DaskRows` is the Dask row source of LLSVM's one fit
+(:func:`gpuksvm.solvers.nystrom.llsvm.fit_llsvm_path`): Z and M = U Λ^{-1/2} are
+built on the driver from the same random sample as
 the single-process fit; F = K(X, Z) M is formed per chunk on the workers (and
 kept there, ``persist``); the single-process primal Newton solver
 (:func:`gpuksvm.solvers.linear.newton.newton_solve`, same stopping rule and exact
@@ -146,6 +148,17 @@ def _sum_stats(parts: list) -> dict:
     return out
 
 
+@dataclass(frozen=True)
+class _DaskFeatures:
+    """The features on the workers: the persisted F (``fmap`` None), or X with the (delayed)
+    feature map that every pass applies per chunk."""
+
+    rows: Any
+    fmap: Any
+    cached: bool
+    nmap: NystromMap
+
+
 class DaskRows(LLSVMRows):
     """LLSVM's rows on Dask (the row source of :func:`~gpuksvm.solvers.nystrom.llsvm.fit_llsvm_path`).
 
@@ -224,8 +237,7 @@ class DaskRows(LLSVMRows):
         self.dtype = np.dtype(dtype)
         return bk.to_device(Xs, device, dtype), np.asarray(ys).ravel()
 
-    def features(self, nmap: NystromMap, spec: LinearSpec) -> tuple:
-        """(F or X, the feature map to apply per chunk or None, whether F is cached)."""
+    def features(self, nmap: NystromMap, spec: LinearSpec) -> "_DaskFeatures":
         dask, _ = require_dask()
         X, dt, scaling = self.X, self.dtype, spec.intercept_scaling
         fmap = _FeatureMap(np.asarray(bk.to_host(nmap.landmarks)), np.asarray(bk.to_host(nmap.map)),
@@ -243,11 +255,11 @@ class DaskRows(LLSVMRows):
             cache = bool(self.cache_features)
         if cache:
             (F,) = persist(self.client, F)
-        return (F, None, cache, nmap) if cache else (X, fmap_d, cache, nmap)
+        return _DaskFeatures(F, None, True, nmap) if cache else _DaskFeatures(X, fmap_d, False, nmap)
 
-    def problem(self, features: tuple, spec: LinearSpec) -> NewtonProblem:
+    def problem(self, features: "_DaskFeatures", spec: LinearSpec) -> NewtonProblem:
         dask, _ = require_dask()
-        src, fm_arg, cache, nmap = features
+        src, fm_arg, cache, nmap = features.rows, features.fmap, features.cached, features.nmap
         client, ledger, classes, n = self.client, self.ledger, self.classes, self.n
         scaling = spec.intercept_scaling
         p = int(nmap.map.shape[1]) + (0 if scaling is None else 1)
