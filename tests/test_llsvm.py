@@ -9,6 +9,17 @@ from scipy.optimize import minimize
 from gpuksvm.array import backend as bk
 from gpuksvm.solvers.nystrom.kmeans import kmeans, nearest_centers
 from gpuksvm.kernels.kernel import Kernel, kernel_block
+from gpuksvm.solvers.linear.newton import ReducedOracle, line_derivatives
+from gpuksvm.estimators.linear_svm import LinearSVM
+from gpuksvm.solvers.nystrom.llsvm import (
+    ArrayRows,
+    BlockRows,
+    LinearSpec,
+    LLSVMResult,
+    NewtonProblem,
+    fit_llsvm_solution,
+)
+from gpuksvm.solvers.nystrom.maps import MapParams
 from gpuksvm.estimators.llsvm import (
     LLSVM,
     fit_llsvm_grid,
@@ -566,6 +577,73 @@ def test_out_of_core_rank_deficient_map_at_large_C():
 
 
 # --------------------------------------------------------------------------- GPU
+class _OracleRows(ArrayRows):
+    """Rows in memory that hand the orchestration a Newton oracle (the seam the Dask rows use)."""
+
+    def problem(self, features, spec):
+        F = np.c_[features, np.full(features.shape[0], spec.intercept_scaling)]
+        classes, idx = np.unique(self.y, return_inverse=True)
+        Y = np.where(idx == 1, 1.0, -1.0)[:, None]
+        cost = np.full_like(Y, spec.C)
+
+        def stats(W, active):
+            O = F @ W
+            act = Y * O < 1
+            R = np.where(act, O - Y, 0.0)
+            hess = np.stack([spec.C * F[act[:, j]].T @ F[act[:, j]] for j in range(W.shape[1])])
+            return {"loss": spec.C * (R * R).sum(axis=0), "grad": spec.C * F.T @ R, "hess": hess}
+
+        def line_stats(W, P, t):
+            return line_derivatives(F @ W, F @ P, Y, cost, t)
+
+        oracle = ReducedOracle(stats, line_stats, dim=F.shape[1], m=1, npos=np.array([np.sum(idx == 1)]),
+                               n=F.shape[0], scale=spec.intercept_scaling)
+        return NewtonProblem(oracle, classes, 0.0, "newton-oracle", report=lambda sol: {"oracle": sol.n_iter})
+
+
+class _NewtonStage:
+    """A linear stage: LinearSVM's Newton solver on the features."""
+
+    def fit(self, spec, X, y=None, sample_weight=None):
+        return LinearSVM(C=spec.C, solver="newton", tol=spec.tol, max_iter=spec.max_iter, device="cpu",
+                         dtype=np.float64, random_state=0).fit(X, y, sample_weight=sample_weight)
+
+    def from_newton(self, *args, **kwargs):
+        raise AssertionError("rows in memory hand over features, not an oracle")
+
+
+def test_row_sources_plug_into_one_fit(rng):
+    """fit(X, y), fit(ArrayRows), fit(BlockRows) and a row source with its own Newton oracle
+    run the same orchestration (fit_llsvm_solution) and store through the same writer."""
+    X, y = two_moons(600, rng, noise=0.2)
+    kw = dict(gamma=2.0, n_landmarks=30, C=5.0, tol=1e-10, max_iter=500, random_state=0, dtype=np.float64,
+              device="cpu")
+    ref = LLSVM(solver="newton", **kw).fit(X, y)
+    same = LLSVM(solver="newton", **kw).fit(ArrayRows(X, y))
+    np.testing.assert_array_equal(same.dual_coef_, ref.dual_coef_)
+    np.testing.assert_array_equal(same.landmarks_, ref.landmarks_)
+    blocks = LLSVM(**kw).fit(BlockRows([(X[i:i + 200], y[i:i + 200]) for i in range(0, 600, 200)]))
+    np.testing.assert_array_equal(blocks.landmarks_, ref.landmarks_)
+    assert blocks.svm_.solver_ == "newton-stream"
+    d_ref = ref.decision_function(X)
+    np.testing.assert_allclose(blocks.decision_function(X), d_ref, atol=1e-5 * np.abs(d_ref).max())
+    est = LLSVM(**kw).fit(_OracleRows(X, y))
+    assert est.svm_.solver_ == "newton-oracle" and est.svm_.converged_ and not hasattr(est, "dask_info_")
+    np.testing.assert_allclose(est.decision_function(X), d_ref, atol=1e-5 * np.abs(d_ref).max())
+    # the solver on its own, with a linear stage of the caller's
+    params = MapParams(n_landmarks=30, landmarks="kmeans", kmeans_iter=5, kmeans_init="k-means++",
+                       kmeans_sample=20000, eig_floor=1e-10, spectrum="nystrom", n_labeled=100, spectrum_reg=1.0,
+                       dissimilar_pair_weight=1.0)
+    res = fit_llsvm_solution(ArrayRows(X, y), kernel=ref.kernel_, params=params,
+                             spec=LinearSpec(C=5.0, tol=1e-10, max_iter=500), linear=_NewtonStage(),
+                             device=bk.CPU, dtype=np.float64, random_state=0)
+    assert isinstance(res, LLSVMResult) and res.fit_times.keys() == {"landmarks", "map", "features", "svm"}
+    np.testing.assert_array_equal(res.dual_coef, ref.dual_coef_)
+    np.testing.assert_allclose(res.dual_coef, res.coef @ res.map.T)
+    with pytest.raises(ValueError, match="row source"):
+        LLSVM(**kw).fit(ArrayRows(X, y), y)
+
+
 @pytest.mark.gpu
 def test_gpu_kmeans_matches_cpu(gpu, rng):
     X = rng.normal(size=(600, 5))

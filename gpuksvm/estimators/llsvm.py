@@ -87,30 +87,33 @@ from typing import Any, Sequence
 import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin, TransformerMixin
 from sklearn.base import ClassNamePrefixFeaturesOutMixin, clone
-from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import StrOptions
 from sklearn.utils.metaestimators import available_if
 from sklearn.utils.validation import check_is_fitted
 
 from gpuksvm.array import backend as bk
 from gpuksvm.estimators.base import DeviceMixin, fit_context
-from gpuksvm.data.blocks import LinearMapBlockSource, as_block_source, check_block, is_block_input
+from gpuksvm.data.blocks import is_block_input
 from gpuksvm.estimators.calibration import probability_enabled
-from gpuksvm.solvers.nystrom.kmeans import RowReservoir
-from gpuksvm.kernels.kernel import Kernel, kernel_block, kernel_matvec
+from gpuksvm.kernels.kernel import Kernel, kernel_matvec
 from gpuksvm.estimators.linear_svm import LinearSVM
 from gpuksvm.solvers.nystrom.maps import (
     MapParams,
     NystromMap,
-    apply_spectrum,
-    build_map,
     feature_map,
     kernel_block_rows,
     nystrom_maps,
-    sample_rows_for_map,
-    select_landmarks,
     spectrum_objective,
     supervised_spectrum,
+)
+from gpuksvm.solvers.nystrom.llsvm import (
+    ArrayRows,
+    BlockRows,
+    LinearSpec,
+    LLSVMResult,
+    LLSVMRows,
+    fit_llsvm_path,
+    fit_llsvm_solution,
 )
 from gpuksvm.estimators.params import (
     CLASS_WEIGHT,
@@ -128,7 +131,6 @@ from gpuksvm.array.validation import (
     check_param,
     check_sample_weight,
     encode_classes,
-    max_row_sq_norm,
     validate_X_y,
 )
 
@@ -333,23 +335,32 @@ class LLSVM(DeviceMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin, Clas
     def _kernel_for(self, X: Any) -> Kernel:
         return self._resolved_kernel(X)
 
-    def _set_fitted(self, nmap: NystromMap, svm: Any, dev: bk.Device, dt: np.dtype,
-                    times: dict) -> "LLSVM":
-        self.kernel_ = nmap.kernel
-        self.landmarks_ = nmap.landmarks
-        self.n_landmarks_ = int(nmap.landmarks.shape[0])
-        self.eigvals_ = nmap.eigvals
-        self.spectrum_ = nmap.spectrum
-        self.map_ = nmap.map
-        self.svm_ = svm
-        self.classes_ = np.asarray(svm.classes_)
-        self.coef_ = bk.to_device(svm.coef_, dev, dt).reshape(-1, self.n_landmarks_)
-        self.intercept_ = bk.to_device(svm.intercept_, dev, dt).reshape(-1)
-        self.dual_coef_ = self.coef_ @ self.map_.T          # μ = M β (Proposition 2)
-        self.n_iter_ = svm.n_iter_
+    def _linear_spec(self) -> LinearSpec:
+        """The linear SVM on F, as the solver and the row sources take it (intercept: a regularized
+        constant column of 1, as :meth:`_linear_svm`)."""
+        return LinearSpec(C=float(self.C), loss=self.loss, class_weight=self.class_weight, tol=float(self.tol),
+                          max_iter=int(self.max_iter), intercept_scaling=1.0, probability=bool(self.probability))
+
+    def _store(self, result: LLSVMResult) -> "LLSVM":
+        """The fitted state (the one writer of every fit path)."""
+        self.kernel_ = result.kernel
+        self.landmarks_ = result.landmarks
+        self.n_landmarks_ = int(result.landmarks.shape[0])
+        self.eigvals_ = result.eigvals
+        self.spectrum_ = result.spectrum
+        self.map_ = result.map
+        self.svm_ = result.linear_model
+        self.classes_ = np.asarray(result.classes)
+        self.coef_ = result.coef
+        self.intercept_ = result.intercept
+        self.dual_coef_ = result.dual_coef
+        self.n_iter_ = result.n_iter
+        self.n_features_in_ = int(result.n_features)
         self._n_features_out = self.n_landmarks_
-        self.fit_times_ = dict(times)
-        self._set_fitted_device(dev)
+        self.fit_times_ = dict(result.fit_times)
+        if "dask" in result.diagnostics:
+            self.dask_info_ = dict(result.diagnostics["dask"])
+        self._set_fitted_device(result.device)
         return self
 
     # ------------------------------------------------------------------ fit
@@ -359,92 +370,43 @@ class LLSVM(DeviceMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin, Clas
 
         Parameters
         ----------
-        X : array-like, sparse matrix, ``gpuksvm.data.blocks.BlockSource``, path or callable
+        X : array-like, sparse matrix, ``gpuksvm.data.blocks.BlockSource``, path, callable or
+            ``gpuksvm.solvers.nystrom.llsvm.LLSVMRows``
             A block source (or an SVMlight path read ``block_size`` rows at a
             time, default 5,000, or a callable returning an iterator of
             ``(X_block, y_block)``) is trained out of core: landmarks from a
             random sample drawn in one pass, then Newton over the streamed
-            kernel blocks (squared hinge) or SBM (hinge); see ``_fit_blocks``.
-        y : array-like of labels (``None`` for a block source)
+            kernel blocks (squared hinge) or SBM (hinge)
+            (:class:`~gpuksvm.solvers.nystrom.llsvm.BlockRows`).  A row source
+            (``LLSVMRows``, e.g. the Dask rows of :func:`gpuksvm.scaleout.llsvm.fit_llsvm`)
+            is trained as it provides the rows.
+        y : array-like of labels (``None`` for a block source or a row source)
         sample_weight : array-like, optional (arrays only)
         """
+        rows = self._rows(X, y, sample_weight)
+        dev = self._device()
+        result = fit_llsvm_solution(rows, kernel=self._kernel_for, params=self._map_params(),
+                                    spec=self._linear_spec(), linear=_LinearSVMStage(self), device=dev,
+                                    dtype=bk.resolve_dtype(self.dtype, dev), random_state=self.random_state)
+        return self._store(result)
+
+    def _rows(self, X: Any, y: Any, sample_weight: Any) -> LLSVMRows:
+        """Where the rows come from: a given row source, blocks read one at a time, or arrays."""
+        if isinstance(X, LLSVMRows):
+            if y is not None or sample_weight is not None:
+                raise ValueError("a row source (LLSVMRows) carries its own labels and sample weights")
+            if hasattr(self, "feature_names_in_"):     # a row source has no column names
+                del self.feature_names_in_
+            return X
         if is_block_input(X):
-            return self._fit_blocks(X, y, sample_weight)
+            if sample_weight is not None:
+                raise ValueError("sample_weight is not supported with out-of-core (block source) input")
+            return BlockRows(X, y, block_size=int(self.block_size or 5000),
+                             validate=lambda Xs, ys: validate_X_y(self, Xs, ys)[:2])
         X, y, _ = validate_X_y(self, X, y)
         encode_classes(y)
         sw = None if sample_weight is None else check_sample_weight(sample_weight, X)
-        times = {}
-        t0 = bk.synchronized_clock(self._device())
-        s = self._fit_setup(X)           # device, dtype, random state, X on the device, kernel (γ on it)
-        dev, dt, rs, Xd = s.device, s.dtype, s.random_state, s.X
-        params = self._map_params()
-        Xs, ys = sample_rows_for_map(Xd, y, params, rs)
-        nmap, t1 = build_map(Xs, ys, s.kernel, params, self.n_features_in_, dev, dt, rs)
-        t2 = bk.synchronized_clock(dev)
-        F = nmap.transform(Xd)
-        t3 = bk.synchronized_clock(dev)
-        svm = self._linear_svm().fit(F, y, sample_weight=sw)
-        t4 = bk.synchronized_clock(dev)
-        times.update(landmarks=t1 - t0, map=t2 - t1, features=t3 - t2, svm=t4 - t3)
-        return self._set_fitted(nmap, svm, dev, dt, times)
-
-    def _fit_blocks(self, X: Any, y: Any, sample_weight: Any) -> "LLSVM":
-        """Out-of-core LLSVM (TNNLS Algorithm 1, blocks read one at a time).
-
-        Pass 1 reads the labels and draws the random sample (a
-        :class:`~gpuksvm.solvers.nystrom.kmeans.RowReservoir`: the same rows as the in-memory
-        fit with the same ``random_state``); landmarks and map come from the
-        sample; then the linear SVM trains on F = K(X_b, Z) M block by block
-        (:class:`~gpuksvm.data.blocks.LinearMapBlockSource`): for the squared hinge
-        the in-memory Newton solver over streamed K(X_b, Z) blocks, warm-started
-        on the sample (:func:`gpuksvm.solvers.linear.newton_stream.newton_stream`), otherwise SBM.
-        """
-        if sample_weight is not None:
-            raise ValueError("sample_weight is not supported with out-of-core (block source) input")
-        src = as_block_source(X, y, block_size=int(self.block_size or 5000))
-        dev = self._device()
-        dt = bk.resolve_dtype(self.dtype, dev)
-        rs = check_random_state(self.random_state)
-        t0 = bk.synchronized_clock(dev)
-        params = self._map_params()
-        reservoir = RowReservoir(params.sample_size(out_of_core=True), rs)
-        labels = []
-        n_features = getattr(src, "n_features", None)
-        sq_norm = 0.0                   # max‖x‖², for the feature rows' norm bound
-        for Xb, yb in src:
-            if Xb.shape[0] == 0:
-                continue
-            n_features = int(n_features or Xb.shape[1])
-            if Xb.shape[1] != n_features:
-                raise ValueError(f"a block has {Xb.shape[1]} features, expected {n_features}")
-            yb = np.asarray(bk.to_host(yb)).ravel()
-            reservoir.add(bk.to_host(Xb), yb)
-            labels.append(yb)
-            sq_norm = max(sq_norm, max_row_sq_norm(Xb))
-        if not labels:
-            raise ValueError("the block source yielded no data")
-        _, Xs, ys = reservoir.result()
-        Xs, ys, _ = validate_X_y(self, Xs, ys)
-        self.n_features_in_ = n_features
-        Xsd = bk.to_device(Xs, dev, dt)
-        kern = self._kernel_for(Xsd)
-        nmap, t1 = build_map(Xsd, ys, kern, params, n_features, dev, dt, rs)
-        t2 = bk.synchronized_clock(dev)
-        Z64 = nmap.landmarks.astype(np.float64)
-
-        def kernel_rows(Xb: Any) -> Any:
-            return kernel_block(check_block(Xb, n_features, dev, np.float64), Z64, nmap.kernel,
-                                dtype=np.float64)
-
-        k = int(Z64.shape[0])
-        bound = nmap.feature_sq_norm_bound(sq_norm)
-        fsrc = LinearMapBlockSource(src, kernel_rows, nmap.map, sample=(Xs, ys), labels=np.concatenate(labels),
-                                    max_rows=bk.plan_rows(1 << 30, 3 * k * 8, dev, max_rows=4096),
-                                    dtype=dt, row_sq_norm_bound=bound if np.isfinite(bound) else None)
-        svm = self._linear_svm().fit(fsrc)
-        t3 = bk.synchronized_clock(dev)
-        times = dict(landmarks=t1 - t0, map=t2 - t1, features=0.0, svm=t3 - t2)
-        return self._set_fitted(nmap, svm, dev, dt, times)
+        return ArrayRows(X, y, sw)
 
     # ------------------------------------------------------------------ predict
     def _prepare(self, X: Any) -> tuple[Any, str]:
@@ -562,33 +524,31 @@ def fit_llsvm_grid(X: Any, y: Any, *, gammas: Sequence[float], Cs: Sequence[floa
     encode_classes(y)
     sw = None if sample_weight is None else check_sample_weight(sample_weight, X)
     dev = proto._device()
-    dt = bk.resolve_dtype(proto.dtype, dev)
-    rs = check_random_state(proto.random_state)
-    t0 = bk.synchronized_clock(dev)
-    Xd = bk.to_device(X, dev, dt)
-    params = proto._map_params()
-    Xs, ys = sample_rows_for_map(Xd, y, params, rs)
-    Z = select_landmarks(Xs, params, proto.n_features_in_, dev, dt, rs)
-    t_land = bk.synchronized_clock(dev) - t0
     kerns = [Kernel(base.kernel, gamma=g, degree=base.degree, coef0=base.coef0) for g in gammas]
-    t0 = bk.synchronized_clock(dev)
-    maps = nystrom_maps(Z, kerns, eig_floor=float(base.eig_floor), dtype=dt)
-    t_map = (bk.synchronized_clock(dev) - t0) / len(gammas)
-    state = rs.get_state()
+    results = fit_llsvm_path(ArrayRows(X, y, sw), kernels=kerns, Cs=Cs, params=proto._map_params(),
+                             spec=proto._linear_spec(), linear=_LinearSVMStage(proto), device=dev,
+                             dtype=bk.resolve_dtype(proto.dtype, dev), random_state=proto.random_state)
     models = []
-    for g, nmap in zip(gammas, maps):
-        rs.set_state(state)  # the same labelled subset for every γ
-        t0 = bk.synchronized_clock(dev)
-        nmap = apply_spectrum(nmap, Xs, ys, params, rs)
-        F = nmap.transform(Xd)
-        t_feat = bk.synchronized_clock(dev) - t0
-        for c in Cs:
-            est = clone(base).set_params(gamma=g, C=c)
-            est.n_features_in_ = proto.n_features_in_
-            if hasattr(proto, "feature_names_in_"):
-                est.feature_names_in_ = proto.feature_names_in_
-            t0 = bk.synchronized_clock(dev)
-            svm = est._linear_svm().fit(F, y, sample_weight=sw)
-            times = dict(landmarks=t_land, map=t_map, features=t_feat, svm=bk.synchronized_clock(dev) - t0)
-            models.append(est._set_fitted(nmap, svm, dev, dt, times))
+    for (g, c), result in zip([(g, c) for g in gammas for c in Cs], results):
+        est = clone(base).set_params(gamma=g, C=c)
+        if hasattr(proto, "feature_names_in_"):
+            est.feature_names_in_ = proto.feature_names_in_
+        models.append(est._store(result))
     return models
+
+
+class _LinearSVMStage:
+    """The linear SVM on LLSVM's features: :class:`~gpuksvm.estimators.linear_svm.LinearSVM` with the
+    estimator's parameters and the stage's C (the :class:`~gpuksvm.solvers.nystrom.llsvm.LinearStage`
+    of :func:`~gpuksvm.solvers.nystrom.llsvm.fit_llsvm_path`)."""
+
+    def __init__(self, estimator: LLSVM):
+        self.estimator = estimator
+
+    def fit(self, spec: LinearSpec, X: Any, y: Any = None, sample_weight: Any = None) -> LinearSVM:
+        return self.estimator._linear_svm(spec.C).fit(X, y, sample_weight=sample_weight)
+
+    def from_newton(self, spec: LinearSpec, solution: Any, classes: np.ndarray, n_features: int, engine: str,
+                    device: bk.Device, dtype: Any, log_scale: float, n_passes: int) -> LinearSVM:
+        return self.estimator._linear_svm(spec.C)._from_solution(solution, classes, n_features, engine, device,
+                                                                 dtype, log_scale, n_passes=n_passes)

@@ -1,6 +1,8 @@
 """LLSVM on Dask (SPEC §1, Algorithm 1): landmarks from a sample, Newton by map-reduce.
 
-Z and M = U Λ^{-1/2} are built on the driver from the same random sample as
+:class:`DaskRows` is the Dask row source of LLSVM's one fit
+(:func:`gpuksvm.solvers.nystrom.llsvm.fit_llsvm_path`): Z and M = U Λ^{-1/2} are
+built on the driver from the same random sample as
 the single-process fit; F = K(X, Z) M is formed per chunk on the workers (and
 kept there, ``persist``); the single-process primal Newton solver
 (:func:`gpuksvm.solvers.linear.newton.newton_solve`, same stopping rule and exact
@@ -10,20 +12,19 @@ in a tree on the workers), each line-search step two numbers per problem.
 """
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass
 from functools import partial
 from typing import Any, Callable
 
 import numpy as np
-from sklearn.utils import check_random_state
 
 from gpuksvm.array import backend as bk
 from gpuksvm.kernels.kernel import Kernel
-from gpuksvm.solvers.nystrom.maps import build_map, feature_map
+from gpuksvm.solvers.nystrom.llsvm import LinearSpec, LLSVMRows, NewtonProblem
+from gpuksvm.solvers.nystrom.maps import MapParams, NystromMap, feature_map
 from gpuksvm.solvers.cost_scaling import extreme_cost_scale, scaled_costs
 from gpuksvm.solvers.linear.problem import ovr_targets
-from gpuksvm.solvers.linear.newton import ReducedOracle, line_derivatives, newton_solve
+from gpuksvm.solvers.linear.newton import ReducedOracle, line_derivatives
 from gpuksvm.solvers.row_order import RowHasher, merge_smallest, smallest_keys
 from gpuksvm.array.validation import class_weight_vector, max_row_sq_norm
 from gpuksvm.scaleout.common import (
@@ -34,11 +35,7 @@ from gpuksvm.scaleout.common import (
     host_chunks,
     on_device_of,
     persist,
-    record_info,
-    refuse_unsupported,
-    set_n_features,
 )
-from gpuksvm.scaleout.dispatch import distributed_fit
 from gpuksvm.scaleout.runtime import (
     DistributedFitError,
     Ledger,
@@ -50,7 +47,7 @@ from gpuksvm.scaleout.runtime import (
     tree_reduce,
 )
 
-__all__ = ["fit_llsvm"]
+__all__ = ["fit_llsvm", "DaskRows"]
 
 
 def _chunk_sample(Xb: Any, yb: Any, start: int, hasher: RowHasher, size: int | None) -> tuple:
@@ -151,12 +148,171 @@ def _sum_stats(parts: list) -> dict:
     return out
 
 
-@distributed_fit
+@dataclass(frozen=True)
+class _DaskFeatures:
+    """The features on the workers: the persisted F (``fmap`` None), or X with the (delayed)
+    feature map that every pass applies per chunk."""
+
+    rows: Any
+    fmap: Any
+    cached: bool
+    nmap: NystromMap
+
+
+class DaskRows(LLSVMRows):
+    """LLSVM's rows on Dask (the row source of :func:`~gpuksvm.solvers.nystrom.llsvm.fit_llsvm_path`).
+
+    * :meth:`open`: one validation pass (finite values, labels); only the squared hinge
+      (primal Newton map-reduce) is supported, ``probability=True`` is refused;
+    * :meth:`kernel`: γ resolved over all rows;
+    * :meth:`sample`: the single-process fit's random sample, drawn by the rows' contents
+      (two hash keys per row and the labels come back, then only the sampled rows travel);
+    * :meth:`features`: F = [K(X, Z) M, s·1] per chunk on the workers, kept in worker memory
+      (``cache_features``) or recomputed in every pass;
+    * :meth:`problem`: a :class:`~gpuksvm.solvers.linear.newton.ReducedOracle` whose passes
+      return only (k+1)×(k+1) and (k+1)-vectors per binary problem (one-vs-rest for more
+      than two classes), and two numbers per problem for each line-search step; class
+      weights from :func:`gpuksvm.array.validation.class_weight_vector` with the class
+      counts weighted by ``sample_weight``, extreme costs scaled as in memory.
+
+    Parameters
+    ----------
+    X : dask array (n, d), NumPy or CuPy chunks
+    y : dask array or array-like (n,)
+    sample_weight : dask array or array-like (n,), optional
+    client : distributed.Client or None (the local scheduler)
+    cache_features : bool or "auto"
+    callback : callable(dict), optional — after every Newton step
+    """
+
+    def __init__(self, X: Any, y: Any, sample_weight: Any = None, *, client: Any = None,
+                 cache_features: bool | str = "auto", callback: Callable[[dict], None] | None = None):
+        self.X, self.y, self.sample_weight = X, y, sample_weight
+        self.client, self.cache_features, self.callback = client, cache_features, callback
+        self.ledger = Ledger()
+
+    def open(self, spec: LinearSpec) -> None:
+        dask, _ = require_dask()
+        for name, bad, why in (
+                ("loss", spec.loss != "squared_hinge",
+                 "must be 'squared_hinge' (the distributed solver is primal Newton map-reduce)"),
+                ("probability", bool(spec.probability), "=True is not supported (fit Platt scaling on a sample)")):
+            if bad:
+                raise ValueError(f"LLSVM with a dask array: {name} {why}")
+        client, ledger = self.client, self.ledger
+        X, y = row_chunked(self.X, self.y)
+        sw = None
+        if self.sample_weight is not None:
+            _, sw = row_chunked(X, self.sample_weight)
+        self.X, self.y, self.sample_weight = persist(client, X, y, sw)
+        self.n, self.n_features = (int(s) for s in self.X.shape)
+        classes = check_finite_and_classes(self.X, self.y, client=client, ledger=ledger)
+        if classes.shape[0] < 2:
+            raise ValueError(f"The number of classes has to be greater than one; got {classes.shape[0]} class")
+        self.classes = classes
+
+    def kernel(self, resolve: Callable[[Any], Kernel]) -> Kernel:
+        with scheduler_context(self.client):
+            return resolve(host_chunks(self.X))
+
+    def sample(self, params: MapParams, rs: np.random.RandomState, device: bk.Device,
+               dtype: np.dtype) -> tuple[Any, np.ndarray]:
+        dask, _ = require_dask()
+        X, y, n, d = self.X, self.y, self.n, self.n_features
+        size = params.sample_size()
+        sample_cap = max(int(size or 0), params.n_landmarks, params.n_labeled, 20000)
+        if size is None and n > sample_cap:
+            raise ValueError(f"kmeans_sample=None would run k-means on all {n} rows on the driver; "
+                             "with a dask array set kmeans_sample (e.g. 20000)")
+        hasher = RowHasher(d, rs)
+        chunk_fn = dask.delayed(_chunk_sample, pure=True)
+        starts = np.concatenate([[0], np.cumsum(X.chunks[0])[:-1]]).astype(np.int64)
+        parts = [chunk_fn(xb, yb, int(a), hasher, size)
+                 for xb, yb, a in zip(delayed_chunks(X), delayed_chunks(y), starts)]
+        (sample,) = compute(tree_reduce(parts, partial(merge_smallest, size=size)), client=self.client,
+                            ledger=self.ledger, label="sample row keys")
+        idx = sample[2]
+        Xs = RemoteRows(X, client=self.client, ledger=self.ledger, max_rows=sample_cap, label="sample rows")[idx]
+        ys = RemoteRows(y, client=self.client, ledger=self.ledger, max_rows=sample_cap, label="sample labels")[idx]
+        self.dtype = np.dtype(dtype)
+        return bk.to_device(Xs, device, dtype), np.asarray(ys).ravel()
+
+    def features(self, nmap: NystromMap, spec: LinearSpec) -> "_DaskFeatures":
+        dask, _ = require_dask()
+        X, dt, scaling = self.X, self.dtype, spec.intercept_scaling
+        fmap = _FeatureMap(np.asarray(bk.to_host(nmap.landmarks)), np.asarray(bk.to_host(nmap.map)),
+                           nmap.kernel, dt, scaling)
+        p = fmap.map.shape[1] + (0 if scaling is None else 1)
+        fmap_d = dask.delayed(fmap, pure=True)
+        from dask.array.utils import meta_from_array
+
+        F = X.map_blocks(_features_block, fmap_d, chunks=(X.chunks[0], (p,)), dtype=dt,
+                         meta=bk.namespace_of(meta_from_array(X)).empty((0, 0), dtype=dt))
+        if self.cache_features == "auto":
+            f_bytes = self.n * p * dt.itemsize
+            cache = f_bytes <= max(4 * X.nbytes, bk.get_config()["cpu_memory_budget"] * n_workers(self.client))
+        else:
+            cache = bool(self.cache_features)
+        if cache:
+            (F,) = persist(self.client, F)
+        return _DaskFeatures(F, None, True, nmap) if cache else _DaskFeatures(X, fmap_d, False, nmap)
+
+    def problem(self, features: "_DaskFeatures", spec: LinearSpec) -> NewtonProblem:
+        dask, _ = require_dask()
+        src, fm_arg, cache, nmap = features.rows, features.fmap, features.cached, features.nmap
+        client, ledger, classes, n = self.client, self.ledger, self.classes, self.n
+        scaling = spec.intercept_scaling
+        p = int(nmap.map.shape[1]) + (0 if scaling is None else 1)
+        n_problems = 1 if classes.shape[0] == 2 else classes.shape[0]     # one-vs-rest
+        counts, weighted, sw_max = _class_counts(classes, self.y, self.sample_weight, client=client, ledger=ledger)
+        cw = class_weight_vector(spec.class_weight, classes, weighted)
+        # extreme costs as in memory, with max‖F̃ᵢ‖² bounded from max‖xᵢ‖² (no pass forming F)
+        sq_norm = 0.0 if nmap.kernel.constant_diag is not None else _max_row_sq_norm(self.X, client=client,
+                                                                                      ledger=ledger)
+        top = sw_max * (1.0 if cw is None else float(cw.max()))
+        r = nmap.feature_sq_norm_bound(sq_norm) + (scaling or 0.0) ** 2
+        log_scale = extreme_cost_scale(float(spec.C), top, n, r, owner="LLSVM")
+        costs = {"classes": classes, "C": float(spec.C), "class_weight": cw, "log_scale": log_scale}
+        src_chunks = delayed_chunks(src)
+        y_chunks = delayed_chunks(self.y)
+        sw_chunks = delayed_chunks(self.sample_weight) if self.sample_weight is not None else [None] * len(y_chunks)
+        stats_fn = dask.delayed(_sqhinge_stats, pure=True)
+        line_fn = dask.delayed(_sqhinge_line, pure=True)
+
+        def reduce(fn, arg, extra, label):
+            parts = [fn(fb, yb, wb, arg, extra, fm_arg) for fb, yb, wb in zip(src_chunks, y_chunks, sw_chunks)]
+            (st,) = compute(tree_reduce(parts, _sum_stats), client=client, ledger=ledger, label=label)
+            if st["n"] != n:
+                raise DistributedFitError(f"a Newton pass summed {st['n']} rows instead of {n}; "
+                                          "the cluster lost data and no model was produced")
+            return st
+
+        def stats(W: np.ndarray, active: np.ndarray) -> dict:
+            return reduce(stats_fn, dask.delayed(W, pure=True),
+                          dask.delayed({**costs, "active": active}, pure=True), "newton")
+
+        def line_stats(W: np.ndarray, P: np.ndarray, t: np.ndarray) -> tuple:
+            st = reduce(line_fn, dask.delayed((W, P, t), pure=True), dask.delayed(costs, pure=True), "line search")
+            return st["d1"], st["d2"]
+
+        def report(sol: Any) -> dict:
+            return {"dask": {"n_workers": n_workers(client), **ledger.as_dict(),
+                             "newton_iter": sol.n_iter, "newton_converged": sol.converged,
+                             "n_passes": sol.info["n_passes"], "cache_features": cache,
+                             "n_chunks": len(y_chunks), "state_bytes_per_problem": (p * p + p + 1) * 8}}
+
+        npos = counts[1:2] if n_problems == 1 else counts
+        oracle = ReducedOracle(stats, line_stats, dim=p, m=n_problems, npos=npos, n=n, scale=scaling,
+                               dtype=self.dtype)
+        return NewtonProblem(oracle, classes, log_scale, "newton-dask", callback=self.callback, report=report)
+
+
 def fit_llsvm(estimator: Any, X: Any, y: Any, sample_weight: Any = None, *, client: Any = None,
               cache_features: bool | str = "auto", callback: Callable[[dict], None] | None = None) -> Any:
     """Fit an :class:`~gpuksvm.estimators.llsvm.LLSVM` on a dask array without gathering the data.
 
-    Steps (SPEC §1, Algorithm 1, distributed):
+    The estimator's own fit runs on the Dask rows (:class:`DaskRows`): the steps of
+    :func:`gpuksvm.solvers.nystrom.llsvm.fit_llsvm_path` (SPEC §1, Algorithm 1), distributed:
 
     1. one validation pass (finite values, labels) and γ resolved over all rows;
     2. landmarks Z exactly as the single-process fit draws them (k-means on the
@@ -205,124 +361,10 @@ def fit_llsvm(estimator: Any, X: Any, y: Any, sample_weight: Any = None, *, clie
     Only the squared hinge loss (the primal Newton map-reduce) is supported;
     ``loss="hinge"`` and ``probability=True`` raise ``ValueError``.
     """
-    dask, da = require_dask()
-
-    est = estimator
-    refuse_unsupported(est, {
-        "loss": (est.loss != "squared_hinge",
-                 "must be 'squared_hinge' (the distributed solver is primal Newton map-reduce)"),
-        "probability": (bool(est.probability), "=True is not supported (fit Platt scaling on a sample)"),
-    })
-    client = client_or_default(client)
-    ledger = Ledger()
-    times: dict = {}
-    t0 = time.perf_counter()
-    X, y = row_chunked(X, y)
-    sw = None
-    if sample_weight is not None:
-        _, sw = row_chunked(X, sample_weight)
-    X, y, sw = persist(client, X, y, sw)
-    n, d = (int(s) for s in X.shape)
-    classes = check_finite_and_classes(X, y, client=client, ledger=ledger)
-    if classes.shape[0] < 2:
-        raise ValueError(f"The number of classes has to be greater than one; got {classes.shape[0]} class")
-    set_n_features(est, d)
-    dev = est._device()
-    dt = bk.resolve_dtype(est.dtype, dev)
-    rs = check_random_state(est.random_state)
-    with scheduler_context(client):
-        kern = est._kernel_for(host_chunks(X))
-    params = est._map_params()
-    size = params.sample_size()
-    sample_cap = max(int(size or 0), params.n_landmarks, params.n_labeled, 20000)
-    if size is None and n > sample_cap:
-        raise ValueError(f"kmeans_sample=None would run k-means on all {n} rows on the driver; "
-                         "with a dask array set kmeans_sample (e.g. 20000)")
-    # the single-process fit's random sample (same random_state, drawn by the rows' contents:
-    # two hash keys per row and the labels come back, then only the sampled rows travel)
-    hasher = RowHasher(d, rs)
-    chunk_fn = dask.delayed(_chunk_sample, pure=True)
-    starts = np.concatenate([[0], np.cumsum(X.chunks[0])[:-1]]).astype(np.int64)
-    parts = [chunk_fn(xb, yb, int(a), hasher, size)
-             for xb, yb, a in zip(delayed_chunks(X), delayed_chunks(y), starts)]
-    (sample,) = compute(tree_reduce(parts, partial(merge_smallest, size=size)), client=client,
-                        ledger=ledger, label="sample row keys")
-    idx = sample[2]
-    Xs = RemoteRows(X, client=client, ledger=ledger, max_rows=sample_cap, label="sample rows")[idx]
-    ys = RemoteRows(y, client=client, ledger=ledger, max_rows=sample_cap, label="sample labels")[idx]
-    Xs = bk.to_device(Xs, dev, dt)
-    nmap, _ = build_map(Xs, np.asarray(ys).ravel(), kern, params, d, dev, dt, rs)
-    times["landmarks"] = time.perf_counter() - t0
-    times["map"] = 0.0
-
-    # the linear SVM on F = [K(X,Z)M, s] (LinearSVM: fit_intercept, intercept_scaling)
-    t0 = time.perf_counter()
-    svm = est._linear_svm()
-    scaling = float(getattr(svm, "intercept_scaling", 1.0)) if getattr(svm, "fit_intercept", True) else None
-    fmap = _FeatureMap(np.asarray(bk.to_host(nmap.landmarks)), np.asarray(bk.to_host(nmap.map)),
-                       nmap.kernel, np.dtype(dt), scaling)
-    k = fmap.map.shape[1]
-    p = k + (0 if scaling is None else 1)
-    fmap_d = dask.delayed(fmap, pure=True)
-    meta = getattr(X, "_meta", np.empty((0, 0)))
-    xp_meta = bk.namespace_of(meta)
-    F = X.map_blocks(_features_block, fmap_d, chunks=(X.chunks[0], (p,)), dtype=dt,
-                     meta=xp_meta.empty((0, 0), dtype=dt))
-    if cache_features == "auto":
-        f_bytes = n * p * np.dtype(dt).itemsize
-        cache = f_bytes <= max(4 * X.nbytes, bk.get_config()["cpu_memory_budget"] * n_workers(client))
-    else:
-        cache = bool(cache_features)
-    if cache:
-        (F,) = persist(client, F)
-    src = F if cache else X
-    times["features"] = time.perf_counter() - t0
-
-    t0 = time.perf_counter()
-    n_problems = 1 if classes.shape[0] == 2 else classes.shape[0]     # one-vs-rest
-    counts, weighted, sw_max = _class_counts(classes, y, sw, client=client, ledger=ledger)
-    cw = class_weight_vector(est.class_weight, classes, weighted)
-    # extreme costs as in memory, with max‖F̃ᵢ‖² bounded from max‖xᵢ‖² (no pass forming F)
-    sq_norm = 0.0 if kern.constant_diag is not None else _max_row_sq_norm(X, client=client, ledger=ledger)
-    top = sw_max * (1.0 if cw is None else float(cw.max()))
-    r = nmap.feature_sq_norm_bound(sq_norm) + (scaling or 0.0) ** 2
-    log_scale = extreme_cost_scale(float(est.C), top, n, r, owner=type(est).__name__)
-    spec = {"classes": classes, "C": float(est.C), "class_weight": cw, "log_scale": log_scale}
-    fm_arg = None if cache else fmap_d
-    src_chunks = delayed_chunks(src)
-    y_chunks = delayed_chunks(y)
-    sw_chunks = delayed_chunks(sw) if sw is not None else [None] * len(y_chunks)
-    stats_fn = dask.delayed(_sqhinge_stats, pure=True)
-    line_fn = dask.delayed(_sqhinge_line, pure=True)
-
-    def reduce(fn, arg, extra, label):
-        parts = [fn(fb, yb, wb, arg, extra, fm_arg) for fb, yb, wb in zip(src_chunks, y_chunks, sw_chunks)]
-        (st,) = compute(tree_reduce(parts, _sum_stats), client=client, ledger=ledger, label=label)
-        if st["n"] != n:
-            raise DistributedFitError(f"a Newton pass summed {st['n']} rows instead of {n}; "
-                                      "the cluster lost data and no model was produced")
-        return st
-
-    def stats(W: np.ndarray, active: np.ndarray) -> dict:
-        return reduce(stats_fn, dask.delayed(W, pure=True), dask.delayed({**spec, "active": active}, pure=True),
-                      "newton")
-
-    def line_stats(W: np.ndarray, P: np.ndarray, t: np.ndarray) -> tuple:
-        st = reduce(line_fn, dask.delayed((W, P, t), pure=True), dask.delayed(spec, pure=True), "line search")
-        return st["d1"], st["d2"]
-
-    npos = counts[1:2] if n_problems == 1 else counts
-    oracle = ReducedOracle(stats, line_stats, dim=p, m=n_problems, npos=npos, n=n, scale=scaling,
-                           dtype=dt)
-    sol = newton_solve(oracle, tol=float(est.tol), max_iter=int(est.max_iter), callback=callback)
-    times["svm"] = time.perf_counter() - t0
-    svm._from_solution(sol, classes, k, "newton-dask", dev, dt, log_scale, n_passes=sol.info["n_passes"])
-    est._set_fitted(nmap, svm, dev, dt, times)
-    record_info(est, ledger, client, {"newton_iter": sol.n_iter, "newton_converged": sol.converged,
-                                       "n_passes": sol.info["n_passes"],
-                                       "cache_features": cache, "n_chunks": len(y_chunks),
-                                       "state_bytes_per_problem": (p * p + p + 1) * 8})
-    return est
+    require_dask()
+    rows = DaskRows(X, y, sample_weight, client=client_or_default(client), cache_features=cache_features,
+                    callback=callback)
+    return estimator.fit(rows)
 
 
 def _class_counts(classes: np.ndarray, y: Any, sw: Any, *, client: Any,

@@ -1,0 +1,376 @@
+"""LLSVM's fit (SPEC §1; TNNLS Algorithms 1 and 2) as one orchestration over seams.
+
+The steps are the same wherever the rows live:
+
+1. a random sample of the rows (drawn by their contents, :mod:`gpuksvm.solvers.row_order`);
+2. the kernel, with γ resolved on the rows the source holds;
+3. landmarks Z from the sample, the maps M = U Λ^{-1/2} of every kernel from one
+   batched eigendecomposition (:func:`~gpuksvm.solvers.nystrom.maps.nystrom_maps`), LLSVM2's
+   supervised spectrum on the same labelled subset for every kernel;
+4. the features F = K(X, Z) M per kernel, and the linear SVM on F per C.
+
+Two seams say where the work happens:
+
+* :class:`LLSVMRows` — where the rows come from: :class:`ArrayRows` (in memory),
+  :class:`BlockRows` (out of core, one block at a time); the Dask rows of
+  :mod:`gpuksvm.scaleout.llsvm` plug in the same way.  A source hands back either
+  the features for a linear SVM (:class:`FeatureProblem`) or a Newton oracle over them
+  (:class:`NewtonProblem`, solved here by :func:`~gpuksvm.solvers.linear.newton.newton_solve`).
+* :class:`LinearStage` — the linear SVM that trains on features or wraps a Newton
+  solution (the caller's: the estimator layer supplies its LinearSVM).
+
+:func:`fit_llsvm_solution` fits one model, :func:`fit_llsvm_path` a γ × C grid sharing
+the landmarks; both return :class:`LLSVMResult`.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from typing import Any, Callable, Protocol, Sequence
+
+import numpy as np
+from sklearn.utils import check_random_state
+
+from gpuksvm.array import backend as bk
+from gpuksvm.array.validation import max_row_sq_norm
+from gpuksvm.data.blocks import LinearMapBlockSource, as_block_source, check_block
+from gpuksvm.kernels.kernel import Kernel, kernel_block
+from gpuksvm.solvers.linear.newton import NewtonOracle, newton_solve
+from gpuksvm.solvers.linear.problem import LinearSolution
+from gpuksvm.solvers.nystrom.kmeans import RowReservoir
+from gpuksvm.solvers.nystrom.maps import (
+    MapParams,
+    NystromMap,
+    apply_spectrum,
+    nystrom_maps,
+    sample_rows_for_map,
+    select_landmarks,
+)
+
+__all__ = ["LinearSpec", "LinearStage", "FeatureProblem", "NewtonProblem", "LLSVMRows", "ArrayRows",
+           "BlockRows", "LLSVMResult", "fit_llsvm_solution", "fit_llsvm_path"]
+
+KernelSpec = Kernel | Callable[[Any], Kernel]
+
+
+@dataclass(frozen=True)
+class LinearSpec:
+    """The linear SVM trained on the features: the parameters a row source needs when it
+    sets up the problem itself (the Dask Newton oracle), and that a :class:`LinearStage` fits.
+
+    ``intercept_scaling`` None: no constant column (no intercept).
+    """
+
+    C: float
+    loss: str = "squared_hinge"
+    class_weight: Any = None
+    tol: float = 1e-4
+    max_iter: int = 1000
+    intercept_scaling: float | None = 1.0
+    probability: bool = False
+
+
+class LinearStage(Protocol):
+    """The linear SVM on the features (supplied by the caller, e.g. the estimator's LinearSVM).
+
+    The returned model is fitted and exposes ``coef_`` (n_outputs, k), ``intercept_``,
+    ``classes_`` and ``n_iter_``.
+    """
+
+    def fit(self, spec: LinearSpec, X: Any, y: Any = None, sample_weight: Any = None) -> Any:
+        """Train on features ``X`` (an array, or a block source of feature blocks)."""
+
+    def from_newton(self, spec: LinearSpec, solution: LinearSolution, classes: np.ndarray, n_features: int,
+                    engine: str, device: bk.Device, dtype: Any, log_scale: float, n_passes: int) -> Any:
+        """The fitted model of a Newton solution found over a row source's oracle."""
+
+
+@dataclass(frozen=True)
+class FeatureProblem:
+    """Features for :meth:`LinearStage.fit`: an array F with labels and sample weights, or a
+    block source of feature blocks (``y`` None)."""
+
+    X: Any
+    y: Any = None
+    sample_weight: Any = None
+
+
+@dataclass(frozen=True)
+class NewtonProblem:
+    """A Newton oracle over the features (:class:`~gpuksvm.solvers.linear.newton.NewtonOracle`)
+    and what its solution means: the classes of its one-vs-rest problems, the cost scale
+    (:func:`~gpuksvm.solvers.cost_scaling.extreme_cost_scale`), the engine's name; a callback
+    after every Newton step, and ``report(solution) -> dict`` for the diagnostics."""
+
+    oracle: NewtonOracle
+    classes: np.ndarray
+    log_scale: float
+    engine: str
+    callback: Callable[[dict], None] | None = None
+    report: Callable[[LinearSolution], dict] | None = None
+
+
+class LLSVMRows:
+    """Where LLSVM's training rows come from (the data seam of :func:`fit_llsvm_path`).
+
+    The orchestration calls, in this order: :meth:`open` (validation passes, refusals),
+    :meth:`sample`, :meth:`kernel`, then :meth:`features` once per map and
+    :meth:`problem` once per (map, C).  ``n_features`` is known after :meth:`sample`.
+    """
+
+    n_features: int | None = None
+
+    def open(self, spec: LinearSpec) -> None:
+        """Check the rows and refuse what this source cannot train (default: nothing to do)."""
+
+    def sample(self, params: MapParams, rs: np.random.RandomState, device: bk.Device,
+               dtype: np.dtype) -> tuple[Any, np.ndarray]:
+        """The random sample (rows on ``device`` in ``dtype``, host labels) of
+        :meth:`~gpuksvm.solvers.nystrom.maps.MapParams.sample_size` rows."""
+        raise NotImplementedError
+
+    def kernel(self, resolve: Callable[[Any], Kernel]) -> Kernel:
+        """``resolve(rows)`` on the rows this source resolves γ on."""
+        raise NotImplementedError
+
+    def features(self, nmap: NystromMap, spec: LinearSpec) -> Any:
+        """The features F = K(X, Z) M of the rows (a handle :meth:`problem` understands)."""
+        raise NotImplementedError
+
+    def problem(self, features: Any, spec: LinearSpec) -> FeatureProblem | NewtonProblem:
+        """The linear SVM's problem on ``features`` with the costs of ``spec``."""
+        raise NotImplementedError
+
+
+class ArrayRows(LLSVMRows):
+    """Rows in memory: validated ``X`` (n, d), labels ``y`` and optional ``sample_weight``.
+
+    γ is resolved on all rows (on the device copy, in the working dtype).
+    """
+
+    def __init__(self, X: Any, y: np.ndarray, sample_weight: Any = None):
+        self.X, self.y, self.sample_weight = X, y, sample_weight
+        self.n_features = int(X.shape[1])
+        self._Xd = None
+
+    def sample(self, params: MapParams, rs: np.random.RandomState, device: bk.Device,
+               dtype: np.dtype) -> tuple[Any, np.ndarray]:
+        self._Xd = bk.to_device(self.X, device, dtype)
+        return sample_rows_for_map(self._Xd, self.y, params, rs)
+
+    def kernel(self, resolve: Callable[[Any], Kernel]) -> Kernel:
+        return resolve(self._Xd)
+
+    def features(self, nmap: NystromMap, spec: LinearSpec) -> Any:
+        return nmap.transform(self._Xd)
+
+    def problem(self, features: Any, spec: LinearSpec) -> FeatureProblem:
+        return FeatureProblem(features, self.y, self.sample_weight)
+
+
+class BlockRows(LLSVMRows):
+    """Rows out of core, read one block at a time (a :class:`~gpuksvm.data.blocks.BlockSource`,
+    an SVMlight path, a list of ``(X_block, y_block)`` pairs or a callable).
+
+    One pass reads the labels, max‖x‖² and the random sample (a
+    :class:`~gpuksvm.solvers.nystrom.kmeans.RowReservoir`: the rows the in-memory fit draws
+    with the same ``random_state``); γ is resolved on the sample.  The features are
+    :class:`~gpuksvm.data.blocks.LinearMapBlockSource` blocks K(X_b, Z) M (kernel rows in
+    float64: M amplifies their round-off by 1/λ_min), which a streamed solver reads as
+    K(X_b, Z) and to whose statistics it applies M.
+
+    Parameters
+    ----------
+    X, y : block input and its labels (``y`` None for a block source)
+    block_size : rows per block when reading a file
+    validate : callable (X_sample, y_sample) → (X_sample, y_sample), optional
+        The caller's check of the sample (finite values, labels).
+    """
+
+    def __init__(self, X: Any, y: Any = None, *, block_size: int = 5000,
+                 validate: Callable[[Any, Any], tuple[Any, Any]] | None = None):
+        self.source = as_block_source(X, y, block_size=int(block_size))
+        self.validate = validate
+        self.n_features = getattr(self.source, "n_features", None)
+
+    def sample(self, params: MapParams, rs: np.random.RandomState, device: bk.Device,
+               dtype: np.dtype) -> tuple[Any, np.ndarray]:
+        reservoir = RowReservoir(params.sample_size(out_of_core=True), rs)
+        labels = []
+        n_features = self.n_features
+        sq_norm = 0.0                   # max‖x‖², for the feature rows' norm bound
+        for Xb, yb in self.source:
+            if Xb.shape[0] == 0:
+                continue
+            n_features = int(n_features or Xb.shape[1])
+            if Xb.shape[1] != n_features:
+                raise ValueError(f"a block has {Xb.shape[1]} features, expected {n_features}")
+            yb = np.asarray(bk.to_host(yb)).ravel()
+            reservoir.add(bk.to_host(Xb), yb)
+            labels.append(yb)
+            sq_norm = max(sq_norm, max_row_sq_norm(Xb))
+        if not labels:
+            raise ValueError("the block source yielded no data")
+        _, Xs, ys = reservoir.result()
+        if self.validate is not None:
+            Xs, ys = self.validate(Xs, ys)
+        self.n_features = n_features
+        self._device, self._dtype = device, dtype
+        self._labels, self._sq_norm, self._sample = np.concatenate(labels), sq_norm, (Xs, ys)
+        self._Xsd = bk.to_device(Xs, device, dtype)
+        return self._Xsd, ys
+
+    def kernel(self, resolve: Callable[[Any], Kernel]) -> Kernel:
+        return resolve(self._Xsd)
+
+    def features(self, nmap: NystromMap, spec: LinearSpec) -> LinearMapBlockSource:
+        Z64 = nmap.landmarks.astype(np.float64)
+        n_features, dev = self.n_features, self._device
+
+        def kernel_rows(Xb: Any) -> Any:
+            return kernel_block(check_block(Xb, n_features, dev, np.float64), Z64, nmap.kernel,
+                                dtype=np.float64)
+
+        k = int(Z64.shape[0])
+        bound = nmap.feature_sq_norm_bound(self._sq_norm)
+        return LinearMapBlockSource(self.source, kernel_rows, nmap.map, sample=self._sample, labels=self._labels,
+                                    max_rows=bk.plan_rows(1 << 30, 3 * k * 8, dev, max_rows=4096),
+                                    dtype=self._dtype, row_sq_norm_bound=bound if np.isfinite(bound) else None)
+
+    def problem(self, features: Any, spec: LinearSpec) -> FeatureProblem:
+        return FeatureProblem(features)
+
+
+@dataclass(frozen=True)
+class LLSVMResult:
+    """A fitted LLSVM: the map, the linear SVM on it and the RSVM coefficients (Proposition 2).
+
+    Attributes
+    ----------
+    kernel : the resolved Kernel
+    landmarks : (k, d) Z
+    eigvals : (k,) eigenvalues of K_zz after the floor (ascending)
+    spectrum : (k,) weights s of M = U diag(s)^{1/2}
+    map : (k, k) M
+    classes : (n_classes,) labels
+    coef : (n_outputs, k) linear SVM weights β on F (device, working dtype)
+    intercept : (n_outputs,)
+    dual_coef : (n_outputs, k) μ = M β: decision = K(X, Z) μᵀ + b
+    linear_model : the fitted linear SVM (what the :class:`LinearStage` returned)
+    n_iter : iterations of the linear solver
+    n_features : input width d
+    device : where the arrays live
+    fit_times : seconds per stage (landmarks, map, features, svm)
+    diagnostics : the source's report (``"dask"``: passes, bytes, Newton steps)
+    """
+
+    kernel: Kernel
+    landmarks: Any
+    eigvals: Any
+    spectrum: Any
+    map: Any
+    classes: np.ndarray
+    coef: Any
+    intercept: Any
+    dual_coef: Any
+    linear_model: Any
+    n_iter: Any
+    n_features: int
+    device: bk.Device
+    fit_times: dict = field(default_factory=dict)
+    diagnostics: dict = field(default_factory=dict)
+
+
+def _result(nmap: NystromMap, model: Any, n_features: int, dev: bk.Device, dt: np.dtype, times: dict,
+            diagnostics: dict) -> LLSVMResult:
+    k = int(nmap.landmarks.shape[0])
+    coef = bk.to_device(model.coef_, dev, dt).reshape(-1, k)
+    intercept = bk.to_device(model.intercept_, dev, dt).reshape(-1)
+    return LLSVMResult(kernel=nmap.kernel, landmarks=nmap.landmarks, eigvals=nmap.eigvals,
+                       spectrum=nmap.spectrum, map=nmap.map, classes=np.asarray(model.classes_),
+                       coef=coef, intercept=intercept, dual_coef=coef @ nmap.map.T, linear_model=model,
+                       n_iter=model.n_iter_, n_features=int(n_features), device=dev, fit_times=dict(times),
+                       diagnostics=dict(diagnostics))
+
+
+def _train(rows: LLSVMRows, features: Any, spec: LinearSpec, linear: LinearStage, k: int, dev: bk.Device,
+           dt: np.dtype) -> tuple[Any, dict]:
+    """The linear SVM of one (map, C): the stage's fit on features, or Newton over the source's oracle."""
+    problem = rows.problem(features, spec)
+    if isinstance(problem, FeatureProblem):
+        return linear.fit(spec, problem.X, problem.y, sample_weight=problem.sample_weight), {}
+    sol = newton_solve(problem.oracle, tol=float(spec.tol), max_iter=int(spec.max_iter), callback=problem.callback)
+    model = linear.from_newton(spec, sol, problem.classes, k, problem.engine, dev, dt, problem.log_scale,
+                               n_passes=sol.info["n_passes"])
+    return model, ({} if problem.report is None else problem.report(sol))
+
+
+def fit_llsvm_path(rows: LLSVMRows, *, kernels: Sequence[KernelSpec], Cs: Sequence[float], params: MapParams,
+                   spec: LinearSpec, linear: LinearStage, device: bk.Device, dtype: Any,
+                   random_state: Any = None) -> list[LLSVMResult]:
+    """LLSVMs over a kernel × C grid sharing the sample and the landmarks.
+
+    The landmarks (k-means does not depend on the kernel's γ) are computed once, the maps
+    of all kernels come from one batched eigendecomposition, LLSVM2's spectrum uses the
+    same labelled subset for every kernel, F is formed once per kernel and only the linear
+    SVM runs per (kernel, C).  Fit times: the landmarks and the shared eigendecomposition
+    are divided among the results of the stage.
+
+    Parameters
+    ----------
+    rows : LLSVMRows
+        Where the rows come from.
+    kernels : sequence of Kernel or callable rows → Kernel
+        A callable resolves γ on the rows (``rows.kernel``).
+    Cs : sequence of float
+        Costs of the linear SVM (``spec`` with its C replaced).
+    params : MapParams
+        The landmarks, the map and LLSVM2's spectrum.
+    spec : LinearSpec
+    linear : LinearStage
+    device : bk.Device
+    dtype : the working dtype (resolved)
+    random_state : int, RandomState or None
+        Draws the sample, k-means, random landmarks and LLSVM2's labelled subset.
+
+    Returns
+    -------
+    list of LLSVMResult, in the order ``[(kernel, C) for kernel in kernels for C in Cs]``.
+    """
+    dev, dt = device, np.dtype(dtype)
+    rs = check_random_state(random_state)
+    rows.open(spec)
+    t0 = bk.synchronized_clock(dev)
+    Xs, ys = rows.sample(params, rs, dev, dt)
+    kerns = [k if isinstance(k, Kernel) else rows.kernel(k) for k in kernels]
+    Z = select_landmarks(Xs, params, rows.n_features, dev, dt, rs)
+    t1 = bk.synchronized_clock(dev)
+    maps = nystrom_maps(Z, kerns, eig_floor=float(params.eig_floor), dtype=dt)
+    t_eigh = (bk.synchronized_clock(dev) - t1) / len(kerns)
+    state = rs.get_state()
+    results = []
+    for nmap in maps:
+        rs.set_state(state)  # the same labelled subset for every kernel
+        t2 = bk.synchronized_clock(dev)
+        nmap = apply_spectrum(nmap, Xs, ys, params, rs)
+        t3 = bk.synchronized_clock(dev)
+        features = rows.features(nmap, spec)
+        t4 = bk.synchronized_clock(dev)
+        for C in Cs:
+            t5 = bk.synchronized_clock(dev)
+            model, report = _train(rows, features, replace(spec, C=float(C)), linear,
+                                   int(nmap.landmarks.shape[0]), dev, dt)
+            times = dict(landmarks=t1 - t0, map=t_eigh + t3 - t2, features=t4 - t3,
+                         svm=bk.synchronized_clock(dev) - t5)
+            results.append(_result(nmap, model, rows.n_features, dev, dt, times, report))
+    return results
+
+
+def fit_llsvm_solution(rows: LLSVMRows, *, kernel: KernelSpec, params: MapParams, spec: LinearSpec,
+                       linear: LinearStage, device: bk.Device, dtype: Any,
+                       random_state: Any = None) -> LLSVMResult:
+    """One LLSVM (TNNLS Algorithm 1; Algorithm 2 with ``params.spectrum="supervised"``).
+
+    :func:`fit_llsvm_path` with one kernel and one C (``spec.C``); see there for the parameters.
+    """
+    return fit_llsvm_path(rows, kernels=[kernel], Cs=[spec.C], params=params, spec=spec, linear=linear,
+                          device=device, dtype=dtype, random_state=random_state)[0]
