@@ -59,13 +59,27 @@ class RemoteRows:
     def __len__(self) -> int:
         return self.shape[0]
 
-    def _persist(self, A: Any) -> Any:
+    @property
+    def array(self) -> Any:
+        """The dask array the rows come from."""
+        return self._X
+
+    @property
+    def client(self) -> Any:
+        return self._client
+
+    @property
+    def ledger(self) -> Ledger:
+        return self._ledger
+
+    def persist(self, A: Any) -> Any:
         """Persist a small per-row dask array (labels, masks) on the workers for this fit."""
         A = self._client.persist(A) if self._client is not None else A.persist()
         self._held.append(A)
         return A
 
-    def _release(self) -> None:
+    def release(self) -> None:
+        """Let go of the arrays held by :meth:`persist`."""
         self._held.clear()
 
     def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
