@@ -28,7 +28,7 @@ from gpuksvm.scaleout.cvm import DaskRows
 from gpuksvm.solvers.cvm.algorithm import ArrayRows, CVMParams, CVMResult, CVMRows, check_kernel, solve_cvm
 from gpuksvm.solvers.cvm.scan import kernel_scale
 
-__all__ = ["CVMBase", "fit_cvm"]
+__all__ = ["CVMBase"]
 
 
 class CVMBase(DeviceMixin, BaseEstimator):

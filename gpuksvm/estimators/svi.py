@@ -46,7 +46,7 @@ from gpuksvm.solvers.svi.steps import closed_form_beta, draw_subsets, select_mar
 from gpuksvm.estimators.svc_surface import SVCSurfaceMixin, shape_of, sparse_like
 from gpuksvm.array.validation import encode_classes, validate_X_y
 
-__all__ = ["SVI", "fit_svi", "FITTED_ATTRIBUTES", "ExactFallbackWarning", "MarginCapWarning", "draw_subsets",
+__all__ = ["SVI", "FITTED_ATTRIBUTES", "ExactFallbackWarning", "MarginCapWarning", "draw_subsets",
            "select_margin_rows", "closed_form_beta", "DEFAULT_MARGIN_TOL", "DEFAULT_MAX_MARGIN_SV",
            "DEFAULT_MIN_MARGIN_SV", "DEFAULT_MIN_SUBSET_ROWS"]
 
