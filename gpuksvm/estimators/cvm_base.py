@@ -212,16 +212,6 @@ class CVMBase(DeviceMixin, BaseEstimator):
 
 
 def fit_cvm(estimator: CVMBase, X: Any, y: Any = None, *, client: Any = None) -> CVMBase:
-    """The Dask route of ``CVM.fit`` and ``OneClassCVM.fit`` (:func:`~gpuksvm.scaleout.dispatch.dask_dispatch`).
-
-    Parameters
-    ----------
-    estimator : CVM or OneClassCVM (fitted in place)
-    X : dask array (n, d); y : labels (ignored for the one-class task)
-    client : distributed.Client, optional
-
-    Returns
-    -------
-    estimator, fitted; ``estimator.dask_info_`` records the passes and bytes.
-    """
+    """The Dask route of ``CVM.fit`` and ``OneClassCVM.fit`` (:func:`~gpuksvm.scaleout.dispatch.dask_dispatch`):
+    :meth:`CVMBase._fit_dask`; :func:`gpuksvm.scaleout.cvm.fit_cvm` describes it."""
     return estimator._fit_dask(X, y, client=client)

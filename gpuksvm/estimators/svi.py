@@ -59,18 +59,8 @@ FITTED_ATTRIBUTES = ("classes_", "n_features_in_", "kernel_", "support_", "suppo
 
 
 def fit_svi(estimator: "SVI", X: Any, y: Any, *, client: Any = None) -> "SVI":
-    """The Dask route of ``SVI.fit`` (:func:`~gpuksvm.scaleout.dispatch.dask_dispatch`).
-
-    Parameters
-    ----------
-    estimator : SVI (fitted in place)
-    X : dask array (n, d); y : dask array or array-like (n,)
-    client : distributed.Client, optional
-
-    Returns
-    -------
-    estimator, fitted; ``estimator.dask_info_`` records the passes and bytes.
-    """
+    """The Dask route of ``SVI.fit`` (:func:`~gpuksvm.scaleout.dispatch.dask_dispatch`):
+    ``SVI._fit_dask``; :func:`gpuksvm.scaleout.svi.fit_svi` describes it."""
     return estimator._fit_dask(X, y, client=client)
 
 

@@ -11,7 +11,7 @@ on the driver, unchanged.
 """
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
@@ -19,16 +19,8 @@ from gpuksvm.array import backend as bk
 from gpuksvm.kernels.kernel import Kernel
 from gpuksvm.solvers.cvm.scan import HostScanner, candidate_scores, kernel_scale, merge_top, top_positions
 from gpuksvm.solvers.row_order import RowHasher
-from gpuksvm.scaleout.common import (
-    RemoteRows,
-    check_finite_and_classes,
-    client_or_default,
-    delayed_chunks,
-    host_chunks,
-    on_device_of,
-    persist,
-)
-from gpuksvm.scaleout.runtime import Ledger, compute, n_workers, require_dask, row_chunked, scheduler_context
+from gpuksvm.scaleout.common import DaskSource, RemoteRows, delayed_chunks, host_chunks, on_device_of
+from gpuksvm.scaleout.runtime import compute, require_dask
 
 __all__ = ["DaskRows", "DaskScanner", "fit_cvm"]
 
@@ -139,40 +131,21 @@ class DaskScanner(HostScanner):
         return i_top, s_top, float(sum(r[3] for r in res))
 
 
-class DaskRows:
+class DaskRows(DaskSource):
     """A dask array as the CVM solver's row source (:class:`~gpuksvm.solvers.cvm.algorithm.CVMRows`).
 
     Built from ``X`` (and the labels ``y``, None for the one-class task): the
     chunks are aligned by rows and persisted, and one pass checks that X is
-    finite.  The solver reads the rows through :meth:`scanner` (a
-    :class:`DaskScanner`), :meth:`row_keys` (every chunk hashed where it is:
-    two uint64 keys a row, so the same rows in any order and any chunking give
-    the same model) and :meth:`take` (only the rows asked for are fetched).
-
-    Parameters
-    ----------
-    X : dask array (n, d)
-    y : dask array or array-like (n,), optional
-    client : distributed.Client, optional
-        Default: the active client, else the local scheduler.
+    finite (:class:`~gpuksvm.scaleout.common.DaskSource`).  The solver reads
+    the rows through :meth:`scanner` (a :class:`DaskScanner`),
+    :meth:`row_keys` (every chunk hashed where it is: two uint64 keys a row,
+    so the same rows in any order and any chunking give the same model) and
+    :meth:`take` (only the rows asked for are fetched).
     """
 
     def __init__(self, X: Any, y: Any = None, *, client: Any = None) -> None:
-        require_dask()
-        self.client = client_or_default(client)
-        self.ledger = Ledger()
-        X, y = row_chunked(X, y)
-        X, y = persist(self.client, X, y)
-        check_finite_and_classes(X, None, client=self.client, ledger=self.ledger)
-        self.X, self.y = X, y
-        self.shape = tuple(int(s) for s in X.shape)
-        self.remote = RemoteRows(X, client=self.client, ledger=self.ledger, max_rows=0, label="rows")
-
-    def evaluate(self, fn: Callable[[Any], Any]) -> Any:
-        """``fn`` of the rows (as a dask array of host chunks) under this source's scheduler
-        (resolving γ on the data: its reductions run on the workers)."""
-        with scheduler_context(self.client):
-            return fn(host_chunks(self.X))
+        super().__init__(X, y, client=client)
+        self.remote = RemoteRows(self.X, client=self.client, ledger=self.ledger, max_rows=0, label="rows")
 
     def kernel_scale(self, kernel: Kernel, normalize: bool, dtype: Any) -> np.ndarray | None:
         """1/√κ(x, x) per row (host), computed chunk-wise, for a normalized kernel; else None."""
@@ -182,11 +155,6 @@ class DaskRows:
                                             drop_axis=1, dtype=dtype, meta=np.empty((0,), dtype=dtype))
         (xscale,) = compute(xs, client=self.client, ledger=self.ledger, label="kernel scales")
         return np.asarray(xscale, dtype=dtype)
-
-    def labels(self) -> np.ndarray:
-        """The labels gathered on the driver (one pass)."""
-        (y_host,) = compute(host_chunks(self.y), client=self.client, ledger=self.ledger, label="labels")
-        return np.asarray(y_host).ravel()
 
     def scanner(self, y: np.ndarray | None, kernel: Kernel, xscale: Any, C: float, dtype: Any,
                 device: Any = None) -> DaskScanner:
@@ -201,11 +169,6 @@ class DaskRows:
 
     def take(self, idx: np.ndarray) -> np.ndarray:
         return self.remote[idx]
-
-    def info(self, **extra: Any) -> dict:
-        """The record of the fit (``dask_info_``): workers, passes, bytes brought back, and ``extra``."""
-        return {"n_workers": n_workers(self.client), **self.ledger.as_dict(),
-                "n_chunks": len(self.X.chunks[0]), **extra}
 
     def release(self) -> None:
         """Let go of the per-row arrays persisted for the scans."""

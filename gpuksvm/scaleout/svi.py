@@ -12,7 +12,7 @@ as one task on one worker.
 """
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
@@ -30,22 +30,8 @@ from gpuksvm.solvers.svi.steps import (
     submodel_values,
 )
 from gpuksvm.solvers.multiclass import problem_rows
-from gpuksvm.scaleout.common import (
-    check_finite_and_classes,
-    client_or_default,
-    delayed_chunks,
-    host_chunks,
-    persist,
-)
-from gpuksvm.scaleout.runtime import (
-    DistributedFitError,
-    Ledger,
-    compute,
-    n_workers,
-    require_dask,
-    row_chunked,
-    scheduler_context,
-)
+from gpuksvm.scaleout.common import DaskSource, delayed_chunks
+from gpuksvm.scaleout.runtime import DistributedFitError, compute, require_dask
 
 __all__ = ["DaskRows", "fit_svi"]
 
@@ -132,11 +118,12 @@ def _svi_check(XH: Any, XU: Any, W: np.ndarray, b_sub: np.ndarray, XM: Any, beta
     return ensemble_check(F, inside, yH, f[:, 0], is_margin)
 
 
-class DaskRows:
+class DaskRows(DaskSource):
     """A dask array as the SVI solver's row source (:class:`~gpuksvm.solvers.svi.algorithm.SVIRows`).
 
     Built from ``X`` and ``y``: the chunks are aligned by rows and persisted,
-    and one pass checks that X is finite.  The labels (:meth:`labels`) and two
+    and one pass checks that X is finite (:class:`~gpuksvm.scaleout.common.DaskSource`).
+    The labels (:meth:`labels`) and two
     row-order hash keys per row (:meth:`row_keys`) are gathered — three
     numbers per row, never the features — so that the solver draws the same
     subsets as in memory.  :meth:`bind` gives the source the kernel, the
@@ -161,30 +148,13 @@ class DaskRows:
     """
 
     def __init__(self, X: Any, y: Any, *, client: Any = None, device: Any = "auto", dtype: Any = None) -> None:
-        require_dask()
-        self.client = client_or_default(client)
-        self.ledger = Ledger()
-        X, y = row_chunked(X, y)
-        X, y = persist(self.client, X, y)
-        check_finite_and_classes(X, None, client=self.client, ledger=self.ledger)
-        self.X, self.y = X, y
-        self.shape = tuple(int(s) for s in X.shape)
+        super().__init__(X, y, client=client)
         self.device, self.dtype = device, dtype
         self.n_union_sv = 0
         self.kernel: Kernel | None = None
         self.params: SVIParams | None = None
         self.classes: np.ndarray | None = None
         self._n_solves = 0
-
-    def labels(self) -> np.ndarray:
-        """The labels gathered on the driver (one pass)."""
-        (y_host,) = compute(host_chunks(self.y), client=self.client, ledger=self.ledger, label="labels")
-        return np.asarray(y_host).ravel()
-
-    def evaluate(self, fn: Callable[[Any], Any]) -> Any:
-        """``fn`` of the rows (a dask array of host chunks) under this source's scheduler."""
-        with scheduler_context(self.client):
-            return fn(host_chunks(self.X))
 
     def bind(self, kernel: Kernel, params: SVIParams, classes: np.ndarray) -> "DaskRows":
         """The kernel (γ resolved), the fit's parameters and the sorted classes of :meth:`labels`."""
@@ -280,9 +250,7 @@ class DaskRows:
         return np.asarray(bk.to_host(self._compute(self.X[idx], "support vectors")))
 
     def info(self, **extra: Any) -> dict:
-        """The record of the fit (``dask_info_``): workers, passes, bytes brought back, and ``extra``."""
-        return {"n_workers": n_workers(self.client), **self.ledger.as_dict(), "n_chunks": self.X.numblocks[0],
-                "n_union_sv": self.n_union_sv, **extra}
+        return super().info(n_union_sv=self.n_union_sv, **extra)
 
 
 def fit_svi(estimator: Any, X: Any, y: Any, *, client: Any = None) -> Any:
