@@ -23,7 +23,7 @@ from sklearn.metrics.pairwise import polynomial_kernel, rbf_kernel
 from sklearn.svm import LinearSVC
 
 from gpuksvm.array import backend as bk
-from gpuksvm.estimators import cvm_base as cvm_module
+from gpuksvm.solvers.cvm import algorithm as cvm_module
 from gpuksvm.estimators.cvm import CVM, OneClassCVM
 from gpuksvm.datasets import make_checkerboard
 
@@ -186,7 +186,7 @@ def test_stop_rule_is_the_relative_duality_gap(board, task, monkeypatch):
     X, y = board
     yy = y if task == "two_class" else None
     if task == "one_class":
-        monkeypatch.setattr(cvm_module, "_THRESHOLD_KKT", None)
+        monkeypatch.setattr(cvm_module, "THRESHOLD_KKT", None)
     C = 20.0
     K = rbf_kernel(X, gamma=4.0)
     Kt = ktilde(K, yy, C)

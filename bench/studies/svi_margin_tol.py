@@ -100,7 +100,7 @@ def study(name: str, scale: str, device: str, taus: list[float], seeds: list[int
         Xv, classes, yidx, kernel, dt = fitted
         t0 = time.perf_counter()
         model = svi_solver.margin_stage(ens, float(tau))
-        est._set_model(model, classes, yidx, kernel, Xv[model.support], dev, dt)
+        est._store(model, classes, dev, dt)
         solve_s = time.perf_counter() - t0
         t0 = time.perf_counter()
         pred = np.asarray(bk.to_host(est.predict(Xtd)))

@@ -90,7 +90,7 @@ def study(name: str, scale: str, device: str, sizes: list[int], seeds: list[int]
                 warnings.simplefilter("ignore", svi_solver.ExactFallbackWarning)
                 model = svi_solver.margin_stage(ens)
             fit_s = time.perf_counter() - t0
-            est._set_model(model, classes, yidx, kernel, Xv[model.support], dev, dt)
+            est._store(model, classes, dev, dt)
             acc = float(np.mean(np.asarray(bk.to_host(est.predict(Xtd))) == yt))
             ens_p = [p for p in range(len(model.problems)) if not model.solved_exactly[p]]
             checks = [svi_solver.check_problem(ens, p, model.margin_rows[p], model.coef[p][

@@ -74,15 +74,13 @@ from typing import Any
 
 import numpy as np
 from sklearn.base import ClassifierMixin, OutlierMixin
-from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import StrOptions
 
 from gpuksvm.array import backend as bk
-from gpuksvm.estimators.cvm_base import CVMBase
+from gpuksvm.estimators.cvm_base import CVMBase, fit_cvm
 from gpuksvm.kernels.kernel import Kernel
 from gpuksvm.estimators.params import DEPRECATED, shared_parameter_doc
 from gpuksvm.estimators.base import fit_context
-from gpuksvm.scaleout.cvm import fit_cvm
 from gpuksvm.scaleout.dispatch import dask_dispatch
 from gpuksvm.estimators.svc_surface import SVCSurfaceMixin
 from gpuksvm.array.validation import encode_classes, validate_X, validate_X_y
@@ -281,15 +279,12 @@ class CVM(ClassifierMixin, CVMBase, SVCSurfaceMixin):
     @fit_context(distributed=fit_cvm)
     def fit(self, X: Any, y: Any = None) -> "CVM":
         """Fit the CVM on (X, y); with ``task="one_class"`` y is ignored."""
-        rs = check_random_state(self.random_state)
         if self.task == "one_class":
             X, _ = validate_X(self, X, reset=True)
-            dev, dt, kernel, Xd, xscale, seconds = self._prepare(X)
-            return self._fit_rows(Xd, None, kernel, xscale, dev, dt, rs, seconds)
+            return self._fit_array(X, None, None)
         X, y, _ = validate_X_y(self, X, y)
-        self.classes_, yi = encode_classes(y)
-        dev, dt, kernel, Xd, xscale, seconds = self._prepare(X)
-        return self._fit_rows(Xd, yi, kernel, xscale, dev, dt, rs, seconds)
+        classes, yi = encode_classes(y)
+        return self._fit_array(X, classes, yi)
 
     _parameter_constraints: dict = {
         **CVMBase._parameter_constraints,
@@ -371,7 +366,7 @@ class OneClassCVM(OutlierMixin, CVMBase):
     median needs the small-α support vectors, which the duality-gap stop
     (``tol``) leaves at α = 0 (65 instead of 76 on the planted-outlier data,
     which moves τ by 45 % and misses one of its outliers), so the core-set QP is finished
-    to a KKT gap ≤ 10⁻⁴·ρ before τ is taken (``gpuksvm.estimators.cvm_base._THRESHOLD_KKT``; then the
+    to a KKT gap ≤ 10⁻⁴·ρ before τ is taken (``gpuksvm.solvers.cvm.algorithm.THRESHOLD_KKT``; then the
     same flags at tol = 0.1, 10⁻² and at the optimum, 10 data seeds).
     Measured with the defaults (C = 1, tol = 10⁻², γ = "mean_dist"), 3 data
     seeds, outlier fractions with ρ → with ρ − τ: 200 rows boolean 5-D 100 % →
@@ -456,10 +451,8 @@ class OneClassCVM(OutlierMixin, CVMBase):
     @fit_context(distributed=fit_cvm)
     def fit(self, X: Any, y: Any = None) -> "OneClassCVM":
         """Fit on X (y is ignored)."""
-        rs = check_random_state(self.random_state)
         X, _ = validate_X(self, X, reset=True)
-        dev, dt, kernel, Xd, xscale, seconds = self._prepare(X)
-        return self._fit_rows(Xd, None, kernel, xscale, dev, dt, rs, seconds)
+        return self._fit_array(X, None, None)
 
     def _set_one_class_fit(self, threshold: float) -> None:
         self.offset_ = threshold

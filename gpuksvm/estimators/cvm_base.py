@@ -1,8 +1,10 @@
-"""What CVM and OneClassCVM share: parameters, the call into the core-set algorithm, the stored model.
+"""What CVM and OneClassCVM share: parameters, the data source, the call into the solver, the stored model.
 
 The estimators are in :mod:`gpuksvm.estimators.cvm` (the method, its equations and the
 measured defaults are described there); the algorithm is
-:func:`gpuksvm.solvers.cvm.meb.fit_core_set`.
+:func:`gpuksvm.solvers.cvm.algorithm.solve_cvm`.  ``fit`` reads: validate → row source
+(:class:`~gpuksvm.solvers.cvm.algorithm.ArrayRows` in memory,
+:class:`~gpuksvm.scaleout.cvm.DaskRows` for a dask array) → solver → :meth:`CVMBase._store`.
 """
 from __future__ import annotations
 
@@ -13,54 +15,24 @@ from typing import Any
 
 import numpy as np
 from sklearn.base import BaseEstimator
-from sklearn.exceptions import ConvergenceWarning
+from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted
 
 from gpuksvm.array import backend as bk
+from gpuksvm.array.validation import encode_classes
 from gpuksvm.estimators.base import DeviceMixin
 from gpuksvm.kernels.kernel import Kernel, kernel_matvec
-from gpuksvm.solvers.multiclass import binary_problems, problem_rows
 from gpuksvm.estimators.params import DEVICE_PARAMS, KERNEL_PARAMS, count, deprecated, is_unset, positive
-from gpuksvm.solvers.progress import report
-from gpuksvm.solvers.cvm.meb import CoreSetResult, fit_core_set
-from gpuksvm.solvers.cvm.scan import kernel_scale, make_scanner
-from gpuksvm.solvers.row_order import RowHasher, smallest_keys
-from gpuksvm.solvers.svc_dual import svc_max_iter_message
+from gpuksvm.scaleout.cvm import DaskRows
+from gpuksvm.solvers.cvm.algorithm import ArrayRows, CVMParams, CVMResult, CVMRows, check_kernel, solve_cvm
+from gpuksvm.solvers.cvm.scan import kernel_scale
 
 __all__ = ["CVMBase"]
 
 
-_OUTLIER_SLACK_FACTOR = 3.0     # one-class: an outlier's slack exceeds this × the median SV slack
-_THRESHOLD_KKT = 1e-4           # one-class: the core-set QP is finished to a KKT gap ≤ this·ρ (OneClassCVM)
-
-
-def _row_order(X: Any, y: np.ndarray | None, rs: np.random.RandomState) -> np.ndarray:
-    """The rows of ``X`` sorted by a seeded hash of their contents (and their labels ``y``).
-
-    The core-set loop draws its samples, and breaks its ties, by position in
-    this order (:func:`gpuksvm.solvers.cvm.meb.fit_core_set`), so the same rows in
-    any order give the same model.  A distributed row source hashes its
-    chunks where they are (``__gpuksvm_row_keys__``).
-    """
-    hasher = RowHasher(X.shape[1], rs)
-    hook = getattr(X, "__gpuksvm_row_keys__", None)
-    return smallest_keys(hook(hasher) if hook is not None else hasher.keys(X), None, y)
-
-
-def _outlier_threshold(res: CoreSetResult, C: float) -> float:
-    """The one-class outlier threshold ρ − τ, τ = 3·median(αⱼ/C) over the support vectors.
-
-    ρ itself would flag every support vector (each has slack ξⱼ = αⱼ/C > 0);
-    see :class:`OneClassCVM` for the rule and its measurements.
-    """
-    a_sv = res.alpha[res.alpha > 0]
-    tau = _OUTLIER_SLACK_FACTOR * float(np.median(a_sv)) / C if a_sv.size else 0.0
-    return float(res.rho) - tau
-
-
 class CVMBase(DeviceMixin, BaseEstimator):
-    """Shared parameter handling, the call into the core-set algorithm and prediction."""
+    """Shared parameter handling, the row sources, the call into the solver, the stored model and prediction."""
 
     _task = "classification"
 
@@ -97,32 +69,15 @@ class CVMBase(DeviceMixin, BaseEstimator):
                           "the next release.", FutureWarning, stacklevel=4)
 
     def _make_kernel(self, X: Any) -> Kernel:
-        kernel = self._resolved_kernel(X)
-        if not kernel.is_psd:
-            raise ValueError(f"kernel={kernel.name!r} is not positive semi-definite; the CVM needs a "
-                             "PSD kernel (use 'rbf', or 'poly'/'linear' with normalize=True)")
-        if kernel.constant_diag is None and not self.normalize:
-            raise ValueError(
-                f"the CVM needs a kernel with constant κ(x, x) (CVM paper eq. 4); kernel="
-                f"{kernel.name!r} has κ(x, x) depending on x. Use kernel='rbf', or pass "
-                "normalize=True to use κ(x, z)/sqrt(κ(x, x) κ(z, z)).")
-        return kernel
+        return check_kernel(self._resolved_kernel(X), bool(self.normalize))
 
-    # ------------------------------------------------------------------ the algorithm
-    def _solve(self, X: Any, y: np.ndarray | None, rows: np.ndarray | None, kernel: Kernel,
-               xscale: Any, dev: bk.Device, dt: np.dtype, rs: np.random.RandomState) -> CoreSetResult:
-        """One MEB problem on the rows ``rows`` (in the order its search draws from) with labels
-        ``y`` (None = one-class)."""
-        # a distributed row source brings its own furthest-point search (gpuksvm.scaleout.cvm)
-        factory = getattr(X, "__gpuksvm_scanner__", None)
-        C = float(self.C)
-        scanner = (factory(y, kernel, xscale, C, dt, dev) if factory is not None
-                   else make_scanner(X, y, kernel, xscale, C, dt, dev))
-        return fit_core_set(scanner, y, rows, C=C, tol=float(self.tol), sample_size=self.sample_size,
-                            n_tries=int(self.n_tries), max_iter=int(self.max_iter),
-                            max_core_size=int(self.max_core_size),
-                            cache_bytes=int(float(self.cache_size) * 2**20), shrinking=bool(self.shrinking),
-                            rs=rs, finish_kkt=_THRESHOLD_KKT if y is None else None)
+    def _cvm_params(self) -> CVMParams:
+        """The validated parameters as :func:`~gpuksvm.solvers.cvm.algorithm.solve_cvm` takes them."""
+        return CVMParams(C=float(self.C), tol=float(self.tol), sample_size=self.sample_size,
+                         n_tries=int(self.n_tries), max_iter=int(self.max_iter),
+                         max_core_size=int(self.max_core_size), cache_size=float(self.cache_size),
+                         shrinking=bool(self.shrinking), multi_class=getattr(self, "multi_class", "ovo"),
+                         verbose=int(self.verbose))
 
     def _prepare(self, X: Any):
         """Device, dtype, kernel, device copy of X, the normalization scales and the seconds it took."""
@@ -134,25 +89,34 @@ class CVMBase(DeviceMixin, BaseEstimator):
         xscale = kernel_scale(Xd, kernel, bool(self.normalize))
         return dev, dt, kernel, Xd, xscale, bk.synchronized_clock(dev) - t0
 
-    def _store_model(self, Xd: Any, results: list[CoreSetResult], signed: bool, xscale: Any,
-                     dev: bk.Device, dt: np.dtype) -> None:
-        """support_ (union of SVs), support_vectors_, dual_coef_ (n_problems × n_SV), intercept_."""
-        sv_sets = [r.core[r.alpha > 0] for r in results]
-        support = np.unique(np.concatenate(sv_sets)) if sv_sets else np.empty(0, np.int64)
-        D = np.zeros((len(results), support.shape[0]))
-        for p, r in enumerate(results):
-            keep = r.alpha > 0
-            coef = r.alpha[keep] * (r.y[keep] if signed else 1.0)
-            D[p, np.searchsorted(support, r.core[keep])] = coef
-        xp = bk.get_namespace(dev)
-        SV = Xd[support]
-        if bk.is_sparse(SV):
-            SV = SV.toarray()
-        self.support_ = support
-        self.support_vectors_ = xp.asarray(SV, dtype=dt)
-        self.dual_coef_ = D
-        self._sv_scale = None if xscale is None else np.asarray(bk.to_host(xscale), np.float64)[support]
-        self.n_support_total_ = int(support.shape[0])
+    def _one_class(self) -> bool:
+        return self._task == "one_class" or getattr(self, "task", "") == "one_class"
+
+    def _fit_dask(self, X: Any, y: Any = None, *, client: Any = None) -> "CVMBase":
+        """``fit`` on a dask array: the solver on a :class:`~gpuksvm.scaleout.cvm.DaskRows` source.
+
+        The rows stay in their chunks: the source validates them in one pass,
+        resolves γ and the kernel scales chunk-wise, gathers the labels and
+        the rows' order keys, and scans them on the workers.  ``dask_info_``
+        records the passes and the bytes that came back.
+        """
+        one_class = self._one_class()
+        rs = check_random_state(self.random_state)
+        rows = DaskRows(X, None if one_class else y, client=client)
+        self.n_features_in_ = rows.shape[1]
+        if hasattr(self, "feature_names_in_"):
+            del self.feature_names_in_
+        dev = self._device()
+        dt = bk.resolve_dtype(self.dtype, dev)
+        kernel = rows.evaluate(self._make_kernel)
+        xscale = rows.kernel_scale(kernel, bool(self.normalize), dt)
+        t0 = time.perf_counter()
+        classes, yi = (None, None) if one_class else encode_classes(rows.labels())
+        result = self._solve(rows, classes, yi, kernel, xscale, dev, dt, rs)
+        info = rows.info(seconds=time.perf_counter() - t0)
+        self._store(result, dev, classes=classes, dask_info=info)
+        rows.release()
+        return self
 
     def _problem_coef(self) -> np.ndarray:
         """(n_SV, n_problems) host W with f_p(x) = Σ_k W[k, p] κ(sv_k, x) r(x) + b_p.
@@ -189,68 +153,39 @@ class CVMBase(DeviceMixin, BaseEstimator):
             D *= np.asarray(bk.to_host(kernel_scale(Xd, self.kernel_, True)), np.float64)[:, None]
         return D, kind
 
-    def _fit_rows(self, Xd: Any, yi: np.ndarray | None, kernel: Kernel, xscale: Any, dev: bk.Device,
-                  dt: np.dtype, rs: np.random.RandomState, prepare_seconds: float | None = None) -> "CVMBase":
-        """The core-set fits on prepared rows and the fitted attributes.
-
-        ``Xd`` is the device array, or a distributed row source
-        (:mod:`gpuksvm.scaleout.cvm`); ``yi`` the encoded labels (``classes_``
-        already set), or None for the one-class task; ``prepare_seconds`` the
-        time :meth:`_prepare` took (``fit_times_["prepare"]``, when given).
-        """
-        t_start = bk.synchronized_clock(dev)
-        self.kernel_ = kernel
-        order = _row_order(Xd, yi, rs)
-        t_order = bk.synchronized_clock(dev)
-        if yi is None:
-            res = self._solve(Xd, None, order, kernel, xscale, dev, dt, rs)
-            results = [res]
-            self._store_model(Xd, results, False, xscale, dev, dt)
-            t_solved = bk.synchronized_clock(dev)
-            threshold = _outlier_threshold(res, float(self.C))
-            self.intercept_ = np.array([-threshold])
-            self._set_one_class_fit(threshold)
-        else:
-            problems = binary_problems(self.classes_.shape[0], self.multi_class)
-            results = []
-            for p, (ci, cj) in enumerate(problems):
-                rows, yp = problem_rows(yi, ci, cj)
-                ypm = np.zeros(yi.shape[0])       # ±1 on the problem's rows
-                ypm[rows] = yp
-                res = self._solve(Xd, ypm, order if cj is None else order[ypm[order] != 0], kernel, xscale,
-                                  dev, dt, rs)
-                results.append(res)
-                report("CVM", f"problem {p + 1}/{len(problems)}: {res.n_iter} iterations, core set "
-                       f"{res.core.shape[0]}, stop={res.stop}, gap={res.gap:.3g}, search={res.search}",
-                       self.verbose)
-            t_solved = bk.synchronized_clock(dev)
-            self.problems_ = problems
-            self._store_model(Xd, results, True, xscale, dev, dt)
-            self.intercept_ = np.array([r.b for r in results])
-        self._record(results)
-        times = {} if prepare_seconds is None else {"prepare": float(prepare_seconds)}
-        times.update(row_order=t_order - t_start, core_sets=t_solved - t_order,
-                     model=bk.synchronized_clock(dev) - t_solved)
-        self.fit_times_ = times
-        self._set_fitted_device(dev)
-        early = [(p, r) for p, r in enumerate(results) if r.stop != "converged"]
-        if early:
-            what = "; ".join(f"{'' if len(results) == 1 else f'problem {p}: '}stopped by {r.stop} at a "
-                             f"relative duality gap of {r.gap:.3g} with {r.core.shape[0]} core vectors"
-                             for p, r in early)
-            # one warning; it starts with SVC's own sentence when max_iter stopped a problem
-            head = (svc_max_iter_message(int(self.max_iter)) + " "
-                    if any(r.stop == "max_iter" for _, r in early) else "")
-            warnings.warn(f"{head}CVM did not reach tol={self.tol:g}: {what}. The model is an approximate "
-                          "L2-SVM (see stop_reason_ and duality_gap_); raise max_iter / max_core_size, "
-                          "or, when the core set holds most rows (noisy data keep nearly every row as a "
-                          "support vector of an L2-SVM), use KernelSVC or LLSVM.",
-                          ConvergenceWarning, stacklevel=3)
+    def _fit_array(self, X: Any, classes: np.ndarray | None, yi: np.ndarray | None) -> "CVMBase":
+        """``fit`` on validated in-memory rows ``X`` with the classes and encoded labels (None: one-class)."""
+        rs = check_random_state(self.random_state)
+        dev, dt, kernel, Xd, xscale, seconds = self._prepare(X)
+        result = self._solve(ArrayRows(Xd), classes, yi, kernel, xscale, dev, dt, rs)
+        self._store(result, dev, classes=classes, times={"prepare": float(seconds)})
         return self
 
-    def _record(self, results: list[CoreSetResult]) -> None:
-        """The per-problem fitted attributes, one entry per binary problem in the order of
-        ``problems_`` (one for a binary or one-class fit), as SVC's ``n_iter_``."""
+    def _solve(self, rows: CVMRows, classes: np.ndarray | None, yi: np.ndarray | None, kernel: Kernel,
+               xscale: Any, dev: bk.Device, dt: np.dtype, rs: np.random.RandomState) -> CVMResult:
+        return solve_cvm(rows, yi, n_classes=0 if classes is None else len(classes), kernel=kernel,
+                         xscale=xscale, params=self._cvm_params(), device=dev, dtype=dt, random_state=rs)
+
+    def _store(self, result: CVMResult, dev: bk.Device, *, classes: np.ndarray | None = None,
+               times: dict | None = None, dask_info: dict | None = None) -> None:
+        """The fitted attributes from the solver's result (the one writer of the fitted model).
+
+        Per-problem attributes have one entry per binary problem in the order
+        of ``problems_`` (one for a binary or one-class fit), as SVC's ``n_iter_``.
+        """
+        results = result.core_sets
+        self.kernel_ = result.kernel
+        if result.threshold is None:
+            self.classes_ = classes
+            self.problems_ = result.problems
+        else:
+            self._set_one_class_fit(result.threshold)
+        self.support_ = result.support
+        self.support_vectors_ = result.support_vectors
+        self.dual_coef_ = result.dual_coef
+        self._sv_scale = result.sv_scale
+        self.n_support_total_ = int(result.support.shape[0])
+        self.intercept_ = result.intercept
         self.core_set_ = [r.core for r in results]
         self.alpha_ = [r.alpha for r in results]
         self.radius_ = np.sqrt(np.maximum(np.array([r.radius2 for r in results], dtype=np.float64), 0.0))
@@ -263,8 +198,18 @@ class CVMBase(DeviceMixin, BaseEstimator):
         self.n_smo_steps_ = np.array([r.n_smo_steps for r in results], dtype=np.int64)
         self.core_set_size_ = np.array([r.core.shape[0] for r in results], dtype=np.int64)
         self.history_ = [r.history for r in results]
+        self.fit_times_ = {**(times or {}), **result.times}
+        if dask_info is not None:
+            self.dask_info_ = dask_info
+        self._set_fitted_device(dev)
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
         tags.input_tags.sparse = True
         return tags
+
+
+def fit_cvm(estimator: CVMBase, X: Any, y: Any = None, *, client: Any = None) -> CVMBase:
+    """The Dask route of ``CVM.fit`` and ``OneClassCVM.fit`` (:func:`~gpuksvm.scaleout.dispatch.dask_dispatch`):
+    :meth:`CVMBase._fit_dask`; :func:`gpuksvm.scaleout.cvm.fit_cvm` describes it."""
+    return estimator._fit_dask(X, y, client=client)

@@ -29,7 +29,7 @@ from gpuksvm.estimators.params import (
     non_negative,
     positive,
 )
-from gpuksvm.scaleout.svi import fit_svi
+from gpuksvm.scaleout.svi import DaskRows
 from gpuksvm.solvers.svi import algorithm as svi_solver
 from gpuksvm.solvers.svi.algorithm import (
     DEFAULT_MARGIN_TOL,
@@ -38,8 +38,8 @@ from gpuksvm.solvers.svi.algorithm import (
     DEFAULT_MIN_SUBSET_ROWS,
     ExactFallbackWarning,
     MarginCapWarning,
-    SVIModel,
     SVIParams,
+    SVIResult,
 )
 from gpuksvm.solvers.svi.steps import closed_form_beta, draw_subsets, select_margin_rows
 from gpuksvm.estimators.svc_surface import SVCSurfaceMixin, shape_of, sparse_like
@@ -55,6 +55,12 @@ FITTED_ATTRIBUTES = ("classes_", "n_features_in_", "kernel_", "support_", "suppo
                      "n_support_", "dual_coef_", "intercept_", "margin_support_", "problems_",
                      "subsets_", "sub_models_", "solved_exactly_", "margin_capped_", "n_iter_",
                      "converged_", "fit_times_", "probA_", "probB_")
+
+
+def fit_svi(estimator: "SVI", X: Any, y: Any, *, client: Any = None) -> "SVI":
+    """The Dask route of ``SVI.fit`` (:func:`~gpuksvm.scaleout.dispatch.dask_dispatch`):
+    ``SVI._fit_dask``; :func:`gpuksvm.scaleout.svi.fit_svi` describes it."""
+    return estimator._fit_dask(X, y, client=client)
 
 
 class SVI(DeviceMixin, SVCSurfaceMixin, ProbabilityMixin, ClassifierMixin, BaseEstimator):
@@ -371,10 +377,31 @@ class SVI(DeviceMixin, SVCSurfaceMixin, ProbabilityMixin, ClassifierMixin, BaseE
         """
         sparse_fit = bk.is_sparse(X)  # validation keeps sparse input sparse (a GPU then densifies it)
         X, y, classes, yidx, Xd, kernel, dev, dt = self._prepare(X, y)
-        model = svi_solver.fit(X, Xd, yidx, kernel, self._solver_params(), dev, dt)
-        self._set_model(model, classes, yidx, kernel, X[model.support], dev, dt, sparse_fit=sparse_fit)
+        params = self._solver_params()
+        result = svi_solver.fit(svi_solver.ArrayRows(X, Xd, kernel, params, dev, dt), yidx, kernel, params)
+        self._store(result, classes, dev, dt, sparse_fit=sparse_fit)
         if self.probability:
             self._fit_probability(X, y)
+        return self
+
+    def _fit_dask(self, X: Any, y: Any, *, client: Any = None) -> "SVI":
+        """``fit`` on a dask array: the solver on a :class:`~gpuksvm.scaleout.svi.DaskRows` source
+        (sub-SVMs, margin passes, solves and checks run on the workers)."""
+        if self.probability:
+            raise ValueError("SVI with a dask array: probability=True is not supported (fit Platt "
+                             "scaling on a sample)")
+        params = self._solver_params()
+        rows = DaskRows(X, y, client=client, device=self.device, dtype=self.dtype)
+        self.n_features_in_ = rows.shape[1]
+        if hasattr(self, "feature_names_in_"):
+            del self.feature_names_in_
+        classes, yidx = encode_classes(rows.labels())
+        dev = self._device()
+        dt = bk.resolve_dtype(self.dtype, dev)
+        kernel = rows.evaluate(self._resolved_kernel)
+        rows.bind(kernel, params, classes)
+        result = svi_solver.fit(rows, yidx, kernel, params)
+        self._store(result, classes, dev, dt, dask_info=rows.info())
         return self
 
     def _prepare(self, X: Any, y: Any) -> tuple:
@@ -388,29 +415,31 @@ class SVI(DeviceMixin, SVCSurfaceMixin, ProbabilityMixin, ClassifierMixin, BaseE
         X = bk.densified_for(X, dev)
         return X, y, classes, yidx, bk.to_device(X, dev, dt), kernel, dev, dt
 
-    def _set_model(self, model: SVIModel, classes: np.ndarray, yidx: np.ndarray, kernel: Kernel,
-                   support_vectors: Any, dev: bk.Device, dt: np.dtype, *, sparse_fit: bool = False) -> None:
-        """Set the fitted attributes (:data:`FITTED_ATTRIBUTES`) from the algorithm's
-        result; shared by the single-process and the Dask fit.  ``sparse_fit``: X was
-        sparse (``dual_coef_`` is then CSR, as SVC's)."""
+    def _store(self, result: SVIResult, classes: np.ndarray, dev: bk.Device, dt: np.dtype, *,
+               sparse_fit: bool = False, dask_info: dict | None = None) -> None:
+        """Set the fitted attributes (:data:`FITTED_ATTRIBUTES`) from the solver's result
+        (the one writer of the fitted model).  ``sparse_fit``: X was sparse
+        (``dual_coef_`` is then CSR, as SVC's); ``dask_info``: the record of a Dask fit."""
         self.classes_ = classes
-        self.kernel_ = kernel
-        self.problems_ = model.problems
-        self.subsets_ = model.subsets
-        self.sub_models_ = model.sub_info
-        self.margin_support_ = model.margin_rows
-        self.support_ = model.support
-        self.n_support_ = np.bincount(yidx[model.support], minlength=len(classes)).astype(np.int32)
-        sv = support_vectors
+        self.kernel_ = result.kernel
+        self.problems_ = result.problems
+        self.subsets_ = result.subsets
+        self.sub_models_ = result.sub_info
+        self.margin_support_ = result.margin_rows
+        self.support_ = result.support
+        self.n_support_ = result.n_support
+        sv = result.support_vectors
         self.support_vectors_ = sv.astype(dt) if bk.is_sparse(sv) else bk.to_device(sv, dev, dt)
-        self.dual_coef_ = (sparse_like(model.coef.astype(dt), True) if sparse_fit
-                           else bk.to_device(model.coef.astype(dt), dev))
-        self.intercept_ = bk.to_device(model.intercepts.astype(dt), dev)
-        self.solved_exactly_ = model.solved_exactly
-        self.margin_capped_ = model.margin_capped
-        self.n_iter_ = model.n_iter
-        self.converged_ = model.converged
-        self.fit_times_ = model.times
+        self.dual_coef_ = (sparse_like(result.coef.astype(dt), True) if sparse_fit
+                           else bk.to_device(result.coef.astype(dt), dev))
+        self.intercept_ = bk.to_device(result.intercepts.astype(dt), dev)
+        self.solved_exactly_ = result.solved_exactly
+        self.margin_capped_ = result.margin_capped
+        self.n_iter_ = result.n_iter
+        self.converged_ = result.converged
+        self.fit_times_ = result.times
+        if dask_info is not None:
+            self.dask_info_ = dask_info
         self._set_fitted_device(dev)
 
     # ------------------------------------------------------------------ model (SVCSurfaceMixin)
@@ -433,3 +462,4 @@ class SVI(DeviceMixin, SVCSurfaceMixin, ProbabilityMixin, ClassifierMixin, BaseE
         tags = super().__sklearn_tags__()
         tags.input_tags.sparse = True
         return tags
+

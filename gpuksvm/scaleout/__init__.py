@@ -43,10 +43,10 @@ The estimators route a Dask ``X`` here through their fit context
 (:func:`gpuksvm.estimators.base.fit_context`, which validates the parameters
 and keeps the previous model if the fit raises) and their prediction methods
 through :func:`~gpuksvm.scaleout.dispatch.dask_dispatch`; called directly,
-``fit_llsvm``, ``fit_cvm`` and ``fit_svi`` enter the same fit context
-(:func:`~gpuksvm.scaleout.dispatch.distributed_fit`).  The modules of this
+``fit_llsvm``, ``fit_cvm`` and ``fit_svi`` call the estimator's ``fit`` with their Dask
+row source, so they enter the same fit context.  The modules of this
 package import the solver layer and never an estimator module.  This package replaces
-``gpuksvm.scaleout`` (kept one release as a deprecated alias).
+``gpuksvm.distributed`` (kept one release as a deprecated alias).
 """
 from __future__ import annotations
 

@@ -7,14 +7,22 @@ client, and record ``dask_info_`` on the fitted estimator.
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
 from gpuksvm.array import backend as bk
-from gpuksvm.scaleout.runtime import DistributedFitError, Ledger, compute, n_workers, require_dask
+from gpuksvm.scaleout.runtime import (
+    DistributedFitError,
+    Ledger,
+    compute,
+    n_workers,
+    require_dask,
+    row_chunked,
+    scheduler_context,
+)
 
-__all__ = ["RemoteRows", "host_chunks", "persist", "check_finite_and_classes", "set_n_features",
+__all__ = ["DaskSource", "RemoteRows", "host_chunks", "persist", "check_finite_and_classes", "set_n_features",
            "client_or_default", "on_device_of", "record_info", "delayed_chunks", "refuse_unsupported"]
 
 
@@ -59,13 +67,27 @@ class RemoteRows:
     def __len__(self) -> int:
         return self.shape[0]
 
-    def _persist(self, A: Any) -> Any:
+    @property
+    def array(self) -> Any:
+        """The dask array the rows come from."""
+        return self._X
+
+    @property
+    def client(self) -> Any:
+        return self._client
+
+    @property
+    def ledger(self) -> Ledger:
+        return self._ledger
+
+    def persist(self, A: Any) -> Any:
         """Persist a small per-row dask array (labels, masks) on the workers for this fit."""
         A = self._client.persist(A) if self._client is not None else A.persist()
         self._held.append(A)
         return A
 
-    def _release(self) -> None:
+    def release(self) -> None:
+        """Let go of the arrays held by :meth:`persist`."""
         self._held.clear()
 
     def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
@@ -75,6 +97,45 @@ class RemoteRows:
                 f"(limit {self._max_rows}); this is a bug in the distributed fit")
         out = self._fetch(slice(None))
         return out.astype(dtype, copy=False) if dtype is not None else out
+
+
+class DaskSource:
+    """What the row sources of the distributed fits share: a dask ``X`` (and ``y``) aligned in
+    row chunks and persisted, checked finite in one pass, the client and the ledger.
+
+    Parameters
+    ----------
+    X : dask array (n, d)
+    y : dask array or array-like (n,), optional
+    client : distributed.Client, optional
+        Default: the active client, else the local scheduler.
+    """
+
+    def __init__(self, X: Any, y: Any = None, *, client: Any = None) -> None:
+        require_dask()
+        self.client = client_or_default(client)
+        self.ledger = Ledger()
+        X, y = row_chunked(X, y)
+        X, y = persist(self.client, X, y)
+        check_finite_and_classes(X, None, client=self.client, ledger=self.ledger)
+        self.X, self.y = X, y
+        self.shape = tuple(int(s) for s in X.shape)
+
+    def labels(self) -> np.ndarray:
+        """The labels gathered on the driver (one pass)."""
+        (y_host,) = compute(host_chunks(self.y), client=self.client, ledger=self.ledger, label="labels")
+        return np.asarray(y_host).ravel()
+
+    def evaluate(self, fn: Callable[[Any], Any]) -> Any:
+        """``fn`` of the rows (a dask array of host chunks) under this source's scheduler
+        (resolving γ on the data: its reductions run on the workers)."""
+        with scheduler_context(self.client):
+            return fn(host_chunks(self.X))
+
+    def info(self, **extra: Any) -> dict:
+        """The record of the fit (``dask_info_``): workers, passes, bytes brought back, and ``extra``."""
+        return {"n_workers": n_workers(self.client), **self.ledger.as_dict(),
+                "n_chunks": int(self.X.numblocks[0]), **extra}
 
 
 def host_chunks(A: Any) -> Any:

@@ -1,38 +1,28 @@
-"""CVM on Dask (SPEC §2): the furthest-point search chunk by chunk, the core-set QP on the driver.
+"""CVM on Dask (SPEC §2): a row source whose furthest-point search runs chunk by chunk.
 
-Every chunk returns its furthest points and squared violations (exact scan);
-with sampling, only the sampled rows are fetched.  Per-row scalars (labels,
-kernel scales, the rows' two content-hash keys) are gathered once; the
-features never are.
+:class:`DaskRows` is the dask implementation of the CVM solver's row source
+(:class:`gpuksvm.solvers.cvm.algorithm.CVMRows`): every chunk returns its
+furthest points and squared violations (exact scan); with sampling, only the
+sampled rows are fetched; the rows' order keys are hashed where the chunks
+are.  Per-row scalars (labels, kernel scales, the rows' two content-hash
+keys) are gathered once; the features never are.  The core-set QP and the
+rest of the algorithm (:func:`gpuksvm.solvers.cvm.algorithm.solve_cvm`) run
+on the driver, unchanged.
 """
 from __future__ import annotations
 
-import time
 from typing import Any
 
 import numpy as np
-from sklearn.utils import check_random_state
 
 from gpuksvm.array import backend as bk
 from gpuksvm.kernels.kernel import Kernel
 from gpuksvm.solvers.cvm.scan import HostScanner, candidate_scores, kernel_scale, merge_top, top_positions
 from gpuksvm.solvers.row_order import RowHasher
-from gpuksvm.array.validation import encode_classes
-from gpuksvm.scaleout.common import (
-    RemoteRows,
-    check_finite_and_classes,
-    client_or_default,
-    delayed_chunks,
-    host_chunks,
-    on_device_of,
-    persist,
-    record_info,
-    set_n_features,
-)
-from gpuksvm.scaleout.runtime import Ledger, compute, require_dask, row_chunked, scheduler_context
-from gpuksvm.scaleout.dispatch import distributed_fit
+from gpuksvm.scaleout.common import DaskSource, RemoteRows, delayed_chunks, host_chunks, on_device_of
+from gpuksvm.scaleout.runtime import compute, require_dask
 
-__all__ = ["fit_cvm"]
+__all__ = ["DaskRows", "DaskScanner", "fit_cvm"]
 
 
 def _cvm_chunk_scan(Xb: Any, yb: Any, xsb: Any, pb: Any, start: int, st: dict) -> tuple:
@@ -67,101 +57,133 @@ def _cvm_chunk_scan(Xb: Any, yb: Any, xsb: Any, pb: Any, start: int, st: dict) -
             np.asarray(bk.to_host(Xb[part])), float(v @ v))
 
 
-def _make_dask_scanner(rows: "RemoteRows", y: Any, kernel: Kernel, xscale: Any, C: float,
-                       dtype: Any, device: Any = None, capacity: int = 64):
-    """A furthest-point scanner over a dask array (same interface as ``meb.make_scanner``)."""
-    class _DaskScanner(HostScanner):
-        """HostScanner whose rows live in dask chunks on the workers.
+class DaskScanner(HostScanner):
+    """:class:`~gpuksvm.solvers.cvm.scan.HostScanner` whose rows live in dask chunks on the workers.
 
-        ``exact_scan`` is a map-reduce: every chunk returns the ``k`` smallest
-        s of its rows outside the core set (its furthest points, eq. 13), those
-        rows, and its Σ max(0, q − s)² for the stop rule; the driver keeps the
-        ``k`` smallest (ties to the earlier row of ``idx``, as the host scan:
-        the chunks hold the rows' positions in ``idx``, sent once per
-        problem).  The
-        sampled search (``scores``) fetches only the sampled rows.  Fetched
-        rows are cached so adding the found points to the core set costs no
-        extra pass.
-        """
+    ``exact_scan`` is a map-reduce: every chunk returns the ``k`` smallest s
+    of its rows outside the core set (its furthest points, eq. 13), those
+    rows, and its Σ max(0, q − s)² for the stop rule; the driver keeps the
+    ``k`` smallest (ties to the earlier row of ``idx``, as the host scan: the
+    chunks hold the rows' positions in ``idx``, sent once per problem).  The
+    sampled search (``scores``) fetches only the sampled rows.  Fetched rows
+    are cached so adding the found points to the core set costs no extra pass.
+    """
 
-        xp = np
+    xp = np
 
-        def __init__(self) -> None:
-            super().__init__(rows, y, kernel, None if xscale is None else np.asarray(xscale),
-                             C, dtype, capacity)
+    def __init__(self, remote: RemoteRows, y: Any, kernel: Kernel, xscale: Any, C: float, dtype: Any,
+                 capacity: int = 64) -> None:
+        super().__init__(remote, y, kernel, None if xscale is None else np.asarray(xscale), C, dtype, capacity)
+        _, da = require_dask()
+        self.remote = remote
+        self._cache: dict = {}
+        self._chunks = remote.array.chunks[0]
+        self._starts = np.concatenate([[0], np.cumsum(self._chunks)[:-1]]).astype(np.int64)
+        self._positions: tuple | None = None        # (host idx, its persisted positions)
+        per_row = []
+        for vec in (self.y, self.xscale):
+            per_row.append(None if vec is None else
+                           remote.persist(da.from_array(np.asarray(vec, dtype=self.dtype), chunks=(self._chunks,))))
+        self._y_d, self._xs_d = per_row
+
+    def rows(self, idx: Any):
+        idx = np.atleast_1d(np.asarray(idx, dtype=np.int64))
+        missing = np.unique(idx[[int(i) not in self._cache for i in idx]])
+        if missing.size:
+            got = self.X[missing]
+            if len(self._cache) + missing.size > 8192:
+                self._cache.clear()
+            for i, r in zip(missing, got):
+                self._cache[int(i)] = r
+        out = np.stack([self._cache[int(i)] for i in idx]) if idx.size else np.empty((0, self.d))
+        return np.asarray(out, dtype=self.dtype).reshape(-1, self.d)
+
+    def _idx_positions(self, idx: np.ndarray):
+        """Per row its position in ``idx`` (−1 outside), persisted in chunks while ``idx`` is the same."""
+        host = np.asarray(idx, dtype=np.int64)
+        if self._positions is None or not np.array_equal(self._positions[0], host):
             _, da = require_dask()
-            X = rows._X
-            self._cache: dict = {}
-            self._chunks = X.chunks[0]
-            self._starts = np.concatenate([[0], np.cumsum(self._chunks)[:-1]]).astype(np.int64)
-            self._positions: tuple | None = None        # (host idx, its persisted positions)
-            per_row = []
-            for vec in (self.y, self.xscale):
-                per_row.append(None if vec is None else
-                               rows._persist(da.from_array(np.asarray(vec, dtype=self.dtype),
-                                                           chunks=(self._chunks,))))
-            self._y_d, self._xs_d = per_row
+            pos = np.full(self.n, -1, dtype=np.int64)
+            pos[host] = np.arange(host.shape[0], dtype=np.int64)
+            self._positions = (host.copy(), self.remote.persist(da.from_array(pos, chunks=(self._chunks,))))
+        return self._positions[1]
 
-        def rows(self, idx: Any):
-            idx = np.atleast_1d(np.asarray(idx, dtype=np.int64))
-            missing = np.unique(idx[[int(i) not in self._cache for i in idx]])
-            if missing.size:
-                got = self.X[missing]
-                if len(self._cache) + missing.size > 8192:
-                    self._cache.clear()
-                for i, r in zip(missing, got):
-                    self._cache[int(i)] = r
-            out = np.stack([self._cache[int(i)] for i in idx]) if idx.size else \
-                np.empty((0, self.d))
-            return np.asarray(out, dtype=self.dtype).reshape(-1, self.d)
-
-        def _idx_positions(self, idx: np.ndarray):
-            """Per row its position in ``idx`` (−1 outside), persisted in chunks while ``idx`` is the same."""
-            host = np.asarray(idx, dtype=np.int64)
-            if self._positions is None or not np.array_equal(self._positions[0], host):
-                _, da = require_dask()
-                pos = np.full(self.n, -1, dtype=np.int64)
-                pos[host] = np.arange(host.shape[0], dtype=np.int64)
-                self._positions = (host.copy(), rows._persist(da.from_array(pos, chunks=(self._chunks,))))
-            return self._positions[1]
-
-        def exact_scan(self, idx: np.ndarray | None, coef: Any, b: float, q: float,
-                       k: int) -> tuple[np.ndarray, np.ndarray, float]:
-            dask, _ = require_dask()
-            core = self.core_idx.copy()
-            st = dask.delayed({"Z": np.asarray(self.Z), "coef": np.asarray(bk.to_host(coef)),
-                               "b": float(b), "core": core, "q": float(q), "k": int(k),
-                               "self": np.asarray(self.self_term[core]), "kernel": self.kernel,
-                               "dtype": self.dtype}, pure=True)
-            fn = dask.delayed(_cvm_chunk_scan, pure=True)
-            cols = [delayed_chunks(rows._X)]
-            for extra in (self._y_d, self._xs_d, None if idx is None else self._idx_positions(idx)):
-                cols.append(delayed_chunks(extra) if extra is not None else [None] * len(cols[0]))
-            parts = [fn(xb, yb, xs, pb, int(s0), st)
-                     for xb, yb, xs, pb, s0 in zip(*cols, self._starts)]
-            (res,) = compute(parts, client=rows._client, ledger=rows._ledger, label="furthest point")
-            p_top, s_top = merge_top([r[0] for r in res], [r[1] for r in res], k)
-            i_top = p_top if idx is None else np.asarray(idx, dtype=np.int64)[p_top]
-            fetched = {int(p): row for r in res for p, row in zip(r[1], r[2])}
-            for p, i in zip(p_top, i_top):                    # the next append needs no fetch
-                self._cache[int(i)] = fetched[int(p)]
-            return i_top, s_top, float(sum(r[3] for r in res))
-
-    return _DaskScanner()
+    def exact_scan(self, idx: np.ndarray | None, coef: Any, b: float, q: float,
+                   k: int) -> tuple[np.ndarray, np.ndarray, float]:
+        dask, _ = require_dask()
+        core = self.core_idx.copy()
+        st = dask.delayed({"Z": np.asarray(self.Z), "coef": np.asarray(bk.to_host(coef)),
+                           "b": float(b), "core": core, "q": float(q), "k": int(k),
+                           "self": np.asarray(self.self_term[core]), "kernel": self.kernel,
+                           "dtype": self.dtype}, pure=True)
+        fn = dask.delayed(_cvm_chunk_scan, pure=True)
+        cols = [delayed_chunks(self.remote.array)]
+        for extra in (self._y_d, self._xs_d, None if idx is None else self._idx_positions(idx)):
+            cols.append(delayed_chunks(extra) if extra is not None else [None] * len(cols[0]))
+        parts = [fn(xb, yb, xs, pb, int(s0), st)
+                 for xb, yb, xs, pb, s0 in zip(*cols, self._starts)]
+        (res,) = compute(parts, client=self.remote.client, ledger=self.remote.ledger, label="furthest point")
+        p_top, s_top = merge_top([r[0] for r in res], [r[1] for r in res], k)
+        i_top = p_top if idx is None else np.asarray(idx, dtype=np.int64)[p_top]
+        fetched = {int(p): row for r in res for p, row in zip(r[1], r[2])}
+        for p, i in zip(p_top, i_top):                    # the next append needs no fetch
+            self._cache[int(i)] = fetched[int(p)]
+        return i_top, s_top, float(sum(r[3] for r in res))
 
 
-@distributed_fit
+class DaskRows(DaskSource):
+    """A dask array as the CVM solver's row source (:class:`~gpuksvm.solvers.cvm.algorithm.CVMRows`).
+
+    Built from ``X`` (and the labels ``y``, None for the one-class task): the
+    chunks are aligned by rows and persisted, and one pass checks that X is
+    finite (:class:`~gpuksvm.scaleout.common.DaskSource`).  The solver reads
+    the rows through :meth:`scanner` (a :class:`DaskScanner`),
+    :meth:`row_keys` (every chunk hashed where it is: two uint64 keys a row,
+    so the same rows in any order and any chunking give the same model) and
+    :meth:`take` (only the rows asked for are fetched).
+    """
+
+    def __init__(self, X: Any, y: Any = None, *, client: Any = None) -> None:
+        super().__init__(X, y, client=client)
+        self.remote = RemoteRows(self.X, client=self.client, ledger=self.ledger, max_rows=0, label="rows")
+
+    def kernel_scale(self, kernel: Kernel, normalize: bool, dtype: Any) -> np.ndarray | None:
+        """1/√κ(x, x) per row (host), computed chunk-wise, for a normalized kernel; else None."""
+        if not normalize or kernel.constant_diag is not None:
+            return None
+        xs = host_chunks(self.X).map_blocks(lambda b: kernel_scale(np.asarray(b, dtype=dtype), kernel, True),
+                                            drop_axis=1, dtype=dtype, meta=np.empty((0,), dtype=dtype))
+        (xscale,) = compute(xs, client=self.client, ledger=self.ledger, label="kernel scales")
+        return np.asarray(xscale, dtype=dtype)
+
+    def scanner(self, y: np.ndarray | None, kernel: Kernel, xscale: Any, C: float, dtype: Any,
+                device: Any = None) -> DaskScanner:
+        return DaskScanner(self.remote, y, kernel, xscale, C, dtype)
+
+    def row_keys(self, hasher: RowHasher) -> np.ndarray:
+        dask, _ = require_dask()
+        fn = dask.delayed(RowHasher.keys, pure=True)       # each chunk hashed where it is
+        (keys,) = compute([fn(hasher, xb) for xb in delayed_chunks(self.X)], client=self.client,
+                          ledger=self.ledger, label="row-order keys")
+        return np.concatenate(keys)
+
+    def take(self, idx: np.ndarray) -> np.ndarray:
+        return self.remote[idx]
+
+    def release(self) -> None:
+        """Let go of the per-row arrays persisted for the scans."""
+        self.remote.release()
+
+
 def fit_cvm(estimator: Any, X: Any, y: Any = None, *, client: Any = None) -> Any:
     """Fit a :class:`~gpuksvm.estimators.cvm.CVM` or :class:`~gpuksvm.estimators.cvm.OneClassCVM` on a dask array.
 
-    The core-set loop is the estimator's own (same order of the rows by
-    their content hash, same initial pair, same warm-started core-set QP on
-    the driver, same random draws, same duality-gap stop); only the hash and
-    the furthest-point search touch the data:
-
-    * the row order: every chunk hashes its rows where they are and returns
-      two uint64 keys per row (16 bytes a row, gathered once), so the same
-      rows in any order and any chunking give the same model;
+    The same as ``estimator.fit(X, y, client=client)``: the estimator's fit
+    runs :func:`gpuksvm.solvers.cvm.algorithm.solve_cvm` on a :class:`DaskRows`
+    source, so the core-set loop is the single-process one (same order of
+    the rows by their content hash, same initial pair, same warm-started
+    core-set QP on the driver, same random draws, same duality-gap stop);
+    only the hash and the furthest-point search touch the data:
 
     * exact search (``sample_size=None``, or small problems): every chunk
       returns its furthest candidates outside the core set (the smallest s of
@@ -170,9 +192,7 @@ def fit_cvm(estimator: Any, X: Any, y: Any = None, *, client: Any = None) -> Any
     * sampled search: the sampled rows of each iteration are fetched (the same
       rows the single-process fit samples), scored on the driver.
 
-    Per-row scalars (labels, the hash keys, and 1/√κ(x,x) with
-    ``normalize=True``) are gathered once; the features never are.  The
-    result equals the single-process fit with the same ``random_state`` (up
+    The result equals the single-process fit with the same ``random_state`` (up
     to the rounding of the exact scan's sum of violations, added chunk by
     chunk).
 
@@ -186,46 +206,4 @@ def fit_cvm(estimator: Any, X: Any, y: Any = None, *, client: Any = None) -> Any
     -------
     estimator, fitted; ``estimator.dask_info_`` records the passes and bytes.
     """
-    require_dask()
-    est = estimator
-    one_class = getattr(est, "_task", "") == "one_class" or getattr(est, "task", "") == "one_class"
-    client = client_or_default(client)
-    ledger = Ledger()
-    rs = check_random_state(est.random_state)
-    X, y = row_chunked(X, None if one_class else y)
-    X, y = persist(client, X, y)
-    n, d = (int(s) for s in X.shape)
-    check_finite_and_classes(X, None, client=client, ledger=ledger)
-    set_n_features(est, d)
-    dev = est._device()
-    dt = bk.resolve_dtype(est.dtype, dev)
-    Xh = host_chunks(X)
-    with scheduler_context(client):
-        kernel = est._make_kernel(Xh)
-    xscale = None
-    if est.normalize and kernel.constant_diag is None:
-        _, da = require_dask()
-        xs = Xh.map_blocks(lambda b: kernel_scale(np.asarray(b, dtype=dt), kernel, True),
-                           drop_axis=1, dtype=dt, meta=np.empty((0,), dtype=dt))
-        (xscale,) = compute(xs, client=client, ledger=ledger, label="kernel scales")
-        xscale = np.asarray(xscale, dtype=dt)
-    rows = RemoteRows(X, client=client, ledger=ledger, max_rows=0, label="rows")
-    rows.__gpuksvm_scanner__ = lambda *a, **k: _make_dask_scanner(rows, *a, **k)
-
-    def row_keys(hasher: RowHasher) -> np.ndarray:
-        dask, _ = require_dask()
-        fn = dask.delayed(RowHasher.keys, pure=True)       # each chunk hashed where it is
-        (keys,) = compute([fn(hasher, xb) for xb in delayed_chunks(X)], client=client, ledger=ledger,
-                          label="row-order keys")
-        return np.concatenate(keys)
-
-    rows.__gpuksvm_row_keys__ = row_keys
-    t0 = time.perf_counter()
-    yi = None
-    if not one_class:
-        (y_host,) = compute(host_chunks(y), client=client, ledger=ledger, label="labels")
-        est.classes_, yi = encode_classes(np.asarray(y_host).ravel())
-    est._fit_rows(rows, yi, kernel, xscale, dev, dt, rs)
-    record_info(est, ledger, client, {"n_chunks": len(X.chunks[0]), "seconds": time.perf_counter() - t0})
-    rows._release()
-    return est
+    return estimator.fit(X, y, client=client)

@@ -1,55 +1,39 @@
-"""SVI on Dask (SPEC §3): sub-SVMs on the workers, margin rows chunk by chunk.
+"""SVI on Dask (SPEC §3): a row source whose solves and passes run on the workers.
 
-The M sub-SVMs are trained on different workers in parallel (each gets only
-its θn rows); the averaged decision values and the margin selection are
-computed chunk-wise (each chunk returns only its best margin candidates); the
-s×s closed-form solve runs as one task on one worker.
+:class:`DaskRows` is the dask implementation of the SVI solver's row source
+(:class:`gpuksvm.solvers.svi.algorithm.SVIRows`); the algorithm itself —
+the plan, the subsets and their order, the margin selection, the check and
+its fallback, the assembly — is :func:`gpuksvm.solvers.svi.algorithm.fit`,
+the same as in memory.  The M sub-SVMs are trained on different workers in
+parallel (each gets only its θn rows); the averaged decision values and the
+margin selection are computed chunk-wise (each chunk returns only its best
+margin candidates); each s×s closed-form solve and each ensemble check runs
+as one task on one worker.
 """
 from __future__ import annotations
 
-import time
 from typing import Any
 
 import numpy as np
-from sklearn.utils import check_random_state
 
 from gpuksvm.array import backend as bk
-from gpuksvm.kernels.kernel import Kernel, make_kernel
-from gpuksvm.solvers.smo.engines import solve_batched
-from gpuksvm.solvers.svi.algorithm import assemble, plan_problems, solve_record, solver_summary
+from gpuksvm.kernels.kernel import Kernel
+from gpuksvm.solvers.smo.solve import solve_batched
+from gpuksvm.solvers.svi.algorithm import MarginCandidates, SVIEnsemble, SVIParams, solve_record
 from gpuksvm.solvers.row_order import RowHasher
 from gpuksvm.solvers.svi.steps import (
     average_submodels,
     check_rows,
     ensemble_check,
-    select_margin_rows,
     solve_margin_problem,
     stack_submodels,
     submodel_values,
 )
 from gpuksvm.solvers.multiclass import problem_rows
-from gpuksvm.array.validation import encode_classes
-from gpuksvm.scaleout.common import (
-    check_finite_and_classes,
-    client_or_default,
-    delayed_chunks,
-    host_chunks,
-    persist,
-    record_info,
-    refuse_unsupported,
-    set_n_features,
-)
-from gpuksvm.scaleout.dispatch import distributed_fit
-from gpuksvm.scaleout.runtime import (
-    DistributedFitError,
-    Ledger,
-    compute,
-    require_dask,
-    row_chunked,
-    scheduler_context,
-)
+from gpuksvm.scaleout.common import DaskSource, delayed_chunks
+from gpuksvm.scaleout.runtime import DistributedFitError, compute, require_dask
 
-__all__ = ["fit_svi"]
+__all__ = ["DaskRows", "fit_svi"]
 
 
 def _svi_device(chunk: Any, device: Any, dtype: Any) -> tuple[bk.Device, np.dtype]:
@@ -134,41 +118,148 @@ def _svi_check(XH: Any, XU: Any, W: np.ndarray, b_sub: np.ndarray, XM: Any, beta
     return ensemble_check(F, inside, yH, f[:, 0], is_margin)
 
 
-def _svi_exact_tasks(X: Any, problems: list, which: list, rows: list, labels: list, rank: np.ndarray,
-                     sub_fn: Any, kern_d: Any, C: float, opts: dict) -> tuple[list, list]:
-    """Exact-SVM tasks of the problems ``which`` (their rows in the order-independent
-    order, gathered on one worker each) and those row orders."""
-    tasks, orders = [], []
-    for p in which:
-        at = np.argsort(rank[rows[p]], kind="stable")
-        S = rows[p][at]
-        tasks.append(sub_fn(X[S], labels[p][at], kern_d, C, opts))
-        orders.append(S)
-    return tasks, orders
+class DaskRows(DaskSource):
+    """A dask array as the SVI solver's row source (:class:`~gpuksvm.solvers.svi.algorithm.SVIRows`).
+
+    Built from ``X`` and ``y``: the chunks are aligned by rows and persisted,
+    and one pass checks that X is finite (:class:`~gpuksvm.scaleout.common.DaskSource`).
+    The labels (:meth:`labels`) and two
+    row-order hash keys per row (:meth:`row_keys`) are gathered — three
+    numbers per row, never the features — so that the solver draws the same
+    subsets as in memory.  :meth:`bind` gives the source the kernel, the
+    parameters and the classes before :func:`~gpuksvm.solvers.svi.algorithm.fit`
+    runs on it:
+
+    * every SMO problem (sub-SVM, exact SVM) is one task whose rows are
+      gathered on the worker that trains it;
+    * the averaged decision values f̄ (eq. 1) are computed chunk-wise against
+      the union of the sub-models' SVs (shipped once to every worker), and
+      every chunk returns only its best margin candidates: the rows that
+      :func:`~gpuksvm.solvers.svi.steps.select_margin_rows` can select over
+      all rows (so the selection equals the one over all rows);
+    * each problem's s×s closed-form solve (eq. 9) and ensemble check (on its
+      ≤ 10,000 check rows) is one task.
+
+    Parameters
+    ----------
+    X : dask array (n, d); y : dask array or array-like (n,)
+    client : distributed.Client, optional
+    device, dtype : the estimator's settings (a worker with a CuPy chunk computes on its GPU)
+    """
+
+    def __init__(self, X: Any, y: Any, *, client: Any = None, device: Any = "auto", dtype: Any = None) -> None:
+        super().__init__(X, y, client=client)
+        self.device, self.dtype = device, dtype
+        self.n_union_sv = 0
+        self.kernel: Kernel | None = None
+        self.params: SVIParams | None = None
+        self.classes: np.ndarray | None = None
+        self._n_solves = 0
+
+    def bind(self, kernel: Kernel, params: SVIParams, classes: np.ndarray) -> "DaskRows":
+        """The kernel (γ resolved), the fit's parameters and the sorted classes of :meth:`labels`."""
+        dask, _ = require_dask()
+        self.kernel, self.params, self.classes = kernel, params, np.asarray(classes)
+        self._kernel_d = dask.delayed(kernel, pure=True)
+        self._opts = {"device": self.device, "dtype": self.dtype, "tol": params.tol,
+                      "max_iter": params.max_iter}
+        return self
+
+    def _compute(self, tasks: Any, label: str) -> Any:
+        (out,) = compute(tasks, client=self.client, ledger=self.ledger, label=label)
+        return out
+
+    def row_keys(self, hasher: RowHasher) -> np.ndarray:
+        dask, _ = require_dask()
+        fn = dask.delayed(_svi_keys, pure=True)
+        return np.concatenate(self._compute([fn(xb, hasher) for xb in delayed_chunks(self.X)],
+                                            "row-order keys"))
+
+    def solve_svms(self, labels: list[np.ndarray], row_sets: list[np.ndarray]) -> list[dict]:
+        dask, _ = require_dask()
+        fn = dask.delayed(_svi_sub_svm, pure=True)
+        tasks = [fn(self.X[S], yl, self._kernel_d, float(self.params.C), self._opts)
+                 for yl, S in zip(labels, row_sets)]
+        out = self._compute(tasks, "sub-SVMs" if self._n_solves == 0 else "exact fallback")
+        self._n_solves += 1
+        for r, S in zip(out, row_sets):
+            r["support"] = S[r["support"]]          # local → global row indices
+        return out
+
+    def ensemble_values(self, ens: SVIEnsemble, models: list[list[tuple]]) -> list[Any]:
+        """Per ensemble problem, the margin candidates of every chunk (None for a problem
+        solved exactly)."""
+        dask, _ = require_dask()
+        params = self.params
+        ens_p = [p for p in range(len(ens.problems)) if models[p]]
+        out: list[Any] = [None] * len(ens.problems)
+        if not ens_p:
+            return out
+        union, W, bbar = average_submodels([models[p] for p in ens_p])
+        self.n_union_sv = int(union.size)
+        spec = {"problems": [ens.problems[p] for p in ens_p], "classes": self.classes, "kernel": self.kernel,
+                "device": self.device, "dtype": self.dtype, "margin_tol": params.margin_tol,
+                "min_sv": params.min_margin_sv, "max_sv": params.max_margin_sv}
+        sub = dask.delayed(_svi_ensemble, pure=True)(self.X[union], W, bbar)
+        spec_d = dask.delayed(spec, pure=True)
+        starts = np.concatenate([[0], np.cumsum(self.X.chunks[0])[:-1]]).astype(np.int64)
+        fn = dask.delayed(_svi_candidates, pure=True)
+        parts = [fn(xb, yb, int(s0), sub, spec_d)
+                 for xb, yb, s0 in zip(delayed_chunks(self.X), delayed_chunks(self.y), starts)]
+        chunk_cands = self._compute(parts, "margin candidates")
+        for k, p in enumerate(ens_p):
+            out[p] = [c[k] for c in chunk_cands]
+        return out
+
+    def margin_candidates(self, ens: SVIEnsemble, p: int, margin_tol: float) -> MarginCandidates:
+        if margin_tol != self.params.margin_tol:
+            raise ValueError("the chunks' margin candidates were taken for margin_tol="
+                             f"{self.params.margin_tol:g}, not {margin_tol:g}")
+        cs = ens.F[p]
+        if sum(c["n_rows"] for c in cs) != ens.rows[p].shape[0]:
+            raise DistributedFitError("the margin pass did not see every row of a binary problem")
+        return MarginCandidates(rows=np.concatenate([c["rows"] for c in cs]),
+                                margin=np.concatenate([c["margin"] for c in cs]),
+                                y=np.concatenate([c["y"] for c in cs]),
+                                n_band=int(sum(c["n_band"] for c in cs)),
+                                accuracy=float(sum(c["n_correct"] for c in cs)
+                                               / max(sum(c["n_rows"] for c in cs), 1)))
+
+    def solve_margin(self, rows: list[np.ndarray], labels: list[np.ndarray]) -> list[tuple[np.ndarray, float]]:
+        dask, _ = require_dask()
+        fn = dask.delayed(_svi_solve, pure=True)
+        tasks = [fn(self.X[r], yl, self._kernel_d, float(self.params.C), self._opts) for r, yl in zip(rows, labels)]
+        return self._compute(tasks, "closed-form solves")
+
+    def check(self, ens: SVIEnsemble, todo: list[int], margin_rows: list, betas: list,
+              intercepts: list) -> list[dict]:
+        dask, _ = require_dask()
+        fn = dask.delayed(_svi_check, pure=True)
+        X = self.X
+        tasks = []
+        for p in todo:
+            h = check_rows(ens.rows[p], ens.orders)
+            U, Wp, bp = stack_submodels(ens.models[p])
+            inside = np.stack([np.isin(h, S) for S in ens.subsets[p]], axis=1)
+            yH = ens.labels[p][np.searchsorted(ens.rows[p], h)]
+            tasks.append(fn(X[h], X[U], Wp, bp, X[margin_rows[p]], betas[p], intercepts[p], inside, yH,
+                            np.isin(h, margin_rows[p]), self._kernel_d, self._opts))
+        return self._compute(tasks, "ensemble checks")
+
+    def take(self, idx: np.ndarray) -> np.ndarray:
+        return np.asarray(bk.to_host(self._compute(self.X[idx], "support vectors")))
+
+    def info(self, **extra: Any) -> dict:
+        return super().info(n_union_sv=self.n_union_sv, **extra)
 
 
-@distributed_fit
 def fit_svi(estimator: Any, X: Any, y: Any, *, client: Any = None) -> Any:
     """Fit an :class:`~gpuksvm.estimators.svi.SVI` on a dask array (SPEC §3, distributed).
 
-    The same algorithm as the single-process fit (:mod:`gpuksvm.solvers.svi.algorithm`,
-    sharing its steps), without gathering X:
-
-    1. one pass validates X and finds the classes; the labels and two row-order
-       hash keys per row (three numbers per row, never the features) are gathered to
-       draw the same subsets as the single-process fit (same ``random_state``);
-    2. every sub-SVM is one task: its rows are gathered on the worker that
-       trains it, so the sub-SVMs train on different workers in parallel; a
-       problem too small for an ensemble is one exact-SVM task;
-    3. the averaged decision values f̄ (eq. 1) are computed chunk-wise against
-       the union of the sub-models' SVs (shipped once to every worker);
-    4. every chunk returns only its best margin candidates; the driver merges
-       them with :func:`~gpuksvm.solvers.svi.steps.select_margin_rows` — the
-       same rows as a selection over all rows;
-    5. each problem's s×s closed-form solve (eq. 9) runs as one task;
-    6. each problem's ensemble check runs as one task on its check rows
-       (≤ 10,000); a problem that fails gets an exact-SVM task (its rows
-       gathered on one worker).
+    The same as ``estimator.fit(X, y, client=client)``: the estimator runs
+    :func:`gpuksvm.solvers.svi.algorithm.fit` on a :class:`DaskRows` source
+    (module docstring), without gathering X.  With the same ``random_state``
+    the model equals the single-process fit's.
 
     Parameters
     ----------
@@ -185,147 +276,4 @@ def fit_svi(estimator: Any, X: Any, y: Any, *, client: Any = None) -> Any:
     ``probability=True`` raises ``ValueError`` (the Platt cross-validation
     would refit on every fold; fit the probabilities on an in-memory sample).
     """
-    dask, da = require_dask()
-    est = estimator
-    refuse_unsupported(est, {
-        "probability": (bool(est.probability), "=True is not supported (fit Platt scaling on a sample)"),
-    })
-    params = est._solver_params()
-    client = client_or_default(client)
-    ledger = Ledger()
-    times: dict = {}
-    t0 = time.perf_counter()
-    X, y = row_chunked(X, y)
-    X, y = persist(client, X, y)
-    n, d = (int(s) for s in X.shape)
-    check_finite_and_classes(X, None, client=client, ledger=ledger)
-    rs = check_random_state(params.random_state)   # the draws of the single-process fit, in order
-    hasher = RowHasher(d, rs)
-    keys_fn = dask.delayed(_svi_keys, pure=True)
-    y_host, keys = compute(host_chunks(y), [keys_fn(xb, hasher) for xb in delayed_chunks(X)],
-                           client=client, ledger=ledger, label="labels and row-order keys")
-    y_host = np.asarray(y_host).ravel()
-    keys = np.concatenate(keys)
-    classes, yidx = encode_classes(y_host)
-    set_n_features(est, d)
-    dev = est._device()
-    dt = bk.resolve_dtype(est.dtype, dev)
-    with scheduler_context(client):
-        kernel = make_kernel(est.kernel, est.gamma, est.degree, est.coef0, host_chunks(X))
-    C = params.C
-    plan = plan_problems(yidx, keys, params, rs)
-    orders, rank, problems = plan.orders, plan.rank, plan.problems
-    rows, labels, subsets, sub_info = plan.rows, plan.labels, plan.subsets, plan.sub_info
-    ens_p = [p for p in range(len(problems)) if subsets[p]]
-    small_p = [p for p in range(len(problems)) if not subsets[p]]
-    times["subsets"] = time.perf_counter() - t0
-
-    # step 2: every sub-SVM and every exact problem is an independent task
-    t0 = time.perf_counter()
-    opts = {"device": est.device, "dtype": est.dtype, "tol": params.tol, "max_iter": params.max_iter}
-    sub_fn = dask.delayed(_svi_sub_svm, pure=True)
-    kern_d = dask.delayed(kernel, pure=True)
-    yfull = np.zeros(n)
-    sub_tasks, sub_rows = [], []
-    for p in ens_p:
-        yfull[rows[p]] = labels[p]
-        ranked = [S[np.argsort(rank[S], kind="stable")] for S in subsets[p]]
-        sub_rows.append(ranked)
-        sub_tasks.append([sub_fn(X[S], yfull[S], kern_d, C, opts) for S in ranked])
-    ex_tasks, ex_rows = _svi_exact_tasks(X, problems, small_p, rows, labels, rank, sub_fn, kern_d, C, opts)
-    results, ex_results = compute(sub_tasks, ex_tasks, client=client, ledger=ledger, label="sub-SVMs")
-    exact = dict()
-    for p, r, S in zip(small_p, ex_results, ex_rows):
-        r["support"] = S[r["support"]]
-        exact[p] = r
-        sub_info[p].update(solver_summary([r]), n_support=[])
-    models = []
-    for p, res, ranked in zip(ens_p, results, sub_rows):
-        for r, S in zip(res, ranked):
-            r["support"] = S[r["support"]]          # local → global row indices
-        sub_info[p].update(solver_summary(res), n_support=[int(r["support"].size) for r in res])
-        models.append([(r["support"], r["dual_coef"], r["intercept"]) for r in res])
-    times["sub_svms"] = time.perf_counter() - t0
-
-    # step 3: f̄ (eq. 1) chunk-wise against the union of the sub-models' SVs
-    t0 = time.perf_counter()
-    margin_rows: list = [None] * len(problems)
-    betas: list = [None] * len(problems)
-    intercepts: list = [0.0] * len(problems)
-    spec = {"problems": [problems[p] for p in ens_p], "classes": classes, "kernel": kernel,
-            "device": est.device, "dtype": est.dtype, "margin_tol": params.margin_tol,
-            "min_sv": params.min_margin_sv, "max_sv": params.max_margin_sv}
-    if ens_p:
-        union, W, bbar = average_submodels(models)
-        ens = dask.delayed(_svi_ensemble, pure=True)(X[union], W, bbar)
-        spec_d = dask.delayed(spec, pure=True)
-        starts = np.concatenate([[0], np.cumsum(X.chunks[0])[:-1]]).astype(np.int64)
-        cand_fn = dask.delayed(_svi_candidates, pure=True)
-        parts = [cand_fn(xb, yb, int(s0), ens, spec_d)
-                 for xb, yb, s0 in zip(delayed_chunks(X), delayed_chunks(y), starts)]
-        (chunk_cands,) = compute(parts, client=client, ledger=ledger, label="margin candidates")
-    times["ensemble"] = time.perf_counter() - t0
-
-    # steps 4-5: merge the candidates, one s×s solve per problem on a worker
-    t0 = time.perf_counter()
-    solve_fn = dask.delayed(_svi_solve, pure=True)
-    solves = []
-    for k, p in enumerate(ens_p):
-        cs = [c[k] for c in chunk_cands]
-        if sum(c["n_rows"] for c in cs) != rows[p].shape[0]:
-            raise DistributedFitError("the margin pass did not see every row of a binary problem")
-        cand_rows = np.concatenate([c["rows"] for c in cs])
-        margin = np.concatenate([c["margin"] for c in cs])
-        yp = np.concatenate([c["y"] for c in cs])
-        sel, info = select_margin_rows(margin, yp, params.margin_tol, min_sv=params.min_margin_sv,
-                                       max_sv=params.max_margin_sv)
-        info["n_candidates"] = int(sum(c["n_band"] for c in cs))
-        sub_info[p].update(info)
-        sub_info[p]["ensemble_train_accuracy"] = float(sum(c["n_correct"] for c in cs)
-                                                       / max(sum(c["n_rows"] for c in cs), 1))
-        order = np.argsort(cand_rows[sel], kind="stable")   # ascending rows, as in memory
-        glob = cand_rows[sel][order]
-        margin_rows[p] = glob
-        solves.append(solve_fn(X[glob], yp[sel][order], kern_d, C, opts))
-    (solved,) = compute(solves, client=client, ledger=ledger, label="closed-form solves")
-    for p, (beta, b) in zip(ens_p, solved):
-        betas[p], intercepts[p] = beta, b
-    times["solve"] = time.perf_counter() - t0
-
-    # the check of every ensemble, one task each on its check rows; failures
-    # get the exact SVM (one task each)
-    t0 = time.perf_counter()
-    if params.ensemble_check and ens_p:
-        check_fn = dask.delayed(_svi_check, pure=True)
-        checks = []
-        for k, p in enumerate(ens_p):
-            h = check_rows(rows[p], orders)
-            U, Wp, bp = stack_submodels(models[k])
-            inside = np.stack([np.isin(h, S) for S in subsets[p]], axis=1)
-            yH = labels[p][np.searchsorted(rows[p], h)]
-            checks.append(check_fn(X[h], X[U], Wp, bp, X[margin_rows[p]], betas[p], intercepts[p],
-                                   inside, yH, np.isin(h, margin_rows[p]), kern_d, opts))
-        (checked,) = compute(checks, client=client, ledger=ledger, label="ensemble checks")
-        for p, result in zip(ens_p, checked):
-            sub_info[p]["check"] = result
-            if not result["passed"]:
-                sub_info[p]["exact"] = "check"
-        failed = [p for p in ens_p if sub_info[p].get("exact") == "check"]
-        if failed:
-            ex_tasks, ex_rows = _svi_exact_tasks(X, problems, failed, rows, labels, rank, sub_fn, kern_d,
-                                                 C, opts)
-            (ex_results,) = compute(ex_tasks, client=client, ledger=ledger, label="exact fallback")
-            for p, r, S in zip(failed, ex_results, ex_rows):
-                r["support"] = S[r["support"]]
-                exact[p] = r
-                sub_info[p]["exact_solver"] = solver_summary([r])
-    times["check"] = time.perf_counter() - t0
-    for p, r in exact.items():
-        margin_rows[p], betas[p], intercepts[p] = r["support"], r["dual_coef"], r["intercept"]
-
-    model = assemble(problems, subsets, sub_info, margin_rows, betas, intercepts, params, times)
-    (sv,) = compute(X[model.support], client=client, ledger=ledger, label="support vectors")
-    est._set_model(model, classes, yidx, kernel, np.asarray(bk.to_host(sv)), dev, dt)
-    record_info(est, ledger, client, {"n_chunks": X.numblocks[0],
-                                       "n_union_sv": int(union.size) if ens_p else 0})
-    return est
+    return estimator.fit(X, y, client=client)

@@ -95,8 +95,8 @@ from __future__ import annotations
 import copy
 import time
 import warnings
-from dataclasses import dataclass, field, fields
-from typing import Any
+from dataclasses import dataclass, field, fields, replace
+from typing import Any, Protocol
 
 import numpy as np
 from sklearn.utils import check_random_state
@@ -105,6 +105,7 @@ from gpuksvm.array import backend as bk
 from gpuksvm.kernels.kernel import Kernel
 from gpuksvm.solvers.multiclass import binary_problems
 from gpuksvm.solvers.progress import report
+from gpuksvm.solvers.row_order import RowHasher
 from gpuksvm.array.blas_threads import one_blas_thread
 from gpuksvm.solvers.smo.engines import solve_batched
 from gpuksvm.solvers.svc_dual import warn_unconverged
@@ -120,7 +121,6 @@ from gpuksvm.solvers.svi.steps import (
     class_orders,
     ensemble_check,
     problem_subsets,
-    row_order_keys,
     select_margin_rows,
     solve_margin_problem,
     stack_margin_models,
@@ -128,9 +128,9 @@ from gpuksvm.solvers.svi.steps import (
     submodel_values,
 )
 
-__all__ = ["SVIParams", "SVIEnsemble", "SVIModel", "ExactFallbackWarning", "MarginCapWarning",
-           "SVIPlan", "plan_problems", "solve_record", "solver_summary", "solver_runs", "assemble",
-           "ensemble_stage", "check_problem", "margin_stage", "fit", "DEFAULT_MARGIN_TOL",
+__all__ = ["SVIParams", "SVIEnsemble", "SVIResult", "SVIRows", "ArrayRows", "ExactFallbackWarning", "MarginCapWarning",
+           "SVIPlan", "MarginCandidates", "plan_problems", "solve_record", "solver_summary", "solver_runs",
+           "assemble", "build_ensemble", "ensemble_stage", "check_problem", "margin_stage", "fit", "DEFAULT_MARGIN_TOL",
            "DEFAULT_MAX_MARGIN_SV", "DEFAULT_MIN_MARGIN_SV", "DEFAULT_MIN_SUBSET_ROWS",
            "MAX_SUBMODEL_DISAGREEMENT", "MAX_HELD_OUT_LOSS", "CHECK_MAX_ROWS"]
 
@@ -169,9 +169,17 @@ class SVIParams:
     verbose: int = 0
 
 
-@dataclass
-class SVIModel:
-    """A fitted SVI model (what :func:`fit` returns and the estimator exposes)."""
+@dataclass(frozen=True)
+class SVIResult:
+    """A fitted SVI model (what :func:`fit` returns and the estimator stores).
+
+    Per binary problem (in the order of ``problems``): its subsets, its
+    ``sub_info`` (``sub_models_``), its margin rows and intercept; over all
+    problems: the union of the margin rows ``support`` (ascending), their
+    rows ``support_vectors`` (as the row source gives them), the coefficient
+    matrix ``coef`` (n_problems, n_SV), ``n_support`` per class, and the
+    solvers' figures.
+    """
 
     problems: list[tuple[int, int | None]]
     subsets: list[list[np.ndarray]]
@@ -186,6 +194,9 @@ class SVIModel:
     converged: np.ndarray
     max_iter_reached: np.ndarray
     times: dict = field(default_factory=dict)
+    support_vectors: Any = None
+    n_support: np.ndarray | None = None
+    kernel: Kernel | None = None
 
 
 def solve_record(r: Any) -> dict:
@@ -207,7 +218,7 @@ def solver_summary(records: list[dict]) -> dict:
 
 def assemble(problems: list, subsets: list[list[np.ndarray]], sub_info: list[dict],
              margin_rows: list[np.ndarray], betas: list[np.ndarray], intercepts: list[float],
-             params: SVIParams, times: dict) -> SVIModel:
+             params: SVIParams, times: dict) -> SVIResult:
     """The fitted model from every problem's rows and coefficients, and the warnings.
 
     Shared by the single-process and the Dask fit.  ``sub_info[p]["exact"]``
@@ -263,7 +274,7 @@ def assemble(problems: list, subsets: list[list[np.ndarray]], sub_info: list[dic
     converged = np.array([all(run["converged"]) for run in solves], dtype=bool)
     max_iter_reached = np.array([any(run["max_iter_reached"]) for run in solves], dtype=bool)
     warn_unconverged(converged, max_iter_reached, params.max_iter, params.tol, "SVI")
-    return SVIModel(problems=problems, subsets=subsets, sub_info=sub_info, margin_rows=margin_rows,
+    return SVIResult(problems=problems, subsets=subsets, sub_info=sub_info, margin_rows=margin_rows,
                     intercepts=np.asarray(intercepts, dtype=np.float64), support=support, coef=coef,
                     solved_exactly=exact, margin_capped=capped, n_iter=n_iter, converged=converged,
                     max_iter_reached=max_iter_reached, times=times)
@@ -314,23 +325,79 @@ def plan_problems(yidx: np.ndarray, keys: np.ndarray, params: SVIParams, random_
     return plan
 
 
+class SVIRows(Protocol):
+    """The training rows and the compute behind them, as :func:`fit` reads them (the seam).
+
+    :func:`fit` holds the whole algorithm (the plan, which rows each solver
+    sees and in which order, the margin selection, the check and its
+    fallback, the assembly); a row source does the work that touches the rows:
+
+    * :meth:`row_keys` — every row's order key;
+    * :meth:`solve_svms` — independent SMO problems (the sub-SVMs, the exact
+      SVMs), each on labelled rows, as :func:`solve_record` dicts whose
+      ``support`` are row indices;
+    * :meth:`ensemble_values` / :meth:`margin_candidates` — step 3 (the
+      sub-models' values on the problems' rows) and the rows step 4 selects
+      from: every row of the problem, or any superset of the rows the
+      selection over every row would keep;
+    * :meth:`solve_margin` — step 5's closed-form solves;
+    * :meth:`check` — the ensemble check of problems;
+    * :meth:`take` — the rows of the support vectors.
+
+    :class:`ArrayRows` is the source of an array in memory;
+    :class:`gpuksvm.scaleout.svi.DaskRows` of a dask array (the solves and
+    the passes over the rows run on the workers).
+    """
+
+    shape: tuple[int, ...]
+
+    def row_keys(self, hasher: RowHasher) -> np.ndarray: ...
+
+    def solve_svms(self, labels: list[np.ndarray], row_sets: list[np.ndarray]) -> list[dict]: ...
+
+    def ensemble_values(self, ens: "SVIEnsemble", models: list[list[tuple]]) -> list[Any]: ...
+
+    def margin_candidates(self, ens: "SVIEnsemble", p: int, margin_tol: float) -> MarginCandidates: ...
+
+    def solve_margin(self, rows: list[np.ndarray], labels: list[np.ndarray]) -> list[tuple[np.ndarray, float]]: ...
+
+    def check(self, ens: "SVIEnsemble", todo: list[int], margin_rows: list, betas: list,
+              intercepts: list) -> list[dict]: ...
+
+    def take(self, idx: np.ndarray) -> Any: ...
+
+
+@dataclass(frozen=True)
+class MarginCandidates:
+    """The rows step 4 of a problem selects from (ascending), their margins y·f̄ and labels;
+    ``n_band`` the problem's rows in the band when the candidates are not all of them
+    (else None), ``accuracy`` the ensemble's training accuracy on the problem."""
+
+    rows: np.ndarray
+    margin: np.ndarray
+    y: np.ndarray
+    n_band: int | None
+    accuracy: float
+
+
 @dataclass
 class SVIEnsemble(SVIPlan):
     """Steps 1–3 of every binary problem: what :func:`margin_stage` turns into a model.
 
-    The plan (:class:`SVIPlan`), and: ``F[p]`` the decision values of problem
-    p's sub-models on its rows (``rows[p]``, ascending); ``exact[p]`` the exact
-    SVM's solution (:func:`solve_record`) of a problem solved exactly from the
-    start (None otherwise).
+    The plan (:class:`SVIPlan`), and: the row source; ``models[p]`` the
+    sub-models ``(support, dual_coef, intercept)`` of problem p; ``F[p]`` its
+    sub-models' values as the source keeps them (:class:`ArrayRows`: the
+    (len(rows[p]), M) matrix on the problem's rows; None for a problem solved
+    exactly); ``exact[p]`` the exact SVM's solution (:func:`solve_record`) of a
+    problem solved exactly from the start (None otherwise).
     """
 
-    Xd: Any = None
+    source: Any = None
     yidx: np.ndarray | None = None
     kernel: Kernel | None = None
-    device: bk.Device | None = None
-    dtype: np.dtype | None = None
     params: SVIParams | None = None
-    F: list[np.ndarray | None] = field(default_factory=list)
+    models: list[list[tuple]] = field(default_factory=list)
+    F: list[Any] = field(default_factory=list)
     exact: list[Any] = field(default_factory=list)
     times: dict = field(default_factory=dict)
 
@@ -340,41 +407,96 @@ def _in_rank_order(rows: np.ndarray, rank: np.ndarray) -> np.ndarray:
     return rows[np.argsort(rank[rows], kind="stable")]
 
 
-def _solve(Xd: Any, labels: list[np.ndarray], row_sets: list[np.ndarray],
-           kernel: Kernel, params: SVIParams, device: bk.Device, dtype: Any) -> list:
-    """One batched call of the SMO engine (sub-SVMs and exact problems alike)."""
-    if not row_sets:
-        return []
-    # one ConvergenceWarning per fit (assemble), not one per solve
-    res = solve_batched(Xd, labels, row_sets, kernel, float(params.C), tol=float(params.tol),
-                        max_iter=params.max_iter, device=device, dtype=dtype, n_jobs=params.n_jobs,
-                        warn_convergence=False)
-    return [solve_record(r) for r in res]
-
-
 def _host_model(rec: dict) -> tuple[np.ndarray, np.ndarray, float]:
     return rec["support"], rec["dual_coef"], rec["intercept"]
 
 
-def ensemble_stage(X: Any, Xd: Any, yidx: np.ndarray, kernel: Kernel, params: SVIParams,
-                   device: bk.Device, dtype: Any) -> SVIEnsemble:
-    """Steps 1–3 of every binary problem (and the exact solve of the problems too
-    small for an ensemble), all SMO problems in one batched call.
+class ArrayRows:
+    """:class:`SVIRows` of an array in memory: one batched SMO call per stage, kernel mat-vecs.
 
-    ``X`` is the validated input (host or device, for the row-order keys),
-    ``Xd`` its copy on the compute device, ``yidx`` the encoded labels.
+    ``X`` is the validated input (host or device, NumPy, CuPy or SciPy
+    sparse: the order keys and the support vectors), ``Xd`` its copy on the
+    compute device in the working dtype.
     """
+
+    def __init__(self, X: Any, Xd: Any, kernel: Kernel, params: SVIParams, device: bk.Device,
+                 dtype: Any) -> None:
+        self.X, self.Xd, self.kernel, self.params = X, Xd, kernel, params
+        self.device, self.dtype = device, np.dtype(dtype)
+        self.shape = tuple(int(s) for s in X.shape)
+
+    def row_keys(self, hasher: RowHasher) -> np.ndarray:
+        return hasher.keys(self.X)
+
+    def solve_svms(self, labels: list[np.ndarray], row_sets: list[np.ndarray]) -> list[dict]:
+        """One batched call of the SMO engine (sub-SVMs and exact problems alike)."""
+        if not row_sets:
+            return []
+        params = self.params
+        # one ConvergenceWarning per fit (assemble), not one per solve
+        res = solve_batched(self.Xd, labels, row_sets, self.kernel, float(params.C), tol=float(params.tol),
+                            max_iter=params.max_iter, device=self.device, dtype=self.dtype,
+                            n_jobs=params.n_jobs, warn_convergence=False)
+        return [solve_record(r) for r in res]
+
+    def ensemble_values(self, ens: SVIEnsemble, models: list[list[tuple]]) -> list[Any]:
+        """Every sub-model on its problem's rows.  Problems over all rows (binary,
+        one-vs-rest) share one kernel mat-vec against the union of their sub-models'
+        SVs; each one-vs-one pair has its own (its rows only)."""
+        rows = ens.rows
+        P = len(ens.problems)
+        F: list[np.ndarray | None] = [None] * P
+        n = self.shape[0]
+        full = [p for p in range(P) if models[p] and rows[p].shape[0] == n]
+        groups = ([full] if full else []) + [[p] for p in range(P) if models[p] and rows[p].shape[0] < n]
+        dev_of = bk.device_of(self.Xd)
+        for group in groups:
+            union, W, b = stack_submodels([m for p in group for m in models[p]])
+            Xsv = self.Xd[bk.to_device(union, dev_of)]
+            vals = submodel_values(self.Xd, None if rows[group[0]].shape[0] == n else rows[group[0]],
+                                   Xsv, W, b, self.kernel, self.dtype)
+            j = 0
+            for p in group:
+                F[p] = vals[:, j:j + len(models[p])]
+                j += len(models[p])
+        return F
+
+    def margin_candidates(self, ens: SVIEnsemble, p: int, margin_tol: float) -> MarginCandidates:
+        yp = ens.labels[p]
+        margin = yp * ens.F[p].mean(axis=1)
+        return MarginCandidates(rows=ens.rows[p], margin=margin, y=yp, n_band=None,
+                                accuracy=float(np.mean(margin > 0)))
+
+    def solve_margin(self, rows: list[np.ndarray], labels: list[np.ndarray]) -> list[tuple[np.ndarray, float]]:
+        """Step 5 of every problem.  Many small systems (one-vs-one): one BLAS thread each."""
+        dev_of = bk.device_of(self.Xd)
+        small = not self.device.is_gpu and max([r.size for r in rows] or [0]) <= _SERIAL_BLAS_MAX_S
+        with one_blas_thread(small):
+            return [solve_margin_problem(self.Xd[bk.to_device(r, dev_of)], yl, self.kernel, self.params.C,
+                                         self.dtype) for r, yl in zip(rows, labels)]
+
+    def check(self, ens: SVIEnsemble, todo: list[int], margin_rows: list, betas: list,
+              intercepts: list) -> list[dict]:
+        return [check_problem(ens, p, margin_rows[p], betas[p], intercepts[p]) for p in todo]
+
+    def take(self, idx: np.ndarray) -> Any:
+        return self.X[idx]
+
+
+def build_ensemble(source: SVIRows, yidx: np.ndarray, kernel: Kernel, params: SVIParams) -> SVIEnsemble:
+    """Steps 1–3 of every binary problem on a row source (and the exact solve of the
+    problems too small for an ensemble), all SMO problems in one call of the source."""
     times = {}
     t0 = time.perf_counter()
     rs = check_random_state(params.random_state)
-    plan = plan_problems(yidx, row_order_keys(X, rs), params, rs)
+    plan = plan_problems(yidx, source.row_keys(RowHasher(source.shape[1], rs)), params, rs)
     rank, problems = plan.rank, plan.problems
     rows, labels, subsets, sub_info = plan.rows, plan.labels, plan.subsets, plan.sub_info
     times["subsets"] = time.perf_counter() - t0
 
     # step 2: the sub-SVMs of every problem and the exact SVMs of the problems
-    # too small for an ensemble, in ONE batched call; every solver sees its
-    # rows in the order-independent order
+    # too small for an ensemble, in ONE call; every solver sees its rows in the
+    # order-independent order
     t0 = time.perf_counter()
     yfull = [np.zeros(yidx.shape[0]) for _ in problems]
     jobs, owner = [], []
@@ -386,72 +508,66 @@ def ensemble_stage(X: Any, Xd: Any, yidx: np.ndarray, kernel: Kernel, params: SV
             owner.append(p)
     report("SVI", f"{sum(len(s) for s in subsets)} sub-SVMs and {sum(not s for s in subsets)} exact "
            f"problem(s) of {len(problems)} in one batch", params.verbose)
-    res_all = _solve(Xd, [j[0] for j in jobs], [j[1] for j in jobs], kernel, params, device, dtype)
+    res_all = source.solve_svms([j[0] for j in jobs], [j[1] for j in jobs])
     owner = np.asarray(owner)
-    results, exact = [], []
+    models, exact = [], []
     for p in range(len(problems)):
         res = [res_all[i] for i in np.flatnonzero(owner == p)]
         sub_info[p].update(solver_summary(res))
         exact.append(res[0] if not subsets[p] else None)
-        results.append([_host_model(r) for r in res] if subsets[p] else [])
-        sub_info[p]["n_support"] = [int(m[0].size) for m in results[p]]
+        models.append([_host_model(r) for r in res] if subsets[p] else [])
+        sub_info[p]["n_support"] = [int(m[0].size) for m in models[p]]
     times["sub_svms"] = time.perf_counter() - t0
 
-    # step 3: every sub-model on its problem's rows.  Problems over all rows
-    # (binary, one-vs-rest) share one kernel mat-vec against the union of their
-    # sub-models' SVs; each one-vs-one pair has its own (its rows only)
+    # step 3: every sub-model on its problem's rows
     t0 = time.perf_counter()
-    F: list[np.ndarray | None] = [None] * len(problems)
-    n = yidx.shape[0]
-    full = [p for p in range(len(problems)) if results[p] and rows[p].shape[0] == n]
-    groups = ([full] if full else []) + [[p] for p in range(len(problems))
-                                         if results[p] and rows[p].shape[0] < n]
-    dev_of = bk.device_of(Xd)
-    for group in groups:
-        models = [m for p in group for m in results[p]]
-        union, W, b = stack_submodels(models)
-        Xsv = Xd[bk.to_device(union, dev_of)]
-        vals = submodel_values(Xd, None if rows[group[0]].shape[0] == n else rows[group[0]],
-                               Xsv, W, b, kernel, dtype)
-        j = 0
-        for p in group:
-            F[p] = vals[:, j:j + len(results[p])]
-            j += len(results[p])
+    ens = SVIEnsemble(**{f.name: getattr(plan, f.name) for f in fields(SVIPlan)}, source=source, yidx=yidx,
+                      kernel=kernel, params=params, models=models, exact=exact, times=times)
+    ens.F = source.ensemble_values(ens, models)
     times["ensemble"] = time.perf_counter() - t0
-    return SVIEnsemble(**{f.name: getattr(plan, f.name) for f in fields(SVIPlan)}, Xd=Xd, yidx=yidx,
-                       kernel=kernel, device=device, dtype=np.dtype(dtype), params=params, F=F,
-                       exact=exact, times=times)
+    return ens
+
+
+def ensemble_stage(X: Any, Xd: Any, yidx: np.ndarray, kernel: Kernel, params: SVIParams,
+                   device: bk.Device, dtype: Any) -> SVIEnsemble:
+    """:func:`build_ensemble` on an array in memory (:class:`ArrayRows`).
+
+    ``X`` is the validated input (host or device, for the row-order keys),
+    ``Xd`` its copy on the compute device, ``yidx`` the encoded labels.
+    """
+    return build_ensemble(ArrayRows(X, Xd, kernel, params, device, dtype), yidx, kernel, params)
 
 
 def check_problem(ens: SVIEnsemble, p: int, margin_rows: np.ndarray, beta: np.ndarray,
                   intercept: float) -> dict:
-    """:func:`~gpuksvm.solvers.svi.steps.ensemble_check` of problem ``p`` of ``ens`` for
-    its closed-form model (``margin_rows``, β, b), on the problem's check rows."""
+    """:func:`~gpuksvm.solvers.svi.steps.ensemble_check` of problem ``p`` of an in-memory
+    ensemble (:class:`ArrayRows`) for its closed-form model (``margin_rows``, β, b), on
+    the problem's check rows."""
+    src = ens.source
     rows = ens.rows[p]
     h = check_rows(rows, ens.orders)
     at = np.searchsorted(rows, h)
     inside = np.stack([np.isin(h, S) for S in ens.subsets[p]], axis=1)
-    Xd = ens.Xd
+    Xd = src.Xd
     XM = Xd[bk.to_device(margin_rows, bk.device_of(Xd))]
-    f_model = submodel_values(Xd, h, XM, beta[:, None], np.array([intercept]), ens.kernel, ens.dtype)
+    f_model = submodel_values(Xd, h, XM, beta[:, None], np.array([intercept]), ens.kernel, src.dtype)
     return ensemble_check(ens.F[p][at], inside, ens.labels[p][at], f_model[:, 0],
                           np.isin(h, margin_rows))
 
 
 def margin_stage(ens: SVIEnsemble, margin_tol: float | None = None, *,
-                 ensemble_check_on: bool | None = None) -> SVIModel:
+                 ensemble_check_on: bool | None = None) -> SVIResult:
     """Steps 4–5 of every problem, the ensemble check and the exact fallback.
 
     ``margin_tol`` and ``ensemble_check_on`` override the parameters' (so that
-    ``bench/studies/svi_margin_tol.py`` can study τ on one ensemble).
+    ``bench/studies/svi_margin_tol.py`` can study τ on one in-memory ensemble).
     """
     params = ens.params
+    source = ens.source
     tau = params.margin_tol if margin_tol is None else float(margin_tol)
     checking = params.ensemble_check if ensemble_check_on is None else bool(ensemble_check_on)
     sub_info = copy.deepcopy(ens.sub_info)
     times = dict(ens.times)
-    Xd, kernel, dt = ens.Xd, ens.kernel, ens.dtype
-    dev_of = bk.device_of(Xd)
     P = len(ens.problems)
 
     t0 = time.perf_counter()
@@ -460,34 +576,32 @@ def margin_stage(ens: SVIEnsemble, margin_tol: float | None = None, *,
     for p in range(P):                               # step 4, every ensemble problem
         if ens.F[p] is None:
             continue
-        fbar = ens.F[p].mean(axis=1)
-        yp = ens.labels[p]
-        margin = yp * fbar
-        sel, info = select_margin_rows(margin, yp, tau, min_sv=int(params.min_margin_sv),
+        cand = source.margin_candidates(ens, p, tau)
+        sel, info = select_margin_rows(cand.margin, cand.y, tau, min_sv=int(params.min_margin_sv),
                                        max_sv=None if params.max_margin_sv is None
                                        else int(params.max_margin_sv))
-        margin_rows[p] = ens.rows[p][sel]
-        labels_sel[p] = yp[sel]
+        if cand.n_band is not None:
+            info["n_candidates"] = int(cand.n_band)
+        order = np.argsort(cand.rows[sel], kind="stable")     # ascending rows
+        margin_rows[p] = cand.rows[sel][order]
+        labels_sel[p] = cand.y[sel][order]
         sub_info[p].update(info)
-        sub_info[p]["ensemble_train_accuracy"] = float(np.mean(margin > 0))
+        sub_info[p]["ensemble_train_accuracy"] = cand.accuracy
 
-    # step 5, every ensemble problem.  Many small systems (one-vs-one): one BLAS thread each
+    # step 5, every ensemble problem
     betas: list[np.ndarray | None] = [None] * P
     intercepts: list[float] = [0.0] * P
     todo = [p for p in range(P) if margin_rows[p] is not None]
-    small = not ens.device.is_gpu and max([margin_rows[p].size for p in todo] or [0]) <= _SERIAL_BLAS_MAX_S
-    with one_blas_thread(small):
-        for p in todo:
-            betas[p], intercepts[p] = solve_margin_problem(
-                Xd[bk.to_device(margin_rows[p], dev_of)], labels_sel[p], kernel, params.C, dt)
+    for p, (beta, b) in zip(todo, source.solve_margin([margin_rows[p] for p in todo],
+                                                      [labels_sel[p] for p in todo])):
+        betas[p], intercepts[p] = beta, b
     times["solve"] = time.perf_counter() - t0
 
     # the check: sub-models (leave-subset-out) against the closed-form model on
     # a sample of each problem's rows; failures are solved by the exact SVM
     t0 = time.perf_counter()
-    if checking:
-        for p in todo:
-            result = check_problem(ens, p, margin_rows[p], betas[p], intercepts[p])
+    if checking and todo:
+        for p, result in zip(todo, source.check(ens, todo, margin_rows, betas, intercepts)):
             sub_info[p]["check"] = result
             if not result["passed"]:
                 sub_info[p]["exact"] = "check"
@@ -500,8 +614,7 @@ def margin_stage(ens: SVIEnsemble, margin_tol: float | None = None, *,
             yfull[ens.rows[p]] = ens.labels[p]
             S = _in_rank_order(ens.rows[p], ens.rank)
             jobs.append((yfull[S].copy(), S))
-        for p, r in zip(failed, _solve(Xd, [j[0] for j in jobs], [j[1] for j in jobs], kernel,
-                                       params, ens.device, dt)):
+        for p, r in zip(failed, source.solve_svms([j[0] for j in jobs], [j[1] for j in jobs])):
             exact[p] = r
             sub_info[p]["exact_solver"] = solver_summary([r])
     times["check"] = time.perf_counter() - t0
@@ -510,24 +623,25 @@ def margin_stage(ens: SVIEnsemble, margin_tol: float | None = None, *,
         if exact[p] is not None:
             sup, coef, b = _host_model(exact[p])
             margin_rows[p], betas[p], intercepts[p] = sup, coef, b
-    return assemble(ens.problems, ens.subsets, sub_info, margin_rows, betas, intercepts, params, times)
+    result = assemble(ens.problems, ens.subsets, sub_info, margin_rows, betas, intercepts, params, times)
+    return replace(result, support_vectors=source.take(result.support), kernel=ens.kernel,
+                   n_support=np.bincount(ens.yidx[result.support],
+                                         minlength=int(ens.yidx.max()) + 1).astype(np.int32))
 
 
-def fit(X: Any, Xd: Any, yidx: np.ndarray, kernel: Kernel, params: SVIParams, device: bk.Device,
-        dtype: Any) -> SVIModel:
+def fit(source: SVIRows, yidx: np.ndarray, kernel: Kernel, params: SVIParams) -> SVIResult:
     """Fit SVI (Algorithm 1 with the sizing, check and fallback of the module docstring).
 
     Parameters
     ----------
-    X : (n, d) validated input (NumPy, CuPy or SciPy sparse)
-    Xd : X on the compute device in the working dtype
+    source : SVIRows
+        The training rows: :class:`ArrayRows` (in memory) or a distributed source.
     yidx : (n,) int class indices 0..K−1
     kernel : Kernel with γ resolved
     params : SVIParams
-    device, dtype : compute device and working dtype
 
     Returns
     -------
-    SVIModel
+    SVIResult
     """
-    return margin_stage(ensemble_stage(X, Xd, yidx, kernel, params, device, dtype))
+    return margin_stage(build_ensemble(source, yidx, kernel, params))
