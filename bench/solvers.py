@@ -10,7 +10,7 @@ Three tables (issue 3):
    device, and each of ``--linear-solvers`` on the CPU) vs ``LinearSVC``
    (LIBLINEAR, scikit-learn's defaults), with the primal objective of both;
 3. batched training: 5 disjoint problems of 5,000 rows solved by one
-   :func:`gpuksvm.solvers.smo.solve.solve_batched` call vs 5 sequential ``SVC`` fits.
+   :func:`gpuksvm.solvers.smo.engines.solve_batched` call vs 5 sequential ``SVC`` fits.
 
     python bench/solvers.py --scale paper            # full ijcnn1 (49,990 / 91,701 rows)
     python bench/solvers.py --scale small --device cpu
@@ -44,7 +44,7 @@ from gpuksvm.datasets import load_dataset, subsample  # noqa: E402
 from gpuksvm.estimators.kernel_svc import KernelSVC  # noqa: E402
 from gpuksvm.estimators.linear_svm import LinearSVM  # noqa: E402
 from gpuksvm.kernels.kernel import Kernel  # noqa: E402
-from gpuksvm.solvers.smo.solve import solve_batched  # noqa: E402
+from gpuksvm.solvers.smo.engines import solve_batched  # noqa: E402
 from gpuksvm.solvers.svc_dual import dual_objective  # noqa: E402
 
 GAMMA, C_KERNEL, C_LINEAR = 2.0, 32.0, 1.0

@@ -18,7 +18,7 @@ import numpy as np
 
 from gpuksvm.array import backend as bk
 from gpuksvm.kernels.kernel import Kernel
-from gpuksvm.solvers.smo.solve import solve_batched
+from gpuksvm.solvers.smo.engines import solve_batched
 from gpuksvm.solvers.svi.algorithm import MarginCandidates, SVIEnsemble, SVIParams, solve_record
 from gpuksvm.solvers.row_order import RowHasher
 from gpuksvm.solvers.svi.steps import (
