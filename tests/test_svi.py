@@ -13,7 +13,7 @@ from sklearn.svm import SVC
 
 from gpuksvm.datasets import load_dataset, make_two_sines, subsample
 from gpuksvm.solvers.multiclass import ovr_decision_function
-from gpuksvm.solvers.svi.algorithm import algorithm as svi_solver
+from gpuksvm.solvers.svi import algorithm as svi_solver
 from gpuksvm.solvers.smo.engines import solve_batched
 from gpuksvm.solvers.svi.steps import ensemble_check, plan_problem, row_order_keys
 from gpuksvm.estimators.svi import (

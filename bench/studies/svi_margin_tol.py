@@ -63,7 +63,7 @@ from _timing import machine_info, print_table, write_json  # noqa: E402
 from svi import PARAMS, load  # noqa: E402  (bench/svi.py)
 
 from gpuksvm.array import backend as bk  # noqa: E402
-from gpuksvm.solvers.svi.algorithm import algorithm as svi_solver  # noqa: E402
+from gpuksvm.solvers.svi import algorithm as svi_solver  # noqa: E402
 from gpuksvm.estimators.svi import DEFAULT_MARGIN_TOL, SVI, MarginCapWarning  # noqa: E402
 
 TAUS = [0.02, 0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0]

@@ -38,7 +38,7 @@ from _timing import machine_info, print_table, write_json  # noqa: E402
 from svi import PARAMS, load  # noqa: E402  (bench/svi.py)
 
 from gpuksvm.array import backend as bk  # noqa: E402
-from gpuksvm.solvers.svi.algorithm import algorithm as svi_solver  # noqa: E402
+from gpuksvm.solvers.svi import algorithm as svi_solver  # noqa: E402
 from gpuksvm.estimators.svi import SVI  # noqa: E402
 
 PARAMS = dict(PARAMS, board={"gamma": 20.0, "C": 10.0})
