@@ -431,3 +431,14 @@ def test_the_private_access_check_sees_one(tmp_path):
     assert found == {("gpuksvm.scaleout.s", "_check_params"), ("gpuksvm.scaleout.s", "_helper"),
                      ("gpuksvm.scaleout.s", "_client"), ("gpuksvm.scaleout.s", "_x"),
                      ("gpuksvm.solvers.a", "_helper"), ("gpuksvm.persistence.p", "_check_params")}
+
+
+def test_every_package_folder_is_installed():
+    """pyproject.toml lists the packages one by one (kernels_cuda/ is mapped into the package):
+    a package folder missing there would be missing from a built wheel."""
+    import tomllib
+
+    config = tomllib.loads((PACKAGE.parent / "pyproject.toml").read_text(encoding="utf-8"))
+    listed = set(config["tool"]["setuptools"]["packages"])
+    folders = {".".join(p.parent.relative_to(PACKAGE.parent).parts) for p in PACKAGE.rglob("__init__.py")}
+    assert folders | {"gpuksvm.kernels_cuda"} == listed

@@ -206,34 +206,34 @@ def _has_psutil() -> bool:
 
 # --------------------------------------------------------------------------- model size
 def model_size(model: Any) -> tuple[int | None, str]:
-    """(count, description) of what a fitted model keeps: SVs, core set, landmarks, budget."""
-    name = type(model).__name__
-    if name == "LinearSVM":
-        coef = getattr(model, "coef_", None)
-        n = int(np.prod(coef.shape[1:])) if coef is not None and coef.ndim > 1 else \
-            (int(coef.shape[0]) if coef is not None else None)
-        return n, (f"{n} weights" if n is not None else "-")
-    if name == "LLSVM":
-        Z = getattr(model, "landmarks_", None)
-        if Z is not None:
-            return int(Z.shape[0]), f"{int(Z.shape[0])} landmarks"
-    if name == "CVM" or name == "OneClassCVM":
-        core = getattr(model, "core_set_", None)
-        if core is not None:
-            n = int(sum(len(c) for c in core))       # one array per binary problem
-            return n, f"{n} core vectors"
-    if name.startswith("OKFEB"):
-        fe = getattr(model, "extractor_", model)      # the classifier's OKFEB, or an OKFEB
-        if hasattr(fe, "n_stored_"):
-            n = int(fe.n_stored_)
-            return n, f"{n} stored vectors"
-    for attr in ("n_support_",):
-        if hasattr(model, attr):
-            n = int(np.sum(bk.to_host(getattr(model, attr))))
-            return n, f"{n} SVs"
+    """(count, description) of what a fitted model keeps, read from its fitted attributes.
+
+    Landmarks (``landmarks_``), core vectors (``core_set_``: one array per
+    binary problem), the vectors an OK-FEB budget stores (``n_stored_``, of the
+    model or its ``extractor_``), support vectors (``n_support_``,
+    ``support_vectors_``) or, for a linear model, its weights (``coef_``).
+    """
+    Z = getattr(model, "landmarks_", None)
+    if Z is not None:
+        return int(Z.shape[0]), f"{int(Z.shape[0])} landmarks"
+    core = getattr(model, "core_set_", None)
+    if core is not None:
+        n = int(sum(len(c) for c in core))
+        return n, f"{n} core vectors"
+    fe = getattr(model, "extractor_", model)      # the classifier's OKFEB, or an OKFEB
+    if hasattr(fe, "n_stored_"):
+        n = int(fe.n_stored_)
+        return n, f"{n} stored vectors"
+    if hasattr(model, "n_support_"):
+        n = int(np.sum(bk.to_host(model.n_support_)))
+        return n, f"{n} SVs"
     SV = getattr(model, "support_vectors_", None)
     if SV is not None:
         return int(SV.shape[0]), f"{int(SV.shape[0])} SVs"
+    coef = getattr(model, "coef_", None)
+    if coef is not None:
+        n = int(np.prod(coef.shape[1:])) if coef.ndim > 1 else int(coef.shape[0])
+        return n, f"{n} weights"
     return None, "-"
 
 
