@@ -215,19 +215,19 @@ _BY_NAME = {m.name: m for m in METHODS}
 _BY_CLI = {alias: m for m in METHODS for alias in m.cli}
 
 
-def _check_table() -> None:
+def _check_table(methods: tuple[Method, ...]) -> None:
     """Names, CLI names, format names, demo labels and zoo cases are unique."""
-    for what, keys in (("name", [m.name for m in METHODS]),
-                       ("CLI name", [a for m in METHODS for a in m.cli]),
-                       ("format name", [m.format_name for m in METHODS]),
-                       ("demo label", [m.demo.label for m in METHODS if m.demo]),
-                       ("zoo case", [c.name for m in METHODS for c in m.zoo])):
+    for what, keys in (("name", [m.name for m in methods]),
+                       ("CLI name", [a for m in methods for a in m.cli]),
+                       ("format name", [m.format_name for m in methods]),
+                       ("demo label", [m.demo.label for m in methods if m.demo]),
+                       ("zoo case", [c.name for m in methods for c in m.zoo])):
         twice = sorted({k for k in keys if keys.count(k) > 1})
         if twice:
             raise ValueError(f"gpuksvm.registry: {what}s used twice: {twice}")
 
 
-_check_table()
+_check_table(METHODS)
 
 
 def method(name: str) -> Method:
