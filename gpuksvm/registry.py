@@ -8,7 +8,7 @@ takes part:
 * ``gpuksvm.<name>``: the package's lazily imported public names
   (:mod:`gpuksvm`);
 * ``cli``: the ``gpuksvm train -m`` names, the first one shown, the others
-  accepted (:mod:`gpuksvm.cli.main`); ``kind`` says whether the command line
+  accepted (:mod:`gpuksvm.cli.commands`); ``kind`` says whether the command line
   fits it on ``(X, y)`` or on ``X`` alone and how it scores predictions;
 * ``format_name``: the key a model file names the class by
   (:mod:`gpuksvm.persistence.model_format.registry` pairs it with the class's

@@ -388,7 +388,7 @@ KNOWN_VIOLATIONS: set[str] = {
     "gpuksvm.solvers.smo.host: _make_result",
     "gpuksvm.solvers.smo.host: _objective_from_F",
     "gpuksvm.solvers.smo.host: _problem_data",
-    "gpuksvm.solvers.smo.solve: _is_precomputed",
+    "gpuksvm.solvers.smo.engines: _is_precomputed",
     "gpuksvm.solvers.smo.working_set: _box",
     "gpuksvm.solvers.smo.working_set: _intercept_from_F",
     "gpuksvm.solvers.smo.working_set: _is_precomputed",

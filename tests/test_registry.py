@@ -9,7 +9,7 @@ import pytest
 import gpuksvm
 from gpuksvm import registry
 from gpuksvm.cli import demo
-from gpuksvm.cli.main import METHODS as CLI_METHODS, estimator_class
+from gpuksvm.cli.commands import METHODS as CLI_METHODS, estimator_class
 from gpuksvm.persistence.model_format import REGISTRY
 from gpuksvm.persistence.model_format.registry import METHOD_SPECS
 
