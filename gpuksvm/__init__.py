@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from importlib import import_module
 
-from gpuksvm import _moved
+from gpuksvm import _moved, registry
 from gpuksvm._version import __version__
 from gpuksvm.array.backend import (
     Device,
@@ -27,18 +27,10 @@ from gpuksvm.kernels.kernel import Kernel, kernel_block, kernel_diag, kernel_mat
 
 _moved.install()
 
-# estimators are imported lazily so `import gpuksvm` stays fast and a module
-# that is still missing in a partial install does not break the others
+# the estimators (gpuksvm.registry) and save/load are imported lazily, on first use, so
+# `import gpuksvm` stays fast and a module missing from a partial install does not break the others
 _LAZY = {
-    "LinearSVM": "gpuksvm.estimators.linear_svm",
-    "KernelSVC": "gpuksvm.estimators.kernel_svc",
-    "LLSVM": "gpuksvm.estimators.llsvm",
-    "CVM": "gpuksvm.estimators.cvm",
-    "OneClassCVM": "gpuksvm.estimators.cvm",
-    "SVI": "gpuksvm.estimators.svi",
-    "OKFEB": "gpuksvm.estimators.okfeb",
-    "OKFEBClassifier": "gpuksvm.estimators.okfeb",
-    "OKFEBRegressor": "gpuksvm.estimators.okfeb",
+    **registry.public_names(),
     "save": "gpuksvm.persistence.io",
     "load": "gpuksvm.persistence.io",
 }

@@ -21,6 +21,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from gpuksvm import registry
 from gpuksvm.array import backend as bk
 
 __all__ = ["plot_decision_boundary", "plot_error_vs_k", "plot_time_vs_n",
@@ -52,17 +53,18 @@ def model_points(model: Any) -> dict[str, np.ndarray]:
     """The points a fitted model keeps, by role: ``support``, ``core``, ``landmarks``.
 
     Looks for ``landmarks_`` (LLSVM), ``support_vectors_`` (the core vectors of
-    CVM, the support vectors of SVI and KernelSVC) and ``stored_vectors_``
-    (OK-FEB); the ones present are returned as host arrays.
+    CVM, the support vectors of SVI and KernelSVC: the method's ``points`` in
+    :mod:`gpuksvm.registry`) and ``stored_vectors_`` (OK-FEB); the ones present
+    are returned as host arrays.
     """
-    name = type(model).__name__
+    method = registry.find(type(model).__name__)
     out: dict[str, np.ndarray] = {}
     Z = getattr(model, "landmarks_", None)
     if Z is not None:
         out["landmarks"] = _host(Z)
     SV = getattr(model, "support_vectors_", None)
     if SV is not None:
-        out["core" if name in ("CVM", "OneClassCVM") else "support"] = _host(SV)
+        out[method.points if method is not None else "support"] = _host(SV)
     stored = getattr(model, "stored_vectors_", None)
     if stored is not None and "support" not in out:
         out["support"] = _host(stored)

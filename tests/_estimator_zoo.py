@@ -1,4 +1,8 @@
-"""Small fitted models of every gpuksvm estimator, shared by test_io and test_cli."""
+"""Small fitted models of every gpuksvm estimator, shared by test_io, test_cli and test_common.
+
+The cases come from :mod:`gpuksvm.registry` (each method's ``zoo`` and ``check_params``):
+a method added there is in every test that walks the zoo.
+"""
 from __future__ import annotations
 
 import importlib
@@ -7,29 +11,19 @@ from dataclasses import is_dataclass
 import numpy as np
 import scipy.sparse as sp
 
+from gpuksvm import registry
 from gpuksvm.array import backend as bk
 from gpuksvm.datasets import make_checkerboard
 
 # name -> (module, class, params, task); task "blocks": binary, fitted out of core on a list of
 # (X_block, y_block) pairs (LinearSVM's "newton-stream" with n_passes_, LLSVM's streamed kernel rows)
-ZOO = {
-    "linear": ("gpuksvm.estimators.linear_svm", "LinearSVM", {"C": 1.0}, "binary"),
-    "linear_blocks": ("gpuksvm.estimators.linear_svm", "LinearSVM", {"C": 1.0}, "blocks"),
-    "llsvm_blocks": ("gpuksvm.estimators.llsvm", "LLSVM", {"gamma": 2.0, "C": 10.0, "n_landmarks": 20}, "blocks"),
-    "linear_multiclass": ("gpuksvm.estimators.linear_svm", "LinearSVM", {"C": 1.0}, "multiclass"),
-    "svc": ("gpuksvm.estimators.kernel_svc", "KernelSVC", {"gamma": 2.0, "C": 10.0}, "binary"),
-    "llsvm": ("gpuksvm.estimators.llsvm", "LLSVM", {"gamma": 2.0, "C": 10.0, "n_landmarks": 20}, "binary"),
-    "llsvm_multiclass": ("gpuksvm.estimators.llsvm", "LLSVM", {"gamma": 2.0, "C": 10.0, "n_landmarks": 20},
-                         "multiclass"),
-    "cvm": ("gpuksvm.estimators.cvm", "CVM", {"gamma": 2.0, "C": 10.0}, "binary"),
-    "cvm_multiclass": ("gpuksvm.estimators.cvm", "CVM", {"gamma": 2.0, "C": 10.0}, "multiclass"),
-    "one_class_cvm": ("gpuksvm.estimators.cvm", "OneClassCVM", {"gamma": 2.0}, "one_class"),
-    "svi": ("gpuksvm.estimators.svi", "SVI", {"gamma": 2.0, "C": 10.0}, "binary"),
-    "svi_multiclass": ("gpuksvm.estimators.svi", "SVI", {"gamma": 2.0, "C": 10.0}, "multiclass"),
-    "okfeb": ("gpuksvm.estimators.okfeb", "OKFEB", {"gamma": 2.0}, "transform"),
-    "okfeb_classifier": ("gpuksvm.estimators.okfeb", "OKFEBClassifier", {"gamma": 2.0}, "binary"),
-    "okfeb_regressor": ("gpuksvm.estimators.okfeb", "OKFEBRegressor", {"gamma": 2.0}, "regression"),
-}
+ZOO = {case.name: (m.module, m.name, dict(case.params), case.task)
+       for m in registry.METHODS for case in m.zoo}
+
+
+def checked_estimators() -> list:
+    """One unfitted estimator per ``check_params`` set of every method (scikit-learn's checks), on the CPU."""
+    return [m.load()(**params, device="cpu") for m in registry.METHODS for params in m.check_params]
 
 
 def zoo_data(task: str, n: int = 300, seed: int = 0):

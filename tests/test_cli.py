@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 from sklearn.datasets import dump_svmlight_file
 
+from gpuksvm import registry
 from gpuksvm.persistence import io
 from gpuksvm.__main__ import main
 from gpuksvm.cli.commands import make_estimator, parse_kernel
@@ -29,6 +30,19 @@ CASES = [
     ("okfeb", "okfeb_classifier", ["-g", "2"], {"gamma": 2.0}),
     ("okfeb-regressor", "okfeb_regressor", ["-g", "2"], {"gamma": 2.0}),
 ]
+# every other command-line method of the registry, with its first in-memory zoo model's parameters
+_FLAGS = {"kernel": "-t", "C": "-c", "gamma": "-g", "degree": "-d", "coef0": "-r", "n_landmarks": "-k",
+          "tol": "-e"}
+
+
+def _options(params: dict) -> list[str]:
+    return [a for k, v in params.items() for a in ((_FLAGS[k], str(v)) if k in _FLAGS else ("--set", f"{k}={v!r}"))]
+
+
+for _m in registry.METHODS:
+    _case = next((c for c in _m.zoo if c.task not in ("blocks", "transform")), None)
+    if _m.cli and _case is not None and _m.cli[0] not in {c[0] for c in CASES}:
+        CASES.append((_m.cli[0], _case.name, _options(_case.params), dict(_case.params)))
 
 
 def _write(path, X, y):

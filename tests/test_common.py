@@ -20,19 +20,18 @@ import warnings
 
 import numpy as np
 import pytest
-from sklearn.base import clone
+from sklearn.base import BaseEstimator, clone
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
+from gpuksvm import registry
 from gpuksvm.array import backend as bk
 from gpuksvm.persistence import io
-from gpuksvm.estimators.cvm import CVM, OneClassCVM
 from gpuksvm.estimators.kernel_svc import KernelSVC
-from gpuksvm.estimators.linear_svm import LinearSVM
 from gpuksvm.estimators.llsvm import LLSVM
 from gpuksvm.estimators.okfeb import OKFEB, OKFEBClassifier, OKFEBRegressor
 from gpuksvm.estimators.svi import SVI
 
-from _estimator_zoo import ZOO, estimator_for, fitted_zoo_model, output_methods, outputs, zoo_data
+from _estimator_zoo import ZOO, checked_estimators, estimator_for, fitted_zoo_model, output_methods, outputs, zoo_data
 
 # --------------------------------------------------------------------------- scikit-learn's checks
 _SAMPLE_WEIGHT_CHECKS = ("check_sample_weight_equivalence_on_dense_data",
@@ -66,19 +65,7 @@ def _expected_failures(est) -> dict[str, str]:
     return {}
 
 
-_CHECKED = [
-    LinearSVM(device="cpu"),
-    LinearSVM(loss="hinge", tol=1e-6, device="cpu", random_state=0),
-    KernelSVC(device="cpu"),
-    LLSVM(n_landmarks=20, device="cpu", random_state=0, dtype="float64"),
-    LLSVM(n_landmarks=20, device="cpu", random_state=0),
-    CVM(device="cpu", random_state=0),
-    OneClassCVM(device="cpu", random_state=0),
-    SVI(device="cpu", random_state=0),
-    OKFEB(rank=4, n_landmarks=10, device="cpu"),
-    OKFEBClassifier(rank=4, n_landmarks=10, device="cpu"),
-    OKFEBRegressor(rank=4, n_landmarks=10, device="cpu"),
-]
+_CHECKED = checked_estimators()
 
 
 @parametrize_with_checks(_CHECKED, expected_failed_checks=_expected_failures)
@@ -90,10 +77,15 @@ def test_sklearn_estimator_checks(estimator, check):
 
 
 def test_every_estimator_is_checked():
-    classes = {type(e) for e in _CHECKED}
-    assert classes == {LinearSVM, KernelSVC, LLSVM, CVM, OneClassCVM, SVI, OKFEB, OKFEBClassifier,
-                       OKFEBRegressor}
-    assert {ZOO[k][1] for k in ZOO} == {c.__name__ for c in classes}
+    """Every public estimator is a registry method, checked by scikit-learn's checks and in the zoo."""
+    import gpuksvm
+
+    public = {name for name in gpuksvm.__all__
+              if isinstance(getattr(gpuksvm, name), type) and issubclass(getattr(gpuksvm, name), BaseEstimator)}
+    names = {m.name for m in registry.METHODS}
+    assert public == names
+    assert {type(e).__name__ for e in _CHECKED} == names
+    assert {ZOO[k][1] for k in ZOO} == names
 
 
 # --------------------------------------------------------------------------- parameters stay

@@ -37,11 +37,12 @@ file's SVMlight index base in the model; ``predict`` reads the test file with
 that base (a file that contradicts it is refused, one that looks one-based for
 a zero-based model gets a warning).
 
-Methods (``-m``): ``llsvm`` (default), ``svc`` (exact kernel SVM), ``linear``,
-``cvm``, ``one-class-cvm``, ``svi``, ``okfeb`` (classifier) and
-``okfeb-regressor``.  Options a method does not have are rejected; any other
-estimator parameter can be set with ``--set name=value`` (the value is read as
-a Python literal when it parses as one, else as a string).
+Methods (``-m``): the ``cli`` names of :data:`gpuksvm.registry.METHODS` —
+``linear``, ``svc`` (exact kernel SVM), ``llsvm`` (default), ``cvm``,
+``one-class-cvm``, ``svi``, ``okfeb`` (classifier) and ``okfeb-regressor``.
+Options a method does not have are rejected; any other estimator parameter
+can be set with ``--set name=value`` (the value is read as a Python literal
+when it parses as one, else as a string).
 """
 from __future__ import annotations
 
@@ -57,40 +58,24 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from gpuksvm import registry
 from gpuksvm.array import backend as bk
 from gpuksvm.cli import demo
 from gpuksvm.persistence import io
 from gpuksvm.cli.contract import CLIError, parse_literal, printable, run_command
-from gpuksvm.estimators.cvm import CVM, OneClassCVM
 from gpuksvm.datasets import data_line_numbers, find_malformed_line, read_svmlight
 from gpuksvm.cli.doctor import __doc__ as doctor_doc
 from gpuksvm.cli.doctor import main as doctor_main
 from gpuksvm.data.files import file_kind, same_file
-from gpuksvm.estimators.kernel_svc import KernelSVC
-from gpuksvm.estimators.linear_svm import LinearSVM
-from gpuksvm.estimators.llsvm import LLSVM
-from gpuksvm.estimators.okfeb import OKFEBClassifier, OKFEBRegressor
-from gpuksvm.estimators.params import is_unset
-from gpuksvm.estimators.svi import SVI
+from gpuksvm.estimators.params import check_params, is_unset
 from gpuksvm.array.validation import check_allocation, physical_memory
 
 __all__ = ["METHODS", "main", "make_estimator", "estimator_class", "parse_kernel"]
 
-#: CLI method name -> estimator class name in the ``gpuksvm`` namespace
-METHODS = {
-    "llsvm": "LLSVM",
-    "svc": "KernelSVC",
-    "linear": "LinearSVM",
-    "cvm": "CVM",
-    "one-class-cvm": "OneClassCVM",
-    "svi": "SVI",
-    "okfeb": "OKFEBClassifier",
-    "okfeb-regressor": "OKFEBRegressor",
-}
-_CLASSES = {cls.__name__: cls for cls in (LLSVM, KernelSVC, LinearSVM, CVM, OneClassCVM, SVI,
-                                          OKFEBClassifier, OKFEBRegressor)}
-_METHOD_ALIASES = {"kernelsvc": "svc", "ksvc": "svc", "exact": "svc", "linearsvm": "linear",
-                   "okfeb-classifier": "okfeb", "oneclass-cvm": "one-class-cvm"}
+#: CLI method name -> estimator class name in the ``gpuksvm`` namespace (from :mod:`gpuksvm.registry`)
+METHODS = {m.cli[0]: m.name for m in registry.METHODS if m.cli}
+#: the method ``train`` fits without ``-m``
+DEFAULT_METHOD = "llsvm"
 
 # LIBSVM's -t numbers
 _KERNEL_CODES = {"0": "linear", "1": "poly", "2": "rbf", "3": "sigmoid"}
@@ -115,11 +100,10 @@ _OPTION_FLAGS = {"kernel": "-t", "C": "-c", "gamma": "-g", "degree": "-d", "coef
 
 def estimator_class(method: str) -> type:
     """The estimator class of a CLI method name (``llsvm``, ``svc``, ...)."""
-    key = method.strip().lower().replace("_", "-")
-    key = _METHOD_ALIASES.get(key, key)
-    if key not in METHODS:
+    found = registry.cli_method(method)
+    if found is None:
         raise CLIError(f"unknown method {method!r}; choose one of: {', '.join(METHODS)}")
-    return _CLASSES[METHODS[key]]
+    return found.load()
 
 
 def parse_kernel(value: str) -> str:
@@ -151,15 +135,15 @@ def make_estimator(method: str, *, options: dict[str, Any] | None = None,
     extra : dict
         Estimator parameters set verbatim (``--set name=value``).
 
-    The parameters a method accepts are the ones its class declares
-    (``_parameter_constraints``, :mod:`gpuksvm.estimators.params`), so the command line
-    and the Python API share one list, one set of names and one validation.
+    The parameters a method accepts are its constructor's (``get_params``, declared
+    once in :mod:`gpuksvm.estimators.params`), so the command line and the Python
+    API share one list, one set of names and one validation.
     """
     cls = estimator_class(method)
     est = cls()
     # the options a method has are its declared parameters (gpuksvm.estimators.params); the ones kept one
     # release under an old name (default DEPRECATED) still work (the estimator warns) but are not offered
-    accepted = set(cls._parameter_constraints)
+    accepted = set(est.get_params(deep=False))
     names = {name for name in accepted if not is_unset(getattr(est, name))}
     params: dict[str, Any] = {}
     for opt, value in (options or {}).items():
@@ -217,13 +201,18 @@ def _largest_index_line(path: str, X: Any) -> str:
     return f", {X.shape[1]}, at line {line}" if line else ""
 
 
+def _kind(model: Any) -> str | None:
+    """The registry's kind of a model's final estimator (None: not a registered method)."""
+    found = registry.find(type(_final_estimator(model)).__name__)
+    return None if found is None else found.kind
+
+
 def _is_regressor(model: Any) -> bool:
-    return getattr(model, "_estimator_type", None) == "regressor" or \
-        type(model).__name__.endswith("Regressor")
+    return _kind(model) == "regressor"
 
 
 def _is_outlier_detector(model: Any) -> bool:
-    return type(model).__name__.startswith("OneClass")
+    return _kind(model) == "outlier_detector"
 
 
 def _final_estimator(model: Any) -> Any:
@@ -304,12 +293,10 @@ def cmd_train(args: argparse.Namespace) -> int:
                "tol": args.tol, "device": args.device, "seed": args.seed,
                "verbose": 1 if args.verbose else None}
     est = make_estimator(args.method, options=options, extra=extra)
-    check = getattr(est, "_check_params", None)
-    if check is not None:  # bad parameter values are reported before the data are read
-        try:
-            check()
-        except ValueError as exc:
-            raise CLIError(f"{type(est).__name__}: {exc}")
+    try:  # bad parameter values are reported before the data are read
+        check_params(est)
+    except ValueError as exc:
+        raise CLIError(f"{type(est).__name__}: {exc}")
     model_file = args.model_file or (Path(args.train_file).name + ".model")
     if model_file == STDOUT:
         raise CLIError("train writes the model to a file, not to standard output ('-' is for "
@@ -495,8 +482,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     tr = sub.add_parser("train", help="fit a model on an SVMlight file and write a model file",
                         description="Fit a model on an SVMlight/LIBSVM file and write a model file.")
-    tr.add_argument("-m", "--method", default="llsvm",
-                    help=f"method: {', '.join(METHODS)} (default llsvm)")
+    tr.add_argument("-m", "--method", default=DEFAULT_METHOD,
+                    help=f"method: {', '.join(METHODS)} (default {DEFAULT_METHOD})")
     tr.add_argument("-t", "--kernel", help="kernel: 0/linear, 1/poly, 2/rbf, 3/sigmoid")
     tr.add_argument("-c", "--C", dest="C", type=float, help="cost C")
     tr.add_argument("-g", "--gamma", help="gamma: a number, scale, auto or mean_dist")

@@ -1,9 +1,9 @@
 """``gpuksvm demo``: every method on the bundled ijcnn1 data, one table.
 
-Trains a linear baseline (:class:`~gpuksvm.LinearSVM`), the exact kernel SVM
-(:class:`~gpuksvm.KernelSVC`) and each of :class:`~gpuksvm.LLSVM`,
-:class:`~gpuksvm.CVM`, :class:`~gpuksvm.SVI` and
-:class:`~gpuksvm.OKFEBClassifier` on ijcnn1 (49,990 training / 91,701 test
+Trains every method that has a ``demo`` row in :mod:`gpuksvm.registry` — a
+linear baseline (:class:`~gpuksvm.LinearSVM`), the exact kernel SVM
+(:class:`~gpuksvm.KernelSVC`), :class:`~gpuksvm.LLSVM`, :class:`~gpuksvm.CVM`,
+:class:`~gpuksvm.SVI` and :class:`~gpuksvm.OKFEBClassifier` — on ijcnn1 (49,990 training / 91,701 test
 rows, 22 features, bundled with the package), on the GPU when CuPy and a CUDA
 device answer, else on the CPU, and prints one table: method, device, fit and
 predict seconds, test accuracy, model size (#SV, core set, landmarks or budget)
@@ -36,60 +36,35 @@ import sys
 import threading
 import time
 import tracemalloc
-from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
 import numpy as np
 
+from gpuksvm import registry
 from gpuksvm.array import backend as bk
 from gpuksvm.array import linalg
-from gpuksvm.estimators.cvm import CVM
 from gpuksvm.datasets import load_dataset, subsample
-from gpuksvm.estimators.kernel_svc import KernelSVC
 from gpuksvm.kernels.kernel import Kernel, kernel_block
-from gpuksvm.estimators.linear_svm import LinearSVM
-from gpuksvm.estimators.llsvm import LLSVM
-from gpuksvm.estimators.okfeb import OKFEBClassifier
-from gpuksvm.estimators.svi import SVI
 from gpuksvm.cli.contract import CLIError, parse_literal, run_command
 
-__all__ = ["DEMO_METHODS", "DemoMethod", "run_demo", "format_table", "model_size",
+__all__ = ["DEMO_METHODS", "METHOD_LABELS", "run_demo", "format_table", "model_size",
            "PeakMemory", "add_arguments", "run_from_args", "main"]
 
 
-@dataclass(frozen=True)
-class DemoMethod:
-    """One row of the demo: a label, the estimator class name and its parameters."""
+#: the demo's rows, in order: the registry's methods with a ``demo`` entry (parameters for ijcnn1,
+#: whose features are already in [-1, 1])
+DEMO_METHODS: tuple[registry.Method, ...] = registry.demo_methods()
+METHOD_LABELS = tuple(m.demo.label for m in DEMO_METHODS)
 
-    label: str
-    cls_name: str
-    params: dict = field(default_factory=dict)
-    #: parameters overriding ``params`` in ``--tiny`` runs
-    tiny_params: dict = field(default_factory=dict)
-    #: cap on the training rows on the CPU (None = all requested rows)
-    cpu_max_train: int | None = None
+#: estimator classes loaded so far, by name (filled on first use; a test may substitute one)
+_ESTIMATORS: dict[str, type] = {}
 
 
-# Parameters for ijcnn1 (features already in [-1, 1]); γ = 2, C = 32 is the
-# LLSVM paper's setting (SPEC §7).
-DEMO_METHODS: tuple[DemoMethod, ...] = (
-    DemoMethod("linear", "LinearSVM", {"C": 1.0}),
-    DemoMethod("svc", "KernelSVC", {"kernel": "rbf", "gamma": 2.0, "C": 32.0}),
-    DemoMethod("llsvm", "LLSVM", {"kernel": "rbf", "gamma": 2.0, "C": 32.0, "n_landmarks": 1000},
-               {"n_landmarks": 100}),
-    DemoMethod("cvm", "CVM", {"kernel": "rbf", "gamma": 2.0, "C": 32.0}),
-    # SVI: γ = 0.5, C = 512 (bench/svi.py): 98.3% with half of SVC's SVs; at γ = 2, C = 32
-    # its sub-SVMs on 5,000 rows find a wide margin band (97.9%, more SVs than SVC)
-    DemoMethod("svi", "SVI", {"kernel": "rbf", "gamma": 0.5, "C": 512.0}),
-    # OK-FEB: at γ = 2 its r = 50 tracked features leave an LS error of 0.4 and carry
-    # no class information (90.4%, majority class 90.5%: the fit warns, BudgetTooSmallWarning);
-    # γ = 0.5 tracks the kernel well (bench/okfeb.py); one pass, the linear SVM solved exactly
-    DemoMethod("okfeb", "OKFEBClassifier", {"kernel": "rbf", "gamma": 0.5, "alpha": 1e-5}),
-)
-METHOD_LABELS = tuple(m.label for m in DEMO_METHODS)
+def _estimator_class(name: str) -> type:
+    if name not in _ESTIMATORS:
+        _ESTIMATORS[name] = registry.method(name).load()
+    return _ESTIMATORS[name]
 
-
-_ESTIMATORS = {cls.__name__: cls for cls in (LinearSVM, KernelSVC, LLSVM, CVM, SVI, OKFEBClassifier)}
 
 # --------------------------------------------------------------------------- memory
 def _proc_status(key: str) -> int | None:
@@ -231,34 +206,34 @@ def _has_psutil() -> bool:
 
 # --------------------------------------------------------------------------- model size
 def model_size(model: Any) -> tuple[int | None, str]:
-    """(count, description) of what a fitted model keeps: SVs, core set, landmarks, budget."""
-    name = type(model).__name__
-    if name == "LinearSVM":
-        coef = getattr(model, "coef_", None)
-        n = int(np.prod(coef.shape[1:])) if coef is not None and coef.ndim > 1 else \
-            (int(coef.shape[0]) if coef is not None else None)
-        return n, (f"{n} weights" if n is not None else "-")
-    if name == "LLSVM":
-        Z = getattr(model, "landmarks_", None)
-        if Z is not None:
-            return int(Z.shape[0]), f"{int(Z.shape[0])} landmarks"
-    if name == "CVM" or name == "OneClassCVM":
-        core = getattr(model, "core_set_", None)
-        if core is not None:
-            n = int(sum(len(c) for c in core))       # one array per binary problem
-            return n, f"{n} core vectors"
-    if name.startswith("OKFEB"):
-        fe = getattr(model, "extractor_", model)      # the classifier's OKFEB, or an OKFEB
-        if hasattr(fe, "n_stored_"):
-            n = int(fe.n_stored_)
-            return n, f"{n} stored vectors"
-    for attr in ("n_support_",):
-        if hasattr(model, attr):
-            n = int(np.sum(bk.to_host(getattr(model, attr))))
-            return n, f"{n} SVs"
+    """(count, description) of what a fitted model keeps, read from its fitted attributes.
+
+    Landmarks (``landmarks_``), core vectors (``core_set_``: one array per
+    binary problem), the vectors an OK-FEB budget stores (``n_stored_``, of the
+    model or its ``extractor_``), support vectors (``n_support_``,
+    ``support_vectors_``) or, for a linear model, its weights (``coef_``).
+    """
+    Z = getattr(model, "landmarks_", None)
+    if Z is not None:
+        return int(Z.shape[0]), f"{int(Z.shape[0])} landmarks"
+    core = getattr(model, "core_set_", None)
+    if core is not None:
+        n = int(sum(len(c) for c in core))
+        return n, f"{n} core vectors"
+    fe = getattr(model, "extractor_", model)      # the classifier's OKFEB, or an OKFEB
+    if hasattr(fe, "n_stored_"):
+        n = int(fe.n_stored_)
+        return n, f"{n} stored vectors"
+    if hasattr(model, "n_support_"):
+        n = int(np.sum(bk.to_host(model.n_support_)))
+        return n, f"{n} SVs"
     SV = getattr(model, "support_vectors_", None)
     if SV is not None:
         return int(SV.shape[0]), f"{int(SV.shape[0])} SVs"
+    coef = getattr(model, "coef_", None)
+    if coef is not None:
+        n = int(np.prod(coef.shape[1:])) if coef.ndim > 1 else int(coef.shape[0])
+        return n, f"{n} weights"
     return None, "-"
 
 
@@ -344,20 +319,20 @@ def run_demo(*, methods: Sequence[str] | None = None, device: str = "auto",
               "n_test": int(Xt.shape[0]), "n_features": int(X.shape[1]),
               "memory_measure": PeakMemory(measure).label, "warmup_s": warm, "rows": []}
 
-    todo = [m for m in DEMO_METHODS if m.label in chosen]
+    todo = [m for m in DEMO_METHODS if m.demo.label in chosen]
     bar = _progress_bar(todo, progress)
     for spec in bar:
         if hasattr(bar, "set_description"):
-            bar.set_description(f"{spec.label:>6}")
+            bar.set_description(f"{spec.demo.label:>6}")
         elif log is not None:
-            log(f"[{len(result['rows']) + 1}/{len(todo)}] {spec.label} ...")
-        row = {"method": spec.label, "estimator": spec.cls_name, "device": str(dev)}
+            log(f"[{len(result['rows']) + 1}/{len(todo)}] {spec.demo.label} ...")
+        row = {"method": spec.demo.label, "estimator": spec.name, "device": str(dev)}
         try:
-            cls = _ESTIMATORS[spec.cls_name]
-            params = dict(spec.params)
+            cls = _estimator_class(spec.name)
+            params = dict(spec.demo.params)
             if tiny:
-                params.update(spec.tiny_params)
-            params.update((overrides or {}).get(spec.label, {}))
+                params.update(spec.demo.tiny_params)
+            params.update((overrides or {}).get(spec.demo.label, {}))
             names = cls().get_params(deep=False)
             if "device" in names:
                 params["device"] = str(dev) if dev.is_gpu else "cpu"
@@ -365,7 +340,7 @@ def run_demo(*, methods: Sequence[str] | None = None, device: str = "auto",
                 params.setdefault("random_state", random_state)
             est = cls(**params)
             Xf, yf = X, y
-            if not dev.is_gpu and spec.label == "svc" and svc_max_train is not None:
+            if not dev.is_gpu and spec.name == "KernelSVC" and svc_max_train is not None:
                 # a random sample (its own seeded stream: the same rows whatever else runs)
                 Xf, yf = subsample(X, y, svc_max_train, np.random.default_rng([random_state, 1]))
             row["n_train"] = int(Xf.shape[0])

@@ -47,9 +47,9 @@ from gpuksvm.array.backend import Device
 from gpuksvm.kernels.kernel import Kernel
 from gpuksvm.array.validation import check_int_width
 
-__all__ = ["ParamsMixin", "DEPRECATED", "deprecated", "is_unset", "positive", "non_negative", "count",
-           "KERNEL_PARAMS", "DEVICE_PARAMS", "CLASS_WEIGHT", "MAX_ITER_OR_NO_LIMIT", "InvalidParameterError",
-           "parameter_entries", "shared_parameter_doc"]
+__all__ = ["ParamsMixin", "DEPRECATED", "deprecated", "is_unset", "check_params", "renamed_parameters",
+           "positive", "non_negative", "count", "KERNEL_PARAMS", "DEVICE_PARAMS", "CLASS_WEIGHT",
+           "MAX_ITER_OR_NO_LIMIT", "InvalidParameterError", "parameter_entries", "shared_parameter_doc"]
 
 #: default of a parameter kept one release under an old name (it takes effect only when set)
 DEPRECATED = "deprecated"
@@ -189,6 +189,16 @@ def shared_parameter_doc(cls: type, *sources: type) -> str:
         if entry is not None:
             entries.append(entry)
     return doc[:span[0]] + "".join(entries) + "\n" + doc[span[1]:]
+
+
+def check_params(est: ParamsMixin) -> None:
+    """Validate ``est``'s parameters now, as its ``fit`` does first (the command line, model files)."""
+    est._check_params()
+
+
+def renamed_parameters(cls: type) -> dict[str, str]:
+    """Old parameter name → new name, for one release, of an estimator class (empty when none)."""
+    return dict(getattr(cls, "_renamed_parameters", {}))
 
 
 class ParamsMixin:

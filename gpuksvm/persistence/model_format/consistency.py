@@ -18,6 +18,7 @@ import scipy.linalg as sla
 import scipy.sparse as sp
 from sklearn.preprocessing import StandardScaler
 
+from gpuksvm import registry
 from gpuksvm.kernels.kernel import Kernel
 from gpuksvm.solvers.multiclass import binary_problems
 from gpuksvm.solvers.linear.online import Pegasos
@@ -142,7 +143,8 @@ def check_llsvm(est: Any, dims: Dims, path: str) -> None:
 
 
 def check_cvm(est: Any, dims: Dims, path: str) -> None:
-    one_class = getattr(est, "_task", None) == "one_class" or not hasattr(est, "classes_")
+    method = registry.find(type(est).__name__)
+    one_class = (method is not None and method.kind == "outlier_detector") or not hasattr(est, "classes_")
     if one_class:
         if dims.get("n_problems") not in (None, 1):
             raise format_error(path, "a one-class model has exactly one problem")

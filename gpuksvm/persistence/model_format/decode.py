@@ -15,6 +15,7 @@ import scipy.sparse as sp
 from sklearn.pipeline import Pipeline
 
 from gpuksvm.array import backend as bk
+from gpuksvm.estimators.params import renamed_parameters
 from gpuksvm.kernels.kernel import Kernel
 from gpuksvm.persistence.model_format.consistency import MAX_DEGREE
 from gpuksvm.persistence.model_format.registry import REGISTRY, Entry
@@ -295,7 +296,7 @@ class _Reader:
             raise format_error(path, "'params' is a JSON object")
         names = set(entry.cls._get_param_names())
         # a file written before a parameter was renamed: its old name becomes the new one
-        renamed = getattr(entry.cls, "_renamed_parameters", {})
+        renamed = renamed_parameters(entry.cls)
         params = {(renamed[k] if k in renamed and renamed[k] not in params else k): v for k, v in params.items()}
         unknown = set(params) - names
         if unknown:

@@ -5,6 +5,11 @@ One :class:`Entry` per class: its declared fitted attributes (name →
 have, the class's own parameter checks, and the consistency checks across
 attributes beyond the named dimensions.  :data:`REGISTRY` maps the key a file
 names a class by to its entry.
+
+The estimators are the methods of :mod:`gpuksvm.registry` — their classes and the
+keys files name them by (``format_name``) come from there — each with its
+declaration in :data:`METHOD_SPECS`; the state records they hold (solver states,
+scikit-learn's ``Pipeline`` and ``StandardScaler``) are listed here.
 """
 from __future__ import annotations
 
@@ -16,16 +21,12 @@ import numpy as np
 from sklearn.pipeline import Pipeline
 from sklearn.preprocessing import StandardScaler
 
+from gpuksvm import registry
 from gpuksvm.array import backend as bk
-from gpuksvm.estimators.cvm import CVM, OneClassCVM
-from gpuksvm.estimators.kernel_svc import KernelSVC
+from gpuksvm.estimators.params import check_params
 from gpuksvm.kernels.kernel import Kernel
-from gpuksvm.estimators.linear_svm import LinearSVM
-from gpuksvm.estimators.llsvm import LLSVM
-from gpuksvm.estimators.okfeb import OKFEB, OKFEBClassifier, OKFEBRegressor
 from gpuksvm.solvers.okfeb.subspace import OnlineSubspace
 from gpuksvm.solvers.linear.online import Pegasos, RegularizedLMS
-from gpuksvm.estimators.svi import SVI
 from gpuksvm.persistence.model_format.consistency import (
     check_cvm,
     check_learner,
@@ -65,7 +66,7 @@ from gpuksvm.persistence.model_format.specs import (
     value_bound,
 )
 
-__all__ = ["Entry", "REGISTRY", "entry_for"]
+__all__ = ["Entry", "REGISTRY", "METHOD_SPECS", "entry_for"]
 
 
 # shorthands of the declarations below
@@ -115,9 +116,12 @@ class Entry:
     @property
     def v1_name(self) -> str:
         """How format version 1 named the class (``module:QualName``, with the module path the class
-        had when version 1 was written: the format name's, e.g. ``gpuksvm.llsvm:LLSVM``)."""
-        module, _, qualname = self.name.rpartition(".")
-        return f"{module}:{qualname}"
+        had when version 1 was written: the format name's, e.g. ``gpuksvm.llsvm:LLSVM``; scikit-learn's
+        classes by their own module)."""
+        if self.name.startswith("gpuksvm."):
+            module, _, qualname = self.name.rpartition(".")
+            return f"{module}:{qualname}"
+        return f"{self.cls.__module__}:{self.cls.__qualname__}"
 
 
 def _common(extra: dict[str, Spec]) -> dict[str, Spec]:
@@ -139,12 +143,15 @@ def _check_device_and_dtype(est: Any) -> None:
     bk.resolve_dtype(est.dtype, bk.CPU)
 
 
-def _own_checks(*methods: str) -> Callable[[Any], None]:
-    def run(est: Any) -> None:
-        _check_device_and_dtype(est)
-        for m in methods:
-            getattr(est, m)()
-    return run
+def _own_checks(est: Any) -> None:
+    """A gpuksvm estimator's parameter checks: device, dtype and its declared parameters."""
+    _check_device_and_dtype(est)
+    check_params(est)
+
+
+def _method_class(name: str) -> type:
+    """The class of the :mod:`gpuksvm.registry` method ``name``."""
+    return registry.method(name).load()
 
 
 #: OK-FEB's fitted state before it moved into OnlineSubspace (format 1, and format 2 files
@@ -302,11 +309,12 @@ _SVM_SHAPES = {
     "n_support_": Arr("iu", ("n_classes",), low=0),
 }
 
-_ENTRIES = [
-    Entry("gpuksvm.linear_svm.LinearSVM", LinearSVM, _LINEAR_FITTED,
-          required=("classes_", "coef_", "intercept_", "n_features_in_"),
-          validate=_own_checks("_check_params"), check=check_linear),
-    Entry("gpuksvm.llsvm.LLSVM", LLSVM, _common({
+#: :mod:`gpuksvm.registry` method name → its declaration (the :class:`Entry` fields besides the
+#: name, the class and ``validate``, which are the registry's and the estimators' parameter checks)
+METHOD_SPECS: dict[str, dict[str, Any]] = {
+    "LinearSVM": dict(fitted=_LINEAR_FITTED, required=("classes_", "coef_", "intercept_", "n_features_in_"),
+                      check=check_linear),
+    "LLSVM": dict(fitted=_common({
         "classes_": Labels(),
         "kernel_": KERNEL,
         "landmarks_": Arr("f", ("k", "n_features_in_"), rows=True),
@@ -314,7 +322,7 @@ _ENTRIES = [
         "eigvals_": Arr("f", ("k",), finite=False),
         "spectrum_": Arr("f", ("k",), finite=False),
         "map_": Arr("f", ("k", "k")),
-        "svm_": Instance(LinearSVM),
+        "svm_": Instance(_method_class("LinearSVM")),
         "coef_": Arr("f", ("n_outputs", "k")),
         "intercept_": Arr("f", ("n_outputs",)),
         "dual_coef_": Arr("f", ("n_outputs", "k")),
@@ -322,15 +330,12 @@ _ENTRIES = [
         "_n_features_out": Int(low=1, dim="k"),
         "fit_times_": Info(),
     }), required=("classes_", "kernel_", "landmarks_", "map_", "svm_", "dual_coef_", "intercept_",
-                  "n_features_in_"),
-          validate=_own_checks("_check_params"), check=check_llsvm),
-    Entry("gpuksvm.cvm.CVM", CVM, _CVM_FITTED, required=_CVM_REQUIRED + ("classes_",),
-          validate=_own_checks("_check_params"), check=check_cvm,
-          upgrade_decoded=_cvm_one_problem_as_lists),
-    Entry("gpuksvm.cvm.OneClassCVM", OneClassCVM, _CVM_FITTED, required=_CVM_REQUIRED + ("offset_",),
-          validate=_own_checks("_check_params"), check=check_cvm,
-          upgrade_decoded=_cvm_one_problem_as_lists),
-    Entry("gpuksvm.kernel_svc.KernelSVC", KernelSVC, _common({
+                  "n_features_in_"), check=check_llsvm),
+    "CVM": dict(fitted=_CVM_FITTED, required=_CVM_REQUIRED + ("classes_",), check=check_cvm,
+                upgrade_decoded=_cvm_one_problem_as_lists),
+    "OneClassCVM": dict(fitted=_CVM_FITTED, required=_CVM_REQUIRED + ("offset_",), check=check_cvm,
+                        upgrade_decoded=_cvm_one_problem_as_lists),
+    "KernelSVC": dict(fitted=_common({
         **_SVM_SHAPES,
         # (0, 0) for kernel="precomputed", as SVC's (checked in _check_svc)
         "support_vectors_": SparseOrArr((None, None), rows=True),
@@ -344,9 +349,8 @@ _ENTRIES = [
         "shape_fit_": TupleOf(Int(low=0), Int(low=0)),
         **_PROBA,
     }), required=("classes_", "kernel_", "support_vectors_", "dual_coef_", "intercept_",
-                  "n_features_in_"),
-          validate=_own_checks("_check_params"), check=check_svc),
-    Entry("gpuksvm.svi.SVI", SVI, _common({
+                  "n_features_in_"), check=check_svc),
+    "SVI": dict(fitted=_common({
         **_SVM_SHAPES,
         "classes_": Labels(),
         "kernel_": KERNEL,
@@ -362,28 +366,39 @@ _ENTRIES = [
         "fit_times_": Info(),
         **_PROBA,
     }), required=("classes_", "kernel_", "support_vectors_", "dual_coef_", "intercept_",
-                  "problems_", "n_features_in_"),
-          validate=_own_checks("_check_params"), check=check_svi,
-          upgrade=lambda fitted: {("fit_times_" if k == "fit_time_" else k): v for k, v in fitted.items()}),
-    Entry("gpuksvm.okfeb.OKFEB", OKFEB, _OKFEB_FITTED, required=_OKFEB_REQUIRED,
-          validate=_own_checks("_check_params"), check=check_okfeb, upgrade=_okfeb_upgrade),
-    Entry("gpuksvm.solvers.okfeb.OnlineSubspace", OnlineSubspace, _SUBSPACE_FITTED, kind="record",
-          required=tuple(_SUBSPACE_FITTED), check=check_subspace, transient={"_cache": dict}),
-    Entry("gpuksvm.okfeb.OKFEBClassifier", OKFEBClassifier, _common({
+                  "problems_", "n_features_in_"), check=check_svi,
+        upgrade=lambda fitted: {("fit_times_" if k == "fit_time_" else k): v for k, v in fitted.items()}),
+    "OKFEB": dict(fitted=_OKFEB_FITTED, required=_OKFEB_REQUIRED, check=check_okfeb, upgrade=_okfeb_upgrade),
+    "OKFEBClassifier": dict(fitted=_common({
         "classes_": Labels(),
-        "extractor_": Instance(OKFEB),
+        "extractor_": Instance(_method_class("OKFEB")),
         "_learner": Instance(Pegasos),
         **_CAPACITY,
-    }), required=("classes_", "extractor_", "_learner", "n_features_in_"),
-          validate=_own_checks("_check_params"),
-          check=check_learner),
-    Entry("gpuksvm.okfeb.OKFEBRegressor", OKFEBRegressor, _common({
-        "extractor_": Instance(OKFEB),
+    }), required=("classes_", "extractor_", "_learner", "n_features_in_"), check=check_learner),
+    "OKFEBRegressor": dict(fitted=_common({
+        "extractor_": Instance(_method_class("OKFEB")),
         "_learner": Instance(RegularizedLMS),
         **_CAPACITY,
-    }), required=("extractor_", "_learner", "n_features_in_"),
-          validate=_own_checks("_check_params"),
-          check=check_learner),
+    }), required=("extractor_", "_learner", "n_features_in_"), check=check_learner),
+}
+
+
+def _method_entries() -> list[Entry]:
+    """One entry per :mod:`gpuksvm.registry` method, with its declaration from :data:`METHOD_SPECS`."""
+    names = [m.name for m in registry.METHODS]
+    undeclared = [n for n in names if n not in METHOD_SPECS]
+    unknown = sorted(set(METHOD_SPECS) - set(names))
+    if undeclared or unknown:
+        raise RuntimeError(f"gpuksvm.persistence.model_format.registry: METHOD_SPECS must declare exactly "
+                           f"the methods of gpuksvm.registry; undeclared: {undeclared}, not methods: {unknown}")
+    return [Entry(m.format_name, m.load(), validate=_own_checks, **METHOD_SPECS[m.name])
+            for m in registry.METHODS]
+
+
+#: the state records model files hold inside the estimators, and scikit-learn's wrappers
+_RECORDS = [
+    Entry("gpuksvm.solvers.okfeb.OnlineSubspace", OnlineSubspace, _SUBSPACE_FITTED, kind="record",
+          required=tuple(_SUBSPACE_FITTED), check=check_subspace, transient={"_cache": dict}),
     Entry("gpuksvm.solvers.online.Pegasos", Pegasos, {
         "lam": Float(low=5e-324), "fit_intercept": Bool(), "n_features": Int(low=0),
         "G": Arr("f", (None, None), ndim=2), "t": Int(low=0),
@@ -406,6 +421,7 @@ _ENTRIES = [
     }, required=("n_features_in_", "n_samples_seen_", "mean_", "var_", "scale_"),
           validate=lambda est: est._validate_params(), check=check_scaler),
 ]
+_ENTRIES = _method_entries() + _RECORDS
 
 #: registry key → Entry: every class a model file may hold
 REGISTRY: dict[str, Entry] = {e.name: e for e in _ENTRIES}
