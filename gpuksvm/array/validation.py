@@ -73,7 +73,8 @@ def _check_gpu_array(X: Any, *, name: str, ensure_2d: bool = True) -> Any:
 
 def working_dtype(estimator: Any) -> np.dtype:
     """The float dtype ``estimator`` computes in (its ``dtype`` on its fitted or chosen device)."""
-    device = getattr(estimator, "_fitted_on", None) or getattr(estimator, "device", "auto")
+    fitted = any(k.endswith("_") and not k.startswith("_") for k in vars(estimator))
+    device = (getattr(estimator, "fitted_device_", None) if fitted else None) or getattr(estimator, "device", "auto")
     try:
         return bk.resolve_dtype(getattr(estimator, "dtype", None), device)
     except Exception:  # an invalid or unavailable device/dtype is reported by fit itself

@@ -141,7 +141,7 @@ class DaskSource:
 def host_chunks(A: Any) -> Any:
     """The same dask array with host (NumPy) chunks (for small reductions on the driver)."""
     _, da = require_dask()
-    if bk.array_kind(getattr(A, "_meta", np.empty(0))) == "numpy":
+    if bk.array_kind(da.utils.meta_from_array(A)) == "numpy":
         return A
     return A.map_blocks(bk.to_host, dtype=A.dtype, meta=np.empty((0,) * A.ndim, dtype=A.dtype))
 

@@ -8,6 +8,8 @@ by the one mapped call, not a process-wide table).
 """
 from __future__ import annotations
 
+import copy
+
 import threading
 from typing import Any
 
@@ -41,17 +43,18 @@ class ChunkPredictor:
         self.__init__(state["estimator"], state["method"])
 
     def _estimator_on(self, Xb: Any) -> Any:
+        """The estimator with its fitted arrays on the device of the chunk ``Xb`` (a copy per device)."""
         est = self.estimator
-        if not bk.is_gpu_array(Xb) or not hasattr(est, "_fitted_device"):
+        if not bk.is_gpu_array(Xb) or not hasattr(est, "fitted_device_"):
             return est
         dev = bk.device_of(Xb)
-        if est._fitted_device() == dev:
+        if est.fitted_device_ == str(dev):
             return est
         with self._lock:
-            copy = self._copies.get(str(dev))
-            if copy is None:
-                copy = self._copies[str(dev)] = est._moved_copy(dev)
-        return copy
+            moved = self._copies.get(str(dev))
+            if moved is None:
+                moved = self._copies[str(dev)] = copy.copy(est).to_device(dev)
+        return moved
 
     def __call__(self, Xb: Any) -> Any:
         out = getattr(self._estimator_on(Xb), self.method)(Xb)
@@ -72,14 +75,14 @@ def map_method(estimator: Any, X: Any, method: str) -> Any:
     stays in the chunk's array kind (NumPy or CuPy).
     """
     check_is_fitted(estimator)
-    dask, _ = require_dask()
+    dask, da = require_dask()
     X, _ = row_chunked(X)
     expected = getattr(estimator, "n_features_in_", None)
     if expected is not None and X.shape[1] != expected:
         raise ValueError(f"X has {X.shape[1]} features, but {type(estimator).__name__} "
                          f"is expecting {expected} features as input.")
     probe = np.asarray(bk.to_host(getattr(estimator, method)(np.zeros((1, X.shape[1])))))
-    meta_mod = bk.namespace_of(getattr(X, "_meta", np.empty(0)))
+    meta_mod = bk.namespace_of(da.utils.meta_from_array(X))
     meta = meta_mod.empty((0,) * probe.ndim, dtype=probe.dtype) if probe.dtype != object \
         else np.empty((0,) * probe.ndim, dtype=object)
     apply = dask.delayed(ChunkPredictor(estimator, method), pure=True)
