@@ -79,16 +79,6 @@ class CVMBase(DeviceMixin, BaseEstimator):
                          shrinking=bool(self.shrinking), multi_class=getattr(self, "multi_class", "ovo"),
                          verbose=int(self.verbose))
 
-    def _prepare(self, X: Any):
-        """Device, dtype, kernel, device copy of X, the normalization scales and the seconds it took."""
-        t0 = time.perf_counter()
-        dev = self._device()
-        dt = bk.resolve_dtype(self.dtype, dev)
-        Xd = bk.to_device(X, dev, dt)
-        kernel = self._make_kernel(Xd)
-        xscale = kernel_scale(Xd, kernel, bool(self.normalize))
-        return dev, dt, kernel, Xd, xscale, bk.synchronized_clock(dev) - t0
-
     def _one_class(self) -> bool:
         return self._task == "one_class" or getattr(self, "task", "") == "one_class"
 
@@ -155,10 +145,14 @@ class CVMBase(DeviceMixin, BaseEstimator):
 
     def _fit_array(self, X: Any, classes: np.ndarray | None, yi: np.ndarray | None) -> "CVMBase":
         """``fit`` on validated in-memory rows ``X`` with the classes and encoded labels (None: one-class)."""
-        rs = check_random_state(self.random_state)
-        dev, dt, kernel, Xd, xscale, seconds = self._prepare(X)
-        result = self._solve(ArrayRows(Xd), classes, yi, kernel, xscale, dev, dt, rs)
-        self._store(result, dev, classes=classes, times={"prepare": float(seconds)})
+        t0 = time.perf_counter()
+        setup = self._fit_setup(X)      # device, dtype, random state, X on the device, kernel (γ on it)
+        kernel = check_kernel(setup.kernel, bool(self.normalize))
+        xscale = kernel_scale(setup.X, kernel, bool(self.normalize))
+        seconds = bk.synchronized_clock(setup.device) - t0
+        result = self._solve(ArrayRows(setup.X), classes, yi, kernel, xscale, setup.device, setup.dtype,
+                             setup.random_state)
+        self._store(result, setup.device, classes=classes, times={"prepare": float(seconds)})
         return self
 
     def _solve(self, rows: CVMRows, classes: np.ndarray | None, yi: np.ndarray | None, kernel: Kernel,
