@@ -97,7 +97,7 @@ from gpuksvm.estimators.calibration import ProbabilityMixin
 from gpuksvm.estimators.params import CLASS_WEIGHT, DEVICE_PARAMS, count, positive
 from gpuksvm.solvers.linear import problem as lin
 from gpuksvm.solvers.cost_scaling import ScaledProblemWarning, extreme_cost_scale, scaled_costs
-from gpuksvm.solvers.linear.solve import (
+from gpuksvm.solvers.linear.svm import (
     SOLVERS,
     LinearSVMParams,
     LinearSVMResult,
@@ -226,7 +226,7 @@ class LinearSVM(DeviceMixin, ProbabilityMixin, ClassifierMixin, BaseEstimator):
                              "or solver='dual_cd' / 'liblinear' for the hinge")
 
     def _solver_params(self) -> LinearSVMParams:
-        """The parameters of the solve (:class:`gpuksvm.solvers.linear.solve.LinearSVMParams`)."""
+        """The parameters of the solve (:class:`gpuksvm.solvers.linear.svm.LinearSVMParams`)."""
         return LinearSVMParams(C=float(self.C), loss=self.loss, solver=self.solver,
                                fit_intercept=bool(self.fit_intercept),
                                intercept_scaling=float(self.intercept_scaling), class_weight=self.class_weight,
@@ -260,7 +260,7 @@ class LinearSVM(DeviceMixin, ProbabilityMixin, ClassifierMixin, BaseEstimator):
         return self
 
     def _fit_blocks(self, X: Any, y: Any, sample_weight: Any) -> "LinearSVM":
-        """Out of core (:func:`gpuksvm.solvers.linear.solve.solve_linear_svm_blocks`)."""
+        """Out of core (:func:`gpuksvm.solvers.linear.svm.solve_linear_svm_blocks`)."""
         if sample_weight is not None:
             raise ValueError("sample_weight is not supported with out-of-core (block source) input")
         if self.probability:
@@ -306,7 +306,7 @@ class LinearSVM(DeviceMixin, ProbabilityMixin, ClassifierMixin, BaseEstimator):
     def from_result(cls, result: LinearSVMResult, **params: Any) -> "LinearSVM":
         """A fitted LinearSVM with parameters ``params`` holding a solved problem (a solve run
         outside :meth:`fit`, e.g. the Dask LLSVM fit's Newton:
-        :meth:`gpuksvm.solvers.linear.solve.LinearSVMResult.from_solution`)."""
+        :meth:`gpuksvm.solvers.linear.svm.LinearSVMResult.from_solution`)."""
         svm = cls(**params)
         svm._store(result)
         return svm
