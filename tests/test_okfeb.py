@@ -173,7 +173,7 @@ def test_host_step_matches_general_path(spheres, kw):
     b = OKFEB(rank=6, n_landmarks=20, device="cpu", random_state=0, **kw)
     Qa = a.partial_fit_transform(X)
     b._reset(X)                                   # the same state, streamed by the general path
-    Qb = b.subspace_.stream(X, replace(b._params(), host_step=False), "features")
+    Qb = b.subspace_.stream(X, replace(b.subspace_params(), host_step=False), "features")
     assert a.n_updates_ == b.n_updates_ and a.n_updates_ > 40
     np.testing.assert_array_equal(a.support_, b.support_)
     np.testing.assert_allclose(a.A_, b.A_, rtol=1e-8, atol=1e-10)
@@ -190,7 +190,7 @@ def test_censor_scan_matches_per_row_rule():
     fe = OKFEB(gamma=1.0, rank=2, n_landmarks=3, target_censor_rate=0.7, device="cpu")
     fe.fit(rng.normal(size=(50, 2)))
     ref = OKFEB(**fe.get_params()).fit(rng.normal(size=(50, 2)))
-    st, rst, p = fe.subspace_, ref.subspace_, fe._params()
+    st, rst, p = fe.subspace_, ref.subspace_, fe.subspace_params()
     for attr in ("theta", "ema", "n_censored", "m"):
         setattr(rst, attr, getattr(st, attr))
     e = rng.exponential(st.ema, size=400)

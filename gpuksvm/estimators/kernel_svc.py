@@ -63,7 +63,7 @@ from gpuksvm.estimators.params import (
     positive,
 )
 from gpuksvm.solvers.progress import report
-from gpuksvm.solvers.smo.engines import solve_ovo
+from gpuksvm.solvers.smo.svc import KernelSVCResult, solve_svc
 from gpuksvm.solvers.svc_dual import PRECOMPUTED
 from gpuksvm.estimators.svc_surface import (
     NOT_FINITE_MESSAGE,
@@ -337,72 +337,42 @@ class KernelSVC(DeviceMixin, SVCSurfaceMixin, ProbabilityMixin, ClassifierMixin,
                                 else data, dev, dt)
         max_iter = None if self.max_iter == -1 else int(self.max_iter)
         # pair (lo, hi) is solved with +1 for hi; solver="libsvm" is one LIBSVM call, SVC's own
-        results = solve_ovo(data, yidx, kern, float(self.C), n_classes=classes.shape[0],
-                            tol=float(self.tol), max_iter=max_iter, device=dev, dtype=dt,
-                            sample_weight=None if sw is None else np.maximum(sw, 0.0),
-                            class_weight=cw, method=self.solver, shrinking=bool(self.shrinking),
-                            cache_bytes=int(float(self.cache_size) * 2**20), warn_convergence=False)
-        model = self._model(X, data, yidx, classes, results, kernel_, dev, dt)
-        self.__dict__.update(model)
-        self._set_fitted_device(dev)
-        for attr in ("probA_", "probB_", "X_fit_"):  # from an earlier fit
-            if attr not in model:
-                self.__dict__.pop(attr, None)
-        warn_unconverged([r.converged for r in results], [r.max_iter_reached for r in results], max_iter,
+        result = solve_svc(data, yidx, classes, kern, float(self.C), tol=float(self.tol), max_iter=max_iter,
+                           device=dev, dtype=dt, sample_weight=None if sw is None else np.maximum(sw, 0.0),
+                           class_weight=cw, method=self.solver, shrinking=bool(self.shrinking),
+                           cache_bytes=int(float(self.cache_size) * 2**20))
+        self._store(result, kernel_=kernel_, X=X)
+        warn_unconverged(result.converged.tolist(), result.max_iter_reached.tolist(), max_iter,
                          float(self.tol), "KernelSVC")
-        report("KernelSVC", f"solver={self.solver_}, {len(results)} binary problem(s), {self.support_.size} SVs, "
-               f"iterations={self.n_iter_.tolist()}, converged={bool(self.converged_.all())}", self.verbose)
+        report("KernelSVC", f"solver={self.solver_}, {result.converged.size} binary problem(s), "
+               f"{self.support_.size} SVs, iterations={self.n_iter_.tolist()}, "
+               f"converged={bool(self.converged_.all())}", self.verbose)
         if self.probability:
             self._fit_probability(X, y, sample_weight=sample_weight)
         return self
 
-    def _model(self, X: Any, data: Any, yidx: np.ndarray, classes: np.ndarray, results: list,
-               kernel_: Any, dev: bk.Device, dt: np.dtype) -> dict:
-        """The fitted attributes from the solved problems (LIBSVM's one-vs-one layout)."""
-        K = classes.shape[0]
-        sign = 1.0 if K == 2 else -1.0  # solve_ovo: +1 for the higher class of each pair
-        coefs = [(np.asarray(r.support, dtype=np.int64),
-                  sign * np.asarray(bk.to_host(r.dual_coef), dtype=np.float64).ravel()) for r in results]
-        intercept = sign * np.array([r.intercept for r in results], dtype=np.float64)
-        if not (np.isfinite(intercept).all() and all(np.isfinite(c).all() for _, c in coefs)):
+    def _store(self, result: KernelSVCResult, *, kernel_: Any, X: Any) -> None:
+        """The one writer of the fitted state: a solved one-vs-one C-SVC, with SVC's conventions
+        for the training data ``X`` the model was fitted on and the kernel ``kernel_`` it keeps
+        (a callable kernel keeps X as ``X_fit_``; a sparse fit gives a CSR ``dual_coef_``)."""
+        if not result.finite:
             raise ValueError(NOT_FINITE_MESSAGE)
-        union = np.unique(np.concatenate([s for s, _ in coefs])) if coefs else np.zeros(0, np.int64)
-        # group by class, ascending index within a class (LIBSVM's order)
-        sv = union[np.lexsort((union, yidx[union]))]
-        pos = np.empty(yidx.shape[0], dtype=np.int64)
-        pos[sv] = np.arange(sv.size)
-        dual = np.zeros((max(K - 1, 1), sv.size))
-        cls = yidx[sv]
-        for p, ((i, j), (s, c)) in enumerate(zip(binary_problems(K, "ovo"), coefs)):
-            if K == 2:
-                dual[0, pos[s]] = c
-            else:
-                # LIBSVM layout: SVs of class i in row j−1, SVs of class j in row i
-                col = pos[s]
-                of_i = cls[col] == i
-                dual[j - 1, col[of_i]] = c[of_i]
-                dual[i, col[~of_i]] = c[~of_i]
-        extra = {}
-        if is_user_callable(kernel_) or is_precomputed(kernel_):
-            # SVC's convention: no support vectors; predict takes kernel columns support_
-            support_vectors = bk.get_namespace(dev).empty((0, 0), dtype=dt if dev.is_gpu else np.float64)
-            if is_user_callable(kernel_):
-                extra["X_fit_"] = X
-        elif dev.is_gpu:
-            support_vectors = data[bk.to_device(sv, dev)]
-        else:
-            support_vectors = X[sv]
-        return {
-            "classes_": classes, "kernel_": kernel_, "support_": sv,
-            "support_vectors_": support_vectors,
-            "n_support_": np.bincount(cls, minlength=K).astype(np.int32),
-            "dual_coef_": sparse_like(dual, bk.is_sparse(X) and not is_user_callable(kernel_)),
-            "intercept_": intercept, "solver_": results[0].solver,
-            "n_iter_": np.array([r.n_iter for r in results], dtype=np.int64),
-            "objective_": np.array([r.objective for r in results]),
-            "converged_": np.array([r.converged for r in results]),
-            "shape_fit_": X.shape if hasattr(X, "shape") else (n_samples_of(X),), **extra,
+        callable_kernel = is_user_callable(kernel_)
+        model = {
+            "classes_": result.classes, "kernel_": kernel_, "support_": result.support,
+            "support_vectors_": result.support_vectors, "n_support_": result.n_support,
+            "dual_coef_": sparse_like(result.dual_coef, bk.is_sparse(X) and not callable_kernel),
+            "intercept_": result.intercept, "solver_": result.solver, "n_iter_": result.n_iter,
+            "objective_": result.objective, "converged_": result.converged,
+            "shape_fit_": X.shape if hasattr(X, "shape") else (n_samples_of(X),),
         }
+        if callable_kernel:
+            model["X_fit_"] = X
+        self.__dict__.update(model)
+        self._set_fitted_device(result.device)
+        for attr in ("probA_", "probB_", "X_fit_"):  # from an earlier fit
+            if attr not in model:
+                self.__dict__.pop(attr, None)
 
     # ------------------------------------------------------------------ model (SVCSurfaceMixin)
     def _problem_coef(self) -> np.ndarray:

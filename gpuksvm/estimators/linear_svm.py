@@ -80,7 +80,6 @@ where its dual variables would overflow.
 """
 from __future__ import annotations
 
-import math
 import warnings
 from numbers import Real
 from typing import Any
@@ -97,24 +96,17 @@ from gpuksvm.data.blocks import as_block_source, is_block_input
 from gpuksvm.estimators.calibration import ProbabilityMixin
 from gpuksvm.estimators.params import CLASS_WEIGHT, DEVICE_PARAMS, count, positive
 from gpuksvm.solvers.linear import problem as lin
-from gpuksvm.solvers.linear.dual_cd import dual_cd
 from gpuksvm.solvers.cost_scaling import ScaledProblemWarning, extreme_cost_scale, scaled_costs
-from gpuksvm.solvers.linear.newton_memory import newton_squared_hinge
-from gpuksvm.solvers.linear.newton_stream import newton_stream
-from gpuksvm.solvers.linear.sbm import sbm
-from gpuksvm.array.validation import (
-    check_sample_weight,
-    class_counts,
-    class_weight_vector,
-    encode_classes,
-    max_row_sq_norm,
-    validate_X,
-    validate_X_y,
+from gpuksvm.solvers.linear.svm import (
+    SOLVERS,
+    LinearSVMParams,
+    LinearSVMResult,
+    solve_linear_svm,
+    solve_linear_svm_blocks,
 )
+from gpuksvm.array.validation import check_sample_weight, validate_X, validate_X_y
 
 __all__ = ["LinearSVM", "ScaledProblemWarning", "extreme_cost_scale", "scaled_costs"]
-
-SOLVERS = ("auto", "newton", "dual_cd", "liblinear", "sbm")
 
 _CONSTRAINTS = {
     "C": [positive()],
@@ -234,28 +226,14 @@ class LinearSVM(DeviceMixin, ProbabilityMixin, ClassifierMixin, BaseEstimator):
             raise ValueError("solver='newton' solves the squared hinge only; use loss='squared_hinge' "
                              "or solver='dual_cd' / 'liblinear' for the hinge")
 
-    def _scaling(self) -> float | None:
-        return float(self.intercept_scaling) if self.fit_intercept else None
-
-    def _class_weights(self, classes: np.ndarray, y_idx: np.ndarray,
-                       sw: np.ndarray | None = None) -> np.ndarray | None:
-        """Per-class multipliers of C (:func:`gpuksvm.array.validation.class_weight_vector`:
-        "balanced" counts rows by their sample weights, as LinearSVC; a class of zero
-        total weight is an error)."""
-        return class_weight_vector(self.class_weight, classes, class_counts(y_idx, classes.shape[0], sw))
-
-    def _choose(self, dev: bk.Device, X: Any) -> str:
-        if self.solver == "dcd":
-            return "dual_cd"
-        if self.solver != "auto":
-            return self.solver
-        if dev.is_gpu:
-            return "newton" if self.loss == "squared_hinge" else "dual_cd"
-        if self.loss == "hinge":
-            return "liblinear"
-        # Newton beats LIBLINEAR on dense and on narrow sparse data; on wide
-        # sparse data its CG steps lose to LIBLINEAR (measurements: module docstring)
-        return "liblinear" if bk.is_sparse(X) and X.shape[1] > lin.NARROW_DIM else "newton"
+    def _solver_params(self) -> LinearSVMParams:
+        """The parameters of the solve (:class:`gpuksvm.solvers.linear.svm.LinearSVMParams`)."""
+        return LinearSVMParams(C=float(self.C), loss=self.loss, solver=self.solver,
+                               fit_intercept=bool(self.fit_intercept),
+                               intercept_scaling=float(self.intercept_scaling), class_weight=self.class_weight,
+                               tol=float(self.tol), max_iter=int(self.max_iter), n_passes=int(self.n_passes),
+                               cache_drop=float(self.cache_drop), random_state=self.random_state,
+                               verbose=self.verbose)
 
     # ------------------------------------------------------------------ fit
     @fit_context()
@@ -273,163 +251,74 @@ class LinearSVM(DeviceMixin, ProbabilityMixin, ClassifierMixin, BaseEstimator):
         if is_block_input(X) or self.solver == "sbm":
             return self._fit_blocks(X, y, sample_weight)
         X, y, _ = validate_X_y(self, X, y)
-        classes, y_idx = encode_classes(y)
         sw = None if sample_weight is None else check_sample_weight(sample_weight, X)
-        cw = self._class_weights(classes, y_idx, sw)
         dev = self._device()
-        dt = bk.resolve_dtype(self.dtype, dev)
-        solver = self._choose(dev, X)
-        Y, S = lin.ovr_targets(y_idx, classes.shape[0], class_weight=cw, sample_weight=sw)
-        s = self._scaling()
-        log_scale = extreme_cost_scale(float(self.C), float(S.max()) if S.size else 0.0, X.shape[0],
-                                       max_row_sq_norm(X) + (s or 0.0) ** 2, stacklevel=2)
-        C, S = scaled_costs(float(self.C), S, log_scale)
-        self.cost_scale_ = math.exp(log_scale)
-        self.classes_ = classes
-        if solver == "liblinear":
-            sol = self._fit_liblinear(X, y, sw, Y, S, C, log_scale)
-            solver = sol.info["engine"]
-            coef = bk.to_device(sol.coef, dev, dt)
-            intercept = bk.to_device(sol.intercept, dev, dt)
-        else:
-            Xd = bk.to_device(X, dev, dt)
-            if solver == "newton":
-                xp = bk.get_namespace(dev)
-                sol = newton_squared_hinge(Xd, xp.asarray(Y, dtype=dt), C,
-                                           sample_weight=xp.asarray(S, dtype=dt),
-                                           intercept_scaling=s, tol=float(self.tol),
-                                           max_iter=int(self.max_iter), random_state=self.random_state,
-                                           verbose=self.verbose)
-                if sol.info["method"] == "cg":
-                    solver = "newton-cg"
-            else:
-                sol = dual_cd(Xd, Y, C, self.loss, sample_weight=S, intercept_scaling=s,
-                              tol=float(self.tol), max_iter=int(self.max_iter), shrinking=True,
-                              random_state=self.random_state)
-                self.dual_coef_ = sol.alpha
-            coef, intercept = sol.coef, sol.intercept
-        self._finish(coef, intercept, sol, solver, dev)
-        if not sol.converged:
-            warnings.warn(f"LinearSVM ({solver}) did not converge in max_iter={self.max_iter} iterations; "
-                          "increase max_iter or scale the data", ConvergenceWarning, stacklevel=2)
+        self._store(solve_linear_svm(X, y, self._solver_params(), device=dev, dtype=self.dtype,
+                                     sample_weight=sw, stacklevel=2))
+        self._warn_unconverged(stacklevel=3)
         if self.probability:
             self._fit_probability(X, y, sample_weight)
         return self
 
-    def _from_solution(self, sol: lin.LinearSolution, classes: np.ndarray, n_features: int, solver: str,
-                       dev: bk.Device, dt: Any, log_scale: float = 0.0,
-                       n_passes: int | None = None) -> "LinearSVM":
-        """The fitted state from a solution found outside :meth:`fit` (newton-stream, the Dask
-        fit's Newton); ``log_scale`` as from :func:`extreme_cost_scale`; ``n_passes`` over the
-        data, when they were streamed (``n_passes_``)."""
-        if n_passes is not None:
-            self.n_passes_ = int(n_passes)
-        self.classes_ = np.asarray(classes)
-        self.n_features_in_ = int(n_features)
-        self.cost_scale_ = math.exp(log_scale)
-        self._finish(bk.to_device(sol.coef, dev, dt), bk.to_device(sol.intercept, dev, dt), sol, solver, dev)
-        return self
-
-    def _finish(self, coef: Any, intercept: Any, sol: lin.LinearSolution, solver: str,
-                dev: bk.Device) -> None:
-        self.coef_ = coef
-        self.intercept_ = intercept
-        self.objective_ = np.asarray(sol.objective, dtype=np.float64)
-        self.n_iter_ = int(sol.n_iter)
-        self.converged_ = bool(sol.converged)
-        self.solver_ = solver
-        self._set_fitted_device(dev)
-
-    def _fit_liblinear(self, X: Any, y: np.ndarray, sw: np.ndarray | None, Y: np.ndarray,
-                       S: np.ndarray, C: float, log_scale: float = 0.0) -> lin.LinearSolution:
-        """LIBLINEAR through scikit-learn's LinearSVC (host, float64).
-
-        The same problem as the other engines: C (times ``cost_scale_``), loss,
-        class and sample weights, and the regularized constant column ``intercept_scaling``
-        (LIBLINEAR's own bias feature).  Squared hinge with n > d runs
-        LIBLINEAR's primal trust-region Newton, everything else its dual CD
-        (scikit-learn's ``dual="auto"`` rule); ``info["engine"]`` says which.
-        """
-        from sklearn.svm import LinearSVC
-        from sklearn.utils import check_random_state
-
-        X = bk.to_host(X)
-        X = X.astype(np.float64) if X.dtype != np.float64 else X
-        seed = check_random_state(self.random_state).randint(np.iinfo(np.int32).max)
-        cw = self.class_weight if not isinstance(self.class_weight, dict) else dict(self.class_weight)
-        dual = not (self.loss == "squared_hinge" and X.shape[0] > X.shape[1])
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always", ConvergenceWarning)
-            # LIBLINEAR forms C·weight in double precision: the scaled C is enough (module docstring)
-            ref = LinearSVC(C=math.exp(math.log(float(self.C)) + log_scale), loss=self.loss, dual=dual, tol=float(self.tol),
-                            fit_intercept=bool(self.fit_intercept),
-                            intercept_scaling=float(self.intercept_scaling), class_weight=cw,
-                            max_iter=int(self.max_iter), random_state=seed).fit(X, y, sample_weight=sw)
-        converged = not any(issubclass(w.category, ConvergenceWarning) for w in caught)
-        coef = np.asarray(ref.coef_, dtype=np.float64)
-        intercept = np.asarray(ref.intercept_, dtype=np.float64).reshape(-1)
-        if not self.fit_intercept:
-            intercept = np.zeros(coef.shape[0])
-        # the objective of the problem the other engines solve (targets Y, costs S from fit)
-        obj = lin.primal_objective(coef, intercept if self.fit_intercept else None, X, Y, C,
-                                   self.loss, S, intercept_scaling=self._scaling())
-        return lin.LinearSolution(coef, intercept, obj, int(np.max(ref.n_iter_)), converged,
-                                  info={"engine": "liblinear" if dual else "liblinear-primal"})
-
     def _fit_blocks(self, X: Any, y: Any, sample_weight: Any) -> "LinearSVM":
-        """Out of core: Newton over the streamed blocks (squared hinge, < 2,048 wide) or SBM."""
+        """Out of core (:func:`gpuksvm.solvers.linear.svm.solve_linear_svm_blocks`)."""
         if sample_weight is not None:
             raise ValueError("sample_weight is not supported with out-of-core (block source) input")
         if self.probability:
             raise ValueError("probability=True needs in-memory data; it is not available with "
                              "out-of-core (block source) input")
         src = as_block_source(X, y, block_size=int(self.block_size or 5000))
-        labels = src.labels()
-        classes, y_idx = encode_classes(labels)
-        cw = self._class_weights(classes, y_idx)
         dev = self._device()
-        dt = bk.resolve_dtype(self.dtype, dev)
-        width = src.n_features
-        if (self.solver in ("auto", "newton") and self.loss == "squared_hinge"
-                and (width is None or width < lin.STREAM_MAX_DIM)):
-            return self._fit_newton_stream(src, labels, classes, cw, dev, dt)
-        top = float(self.C) * (1.0 if cw is None else float(np.max(cw)))
-        if top > 1e100:
-            raise ValueError(f"C·class_weight = {top:.3g} is too large for out-of-core training (SBM's "
-                             "dual variables would overflow); use C ≤ 1e100 — at such costs the model "
-                             "is the C → ∞ limit anyway")
-        self.cost_scale_ = 1.0
-        sol, classes, n_features = sbm(
-            src, float(self.C), self.loss, n_passes=int(self.n_passes), cache_drop=float(self.cache_drop),
-            labels=labels, classes=classes, class_weight=cw, intercept_scaling=self._scaling(),
-            tol=float(self.tol), inner_max_iter=min(int(self.max_iter), 50),
-            random_state=self.random_state, device=dev, dtype=dt, verbose=self.verbose)
-        self.dual_coef_ = sol.alpha
-        self.classes_ = classes
-        self.n_features_in_ = n_features
-        self._finish(sol.coef, sol.intercept, sol, "sbm", dev)
-        self.n_passes_ = int(sol.n_iter) + 1       # and the objective's pass
+        self._store(solve_linear_svm_blocks(src, self._solver_params(), device=dev, dtype=self.dtype,
+                                            stacklevel=3))
+        self._warn_unconverged(stacklevel=4)
         return self
 
-    def _fit_newton_stream(self, src: Any, labels: np.ndarray, classes: np.ndarray,
-                           cw: np.ndarray | None, dev: bk.Device, dt: Any) -> "LinearSVM":
-        """Newton over the streamed blocks, with the costs scaled as in memory (module docstring)."""
-        s = self._scaling() or 0.0
-        weights = np.ones(classes.shape[0]) if cw is None else cw
-        r, r_passes = src.max_row_sq_norm()
-        log_scale = extreme_cost_scale(float(self.C), float(weights.max()), labels.shape[0], r + s * s,
-                                       stacklevel=4)
-        C, scaled = scaled_costs(float(self.C), weights, log_scale)
-        sol, classes, n_features = newton_stream(
-            src, C, labels=labels, classes=classes,
-            class_weight=None if cw is None and log_scale == 0.0 else scaled,
-            intercept_scaling=self._scaling(), tol=float(self.tol), max_iter=int(self.max_iter),
-            device=dev, verbose=self.verbose)
-        self._from_solution(sol, classes, n_features, "newton-stream", dev, dt, log_scale)
-        self.n_passes_ = int(sol.info["n_passes"]) + r_passes
-        if not sol.converged:
-            warnings.warn(f"LinearSVM (newton-stream) did not converge in max_iter={self.max_iter} "
-                          "Newton steps; increase max_iter", ConvergenceWarning, stacklevel=4)
+    def _store(self, result: LinearSVMResult) -> None:
+        """The one writer of the fitted state: a solved linear SVM."""
+        self.classes_ = np.asarray(result.classes)
+        self.n_features_in_ = int(result.n_features)
+        self.coef_ = result.coef
+        self.intercept_ = result.intercept
+        self.objective_ = np.asarray(result.objective, dtype=np.float64)
+        self.n_iter_ = int(result.n_iter)
+        self.converged_ = bool(result.converged)
+        self.solver_ = result.solver
+        self.cost_scale_ = float(result.cost_scale)
+        if result.dual_coef is not None:
+            self.dual_coef_ = result.dual_coef
+        if result.n_passes is not None:
+            self.n_passes_ = int(result.n_passes)
+        self._set_fitted_device(result.device)
+
+    def _warn_unconverged(self, stacklevel: int) -> None:
+        """The ConvergenceWarning of a fit stopped by ``max_iter`` (SBM stops after ``n_passes``)."""
+        if self.converged_ or self.solver_ == "sbm":
+            return
+        if self.solver_ == "newton-stream":
+            msg = (f"LinearSVM (newton-stream) did not converge in max_iter={self.max_iter} Newton steps; "
+                   "increase max_iter")
+        else:
+            msg = (f"LinearSVM ({self.solver_}) did not converge in max_iter={self.max_iter} iterations; "
+                   "increase max_iter or scale the data")
+        warnings.warn(msg, ConvergenceWarning, stacklevel=stacklevel)
+
+    @classmethod
+    def from_result(cls, result: LinearSVMResult, **params: Any) -> "LinearSVM":
+        """A fitted LinearSVM with parameters ``params`` holding a solved problem (a solve run
+        outside :meth:`fit`, e.g. the Dask LLSVM fit's Newton:
+        :meth:`gpuksvm.solvers.linear.svm.LinearSVMResult.from_solution`)."""
+        svm = cls(**params)
+        svm._store(result)
+        return svm
+
+    def _from_solution(self, sol: lin.LinearSolution, classes: np.ndarray, n_features: int, solver: str,
+                       dev: bk.Device, dt: Any, log_scale: float = 0.0,
+                       n_passes: int | None = None) -> "LinearSVM":
+        """The fitted state from a solution found outside :meth:`fit` (the Dask LLSVM fit's Newton):
+        :meth:`_store` of :meth:`LinearSVMResult.from_solution`."""
+        self._store(LinearSVMResult.from_solution(sol, classes, n_features, solver, dev, dt, log_scale,
+                                                  n_passes=n_passes))
         return self
 
     # ------------------------------------------------------------------ predict

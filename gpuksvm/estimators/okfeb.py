@@ -15,19 +15,16 @@ extraction via low-rank subspace tracking on a budget" (IEEE TSP 2018).
 """
 from __future__ import annotations
 
-import time
 from numbers import Integral, Real
 from typing import Any
 
 import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin
-from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import StrOptions
 from sklearn.utils.validation import check_is_fitted
 
 from gpuksvm.array import backend as bk
 from gpuksvm.estimators.base import DeviceMixin, fit_context
-from gpuksvm.array.backend import take_rows
 from gpuksvm.estimators.okfeb_extractor import OKFEB, windowed_kernel_error
 from gpuksvm.estimators.params import (
     DEPRECATED,
@@ -40,14 +37,12 @@ from gpuksvm.estimators.params import (
 from gpuksvm.solvers.linear.problem import ovr_targets
 from gpuksvm.solvers.okfeb.subspace import batch_objective
 from gpuksvm.solvers.okfeb.learners import (
-    CHECK_ROWS,
     BudgetTooSmallWarning,
-    capacity_check,
     exact_classifier,
     exact_ridge,
-    stream_order,
     warn_if_too_small,
 )
+from gpuksvm.solvers.okfeb.training import OKFEBLearnerResult, fit_learner, transform_rows
 from gpuksvm.solvers.linear.online import Pegasos, RegularizedLMS
 from gpuksvm.array.validation import (
     check_allocation,
@@ -115,55 +110,32 @@ class _OKFEBLearner(DeviceMixin, BaseEstimator):
         self.n_features_in_ = self.extractor_.n_features_in_
 
     def _fit_rows(self, X: Any, targets: np.ndarray) -> None:
-        """``fit`` after validation: extractor passes, the learner, the capacity check."""
+        """``fit`` after validation: the extractor's passes, the learner and the capacity check
+        (:func:`gpuksvm.solvers.okfeb.training.fit_learner`)."""
         fe = self.extractor_
-        n = X.shape[0]
-        if self.solver == "exact":
-            validate_X(fe, X, reset=True)           # the extractor's n_features_in_ (no copy)
-            order, Xd = fe._fit_passes(X, int(self.n_epochs), self.random_state, targets)
-            Z = bk.to_host(fe.subspace_.transform(Xd, fe.output, float(self.reg), float64=True))
-            self._set_exact(Z[order], targets[order], n)
-        else:
-            rs = check_random_state(self.random_state)
-            orders = []
-            for _ in range(int(self.n_epochs)):
-                order = stream_order(X, rs, targets) if self.shuffle else np.arange(n)
-                orders.append(order)
-                self._stream(take_rows(X, order) if self.shuffle else X, targets[order])
-            fe.subspace_.relabel_rows(np.concatenate(orders))
-            Xd = None
-        self.n_features_in_ = fe.n_features_in_
-        self._check_capacity(X, Xd, targets, order)
+        result = fit_learner(X, targets, fe.start(X), fe.subspace_params(), solver=self.solver,
+                             n_epochs=int(self.n_epochs), shuffle=bool(self.shuffle),
+                             random_state=self.random_state, output=fe.output, reg=float(self.reg),
+                             task=self._task, alpha=float(self.alpha), step=self._learner_step,
+                             solve_exact=self._set_exact, model_output=self._model_output)
+        self._store(result)
+        # stack: warn_if_too_small < _fit_rows < fit < its all-or-nothing wrapper
+        warn_if_too_small(result.capacity_check, type(self).__name__, int(self.rank),
+                          int(self._param("n_landmarks")), self.solver, stacklevel=5)
 
-    def _check_capacity(self, X: Any, Xd: Any, targets: np.ndarray, order: np.ndarray) -> None:
-        """:func:`~gpuksvm.solvers.okfeb.learners.capacity_check` on up to CHECK_ROWS rows."""
-        t0 = time.perf_counter()
-        n = X.shape[0]
-        rs = check_random_state(self.random_state)
-        m = min(n, CHECK_ROWS)
-        # a random sample, in an arrangement that does not depend on the order given (the
-        # stream order is a random permutation of an order fixed by the rows); shuffle=False:
-        # drawn by position
-        rows = order[:m] if self.shuffle else rs.choice(n, m, replace=False)
-        fe = self.extractor_
-        sample = fe._to_dev(take_rows(X, rows)) if Xd is None else take_rows(Xd, rows)
-        Z = bk.to_host(fe.subspace_.transform(sample, fe.output, float(self.reg), float64=True))
-        Xraw = bk.to_host(take_rows(X, rows))
-        model = self._model_output(np.asarray(bk.to_host(fe._transform(sample)), dtype=np.float64))
-        check = capacity_check(self._task, Z, Xraw, targets[rows], model, float(self.alpha), rs)
-        check["seconds"] = time.perf_counter() - t0
-        self.capacity_check_ = check
-        self.budget_too_small_ = bool(check["too_small"])
-        # stack: warn_if_too_small < _check_capacity < _fit_rows < fit < its all-or-nothing wrapper
-        warn_if_too_small(check, type(self).__name__, int(self.rank), int(self._param("n_landmarks")), self.solver,
-                          stacklevel=6)
+    def _store(self, result: OKFEBLearnerResult) -> None:
+        """The one writer of what ``fit`` leaves besides the extractor's state and the learner's
+        weights (which the extractor and the learner callbacks hold)."""
+        self.n_features_in_ = self.extractor_.n_features_in_
+        self.capacity_check_ = result.capacity_check
+        self.budget_too_small_ = result.budget_too_small
 
     def _features(self, X: Any) -> tuple[np.ndarray, str]:
         """(host features of X, the caller's array kind)."""
         check_is_fitted(self, "extractor_")
         X, kind = validate_X(self, X, reset=False)     # checked once, here
         fe = self.extractor_
-        return bk.to_host(fe._transform(fe._to_dev(X))), kind
+        return transform_rows(fe.subspace_, X, fe.output, float(fe.reg)), kind
 
     @property
     def n_seen_(self) -> int:

@@ -12,12 +12,10 @@ from typing import Any
 
 import numpy as np
 from sklearn.base import BaseEstimator, TransformerMixin
-from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted
 
 from gpuksvm.array import backend as bk
-from gpuksvm.array.backend import take_rows
 from gpuksvm.estimators.base import DeviceMixin, fit_context
 from gpuksvm.kernels.kernel import Kernel, kernel_block
 from gpuksvm.estimators.params import (
@@ -29,10 +27,9 @@ from gpuksvm.estimators.params import (
     non_negative,
     positive,
 )
-from gpuksvm.solvers.progress import progress
 from gpuksvm.solvers.okfeb.subspace import MODES, OUTPUTS, OnlineSubspace, SubspaceParams
-from gpuksvm.solvers.okfeb.learners import stream_order
-from gpuksvm.array.validation import check_allocation, validate_X
+from gpuksvm.solvers.okfeb.training import fit_passes, new_subspace, rows_on_device, stream_rows
+from gpuksvm.array.validation import validate_X
 
 __all__ = ["OKFEB", "windowed_kernel_error"]
 
@@ -223,7 +220,8 @@ class OKFEB(DeviceMixin, TransformerMixin, BaseEstimator):
     }
     _renamed_parameters = {"budget": "n_landmarks"}
 
-    def _params(self) -> SubspaceParams:
+    def subspace_params(self) -> SubspaceParams:
+        """The parameters as the algorithm takes them (:class:`~gpuksvm.solvers.okfeb.stream.SubspaceParams`)."""
         return SubspaceParams(rank=int(self.rank), budget=int(self._param("n_landmarks")), reg=float(self.reg),
                               step_size=float(self.step_size), step_decay=float(self.step_decay),
                               censor=self.censor if self.censor == "auto" else float(self.censor),
@@ -234,17 +232,23 @@ class OKFEB(DeviceMixin, TransformerMixin, BaseEstimator):
     def _reset(self, X: Any) -> None:
         """Start an empty state for rows like X (X's width, γ from X); the fit context validated the
         parameters."""
-        p = self._params()
+        p = self.subspace_params()
         dev = self._device()
         self._set_fitted_device(dev)
         dt = bk.resolve_dtype(self.dtype, dev)
-        d, cap, r = X.shape[1], p.capacity, p.rank
-        check_allocation((cap * (d + 2 * r + (cap if p.mode != "batch" else 0) + 4) + 3 * r ** 2)
-                         * np.dtype(dt).itemsize,
-                         f"OK-FEB's buffers for n_landmarks={self._param('n_landmarks')}, rank={self.rank}, "
-                         f"batch_size={self.batch_size} and {d} features")
         kernel = self._resolved_kernel(X)
-        self.subspace_ = OnlineSubspace(kernel, d, p, dev, dt, check_random_state(self.random_state))
+        self.subspace_ = new_subspace(X, kernel, p, dev, dt, self.random_state)
+
+    def start(self, X: Any) -> OnlineSubspace:
+        """Start an empty state for the rows X (their width becomes ``n_features_in_``; γ is
+        resolved on them) and return it (``subspace_``).
+
+        The first step of every fit; the learners built on OK-FEB call it and then run the passes
+        of :mod:`gpuksvm.solvers.okfeb.training` on the state.
+        """
+        validate_X(self, X, reset=True)
+        self._reset(X)
+        return self.subspace_
 
     def _state(self) -> OnlineSubspace:
         check_is_fitted(self, "subspace_")
@@ -325,46 +329,14 @@ class OKFEB(DeviceMixin, TransformerMixin, BaseEstimator):
         return self._state().n_iter
 
     # ------------------------------------------------------------------ fitting
-    def _to_dev(self, X: Any) -> Any:
-        return bk.to_device(_dense(X, self.subspace_.dtype), self._fitted_device(), self.subspace_.dtype)
-
-    def _stream(self, Xd: Any, output: str | None) -> Any:
-        """Stream device rows through the online algorithm (prequential outputs, or None)."""
-        bar = progress(total=Xd.shape[0], desc="OK-FEB", verbose=self.verbose) if self.verbose else None
-        try:
-            return self.subspace_.stream(Xd, self._params(), output, bar)
-        finally:
-            if bar is not None:
-                bar.close()
-
-    def _fit_passes(self, X: Any, n_passes: int, random_state: Any, targets: np.ndarray | None = None
-                    ) -> tuple[np.ndarray, Any]:
-        """Reset and stream all rows of X ``n_passes`` times in the order of ``fit`` (ties of equal
-        rows broken by ``targets``).  Attributes then refer to the rows of X.
-
-        Returns the order of the last pass and X on the fit device.
-        """
-        self._reset(X)
-        Xd = self._to_dev(X)
-        n = X.shape[0]
-        rs = check_random_state(random_state)
-        orders = [stream_order(X, rs, targets) if self.shuffle else np.arange(n) for _ in range(n_passes)]
-        for order in orders:
-            rows = take_rows(Xd, order) if self.shuffle else Xd
-            if self.mode == "batch":
-                self.subspace_.fit_batch(rows, self._params(),
-                                         progress(range(int(self.max_iter)), desc="Alg. 1", verbose=self.verbose))
-            else:
-                self._stream(rows, output=None)
-        self.subspace_.relabel_rows(np.concatenate(orders))
-        return orders[-1], Xd
-
-    @fit_context()
     def fit(self, X: Any, y: Any = None) -> "OKFEB":
         """Reset, then run one pass of the chosen algorithm over the rows of X (in the order of
         :func:`~gpuksvm.solvers.okfeb.learners.stream_order` when ``shuffle``)."""
         X, _ = validate_X(self, X, reset=True)
-        self._fit_passes(X, 1, self.random_state)
+        self._reset(X)
+        st = self.subspace_
+        fit_passes(st, X, rows_on_device(X, st), self.subspace_params(), n_passes=1,
+                   random_state=self.random_state, shuffle=bool(self.shuffle))
         return self
 
     @fit_context(partial=True)
@@ -390,7 +362,8 @@ class OKFEB(DeviceMixin, TransformerMixin, BaseEstimator):
         X, kind = validate_X(self, X, reset=first)
         if first:
             self._reset(X)
-        Q = self._stream(self._to_dev(X), output=self.output)
+        st = self.subspace_
+        Q = stream_rows(st, rows_on_device(X, st), self.subspace_params(), self.output)
         return bk.as_kind(Q, kind)
 
     # ------------------------------------------------------------------ outputs
@@ -403,20 +376,16 @@ class OKFEB(DeviceMixin, TransformerMixin, BaseEstimator):
         """
         st = self._state()
         X, kind = validate_X(self, X, reset=False)
-        return bk.as_kind(st.transform(self._to_dev(X), self.output, float(self.reg)), kind)
-
-    def _transform(self, Xd: Any, output: str | None = None) -> Any:
-        """:meth:`transform` of rows already validated and on the fit device."""
-        return self.subspace_.transform(Xd, output or self.output, float(self.reg))
+        return bk.as_kind(st.transform(rows_on_device(X, st), self.output, float(self.reg)), kind)
 
     def fitting_error(self, X: Any) -> np.ndarray:
         """LS fitting error eₙ = ‖φ(xₙ) − ΦAqₙ‖² of rows under the current model (host array)."""
         st = self._state()
         X, _ = validate_X(self, X, reset=False)
-        Xd = self._to_dev(X)
+        Xd = rows_on_device(X, st)
         out = np.empty(X.shape[0])
         step = bk.plan_rows(X.shape[0], (st.m + st.rank + X.shape[1]) * 8 * 3, self._fitted_device())
-        p = self._params()
+        p = self.subspace_params()
 
         def run(s: int, e: int) -> None:
             _, err, _ = st.features(Xd[s:e], p)
@@ -429,7 +398,7 @@ class OKFEB(DeviceMixin, TransformerMixin, BaseEstimator):
         """Mean over windows of ‖K − ZZᵀ‖_F/‖K‖_F with z = C^{1/2}q of the current model."""
         st = self._state()
         X, _ = validate_X(self, X, reset=False)
-        Xd = self._to_dev(X)
+        Xd = rows_on_device(X, st)
         Z = st.transform(Xd, "kernel", float(self.reg), float64=True)
         return windowed_kernel_error(Xd, Z, st.kernel, window)
 
@@ -441,12 +410,3 @@ class OKFEB(DeviceMixin, TransformerMixin, BaseEstimator):
         tags = super().__sklearn_tags__()
         tags.input_tags.sparse = True
         return tags
-
-
-def _dense(X: Any, dt: Any) -> Any:
-    """OK-FEB stores and streams dense rows: SciPy/CuPy sparse input is densified (size checked)."""
-    if not bk.is_sparse(X):
-        return X
-    check_allocation(X.shape[0] * X.shape[1] * np.dtype(dt).itemsize,
-                     f"densifying the sparse {X.shape[0]} x {X.shape[1]} input for OK-FEB")
-    return X.toarray()

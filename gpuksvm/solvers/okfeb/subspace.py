@@ -153,6 +153,11 @@ class OnlineSubspace(SubspaceStream):
     def rank(self) -> int:
         return int(self.A.shape[1])
 
+    @property
+    def device(self) -> bk.Device:
+        """The device the state's arrays live on."""
+        return bk.device_of(self.S)
+
     #: bookkeeping arrays that stay on the host whatever the device
     _HOST_ARRAYS = ("rec", "sidx", "last_errors")
 

@@ -153,7 +153,6 @@ def _round_state(yv, Cvv, alpha, F, widx_keep, need: int, xp) -> tuple[np.ndarra
     Returns host arrays: gap (P,), objective (P,), up candidates (P, need),
     their validity, low candidates, their validity.
     """
-    P = F.shape[0]
     if xp is np:
         su, sl, stats = round_keys_host(yv, Cvv, alpha, F, np.asarray(widx_keep))
     else:

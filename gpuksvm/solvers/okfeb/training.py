@@ -1,0 +1,189 @@
+"""OK-FEB's passes over the rows, and the learners' fit on its features.
+
+The operations the estimators of :mod:`gpuksvm.estimators.okfeb` run on an
+:class:`~gpuksvm.solvers.okfeb.subspace.OnlineSubspace` (the extractor's state):
+
+* :func:`new_subspace` — an empty state for rows like X (its buffers' size checked);
+* :func:`rows_on_device` — rows as the state computes with them (dense, its device and dtype);
+* :func:`stream_rows` — rows through the online algorithm, in the order given;
+* :func:`fit_passes` — ``fit``'s passes over all rows, in the order of
+  :func:`~gpuksvm.solvers.okfeb.learners.stream_order`;
+* :func:`transform_rows` — the outputs of rows under the current state;
+* :func:`fit_learner` — the epoch loop of :class:`~gpuksvm.OKFEBClassifier` and
+  :class:`~gpuksvm.OKFEBRegressor`: the extractor's passes and the linear
+  learner (solved exactly on the final features, or online in the same pass),
+  then the capacity check (:func:`~gpuksvm.solvers.okfeb.learners.capacity_check`);
+  returns an :class:`OKFEBLearnerResult`.
+
+Why the rows are streamed in that order, how the learner is trained and what
+the capacity check measures: :mod:`gpuksvm.solvers.okfeb.learners`.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import numpy as np
+from sklearn.utils import check_random_state
+
+from gpuksvm.array import backend as bk
+from gpuksvm.array.backend import take_rows
+from gpuksvm.array.validation import check_allocation
+from gpuksvm.kernels.kernel import Kernel
+from gpuksvm.solvers.okfeb.learners import CHECK_ROWS, capacity_check, stream_order
+from gpuksvm.solvers.okfeb.stream import SubspaceParams
+from gpuksvm.solvers.okfeb.subspace import OnlineSubspace
+from gpuksvm.solvers.progress import progress
+
+__all__ = ["OKFEBLearnerResult", "new_subspace", "rows_on_device", "stream_rows", "fit_passes",
+           "transform_rows", "fit_learner", "dense_rows"]
+
+
+@dataclass(frozen=True)
+class OKFEBLearnerResult:
+    """What :func:`fit_learner` leaves besides the extractor's state and the learner's weights.
+
+    Attributes
+    ----------
+    order : (n,) the order of the last pass (rows of X)
+    capacity_check : dict, :func:`~gpuksvm.solvers.okfeb.learners.capacity_check`'s scores,
+        with ``seconds`` (its time)
+    """
+
+    order: np.ndarray
+    capacity_check: dict
+
+    @property
+    def budget_too_small(self) -> bool:
+        """Whether the features failed the capacity check."""
+        return bool(self.capacity_check["too_small"])
+
+
+def dense_rows(X: Any, dt: Any) -> Any:
+    """OK-FEB stores and streams dense rows: SciPy/CuPy sparse input is densified (size checked)."""
+    if not bk.is_sparse(X):
+        return X
+    check_allocation(X.shape[0] * X.shape[1] * np.dtype(dt).itemsize,
+                     f"densifying the sparse {X.shape[0]} x {X.shape[1]} input for OK-FEB")
+    return X.toarray()
+
+
+def new_subspace(X: Any, kernel: Kernel, params: SubspaceParams, device: bk.Device, dtype: Any,
+                 random_state: Any) -> OnlineSubspace:
+    """An empty state for rows like X (X's width), its buffers' size checked first."""
+    d, cap, r = X.shape[1], params.capacity, params.rank
+    check_allocation((cap * (d + 2 * r + (cap if params.mode != "batch" else 0) + 4) + 3 * r ** 2)
+                     * np.dtype(dtype).itemsize,
+                     f"OK-FEB's buffers for n_landmarks={params.budget}, rank={params.rank}, "
+                     f"batch_size={params.batch_size} and {d} features")
+    return OnlineSubspace(kernel, d, params, device, dtype, check_random_state(random_state))
+
+
+def rows_on_device(X: Any, subspace: OnlineSubspace) -> Any:
+    """The rows of X as the state computes with them: dense, on its device, in its dtype."""
+    return bk.to_device(dense_rows(X, subspace.dtype), subspace.device, subspace.dtype)
+
+
+def stream_rows(subspace: OnlineSubspace, Xd: Any, params: SubspaceParams, output: str | None) -> Any:
+    """Stream device rows through the online algorithm, in the order given (prequential outputs,
+    or None; a progress bar with ``params.verbose``)."""
+    bar = progress(total=Xd.shape[0], desc="OK-FEB", verbose=params.verbose) if params.verbose else None
+    try:
+        return subspace.stream(Xd, params, output, bar)
+    finally:
+        if bar is not None:
+            bar.close()
+
+
+def fit_passes(subspace: OnlineSubspace, X: Any, Xd: Any, params: SubspaceParams, *, n_passes: int,
+               random_state: Any, shuffle: bool, targets: np.ndarray | None = None) -> np.ndarray:
+    """``fit``'s passes: all rows of X (``Xd`` on the state's device) ``n_passes`` times, each in
+    the order of :func:`stream_order` when ``shuffle`` (ties of equal rows broken by ``targets``),
+    through the online algorithm or Alg. 1 (``params.mode == "batch"``).  The state's row
+    indices then refer to the rows of X.  Returns the order of the last pass."""
+    n = X.shape[0]
+    rs = check_random_state(random_state)
+    orders = [stream_order(X, rs, targets) if shuffle else np.arange(n) for _ in range(n_passes)]
+    for order in orders:
+        rows = take_rows(Xd, order) if shuffle else Xd
+        if params.mode == "batch":
+            subspace.fit_batch(rows, params, progress(range(int(params.max_iter)), desc="Alg. 1",
+                                                      verbose=params.verbose))
+        else:
+            stream_rows(subspace, rows, params, output=None)
+    subspace.relabel_rows(np.concatenate(orders))
+    return orders[-1]
+
+
+def transform_rows(subspace: OnlineSubspace, X: Any, output: str, reg: float) -> np.ndarray:
+    """Host outputs (``output``: "features" or "kernel") of the rows of X under the current state."""
+    return bk.to_host(subspace.transform(rows_on_device(X, subspace), output, reg))
+
+
+def fit_learner(X: Any, targets: np.ndarray, subspace: OnlineSubspace, params: SubspaceParams, *,
+                solver: str, n_epochs: int, shuffle: bool, random_state: Any, output: str, reg: float,
+                task: str, alpha: float, step: Callable[[Any, np.ndarray], None],
+                solve_exact: Callable[[np.ndarray, np.ndarray, int], None],
+                model_output: Callable[[np.ndarray], np.ndarray]) -> OKFEBLearnerResult:
+    """The fit of a linear learner on OK-FEB features: the epoch loop and the capacity check.
+
+    Parameters
+    ----------
+    X : (n, d) validated rows; targets : (n, k) ±1 one-vs-rest targets or (n,) values
+    subspace : a new state (:func:`new_subspace`); params : its settings
+    solver : "exact" — the extractor's ``n_epochs`` passes (:func:`fit_passes`), then
+        ``solve_exact(Z, targets, n)`` on every row's features under the final state, in the
+        last pass's order; "online" — ``n_epochs`` passes in which each row's prequential
+        features train the learner (``step(Z, targets)``) in the same pass
+    shuffle, random_state : the rows' order (:func:`stream_order`) and the check's sample
+    output, reg : the extractor's outputs (the learner's features)
+    task, alpha : as :func:`~gpuksvm.solvers.okfeb.learners.capacity_check`
+    model_output : the fitted model's class indices / predictions from host features
+
+    Returns
+    -------
+    OKFEBLearnerResult
+    """
+    n = X.shape[0]
+    if solver == "exact":
+        Xd = rows_on_device(X, subspace)
+        order = fit_passes(subspace, X, Xd, params, n_passes=int(n_epochs), random_state=random_state,
+                           shuffle=shuffle, targets=targets)
+        Z = bk.to_host(subspace.transform(Xd, output, reg, float64=True))
+        solve_exact(Z[order], targets[order], n)
+    else:
+        rs = check_random_state(random_state)
+        orders = []
+        for _ in range(int(n_epochs)):
+            order = stream_order(X, rs, targets) if shuffle else np.arange(n)
+            orders.append(order)
+            Q = stream_rows(subspace, rows_on_device(take_rows(X, order) if shuffle else X, subspace),
+                            params, output)
+            step(bk.to_host(Q), targets[order])
+        subspace.relabel_rows(np.concatenate(orders))
+        Xd = None
+    check = _capacity(X, Xd, targets, order, subspace, output=output, reg=reg, task=task, alpha=alpha,
+                      shuffle=shuffle, random_state=random_state, model_output=model_output)
+    return OKFEBLearnerResult(order=order, capacity_check=check)
+
+
+def _capacity(X: Any, Xd: Any, targets: np.ndarray, order: np.ndarray, subspace: OnlineSubspace, *,
+              output: str, reg: float, task: str, alpha: float, shuffle: bool, random_state: Any,
+              model_output: Callable[[np.ndarray], np.ndarray]) -> dict:
+    """:func:`capacity_check` on up to :data:`CHECK_ROWS` rows, with its time in ``seconds``."""
+    t0 = time.perf_counter()
+    n = X.shape[0]
+    rs = check_random_state(random_state)
+    m = min(n, CHECK_ROWS)
+    # a random sample, in an arrangement that does not depend on the order given (the
+    # stream order is a random permutation of an order fixed by the rows); shuffle=False:
+    # drawn by position
+    rows = order[:m] if shuffle else rs.choice(n, m, replace=False)
+    sample = rows_on_device(take_rows(X, rows), subspace) if Xd is None else take_rows(Xd, rows)
+    Z = bk.to_host(subspace.transform(sample, output, reg, float64=True))
+    Xraw = bk.to_host(take_rows(X, rows))
+    model = model_output(np.asarray(bk.to_host(subspace.transform(sample, output, reg)), dtype=np.float64))
+    check = capacity_check(task, Z, Xraw, targets[rows], model, alpha, rs)
+    check["seconds"] = time.perf_counter() - t0
+    return check
