@@ -347,21 +347,6 @@ KNOWN_VIOLATIONS: set[str] = {
     # OK-FEB's solver imports the kernel layer's host epilogue (kernels/kernel.py)
     "gpuksvm.solvers.okfeb.stream: _epilogue_host",
     "gpuksvm.solvers.okfeb.subspace: _epilogue_host",
-    # SMO imports the shared SVC-dual helpers of solvers/svc_dual.py (another package of the layout)
-    "gpuksvm.solvers.smo.host: _box",
-    "gpuksvm.solvers.smo.host: _intercept_from_F",
-    "gpuksvm.solvers.smo.host: _is_precomputed",
-    "gpuksvm.solvers.smo.host: _kernel_diagonal",
-    "gpuksvm.solvers.smo.host: _kernel_rows",
-    "gpuksvm.solvers.smo.host: _make_result",
-    "gpuksvm.solvers.smo.host: _objective_from_F",
-    "gpuksvm.solvers.smo.host: _problem_data",
-    "gpuksvm.solvers.smo.engines: _is_precomputed",
-    "gpuksvm.solvers.smo.working_set: _box",
-    "gpuksvm.solvers.smo.working_set: _intercept_from_F",
-    "gpuksvm.solvers.smo.working_set: _is_precomputed",
-    "gpuksvm.solvers.smo.working_set: _make_result",
-    "gpuksvm.solvers.smo.working_set: _objective_from_F",
 }
 
 

@@ -42,7 +42,9 @@ from sklearn.exceptions import ConvergenceWarning
 from gpuksvm.array import backend as bk
 from gpuksvm.kernels.kernel import Kernel, kernel_block, kernel_diag
 
-__all__ = ["SMOResult", "PRECOMPUTED", "dual_objective", "warn_unconverged", "svc_max_iter_message"]
+__all__ = ["SMOResult", "PRECOMPUTED", "dual_objective", "warn_unconverged", "svc_max_iter_message",
+           "is_precomputed", "problem_data", "kernel_rows", "kernel_diagonal", "box_bounds", "intercept_from_F",
+           "objective_from_F", "make_smo_result"]
 
 #: ``kernel=PRECOMPUTED``: ``X`` is the (n, n) Gram matrix K(X, X) of the rows, not their features
 PRECOMPUTED = "precomputed"
@@ -89,7 +91,7 @@ class SMOResult:
     max_iter_reached: bool = False
 
 
-def _is_precomputed(kernel: Any) -> bool:
+def is_precomputed(kernel: Any) -> bool:
     return isinstance(kernel, str) and kernel == PRECOMPUTED
 
 
@@ -101,10 +103,10 @@ def _host_rows(X: Any, rows: np.ndarray) -> Any:
     return np.asarray(X)[rows]
 
 
-def _problem_data(X: Any, S: np.ndarray, kernel: Kernel | str) -> Any:
+def problem_data(X: Any, S: np.ndarray, kernel: Kernel | str) -> Any:
     """What the host solvers need of problem ``S``: its rows of X (float64 or CSR),
     or with a precomputed kernel its Gram block K[S, S] (float64)."""
-    if _is_precomputed(kernel):
+    if is_precomputed(kernel):
         G = np.asarray(bk.to_host(X))
         if not (S.size == G.shape[0] and np.array_equal(S, np.arange(S.size))):
             G = G[np.ix_(S, S)]
@@ -113,22 +115,22 @@ def _problem_data(X: Any, S: np.ndarray, kernel: Kernel | str) -> Any:
     return Xs if sp.issparse(Xs) else np.ascontiguousarray(Xs, dtype=np.float64)
 
 
-def _kernel_rows(Xs: Any, rows: Any, cols: Any, kernel: Kernel | str, cols_data: Any = None) -> np.ndarray:
+def kernel_rows(Xs: Any, rows: Any, cols: Any, kernel: Kernel | str, cols_data: Any = None) -> np.ndarray:
     """K between the problem's ``rows`` and ``cols`` (index arrays or slices into ``Xs`` of
-    :func:`_problem_data`): computed, or looked up in the Gram block.  ``cols_data`` may
+    :func:`problem_data`): computed, or looked up in the Gram block.  ``cols_data`` may
     hold ``Xs[cols]`` already gathered."""
-    if _is_precomputed(kernel):
+    if is_precomputed(kernel):
         return np.asarray(Xs[rows][:, cols], dtype=np.float64)
     return kernel_block(Xs[rows], Xs[cols] if cols_data is None else cols_data, kernel, dtype=np.float64)
 
 
-def _kernel_diagonal(Xs: Any, kernel: Kernel | str) -> np.ndarray:
-    if _is_precomputed(kernel):
+def kernel_diagonal(Xs: Any, kernel: Kernel | str) -> np.ndarray:
+    if is_precomputed(kernel):
         return np.array(np.diagonal(Xs), dtype=np.float64)
     return np.asarray(kernel_diag(Xs, kernel, dtype=np.float64), dtype=np.float64)
 
 
-def _box(C: float, w: np.ndarray | None, n: int) -> np.ndarray:
+def box_bounds(C: float, w: np.ndarray | None, n: int) -> np.ndarray:
     """Upper bounds Cᵢ = C·wᵢ (0 where wᵢ = 0, also for C = inf)."""
     if w is None:
         return np.full(n, float(C))
@@ -136,7 +138,7 @@ def _box(C: float, w: np.ndarray | None, n: int) -> np.ndarray:
         return np.where(w > 0, float(C) * w, 0.0)
 
 
-def _intercept_from_F(F: np.ndarray, alpha: np.ndarray, y: np.ndarray, Cv: np.ndarray) -> float:
+def intercept_from_F(F: np.ndarray, alpha: np.ndarray, y: np.ndarray, Cv: np.ndarray) -> float:
     """b = −ρ with LIBSVM's ρ: mean of −Fᵢ over free αᵢ, else the middle of the bounds."""
     up_b = alpha >= Cv * (1 - 1e-12)
     lo_b = alpha <= 0
@@ -152,7 +154,7 @@ def _intercept_from_F(F: np.ndarray, alpha: np.ndarray, y: np.ndarray, Cv: np.nd
     return float(-(ub + lb) / 2.0)
 
 
-def _objective_from_F(F: np.ndarray, alpha: np.ndarray, y: np.ndarray) -> float:
+def objective_from_F(F: np.ndarray, alpha: np.ndarray, y: np.ndarray) -> float:
     """½αᵀQα − eᵀα = ½ Σ αᵢ(∇ᵢ − 1) with ∇ᵢ = −yᵢFᵢ."""
     return float(0.5 * np.dot(alpha, -y * F - 1.0))
 
@@ -165,12 +167,12 @@ def dual_objective(X: Any, support: np.ndarray, dual_coef: Any, kernel: Kernel |
     c = np.asarray(bk.to_host(dual_coef), dtype=np.float64).ravel()
     if c.size == 0:
         return 0.0
-    Ks = _problem_data(X, np.asarray(support, dtype=np.int64), kernel)
-    K = Ks if _is_precomputed(kernel) else _kernel_rows(Ks, slice(None), slice(None), kernel)
+    Ks = problem_data(X, np.asarray(support, dtype=np.int64), kernel)
+    K = Ks if is_precomputed(kernel) else kernel_rows(Ks, slice(None), slice(None), kernel)
     return float(0.5 * c @ K @ c - np.abs(c).sum())
 
 
-def _make_result(S: np.ndarray, alpha: np.ndarray, y: np.ndarray, b: float, obj: float, n_iter: int,
+def make_smo_result(S: np.ndarray, alpha: np.ndarray, y: np.ndarray, b: float, obj: float, n_iter: int,
                  converged: bool, solver: str, xp=np, n_rounds: int = 0, dtype=np.float64,
                  max_iter_reached: bool = False) -> SMOResult:
     sv = np.flatnonzero(alpha > 0)

@@ -54,7 +54,7 @@ from gpuksvm.solvers.multiclass import problem_rows
 from gpuksvm.array.blas_threads import host_blas_threads, one_blas_thread
 from gpuksvm.solvers.smo.host import _solve_libsvm, _solve_ovo_libsvm, solve_smo_host
 from gpuksvm.solvers.smo.working_set import solve_working_set
-from gpuksvm.solvers.svc_dual import PRECOMPUTED, SMOResult, _is_precomputed
+from gpuksvm.solvers.svc_dual import PRECOMPUTED, SMOResult, is_precomputed
 
 # SMOResult and PRECOMPUTED live in gpuksvm.solvers.svc_dual; re-exported here as the result
 # type and the kernel constant of this module's functions
@@ -64,14 +64,14 @@ METHODS = ("auto", "libsvm", "smo", "working_set")
 
 
 def _check_inputs(X: Any, y: Any, kernel: Kernel | str) -> tuple[Any, Any]:
-    if not (isinstance(kernel, Kernel) or _is_precomputed(kernel)):
+    if not (isinstance(kernel, Kernel) or is_precomputed(kernel)):
         raise TypeError(f"kernel must be a gpuksvm.kernels.kernel.Kernel or {PRECOMPUTED!r}, "
                         f"got {type(kernel).__name__}")
     if not (bk.is_sparse(X) or hasattr(X, "shape")):
         X = np.asarray(X, dtype=np.float64)
     if len(X.shape) != 2:
         raise ValueError(f"X must be 2-D, got shape {X.shape}")
-    if _is_precomputed(kernel):
+    if is_precomputed(kernel):
         if bk.is_sparse(X):
             raise TypeError("a precomputed Gram matrix must be a dense array")
         if X.shape[0] != X.shape[1]:

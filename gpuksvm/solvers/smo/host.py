@@ -30,14 +30,14 @@ from gpuksvm.kernels.kernel import Kernel
 from gpuksvm.solvers.svc_dual import (
     PRECOMPUTED,
     SMOResult,
-    _box,
-    _intercept_from_F,
-    _is_precomputed,
-    _kernel_diagonal,
-    _kernel_rows,
-    _make_result,
-    _objective_from_F,
-    _problem_data,
+    box_bounds,
+    intercept_from_F,
+    is_precomputed,
+    kernel_diagonal,
+    kernel_rows,
+    make_smo_result,
+    objective_from_F,
+    problem_data,
     dual_objective,
     svc_max_iter_message,
 )
@@ -70,7 +70,7 @@ def _libsvm_fit(Xs: Any, labels: np.ndarray, kernel: Kernel | str, C: float, tol
     """scikit-learn's SVC (LIBSVM) fitted on host data; returns it and whether it converged
     (``fit_status_``).  ``warn``: a ConvergenceWarning with SVC's message when ``max_iter``
     stopped it (else the caller reports it)."""
-    precomputed = _is_precomputed(kernel)
+    precomputed = is_precomputed(kernel)
     if not precomputed and kernel.degree != int(kernel.degree):
         raise ValueError(f"LIBSVM needs an integer polynomial degree, got degree={kernel.degree!r}")
     if sp.issparse(Xs) and (Xs.indices.dtype != np.int32 or Xs.indptr.dtype != np.int32):
@@ -105,7 +105,7 @@ def _libsvm_result(Xs: Any, S: np.ndarray, sv_local: np.ndarray, coef: np.ndarra
 def _solve_libsvm(X: Any, ys: np.ndarray, S: np.ndarray, kernel: Kernel | str, C: float, tol: float,
                   max_iter: int | None, w: np.ndarray | None, cache_bytes: int | None,
                   warn: bool = True) -> SMOResult:
-    Xs = _problem_data(X, S, kernel)
+    Xs = problem_data(X, S, kernel)
     svc, converged = _libsvm_fit(Xs, ys, kernel, C, tol, max_iter, None if w is None else w[S],
                                  cache_bytes, warn)
     # scikit-learn's public binary dual_coef_/intercept_ are oriented so f > 0 → +1
@@ -130,7 +130,7 @@ def _solve_ovo_libsvm(X: Any, yidx: np.ndarray, n_classes: int, kernel: Kernel |
     # the remaining rows): drop them here, so that support_ maps back to X's rows
     rows = (np.arange(yidx.shape[0], dtype=np.int64) if sample_weight is None
             else np.flatnonzero(sample_weight > 0))
-    Xs = _problem_data(X, rows, kernel)
+    Xs = problem_data(X, rows, kernel)
     cw = None if class_weight is None else {c: float(v) for c, v in enumerate(class_weight)}
     svc, converged = _libsvm_fit(Xs, yidx[rows], kernel, C, tol, max_iter,
                                  None if sample_weight is None else sample_weight[rows], cache_bytes,
@@ -168,7 +168,7 @@ class _RowCache:
         """Restrict to ``active`` rows; ``keep`` (mask over the old active set) subsets cached rows."""
         self.active = active
         # the active rows gathered once (a precomputed Gram is indexed directly)
-        self.Xa = None if _is_precomputed(self.kernel) else self.Xs[active]
+        self.Xa = None if is_precomputed(self.kernel) else self.Xs[active]
         if keep is None:
             self.rows.clear()
         else:
@@ -181,7 +181,7 @@ class _RowCache:
         if r is not None:
             self.rows.move_to_end(i)
             return r
-        r = _kernel_rows(self.Xs, slice(i, i + 1), self.active, self.kernel, cols_data=self.Xa)[0]
+        r = kernel_rows(self.Xs, slice(i, i + 1), self.active, self.kernel, cols_data=self.Xa)[0]
         self.rows[i] = r
         while len(self.rows) > self.max_rows:
             self.rows.popitem(last=False)
@@ -202,13 +202,13 @@ def solve_smo_host(X: Any, y: np.ndarray, S: np.ndarray, kernel: Kernel | str, C
     below 10·tol and before the final check.  ``warn=False``: no
     ConvergenceWarning (the caller reports ``converged``).
     """
-    Xs = _problem_data(X, S, kernel)
+    Xs = problem_data(X, S, kernel)
     ys = np.asarray(y, dtype=np.float64)
     n = ys.size
-    Cv = _box(C, None if sample_weight is None else sample_weight[S], n)
+    Cv = box_bounds(C, None if sample_weight is None else sample_weight[S], n)
     alpha = np.zeros(n)
     F = ys.copy()
-    diag = _kernel_diagonal(Xs, kernel)
+    diag = kernel_diagonal(Xs, kernel)
     cache = _RowCache(Xs, kernel, 200 * 2**20 if cache_bytes is None else int(cache_bytes))
     active = np.arange(n)
     period = min(n, 1000)
@@ -224,7 +224,7 @@ def solve_smo_host(X: Any, y: np.ndarray, S: np.ndarray, kernel: Kernel | str, C
             sv = np.flatnonzero(alpha > 0)
             F[inactive] = ys[inactive]
             if sv.size:
-                Kb = _kernel_rows(Xs, inactive, sv, kernel)
+                Kb = kernel_rows(Xs, inactive, sv, kernel)
                 F[inactive] -= Kb @ (ys[sv] * alpha[sv])
             active = np.arange(n)
             cache.set_active(active)
@@ -278,6 +278,6 @@ def solve_smo_host(X: Any, y: np.ndarray, S: np.ndarray, kernel: Kernel | str, C
     if not converged and warn:
         warnings.warn(f"SMO stopped after max_iter={max_iter} steps before reaching tol={tol}",
                       ConvergenceWarning, stacklevel=3)
-    b = _intercept_from_F(F, alpha, ys, Cv)
-    return _make_result(S, alpha, ys, b, _objective_from_F(F, alpha, ys), it, converged, "smo",
+    b = intercept_from_F(F, alpha, ys, Cv)
+    return make_smo_result(S, alpha, ys, b, objective_from_F(F, alpha, ys), it, converged, "smo",
                         max_iter_reached=not converged)

@@ -28,11 +28,11 @@ from gpuksvm.kernels.kernel import Kernel, kernel_block
 from gpuksvm.solvers.smo.cuda_launch import _round_keys_cuda, _solve_subproblems_cuda
 from gpuksvm.solvers.svc_dual import (
     SMOResult,
-    _box,
-    _intercept_from_F,
-    _is_precomputed,
-    _make_result,
-    _objective_from_F,
+    box_bounds,
+    intercept_from_F,
+    is_precomputed,
+    make_smo_result,
+    objective_from_F,
 )
 
 __all__ = ["solve_working_set", "solve_subproblems_host", "round_keys_host"]
@@ -244,7 +244,7 @@ def solve_working_set(X: Any, ys: list[np.ndarray], subs: list[np.ndarray], kern
     max_inner = int(max_inner) if max_inner else 10 * ws
     # the problems' rows of X, or with a precomputed kernel their Gram blocks K[S, S]
     Sd = [bk.to_device(S, dev) if dev.is_gpu else S for S in subs]
-    Xp = [Xd[S][:, S] if _is_precomputed(kernel) else Xd[S] for S in Sd]
+    Xp = [Xd[S][:, S] if is_precomputed(kernel) else Xd[S] for S in Sd]
     # padded state (P, n_max + 1); padding rows have y = 0, C = 0 and never move; the last
     # column is a dummy row that empty working-set slots point at (so scatters never collide)
     N1 = n_max + 1
@@ -252,7 +252,7 @@ def solve_working_set(X: Any, ys: list[np.ndarray], subs: list[np.ndarray], kern
     C_h = np.zeros((P, N1))
     for p, S in enumerate(subs):
         y_h[p, : S.size] = ys[p]
-        C_h[p, : S.size] = _box(Cs[p], None if sample_weight is None else sample_weight[S], S.size)
+        C_h[p, : S.size] = box_bounds(Cs[p], None if sample_weight is None else sample_weight[S], S.size)
     yv = xp.asarray(y_h, dtype=dt)
     Cvv = xp.asarray(C_h, dtype=dt)
     alpha = xp.zeros((P, N1), dtype=dt)
@@ -301,7 +301,7 @@ def solve_working_set(X: Any, ys: list[np.ndarray], subs: list[np.ndarray], kern
         s0 = int(slots[0])
         for p in np.flatnonzero(n_new):
             rows_d = widx_d[p, s0:s0 + int(n_new[p])]
-            Kb = (Xp[p][rows_d] if _is_precomputed(kernel)
+            Kb = (Xp[p][rows_d] if is_precomputed(kernel)
                   else kernel_block(Xp[p][rows_d], Xp[p], kernel, dtype=dt))
             Kws[p, s0:s0 + int(n_new[p]), : int(sizes[p])] = Kb
         # (3) the subproblems of all problems in one call
@@ -333,7 +333,7 @@ def solve_working_set(X: Any, ys: list[np.ndarray], subs: list[np.ndarray], kern
         if not converged[p] and warn:
             warnings.warn(f"working-set SMO on problem {p} stopped at gap {gap[p]:.3g} > tol={tol} "
                           f"after {rounds[p]} rounds", ConvergenceWarning, stacklevel=3)
-        out.append(_make_result(S, a, yy, _intercept_from_F(f, a, yy, c), _objective_from_F(f, a, yy),
+        out.append(make_smo_result(S, a, yy, intercept_from_F(f, a, yy, c), objective_from_F(f, a, yy),
                                 int(n_inner_tot[p]), bool(converged[p]), name, xp=xp,
                                 n_rounds=int(rounds[p]), dtype=dt,
                                 max_iter_reached=max_iter is not None and rounds[p] >= max_iter))
