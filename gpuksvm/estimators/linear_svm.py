@@ -312,15 +312,6 @@ class LinearSVM(DeviceMixin, ProbabilityMixin, ClassifierMixin, BaseEstimator):
         svm._store(result)
         return svm
 
-    def _from_solution(self, sol: lin.LinearSolution, classes: np.ndarray, n_features: int, solver: str,
-                       dev: bk.Device, dt: Any, log_scale: float = 0.0,
-                       n_passes: int | None = None) -> "LinearSVM":
-        """The fitted state from a solution found outside :meth:`fit` (the Dask LLSVM fit's Newton):
-        :meth:`_store` of :meth:`LinearSVMResult.from_solution`."""
-        self._store(LinearSVMResult.from_solution(sol, classes, n_features, solver, dev, dt, log_scale,
-                                                  n_passes=n_passes))
-        return self
-
     # ------------------------------------------------------------------ predict
     def decision_function(self, X: Any) -> Any:
         """Decision values wᵀx + b: (n,) for two classes, (n, n_classes) for more."""

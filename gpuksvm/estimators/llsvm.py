@@ -97,6 +97,7 @@ from gpuksvm.data.blocks import is_block_input
 from gpuksvm.estimators.calibration import probability_enabled
 from gpuksvm.kernels.kernel import Kernel, kernel_matvec
 from gpuksvm.estimators.linear_svm import LinearSVM
+from gpuksvm.solvers.linear.svm import LinearSVMResult
 from gpuksvm.solvers.nystrom.maps import (
     MapParams,
     NystromMap,
@@ -550,5 +551,6 @@ class _LinearSVMStage:
 
     def from_newton(self, spec: LinearSpec, solution: Any, classes: np.ndarray, n_features: int, engine: str,
                     device: bk.Device, dtype: Any, log_scale: float, n_passes: int) -> LinearSVM:
-        return self.estimator._linear_svm(spec.C)._from_solution(solution, classes, n_features, engine, device,
-                                                                 dtype, log_scale, n_passes=n_passes)
+        result = LinearSVMResult.from_solution(solution, classes, n_features, engine, device, dtype, log_scale,
+                                               n_passes=n_passes)
+        return LinearSVM.from_result(result, **self.estimator._linear_svm(spec.C).get_params())
