@@ -41,6 +41,8 @@ from gpuksvm.array.gpu_probe import GpuStatus, probe
 
 __all__ = [
     "asarray_in",
+    "host_unless_gpu",
+    "gpu_ready",
     "compute_copy",
     "device_for",
     "namespace_of_any",
@@ -520,6 +522,21 @@ def compute_copy(x: Any, device: str | Device, dtype: Any = None, *, dense: bool
     if dense is True and is_sparse(x):
         x = x.toarray()
     return to_device(densified_for(x, dev) if dense == "gpu" else x, dev, dtype)
+
+
+def host_unless_gpu(x: Any, device: str | Device) -> Any:
+    """``x`` brought to the host when ``device`` is the CPU (a CuPy ``x`` with ``device="cpu"``
+    asked for explicitly computes on the host); as given for a GPU."""
+    return to_host(x) if is_gpu_array(x) and not resolve_device(device).is_gpu else x
+
+
+def gpu_ready(x: Any, device: str | Device, dtype: Any = None) -> Any:
+    """``x`` as the GPU paths read it when ``device`` is a GPU (on the device in ``dtype``; SciPy-sparse
+    ``x`` densified, CuPy-sparse kept); as given on the CPU, whose paths take sparse and any dtype."""
+    dev = resolve_device(device)
+    if not dev.is_gpu:
+        return x
+    return to_device(x.toarray() if is_sparse(x) and not is_gpu_array(x) else x, dev, dtype)
 
 
 def densified_for(x: Any, device: str | Device) -> Any:

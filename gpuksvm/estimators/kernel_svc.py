@@ -321,8 +321,7 @@ class KernelSVC(DeviceMixin, SVCSurfaceMixin, ProbabilityMixin, ClassifierMixin,
                           "(fitted_device_ == 'cpu')", UserWarning, stacklevel=2)
             dev = bk.CPU
         dt = bk.resolve_dtype(self.dtype, dev)
-        if not dev.is_gpu and bk.is_gpu_array(X):
-            X = bk.to_host(X)  # device="cpu" asked for explicitly: compute on the host
+        X = bk.host_unless_gpu(X, dev)
         if callable_kernel:
             kern, kernel_ = PRECOMPUTED, self.kernel
             data = callable_gram(self.kernel, X, X)
@@ -332,9 +331,7 @@ class KernelSVC(DeviceMixin, SVCSurfaceMixin, ProbabilityMixin, ClassifierMixin,
         else:
             kern = kernel_ = self._resolved_kernel(X)
             data = X
-        if dev.is_gpu:
-            data = bk.to_device(data.toarray() if bk.is_sparse(data) and not bk.is_gpu_array(data)
-                                else data, dev, dt)
+        data = bk.gpu_ready(data, dev, dt)
         max_iter = None if self.max_iter == -1 else int(self.max_iter)
         # pair (lo, hi) is solved with +1 for hi; solver="libsvm" is one LIBSVM call, SVC's own
         result = solve_svc(data, yidx, classes, kern, float(self.C), tol=float(self.tol), max_iter=max_iter,
