@@ -64,6 +64,12 @@ struct dim3 {
 #define __noinline__
 #define __launch_bounds__(...)
 #define __restrict__ __restrict
+#define __align__(n) __attribute__((aligned(n)))
+
+// CUDA's vector types that the sources load through, aligned as on the device
+struct __attribute__((aligned(8))) float2 { float x, y; };
+struct __attribute__((aligned(16))) float4 { float x, y, z, w; };
+struct __attribute__((aligned(16))) double2 { double x, y; };
 
 namespace gpuemu {
 
