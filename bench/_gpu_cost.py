@@ -26,7 +26,10 @@ boost, the first call's compilation and handle creation (warm runs only).
 """
 from __future__ import annotations
 
+import functools
+import json
 import math
+import re
 import sys
 import time
 from collections import defaultdict
@@ -58,7 +61,8 @@ CONSTANTS: dict[str, tuple[float, str, str]] = {
                        "(NVIDIA datasheet; e.g. www.3eyedtech.com/gpgpu lists 67 TFLOPS FP32)"),
     "CUDA_CORE_FP64": (34e12, "FLOP/s", "H100 SXM5 FP64 peak without tensor cores (NVIDIA datasheet)"),
     "RAW_KERNEL_EFFICIENCY": (0.5, "x CUDA-core peak",
-                              "hand-written kernels load every operand pair from shared memory: a 4x4 "
+                              "the fallback of kernel_efficiency() for a kernel that "
+                              "bench/results/kernel_static.json does not cover: hand-written kernels load every operand pair from shared memory: a 4x4 "
                               "register tile issues 8 shared loads per 16 FMAs and an SM serves 32 "
                               "words/clock against 128 FMA lanes, so half the FMA peak; checked against "
                               "the tiled RBF block figures of SPEC §7 (tests/test_gpu_model.py)"),
@@ -112,9 +116,45 @@ def const(name: str) -> float:
     return CONSTANTS[name][0]
 
 
+KERNEL_STATIC = ROOT / "bench" / "results" / "kernel_static.json"
+
+
+@functools.lru_cache(maxsize=1)
+def _static_efficiencies() -> dict[tuple[str, int], float]:
+    """(kernel family, bits) -> the ``fma_efficiency`` of its sm_90 record in
+    bench/results/kernel_static.json (bench/kernel_static.py: the FFMA/DFMA share of the hot loop's
+    issue time in the compiled SASS); empty when the file is missing."""
+    try:
+        rows = json.loads(KERNEL_STATIC.read_text())
+    except (OSError, ValueError):
+        return {}
+    out = {}
+    for r in rows:
+        if r.get("arch") == "sm_90" and r.get("fma_efficiency"):
+            fam, bits = re.match(r"(.*)_f(32|64)$", r["kernel"]).groups()
+            out[(fam, int(bits))] = float(r["fma_efficiency"])
+    return out
+
+
+def kernel_efficiency(family: str, bits: int) -> float:
+    """Fraction of the CUDA-core peak a hand-written kernel's inner loop sustains: from the static
+    analysis of its SASS when bench/results/kernel_static.json has it, else RAW_KERNEL_EFFICIENCY."""
+    return _static_efficiencies().get((family, bits), const("RAW_KERNEL_EFFICIENCY"))
+
+
+def _raw_rate(family: str, itemsize: int) -> str:
+    """The rate class of a hand-written kernel: ``raw32:<family>`` / ``raw64:<family>``."""
+    return f"raw{8 * itemsize}:{family}"
+
+
 def rate_of(kind: str) -> float:
     """FLOP/s of a rate class: gemm32/gemm64 (cuBLAS), fp32/fp64 (CUDA cores), raw32/raw64
-    (hand-written kernels), eigh, factor (cuSOLVER factorizations at half the GEMM rate)."""
+    (hand-written kernels; ``raw32:<family>`` at that kernel's :func:`kernel_efficiency`), eigh,
+    factor (cuSOLVER factorizations at half the GEMM rate)."""
+    if kind.startswith("raw") and ":" in kind:
+        bits, family = kind[3:].split(":", 1)
+        peak = const("CUDA_CORE_FP64") if bits == "64" else const("CUDA_CORE_FP32")
+        return peak * kernel_efficiency(family, int(bits))
     return {"gemm32": const("GEMM_FP32"), "gemm64": const("GEMM_FP64"),
             "fp32": const("CUDA_CORE_FP32"), "fp64": const("CUDA_CORE_FP64"),
             "raw32": const("CUDA_CORE_FP32") * const("RAW_KERNEL_EFFICIENCY"),
@@ -320,7 +360,7 @@ def _epilogue_cost(grid, block, shared, args) -> dict:
     G, xn, zn, n, k = args[0], args[1], args[2], int(args[3]), int(args[4])
     it = G._a.itemsize
     return {"flops": n * k * _epi_flops(args[6]), "bytes_read": (n * k + (n + k if xn is not None else 0)) * it,
-            "bytes_written": n * k * it, "rate": "raw64" if it == 8 else "raw32"}
+            "bytes_written": n * k * it, "rate": _raw_rate("kernel_epilogue", it)}
 
 
 @_kernel_cost("kernel_block_tiled")
@@ -331,7 +371,7 @@ def _tiled_cost(grid, block, shared, args) -> dict:
     n, k, d = int(args[5]), int(args[6]), int(args[7])
     it = args[0]._a.itemsize
     return {"flops": 2.0 * n * k * d + n * k * _epi_flops(args[9]), "bytes_read": (n + k) * (d + 1) * it,
-            "bytes_written": n * k * it, "rate": "raw64" if it == 8 else "raw32", "serial": True}
+            "bytes_written": n * k * it, "rate": _raw_rate("kernel_block_tiled", it), "serial": True}
 
 
 @_kernel_cost("kernel_matvec")
@@ -341,7 +381,7 @@ def _matvec_cost(grid, block, shared, args) -> dict:
     n, k, d, m = (int(a) for a in args[4:8])
     it = args[0]._a.itemsize
     return {"flops": n * k * (3.0 * d + _epi_flops(args[8]) + 2.0 * m), "bytes_read": (n * d + k * (d + m)) * it,
-            "bytes_written": n * m * it, "rate": "raw64" if it == 8 else "raw32", "serial": True}
+            "bytes_written": n * m * it, "rate": _raw_rate("kernel_matvec", it), "serial": True}
 
 
 @_kernel_cost("cvm_furthest")
@@ -360,7 +400,7 @@ def _cvm_cost(grid, block, shared, args) -> dict:
     return {"flops": n_cand * m * (3.0 * d + _epi_flops(args[12]) + 4.0),
             "bytes_read": n_cand * (d * it + 3 * it + 8) + m * (d + 1) * it,
             "bytes_written": int(grid[0]) * 16 + (n_cand * 8 if scores is not None else 0),
-            "rate": "raw64" if it == 8 else "raw32", "serial": True, "latency_s": latency}
+            "rate": _raw_rate("cvm_furthest", it), "serial": True, "latency_s": latency}
 
 
 @_kernel_cost("smo_subproblem")
@@ -380,7 +420,7 @@ def _smo_subproblem_cost(grid, block, shared, args) -> dict:
     it = args[0]._a.itemsize
     P = int(grid[0])
     return {"latency_s": waves * steps * cyc / const("CLOCK_HZ"), "bytes_read": P * ws * (ws + 4) * it,
-            "bytes_written": P * ws * it, "flops": 0.0, "rate": "raw64" if it == 8 else "raw32"}
+            "bytes_written": P * ws * it, "flops": 0.0, "rate": _raw_rate("smo_subproblem", it)}
 
 
 def _sm_share(nbytes: float, n_blocks: int) -> float:
@@ -399,7 +439,7 @@ def _round_keys_cost(grid, block, shared, args) -> dict:
     levels = int(np.log2(max(int(block[0]), 2))) + 1
     return {"flops": 12.0 * P * n1, "bytes_read": _sm_share(4 * P * n1 * it, P * chunks),
             "bytes_written": _sm_share(2 * P * n1 * it + 40 * P * chunks, P * chunks),
-            "rate": "raw64" if it == 8 else "raw32",
+            "rate": _raw_rate("smo_round_keys", it),
             "latency_s": levels * const("BARRIER_LEVEL_CYCLES") / const("CLOCK_HZ")}
 
 
@@ -412,7 +452,7 @@ def _round_finish_cost(grid, block, shared, args) -> dict:
     levels = int(np.log2(max(int(block[0]), 2))) + 1
     return {"bytes_read": _sm_share(P * (n_keep * (8 + 2 * it) + n_chunks * 40), P),
             "bytes_written": _sm_share(P * (n_keep * 2 * it + 32), P), "flops": 0.0,
-            "rate": "raw64" if it == 8 else "raw32",
+            "rate": _raw_rate("smo_round_finish", it),
             "latency_s": (2 * const("GLOBAL_LOAD_CYCLES") + levels * const("BARRIER_LEVEL_CYCLES"))
             / const("CLOCK_HZ")}
 

@@ -15,7 +15,10 @@ For every ``extern "C"`` kernel of ``kernels_cuda/*.cu`` on sm_80 (A100) and sm_
    the body counted once (a loop nested in it once, not per iteration);
 4. the theoretical occupancy at the library's largest launch block (the launch sites run with a
    recorder, ``tests/test_kernel_resources.py``) by the CUDA occupancy rules (:func:`occupancy`);
-5. a bound and a roofline fraction per shape: the hot loop's issue time on the busiest pipe
+5. ``fma_efficiency``: the share of the hot loop's issue time (on its busiest pipe) that is
+   FFMA (float kernels) or DFMA (double kernels) -- the fraction of the CUDA-core peak the loop
+   sustains with its latency hidden; ``bench/_gpu_cost.py`` uses it per kernel;
+6. a bound and a roofline fraction per shape: the hot loop's issue time on the busiest pipe
    (:func:`loop_cycles`) times the number of warp iterations of the shape
    (:data:`SHAPES`), against the time the shape's useful FLOPs and compulsory bytes take at
    the H100's peaks.  These are **predictions** of a model, not measurements.
@@ -37,6 +40,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -141,24 +145,28 @@ def _compile_key(src_dir: Path, arch: int, tools: Path) -> str:
     return h.hexdigest()[:24]
 
 
-def compiled(src: Path, arch: int, tools: Path) -> tuple[str, str]:
-    """(ptxas ``-v`` log, SASS text) of one source for ``sm_<arch>``; cached on disk."""
+def compiled(src: Path, arch: int, tools: Path) -> tuple[str, str, float]:
+    """(ptxas ``-v`` log, SASS text, NVRTC's wall seconds for the source on this machine) of one
+    source for ``sm_<arch>``; cached on disk (the seconds are those of the run that filled it)."""
     src_dir = src.parent
     key = _compile_key(src_dir, arch, tools)
     path = cache_root() / "sass" / f"{src.stem}-sm_{arch}-{key}.json"
     if path.is_file():
         data = json.loads(path.read_text())
-        return data["log"], data["sass"]
+        if "compile_s" in data:
+            return data["log"], data["sass"], data["compile_s"]
     options = nvrtc.cupy_options(_cuda.nvrtc_options(src_dir), arch) + ["--ptxas-options=-v"]
+    t0 = time.perf_counter()
     res = nvrtc.compile_source(src.read_text(), src.name, options)
+    seconds = time.perf_counter() - t0
     if not res.ok:
         raise RuntimeError(f"NVRTC sm_{arch} {src.name}:\n{res.log}")
     sass = disassemble(res.binary, tools)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(f".tmp{os.getpid()}")
-    tmp.write_text(json.dumps({"log": res.log, "sass": sass}))
+    tmp.write_text(json.dumps({"log": res.log, "sass": sass, "compile_s": seconds}))
     tmp.replace(path)
-    return res.log, sass
+    return res.log, sass, seconds
 
 
 # =========================================================================== SASS parsing
@@ -274,6 +282,32 @@ def mix(instrs: list[Instr]) -> dict:
         widths = Counter(str(width_bits(i.opcode)) for i in instrs if classify(i) == cls)
         out[f"{cls}_widths"] = dict(sorted(widths.items(), key=lambda kv: int(kv[0])))
     return out
+
+
+def fma_loops(instrs: list[Instr]) -> list[tuple[int, int]]:
+    """The innermost loops that multiply-add (no loop nested in them has an FFMA/DFMA), the one
+    with the most FFMA + DFMA first."""
+    spans = loops(instrs)
+
+    def fma(lo: int, hi: int) -> int:
+        return sum(1 for i in instrs[lo:hi + 1] if i.base in ("FFMA", "DFMA"))
+
+    def nested(inner: tuple[int, int], outer: tuple[int, int]) -> bool:
+        return inner != outer and outer[0] <= inner[0] and inner[1] <= outer[1]
+
+    inner = [s for s in spans if fma(*s) and not any(nested(t, s) and fma(*t) for t in spans)]
+    return sorted(inner, key=lambda s: (fma(*s), s[1] - s[0]), reverse=True)
+
+
+def remainder_loop(instrs: list[Instr]) -> dict | None:
+    """The mix of a remainder loop: after the hot loop, the innermost multiply-add loop with the most
+    FFMA + DFMA that reads shared memory and has no MUFU (a feature loop, not a kernel-value loop);
+    None when there is none."""
+    for lo, hi in fma_loops(instrs)[1:]:
+        m = mix(instrs[lo:hi + 1])
+        if m["lds"] and not m["mufu"]:
+            return m
+    return None
 
 
 def hot_loop(instrs: list[Instr]) -> tuple[list[Instr], tuple[int, int] | None]:
@@ -423,14 +457,18 @@ class Shape:
     extra_cycles: float = 0.0
     fp64: bool = False
     active_sms: int | None = None
+    tail_iters: float = 0.0      # warp iterations of the second multiply-add loop (a remainder loop)
 
 
-def predict(shape: Shape, m: dict, dev: Device, shared_distinct: float) -> dict:
-    """Predicted time of a shape: max(issue time of the hot loop over the active SMs, bytes moved
-    / HBM); the roofline time: max(useful FLOPs / FMA peak, compulsory bytes / HBM)."""
+def predict(shape: Shape, m: dict, dev: Device, shared_distinct: float, tail: dict | None = None) -> dict:
+    """Predicted time of a shape: max(issue time of the hot loop (and of the remainder loop, mix
+    ``tail``) over the active SMs, bytes moved / HBM); the roofline time: max(useful FLOPs / FMA
+    peak, compulsory bytes / HBM)."""
     lc = loop_cycles(m, dev, shared_distinct)
+    tail_cycles = loop_cycles(tail, dev, shared_distinct)["cycles"] if tail and shape.tail_iters else 0.0
     sms = min(dev.sms, shape.active_sms or dev.sms)
-    t_issue = (shape.warp_iters * lc["cycles"] + shape.extra_cycles) / (sms * dev.clock_hz)
+    t_issue = (shape.warp_iters * lc["cycles"] + shape.tail_iters * tail_cycles + shape.extra_cycles) / (
+        sms * dev.clock_hz)
     t_mem = shape.moved_bytes / dev.hbm_bytes_per_s
     peak = dev.sms * dev.clock_hz * 32 * 2 * (dev.dfma_per_clk if shape.fp64 else dev.ffma_per_clk)
     t_roof = max(shape.useful_flops / peak, shape.min_bytes / dev.hbm_bytes_per_s)
@@ -459,8 +497,10 @@ def _tiled_geometry(src: str) -> tuple[int, int, int]:
     return int(vals.get("GK_BM", 64)), int(vals.get("GK_BN", 64)), int(vals.get("GK_TK", 16))
 
 
-def shapes_for(family: str, it: int, threads: int, src_text: str) -> list[Shape]:
-    """The shapes of one kernel family at itemsize ``it`` (4 or 8) and launch block ``threads``."""
+def shapes_for(family: str, it: int, threads: int, src_text: str, remainder_loop: bool = False) -> list[Shape]:
+    """The shapes of one kernel family at itemsize ``it`` (4 or 8) and launch block ``threads``;
+    ``remainder_loop``: the kernel computes the last d % TK features in a loop of their own (one
+    warp iteration per feature) instead of padding d to a multiple of TK."""
     fp64 = it == 8
     n, k = N_BLOCK, K_BLOCK
     out = []
@@ -470,10 +510,13 @@ def shapes_for(family: str, it: int, threads: int, src_text: str) -> list[Shape]
     elif family == "kernel_block_tiled":
         bm, bn, tk = _tiled_geometry(src_text)
         blocks = _ceil(n, bm) * _ceil(k, bn)
+        warps = blocks * (threads / 32)
         for d in DS:
-            out.append(Shape(f"d={d}", blocks * (threads / 32) * _ceil(d, tk), 2.0 * n * k * d,
+            full, rest = (d // tk, d % tk) if remainder_loop else (_ceil(d, tk), 0)
+            out.append(Shape(f"d={d}", warps * full, 2.0 * n * k * d,
                              n * k * it + (n + k) * d * it, n * k * it + blocks * (bm + bn) * d * it / 8,
-                             extra_cycles=n * k / 32 * EPI_CYCLES_PER_OUTPUT, fp64=fp64))
+                             extra_cycles=n * k / 32 * EPI_CYCLES_PER_OUTPUT, fp64=fp64,
+                             tail_iters=warps * rest))
     elif family == "kernel_matvec":
         for d in DS:   # one m=1 mat-vec of an n x k kernel block; hot loop: one 16-row x 16-column chunk
             iters = (n / 32) * _ceil(k, 16) * _ceil(d, 16)
@@ -531,7 +574,7 @@ def analyze(src_dir: Path | None = None, archs: tuple[int, ...] = ARCHS, tools: 
         text = src.read_text()
         names = nvrtc.kernel_names(text)
         for arch in archs:
-            log, sass = compiled(src, arch, tools)
+            log, sass, compile_s = compiled(src, arch, tools)
             res = ptxas_resources(log)
             funcs = parse_sass(sass)
             for name in names:
@@ -539,19 +582,22 @@ def analyze(src_dir: Path | None = None, archs: tuple[int, ...] = ARCHS, tools: 
                 instrs = funcs.get(name, [])
                 body, span = hot_loop(instrs)
                 m = mix(body)
+                tail = remainder_loop(instrs)
                 threads, dyn = blocks.get(name, (0, 0))
                 shared = r["shared_bytes"] + dyn
                 occ = occupancy(r["registers"], threads, shared, arch) if threads and r["registers"] > 0 else None
                 fam = family(name)
                 it = 8 if name.endswith("_f64") else 4
                 fractions, bounds, times = {}, {}, {}
-                for shape in shapes_for(fam, it, threads or 256, text):
-                    p = predict(shape, m, H100_SXM, SHARED_DISTINCT.get(fam, 32.0))
+                remainder = fam == "kernel_block_tiled" and tail is not None
+                for shape in shapes_for(fam, it, threads or 256, text, remainder):
+                    p = predict(shape, m, H100_SXM, SHARED_DISTINCT.get(fam, 32.0), tail)
                     fractions[shape.label] = round(p["fraction"], 3)
                     bounds[shape.label] = p["bound"]
                     times[shape.label] = p["time_s"]
                 lc = loop_cycles(m, H100_SXM, SHARED_DISTINCT.get(fam, 32.0))
                 fma = m["ffma"] + m["dfma"]
+                fma_cycles = m["dfma"] / H100_SXM.dfma_per_clk if it == 8 else m["ffma"] / H100_SXM.ffma_per_clk
                 rows.append({
                     "kernel": name, "arch": f"sm_{arch}", "registers": r["registers"],
                     "stack_bytes": r["stack_bytes"], "spill_bytes": r["spill_bytes"],
@@ -561,8 +607,10 @@ def analyze(src_dir: Path | None = None, archs: tuple[int, ...] = ARCHS, tools: 
                     "instructions": len(instrs),
                     "inner_loop": m, "inner_loop_span": [hex(a) for a in span] if span else None,
                     "fma_per_lds": round(fma / m["lds"], 2) if m["lds"] else None,
-                    "loop_bound": lc["bound"], "bound": bounds, "roofline_fraction": fractions,
+                    "loop_bound": lc["bound"],
+                    "fma_efficiency": round(fma_cycles / lc["cycles"], 3) if fma_cycles else None, "bound": bounds, "roofline_fraction": fractions,
                     "predicted_s_h100_sxm": times,
+                    "source_compile_s": round(compile_s, 3),
                 })
     return rows
 

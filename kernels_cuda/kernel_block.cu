@@ -67,9 +67,10 @@ extern "C" __global__ void kernel_epilogue_f64(double* G, const double* xn, cons
 // NumPy twin: gpuksvm.kernels.kernel_block on the CPU.
 #define GK_BM 64
 #define GK_BN 64
-#define GK_TK 16
+#define GK_TK 32
 #define GK_LD (GK_BM + 4)   // shared row length: 16-byte aligned vectors, conflict-free staging
 static_assert(GK_BM == 64 && GK_BN == 64, "the 16x16 block computes 4x4 outputs per thread");
+static_assert(2 * GK_TK * GK_LD >= 16 * 256, "the slices hold the block's parked sums");
 
 template <typename T> struct gk_vec4;
 template <> struct gk_vec4<float> {
@@ -96,7 +97,7 @@ template <> struct gk_vec4<double> {
 
 // Stage features [k0, k0 + GK_TK) of rows [r0, r0 + 64) of A (n_rows x d) into s (zero beyond
 // n_rows, and beyond d when `tail`).  Thread tid takes rows w + 16a and w + 8 + 16a (w = tid / 32,
-// a = tid % 4), features cl and cl + 8 (cl = (tid / 4) % 8): a warp's 32 shared stores hit 32 banks
+// a = tid % 4), features cl + 8h (cl = (tid / 4) % 8): a warp's 32 shared stores hit 32 banks
 // and it reads 4 rows x 8 consecutive features.  The addresses are recomputed per slice (a few
 // integer operations) rather than kept: registers hold the accumulators.
 template <typename T>
@@ -108,7 +109,7 @@ __device__ __forceinline__ void gk_stage(const T* __restrict__ A, T (*s)[GK_LD],
         const int g = r0 + w + 8 * q + 16 * a;
         const T* p = A + (long long)g * d + k0 + cl;
 #pragma unroll
-        for (int h = 0; h < 2; ++h) {
+        for (int h = 0; h < GK_TK / 8; ++h) {
             const bool in = g < n_rows && (!tail || k0 + cl + 8 * h < d);
             s[cl + 8 * h][pos + 32 * q] = in ? p[8 * h] : T(0);
         }
@@ -137,8 +138,10 @@ __device__ void kernel_block_tiled(const T* __restrict__ X, const T* __restrict_
                                    const T* __restrict__ xn, const T* __restrict__ zn,
                                    T* __restrict__ out, int n, int k, int d, long long ldo,
                                    int ktype, T gamma, T coef0, T degree) {
-    __shared__ __align__(16) T xs[GK_TK][GK_LD];
-    __shared__ __align__(16) T zs[GK_TK][GK_LD];
+    __shared__ __align__(16) T tiles[2][GK_TK][GK_LD];   // the X and Z slices; then the parked sums
+    T (*const xs)[GK_LD] = tiles[0];
+    T (*const zs)[GK_LD] = tiles[1];
+    T* const parked = &tiles[0][0][0];   // acc[a][b] of thread tid at parked[(4a + b) * 256 + tid]
     const int tx = threadIdx.x, ty = threadIdx.y;
     const int tid = ty * 16 + tx;
     const int col0 = blockIdx.x * GK_BN;
@@ -167,20 +170,23 @@ __device__ void kernel_block_tiled(const T* __restrict__ X, const T* __restrict_
             for (int c = 0; c < d - d_full; ++c) gk_outer4<T>(&xs[c][4 * ty], &zs[c][4 * tx], acc);
             __syncthreads();
         }
+        // The slices are read (the last barrier above): park the sums in them, so that the kernel
+        // values are taken in a rolled loop with no accumulator live (one inlined copy of
+        // gk_kernel_value, and registers for 50 % occupancy in double).
 #pragma unroll
-        for (int a = 0; a < 4; ++a) {
-            const int i = row0 + ty + 16 * a;
+        for (int a = 0; a < 4; ++a)
+#pragma unroll
+            for (int b = 0; b < 4; ++b) parked[(4 * a + b) * 256 + tid] = acc[a][b];
+#pragma unroll 1
+        for (int q = 0; q < 16; ++q) {
+            const int i = row0 + ty + 16 * (q >> 2), j = col0 + tx + 16 * (q & 3);
             if (i >= n) continue;
-            const T xni = (ktype == GPUKSVM_RBF) ? xn[i] : T(0);
-#pragma unroll
-            for (int b = 0; b < 4; ++b) {
-                const int j = col0 + tx + 16 * b;
-                if (j >= k) continue;
-                const T dot = acc[a][b];
-                const T dist2 = (ktype == GPUKSVM_RBF) ? xni + zn[j] - T(2) * dot : T(0);
-                out[(long long)i * ldo + j] = gk_kernel_value<T>(ktype, dot, dist2, gamma, coef0, degree);
-            }
+            if (j >= k) continue;
+            const T dot = parked[q * 256 + tid];
+            const T dist2 = (ktype == GPUKSVM_RBF) ? xn[i] + zn[j] - T(2) * dot : T(0);
+            out[(long long)i * ldo + j] = gk_kernel_value<T>(ktype, dot, dist2, gamma, coef0, degree);
         }
+        __syncthreads();   // the next row tile's staging overwrites the parked sums
     }
 }
 
@@ -191,7 +197,7 @@ extern "C" __global__ void __launch_bounds__(256, 4) kernel_block_tiled_f32(cons
     kernel_block_tiled<float>(X, Z, xn, zn, out, n, k, d, ldo, ktype, gamma, coef0, degree);
 }
 
-extern "C" __global__ void __launch_bounds__(256, 3) kernel_block_tiled_f64(const double* X, const double* Z, const double* xn,
+extern "C" __global__ void __launch_bounds__(256, 4) kernel_block_tiled_f64(const double* X, const double* Z, const double* xn,
                                                   const double* zn, double* out, int n, int k, int d,
                                                   long long ldo, int ktype, double gamma, double coef0,
                                                   double degree) {
