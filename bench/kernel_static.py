@@ -12,7 +12,8 @@ For every ``extern "C"`` kernel of ``kernels_cuda/*.cu`` on sm_80 (A100) and sm_
    floating-point multiply-adds: the loop with the most instructions).  Its instructions are
    counted by class (``ffma``, ``dfma``, ``lds``, ``sts``, ``ldg``, ``stg``, ``int``, ``bar``, ...;
    loads and stores also by width).  These are static counts of the loop body: every path of
-   the body counted once (a loop nested in it once, not per iteration);
+   the body counted once (a loop nested in it once, not per iteration; a subroutine it calls,
+   such as ptxas's out-of-line 64-bit division, once per call);
 4. the theoretical occupancy at the library's largest launch block (the launch sites run with a
    recorder, ``tests/test_kernel_resources.py``) by the CUDA occupancy rules (:func:`occupancy`);
 5. ``fma_efficiency``: the share of the hot loop's issue time (on its busiest pipe) that is
@@ -327,7 +328,24 @@ def hot_loop(instrs: list[Instr]) -> tuple[list[Instr], tuple[int, int] | None]:
     if not pool:
         return instrs, None
     lo, hi = max(pool, key=lambda s: (fma(*s), s[1] - s[0]))
-    return instrs[lo:hi + 1], (instrs[lo].addr, instrs[hi].addr)
+    return with_callees(instrs, instrs[lo:hi + 1]), (instrs[lo].addr, instrs[hi].addr)
+
+
+def with_callees(instrs: list[Instr], body: list[Instr]) -> list[Instr]:
+    """``body`` plus, per CALL in it, the called subroutine of the same function (from its address
+    to its RET): ptxas moves a 64-bit division or an accurate pow out of line, and its instructions
+    run once per call."""
+    index = {ins.addr: i for i, ins in enumerate(instrs)}
+    out = list(body)
+    for ins in body:
+        m = _TARGET.search(ins.operands) if ins.base == "CALL" else None
+        if m is None or int(m.group(1), 16) not in index:
+            continue
+        for callee in instrs[index[int(m.group(1), 16)]:]:
+            out.append(callee)
+            if callee.base == "RET":
+                break
+    return out
 
 
 # =========================================================================== ptxas -v resources

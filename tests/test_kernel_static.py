@@ -136,3 +136,26 @@ def test_loop_bound_picks_the_busiest_pipe():
     assert lc["bound"] == "issue" and lc["cycles"] == 18.0 and lc["pipes"]["fma"] == 16.0
     m.update(fp64=0, dfma=32, ffma=0, total=40)
     assert ks.loop_cycles(m, ks.H100_SXM)["bound"] == "fp64"
+
+
+_DIVIDE = r'''
+extern "C" __global__ void divide(float* out, const float* x, long long total, long long k) {
+    for (long long idx = (long long)blockIdx.x * blockDim.x + threadIdx.x; idx < total;
+         idx += (long long)gridDim.x * blockDim.x) {
+        const long long i = idx / k;
+        out[idx] = fmaf(x[i], 2.0f, (float)(idx - i * k));
+    }
+}
+'''
+
+
+def test_out_of_line_division_is_counted_in_the_loop(tools):
+    """ptxas puts a 64-bit division in a subroutine called from the loop: its integer work counts."""
+    res = nvrtc.compile_source(_DIVIDE, "divide.cu", nvrtc.cupy_options((), 90))
+    assert res.ok, res.log
+    instrs = ks.parse_sass(ks.disassemble(res.binary, tools))["divide"]
+    body, span = ks.hot_loop(instrs)
+    lo, hi = (int(a, 16) for a in (hex(span[0]), hex(span[1])))
+    inside = [i for i in instrs if lo <= i.addr <= hi]
+    assert any(i.base == "CALL" for i in inside), "expected ptxas to call its 64-bit division"
+    assert ks.mix(body)["int"] >= ks.mix(inside)["int"] + 10 and any(i.base == "RET" for i in body)
