@@ -26,6 +26,7 @@ boost, the first call's compilation and handle creation (warm runs only).
 """
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import math
@@ -107,6 +108,16 @@ CONSTANTS: dict[str, tuple[float, str, str]] = {
                        "Cholesky/LU: one dependent panel step (several small kernels) per 64 columns; "
                        "an assumption"),
 }
+#: Another GPU as factors on the H100 SXM constants (name -> {constant: factor}, source).
+DEVICES: dict[str, tuple[dict[str, float], str]] = {
+    "H100 SXM": ({}, "the constants above"),
+    "H100 PCIe": ({"HBM_BYTES_PER_S": 2.0 / 3.35, "GEMM_FP32": 51.0 / 67.0, "GEMM_FP64": 51.0 / 67.0,
+                   "CUDA_CORE_FP32": 51.0 / 67.0, "CUDA_CORE_FP64": 26.0 / 34.0, "CLOCK_HZ": 1.755 / 1.98},
+                  "NVIDIA H100 datasheet, PCIe against SXM5: 2.0 against 3.35 TB/s HBM, 51 against 67 TFLOP/s FP32 "
+                  "(114 against 132 SMs), 26 against 34 TFLOP/s FP64, boost 1.755 against 1.98 GHz; GEMM rates "
+                  "scaled as the FP32 peak"),
+}
+
 _EIGH_FIG_S, _EIGH_FIG_K = 93e-3, 4000
 CONSTANTS["EIGH_FLOPS"] = (9.0 * _EIGH_FIG_K**3 / (_EIGH_FIG_S - _EIGH_FIG_K * CONSTANTS["EIGH_COLUMN_S"][0]),
                            *CONSTANTS["EIGH_FLOPS"][1:])
@@ -337,6 +348,45 @@ def linalg_cost(name: str, ins: list[Spec]) -> tuple[float, float, str]:
 # =========================================================================== RawKernels
 #: kernel family -> cost formula(grid, block, shared_mem, args as launched) -> Op fields.
 #: Args are fake device arrays (their ``_a`` NumPy data readable after the launch) and scalars.
+@contextlib.contextmanager
+def on_device(name: str):
+    """The constants of :data:`DEVICES` ``name`` for the duration (the H100 SXM ones restored after)."""
+    factors = DEVICES[name][0]
+    saved = {k: CONSTANTS[k] for k in factors}
+    try:
+        for k, f in factors.items():
+            CONSTANTS[k] = (saved[k][0] * f, *saved[k][1:])
+        yield
+    finally:
+        CONSTANTS.update(saved)
+
+
+def first_call_compile_s(kernel_names: Iterable[str]) -> float:
+    """Seconds NVRTC + ptxas take for the sources of these kernels on their first launch in a
+    process (CuPy's on-disk kernel cache serves later processes): each source's sm_90
+    ``source_compile_s`` in bench/results/kernel_static.json, measured there; 0 without it."""
+    try:
+        rows = json.loads(KERNEL_STATIC.read_text())
+    except (OSError, ValueError):
+        return 0.0
+    per_kernel = {r["kernel"]: r.get("source_compile_s", 0.0) for r in rows if r.get("arch") == "sm_90"}
+    modules = {}
+    for name in kernel_names:
+        src = _cuda_module_of(name)
+        if src is not None and name in per_kernel:
+            modules[src] = per_kernel[name]
+    return float(sum(modules.values()))
+
+
+def _cuda_module_of(kernel: str) -> str | None:
+    from gpuksvm import _cuda
+
+    for src in _cuda.cuda_sources():
+        if kernel in _cuda.signatures(src.stem):
+            return src.stem
+    return None
+
+
 KERNEL_COSTS: dict[str, Callable[..., dict]] = {}
 
 
@@ -822,18 +872,31 @@ def summarize(groups: list[dict], top: int = 5) -> dict:
     ops (device operations, views included; syncs apart), launches (device kernels: CuPy's and
     RawKernels), raw_kernel_launches, syncs (explicit and implicit), PCIe bytes; the predicted
     seconds split into ops, syncs and PCIe, and how much of the op time is launch-bound (host
-    issue cost ≥ device time); the ``top`` most expensive ops by call site and the sync sites."""
+    issue cost ≥ device time) and the host issue seconds summed over the ops (``host_issue_s``); the
+    ``top`` most expensive ops by call site and the sync sites.  Also ``predicted_pcie_s`` (the same
+    trace with the H100 PCIe constants, :data:`DEVICES`) and ``first_call_compile_s`` (the NVRTC
+    compile of the kernel sources the trace launches, paid once per process; not in the
+    prediction)."""
+    out = _summarize(groups, top)
+    with on_device("H100 PCIe"):
+        out["predicted_pcie_s"] = _summarize(groups, top)["predicted_s"]
+    out["first_call_compile_s"] = first_call_compile_s({g["name"] for g in groups if g["kind"] == "kernel"})
+    return out
+
+
+def _summarize(groups: list[dict], top: int) -> dict:
     ops = sum(g["count"] for g in groups if g["kind"] not in ("d2h", "sync"))
     launches = sum(g["launches"] for g in groups)
     raw = sum(g["launches"] for g in groups if g["kind"] == "kernel")
     syncs = sum(g["syncs"] for g in groups)
     pcie = sum(g["pcie_bytes"] for g in groups)
-    op_s = launch_bound = 0.0
+    op_s = launch_bound = host_issue = 0.0
     by_site: dict[str, dict] = defaultdict(lambda: {"count": 0, "time_s": 0.0, "syncs": 0})
     sync_sites: dict[str, int] = defaultdict(int)
     for g in groups:
         t, dev, host = group_time(g)
         op_s += t
+        host_issue += host
         if host >= dev:
             launch_bound += t
         s = by_site[f"{g['name']} @ {g['site']}"]
@@ -847,7 +910,7 @@ def summarize(groups: list[dict], top: int = 5) -> dict:
     top_ops = sorted(by_site.items(), key=lambda kv: -kv[1]["time_s"])[:top]
     return {"ops": ops, "launches": launches, "raw_kernel_launches": raw, "syncs": syncs,
             "pcie_bytes": pcie, "op_s": op_s, "sync_s": sync_s, "pcie_s": pcie_s,
-            "predicted_s": op_s + sync_s + pcie_s, "launch_bound_s": launch_bound,
+            "predicted_s": op_s + sync_s + pcie_s, "launch_bound_s": launch_bound, "host_issue_s": host_issue,
             "top_ops": [{"op": k, "count": v["count"], "time_s": v["time_s"], "syncs": v["syncs"]}
                         for k, v in top_ops],
             "sync_sites": dict(sorted(sync_sites.items(), key=lambda kv: -kv[1]))}
