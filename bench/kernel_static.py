@@ -312,22 +312,13 @@ def remainder_loop(instrs: list[Instr]) -> dict | None:
 
 
 def hot_loop(instrs: list[Instr]) -> tuple[list[Instr], tuple[int, int] | None]:
-    """The hot loop: of the innermost loops that multiply-add (no loop nested in them has an
-    FFMA/DFMA), the one with the most FFMA + DFMA; without such a loop, the loop with the most
-    instructions; the whole function when it has no loop.  Returns its body and address span."""
-    spans = loops(instrs)
-
-    def fma(lo: int, hi: int) -> int:
-        return sum(1 for i in instrs[lo:hi + 1] if i.base in ("FFMA", "DFMA"))
-
-    def nested(inner: tuple[int, int], outer: tuple[int, int]) -> bool:
-        return inner != outer and outer[0] <= inner[0] and inner[1] <= outer[1]
-
-    inner = [s for s in spans if fma(*s) and not any(nested(t, s) and fma(*t) for t in spans)]
-    pool = inner or spans
+    """The hot loop: the first of :func:`fma_loops`; without such a loop, the loop with the most
+    instructions; the whole function when it has no loop.  Returns its body (with the subroutines
+    it calls) and address span."""
+    pool = fma_loops(instrs) or sorted(loops(instrs), key=lambda s: s[1] - s[0], reverse=True)
     if not pool:
         return instrs, None
-    lo, hi = max(pool, key=lambda s: (fma(*s), s[1] - s[0]))
+    lo, hi = pool[0]
     return with_callees(instrs, instrs[lo:hi + 1]), (instrs[lo].addr, instrs[hi].addr)
 
 
@@ -349,32 +340,14 @@ def with_callees(instrs: list[Instr], body: list[Instr]) -> list[Instr]:
 
 
 # =========================================================================== ptxas -v resources
-_ENTRY = re.compile(r"Compiling entry function '(\w+)' for 'sm_(\d+)'")
-_PROPS = re.compile(r"Function properties for (\w+)")
-_STACK = re.compile(r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads")
-_USED = re.compile(r"Used (\d+) registers")
-_SMEM = re.compile(r"(\d+) bytes smem")
-
-
 def ptxas_resources(log: str) -> dict[str, dict]:
-    """Entry -> {registers, stack_bytes, spill_bytes, shared_bytes} from NVRTC's ``-v`` log."""
-    out: dict[str, dict] = {}
-    entry = props = None
-    for line in log.splitlines():
-        if m := _ENTRY.search(line):
-            entry = m.group(1)
-            out[entry] = {"registers": -1, "stack_bytes": -1, "spill_bytes": -1, "shared_bytes": 0}
-            props = None
-        elif m := _PROPS.search(line):
-            props = m.group(1)
-        elif (m := _STACK.search(line)) and entry is not None and props == entry:
-            out[entry]["stack_bytes"] = int(m.group(1))
-            out[entry]["spill_bytes"] = int(m.group(2)) + int(m.group(3))
-        elif (m := _USED.search(line)) and entry is not None:
-            out[entry]["registers"] = int(m.group(1))
-            if s := _SMEM.search(line):
-                out[entry]["shared_bytes"] = int(s.group(1))
-    return out
+    """Entry -> {registers, stack_bytes, spill_bytes, shared_bytes} from NVRTC's ``-v`` log (parsed
+    by tests/test_kernel_resources.py, the resource budget's own reader)."""
+    import test_kernel_resources as tkr
+
+    return {name: {"registers": r.registers, "stack_bytes": r.stack_frame,
+                   "spill_bytes": r.spill_stores + r.spill_loads, "shared_bytes": r.static_shared}
+            for name, r in tkr.parse_ptxas_log(log).items()}
 
 
 # =========================================================================== occupancy

@@ -17,6 +17,7 @@ import pytest
 
 from gpuemu import nvrtc
 from gpuksvm import _cuda
+from test_cuda_sources import nvrtc_lib  # noqa: F401 - the fixture: NVRTC loaded, or skip with the reason
 
 ROOT = Path(__file__).resolve().parents[1]
 _spec = importlib.util.spec_from_file_location("kernel_static", ROOT / "bench" / "kernel_static.py")
@@ -29,11 +30,7 @@ REQUIRED = ("kernel", "arch", "registers", "stack_bytes", "spill_bytes", "shared
 
 
 @pytest.fixture(scope="module")
-def tools():
-    try:
-        nvrtc.load()
-    except nvrtc.NvrtcUnavailable as exc:
-        pytest.skip(f"NVRTC is not available: {exc}")
+def tools(nvrtc_lib):
     try:
         return ks.sass_tools(install=True)
     except ks.ToolsUnavailable as exc:
