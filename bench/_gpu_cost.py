@@ -96,6 +96,10 @@ CONSTANTS: dict[str, tuple[float, str, str]] = {
                              "one level of a shared-memory tree reduction: __syncthreads + a shared "
                              "load/compare/store (shared-memory latency ~30 cycles on Hopper: Luo et al., "
                              "'Dissecting the NVIDIA Hopper Architecture', arXiv 2501.12084)"),
+    "SHUFFLE_STEP_CYCLES": (30.0, "cycles",
+                            "one step of a warp butterfly reduction: two dependent __shfl_xor_sync (value, "
+                            "index) and a compare/select; shared-memory-class latency (~30 cycles, as "
+                            "BARRIER_LEVEL_CYCLES' load), an assumption"),
     "GLOBAL_LOAD_CYCLES": (400.0, "cycles", "a dependent global-memory load on an H100 (~400 cycles to HBM)"),
     "EIGH_COLUMN_S": (12e-6, "s",
                       "syevd's tridiagonal reduction is a chain of dependent launches per column "
@@ -456,14 +460,15 @@ def _cvm_cost(grid, block, shared, args) -> dict:
 @_kernel_cost("smo_subproblem")
 def _smo_subproblem_cost(grid, block, shared, args) -> dict:
     """One thread block per problem runs its SMO steps one after another: a step is three block
-    arg-max reductions (each log2(threads) + 2 barrier levels) and two dependent global loads
-    (rows i and j of K_ww), so a step costs
-    (3·(log2(threads) + 2)·BARRIER_LEVEL_CYCLES + 2·GLOBAL_LOAD_CYCLES) / CLOCK_HZ.
+    arg-max reductions (a warp butterfly of five shuffle steps; with more than one warp also two
+    barriers and a second butterfly) and two dependent global loads (rows i and j of K_ww), so a
+    step costs (3·(5·SHUFFLE_STEP_CYCLES [+ 2·BARRIER_LEVEL_CYCLES + 5·SHUFFLE_STEP_CYCLES])
+    + 2·GLOBAL_LOAD_CYCLES) / CLOCK_HZ.
     The blocks run concurrently (P ≤ 132 SMs): the launch takes the longest problem's steps
     (``n_inner``, read from the kernel's output) plus one step's worth of setup."""
     n_inner = np.asarray(args[9]._a, dtype=np.int64)
-    threads = int(block[0])
-    cyc = 3 * (int(np.log2(max(threads, 2))) + 2) * const("BARRIER_LEVEL_CYCLES") + 2 * const("GLOBAL_LOAD_CYCLES")
+    second = 2 * const("BARRIER_LEVEL_CYCLES") + 5 * const("SHUFFLE_STEP_CYCLES") if int(block[0]) > 32 else 0.0
+    cyc = 3 * (5 * const("SHUFFLE_STEP_CYCLES") + second) + 2 * const("GLOBAL_LOAD_CYCLES")
     steps = int(n_inner.max()) + 1 if n_inner.size else 1
     waves = math.ceil(int(grid[0]) / 132)
     ws = int(args[6])

@@ -9,8 +9,8 @@
 //     A fiber runs until it reaches __syncthreads() or returns; the scheduler
 //     resumes the fibers waiting at a barrier only when no fiber of the block can
 //     run any more.  Between two barriers the fibers run in forward, reverse or a
-//     seeded random order: a result that depends on that order is an
-//     intra-block race.
+//     seeded random order (warp by warp, see below): a result that depends on that
+//     order is an intra-block race.
 //
 // Diagnostics (returned as text by gpuemu_launch; the Python launcher raises them)
 //   * a barrier reached by some threads of a block while others exited, or
@@ -34,7 +34,9 @@
 //     consecutive linear thread indices) meet at the primitive in lock step -- a fiber
 //     waits there until every lane of its warp that has not exited waits at the same one
 //     (lanes at different sites, or some at __syncthreads, are reported); a shuffle that
-//     reads an exited or missing lane, or a caller outside its mask, is reported.
+//     reads an exited or missing lane, or a caller outside its mask, is reported.  Between
+//     two barriers the warps run one after another (in the thread order), each up to its
+//     next __syncthreads: a warp runs ahead of the others as far as it may.
 //
 // Not modelled: lock-step execution between warp primitives, partial masks (the
 // lanes named are not checked against those that arrive), the memory model and inter-block concurrency (blocks are sequential), atomics
@@ -282,43 +284,49 @@ inline void run_block(unsigned nt, std::vector<Fiber>& fs, std::mt19937& rng, st
         for (unsigned t = 0; t < nt; ++t) order[t] = t;
         if (s.order == kReverse) std::reverse(order.begin(), order.end());
         else if (s.order == kRandom) std::shuffle(order.begin(), order.end(), rng);
-        for (unsigned t : order) {
-            Fiber& f = fs[t];
-            if (f.state != kReady) continue;
-            s.cur = &f;
-            if (!_setjmp(s.sched)) {
-                if (f.barrier_line < 0) swapcontext(&here, &f.start);   // first run: enter on its stack
-                else _longjmp(f.jb, 1);
-            }
-        }
-        // warp primitives first: a warp whose live lanes all wait at one primitive goes on
-        unsigned released = 0;
-        bool warp_wait = false;
-        for (unsigned w0 = 0; w0 < nt; w0 += 32) {
-            const unsigned w1 = std::min(nt, w0 + 32);
-            unsigned at_warp = 0, at_block = 0;
-            int wline = -1;
-            bool wmixed = false;
-            for (unsigned t = w0; t < w1; ++t) {
-                if (fs[t].state == kAtWarp) {
-                    if (wline >= 0 && wline != fs[t].barrier_line) wmixed = true;
-                    wline = fs[t].barrier_line;
-                    ++at_warp;
-                } else if (fs[t].state == kAtBarrier) {
-                    ++at_block;
+        // Warp by warp, in the order of their first thread in `order`: a warp's ready lanes run
+        // (in that order) until each waits at a barrier, at a warp primitive, or has exited; when
+        // all its live lanes wait at one warp primitive they go on together, so the warp runs
+        // ahead of the others up to its next __syncthreads (a race between warps that only a
+        // barrier prevents shows).
+        std::vector<char> seen((nt + 31) / 32, 0);
+        for (unsigned first : order) {
+            const unsigned w0 = first & ~31u, w1 = std::min(nt, w0 + 32);
+            if (seen[w0 / 32]) continue;
+            seen[w0 / 32] = 1;
+            for (;;) {
+                for (unsigned t : order) {
+                    if (t < w0 || t >= w1) continue;
+                    Fiber& f = fs[t];
+                    if (f.state != kReady) continue;
+                    s.cur = &f;
+                    if (!_setjmp(s.sched)) {
+                        if (f.barrier_line < 0) swapcontext(&here, &f.start);   // first run: enter on its stack
+                        else _longjmp(f.jb, 1);
+                    }
                 }
+                unsigned at_warp = 0, at_block = 0;
+                int wline = -1;
+                bool wmixed = false;
+                for (unsigned t = w0; t < w1; ++t) {
+                    if (fs[t].state == kAtWarp) {
+                        if (wline >= 0 && wline != fs[t].barrier_line) wmixed = true;
+                        wline = fs[t].barrier_line;
+                        ++at_warp;
+                    } else if (fs[t].state == kAtBarrier) {
+                        ++at_block;
+                    }
+                }
+                if (!at_warp) break;
+                if (at_block || wmixed) {
+                    diag("warp %u of block (%u,%u,%u): lanes wait at different sites (a warp primitive at line %d%s)",
+                         w0 / 32, s.bidx.x, s.bidx.y, s.bidx.z, wline, at_block ? " and __syncthreads" : "");
+                    return;
+                }
+                for (unsigned t = w0; t < w1; ++t)
+                    if (fs[t].state == kAtWarp) fs[t].state = kReady;
             }
-            if (!at_warp) continue;
-            warp_wait = true;
-            if (at_block || wmixed) {
-                diag("warp %u of block (%u,%u,%u): lanes wait at different sites (a warp primitive at line %d%s)",
-                     w0 / 32, s.bidx.x, s.bidx.y, s.bidx.z, wline, at_block ? " and __syncthreads" : "");
-                return;
-            }
-            for (unsigned t = w0; t < w1; ++t)
-                if (fs[t].state == kAtWarp) { fs[t].state = kReady; ++released; }
         }
-        if (warp_wait) { live = released; continue; }
         unsigned waiting = 0, done = 0;
         int line = -1;
         bool mixed = false;
