@@ -143,23 +143,20 @@ inline unsigned char* guarded_tail(size_t n, void** base_out, size_t* total_out)
 }
 
 // ------------------------------------------------------------------ barriers / shared memory
-inline void syncthreads(int line) {
+// The current fiber waits (state kAtBarrier or kAtWarp) at the barrier of source line `line`.
+inline void wait_at(int state, int line) {
     State& s = S();
     Fiber* f = s.cur;
-    f->state = kAtBarrier;
+    f->state = state;
     f->barrier_line = line;
     if (!_setjmp(f->jb)) _longjmp(s.sched, 1);
 }
 
+inline void syncthreads(int line) { wait_at(kAtBarrier, line); }
+
 // A warp's lock step at one warp primitive: the fiber waits until every lane of its warp that has
 // not exited waits there too (run_block releases them together).
-inline void warpsync(int line) {
-    State& s = S();
-    Fiber* f = s.cur;
-    f->state = kAtWarp;
-    f->barrier_line = line;
-    if (!_setjmp(f->jb)) _longjmp(s.sched, 1);
-}
+inline void warpsync(int line) { wait_at(kAtWarp, line); }
 
 // static __shared__ poisoning: the first thread of a block to reach the declaration fills it
 inline void shared_decl(void* p, size_t n) {
