@@ -244,8 +244,9 @@ class OKFEB(DeviceMixin, TransformerMixin, BaseEstimator):
         resolved on them) and return it (``subspace_``).
 
         The first step of every fit; the learners built on OK-FEB call it and then run the passes
-        of :mod:`gpuksvm.solvers.okfeb.training` on the state.
+        of :mod:`gpuksvm.solvers.okfeb.training` on the state.  The parameters are validated first.
         """
+        self._check_params()
         validate_X(self, X, reset=True)
         self._reset(X)
         return self.subspace_
@@ -329,6 +330,7 @@ class OKFEB(DeviceMixin, TransformerMixin, BaseEstimator):
         return self._state().n_iter
 
     # ------------------------------------------------------------------ fitting
+    @fit_context()
     def fit(self, X: Any, y: Any = None) -> "OKFEB":
         """Reset, then run one pass of the chosen algorithm over the rows of X (in the order of
         :func:`~gpuksvm.solvers.okfeb.learners.stream_order` when ``shuffle``)."""
