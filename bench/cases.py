@@ -18,7 +18,7 @@ import numpy as np
 import gpuksvm
 from gpuksvm.datasets import load_dataset, make_checkerboard, subsample
 
-from .harness import RESULTS, Case, Context, Record, register, run_script
+from .harness import RESULTS, Case, Context, Record, accuracy, measure, register, run_script
 
 HERE = Path(__file__).resolve().parent
 
@@ -168,6 +168,190 @@ register(Case(
     description="every method (linear, exact kernel SVC, LLSVM, CVM, SVI, OK-FEB) and sklearn SVC on ijcnn1"))
 
 
+# --------------------------------------------------------------------------- engines on ijcnn1
+# KernelSVC's solvers vs sklearn SVC, LinearSVM's vs LinearSVC, batched SMO vs sequential SVC fits.
+ENGINES = {"gamma": 2.0, "C_kernel": 32.0, "C_linear": 1.0}
+
+
+def _ijcnn1_engines(ctx: Context):
+    """ijcnn1 rows for the engine cases: one ``RandomState(0)`` draws the train then the test rows."""
+    rs = np.random.RandomState(0)
+    X, y = subsample(*load_dataset("ijcnn1", "train"), ctx.params["n_train"], rs)
+    Xt, yt = subsample(*load_dataset("ijcnn1", "test"), ctx.params["n_test"], rs)
+    return X, y, Xt, yt
+
+
+def _interleaved(ctx: Context, runs: list, rounds: int) -> list[dict]:
+    """Time ``(fit, predict, device)`` triples round-robin (A B A B …) through :func:`measure`.
+
+    On a shared host the load drifts during a run: timing the reference and the
+    candidates in alternation keeps that drift out of their ratios.  GPU runs
+    get one untimed warm-up.  Per run: every fit and predict time, their
+    medians, the last model and its prediction.
+    """
+    out = [{"fit": [], "predict": []} for _ in runs]
+    for r in range(rounds):
+        for (fit, predict, dev), o in zip(runs, out):
+            warm = 1 if getattr(dev, "is_gpu", False) and r == 0 else 0
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                f = measure(fit, device=dev, warmup=warm)
+            p = measure(lambda m=f.result: predict(m), device=dev, warmup=warm)
+            o["fit"].append(f.median_s)
+            o["predict"].append(p.median_s)
+            o["model"], o["pred"] = f.result, p.result
+    for o in out:
+        o["fit_s"], o["predict_s"] = float(np.median(o["fit"])), float(np.median(o["predict"]))
+    return out
+
+
+def run_solvers_kernel(ctx: Context) -> Iterator[Record]:
+    """KernelSVC with every solver on the device against sklearn SVC (RBF γ=2, C=32): dual objectives."""
+    from sklearn.svm import SVC
+
+    from gpuksvm.array import backend as bk
+    from gpuksvm.kernels.kernel import Kernel
+    from gpuksvm.solvers.svc_dual import dual_objective
+
+    X, y, Xt, yt = _ijcnn1_engines(ctx)
+    g, C = ENGINES["gamma"], ENGINES["C_kernel"]
+    cpu = gpuksvm.resolve_device("cpu")
+    runs = [(lambda: SVC(C=C, gamma=g).fit(X, y), lambda m: m.predict(Xt), cpu)]
+    variants = [("working_set", ctx.device, np.float32), ("working_set", ctx.device, np.float64)] \
+        if ctx.device.is_gpu else []
+    variants += [(s, cpu, np.float64) for s in ctx.params["cpu_solvers"]]
+    for solver, d, dt in variants:
+        Xd = bk.to_device(X, d, dt) if d.is_gpu else X
+        Xtd = bk.to_device(Xt, d, dt) if d.is_gpu else Xt
+        runs.append((lambda solver=solver, d=d, dt=dt, Xd=Xd: gpuksvm.KernelSVC(
+            C=C, gamma=g, solver=solver, device=str(d), dtype=dt).fit(Xd, y),
+            lambda m, Xtd=Xtd: m.predict(Xtd), d))
+    timed = _interleaved(ctx, runs, ctx.repeats)
+    ref = timed[0]
+    obj = float(dual_objective(X, ref["model"].support_, ref["model"].dual_coef_, Kernel("rbf", gamma=g)))
+    base = {"n_train": int(X.shape[0]), "n_test": int(Xt.shape[0])}
+    yield ctx.record(method="SVC (sklearn)", dataset="ijcnn1", params={"gamma": g, "C": C, "solver": "libsvm"},
+                     fit_s=ref["fit_s"], predict_s=ref["predict_s"], fit_times_s=ref["fit"],
+                     accuracy=accuracy(ref["pred"], yt), objective=obj,
+                     extra={"n_sv": int(ref["model"].support_.size), "device": "cpu"}, **base)
+    for (solver, d, dt), t in zip(variants, timed[1:]):
+        est = t["model"]
+        o = float(est.objective_[0])
+        rec = ctx.record(method="KernelSVC", dataset="ijcnn1",
+                         params={"gamma": g, "C": C, "solver": est.solver_, "dtype": np.dtype(dt).name},
+                         fit_s=t["fit_s"], predict_s=t["predict_s"], fit_times_s=t["fit"],
+                         accuracy=accuracy(t["pred"], yt), objective=o,
+                         extra={"n_sv": int(est.support_.size), "device": str(d),
+                                "rel_obj_gap": abs(o - obj) / abs(obj), "fit_speedup": ref["fit_s"] / t["fit_s"],
+                                "predict_speedup": ref["predict_s"] / t["predict_s"]}, **base)
+        ctx.log(f"  KernelSVC[{est.solver_}, {rec.params['dtype']}] on {d}: acc {rec.accuracy:.4f} "
+                f"objective {o:.6g} (SVC {obj:.6g})  fit {t['fit_s']:.3f}s (SVC {ref['fit_s']:.3f}s)")
+        yield rec
+
+
+def run_solvers_linear(ctx: Context) -> Iterator[Record]:
+    """LinearSVM (auto on the device, each CPU solver) against LinearSVC, squared hinge, C=1: primal objectives."""
+    from sklearn.svm import LinearSVC
+
+    from gpuksvm.array import backend as bk
+
+    X, y, Xt, yt = _ijcnn1_engines(ctx)
+    C = ENGINES["C_linear"]
+    cpu = gpuksvm.resolve_device("cpu")
+
+    def primal(w, b):  # LIBLINEAR's: the bias is regularised too
+        m = np.maximum(0.0, 1.0 - y * (X @ w + b))
+        return float(0.5 * (w @ w + b * b) + C * np.sum(m * m))
+
+    runs = [(lambda: LinearSVC(C=C, loss="squared_hinge", tol=1e-4, max_iter=5000).fit(X, y),
+             lambda m: m.predict(Xt), cpu)]
+    variants = [("auto", ctx.device)] + ([("auto", cpu)] if ctx.device.is_gpu else [])
+    variants += [(s, cpu) for s in ctx.params["cpu_solvers"] if s != "auto"]
+    for solver, d in variants:
+        Xd = bk.to_device(X, d) if d.is_gpu else X
+        Xtd = bk.to_device(Xt, d) if d.is_gpu else Xt
+        runs.append((lambda solver=solver, d=d, Xd=Xd: gpuksvm.LinearSVM(
+            C=C, loss="squared_hinge", solver=solver, max_iter=5000, device=str(d), random_state=0).fit(Xd, y),
+            lambda m, Xtd=Xtd: m.predict(Xtd), d))
+    timed = _interleaved(ctx, runs, max(ctx.repeats, ctx.params["min_rounds"]))   # fits well under 1 s
+    ref = timed[0]
+    obj = primal(ref["model"].coef_.ravel(), float(ref["model"].intercept_[0]))
+    base = {"n_train": int(X.shape[0]), "n_test": int(Xt.shape[0])}
+    yield ctx.record(method="LinearSVC (sklearn)", dataset="ijcnn1", params={"C": C, "solver": "liblinear"},
+                     fit_s=ref["fit_s"], predict_s=ref["predict_s"], fit_times_s=ref["fit"],
+                     accuracy=accuracy(ref["pred"], yt), objective=obj, extra={"device": "cpu"}, **base)
+    for (solver, d), t in zip(variants, timed[1:]):
+        est = t["model"]
+        o = float(np.asarray(est.objective_).ravel()[0])
+        ctx.log(f"  LinearSVM({solver}) -> {est.solver_} on {d}: acc {accuracy(t['pred'], yt):.4f} "
+                f"objective {o:.6g} (LinearSVC {obj:.6g})  fit {t['fit_s']:.3f}s (LinearSVC {ref['fit_s']:.3f}s)")
+        yield ctx.record(method=f"LinearSVM({solver})", dataset="ijcnn1",
+                         params={"C": C, "solver": est.solver_}, fit_s=t["fit_s"], predict_s=t["predict_s"],
+                         fit_times_s=t["fit"], accuracy=accuracy(t["pred"], yt), objective=o,
+                         extra={"device": str(d), "rel_obj_gap": abs(o - obj) / abs(obj),
+                                "fit_vs_ref": t["fit_s"] / ref["fit_s"]}, **base)
+
+
+def run_solvers_batched(ctx: Context) -> Iterator[Record]:
+    """Disjoint ijcnn1 subsets solved by one ``solve_batched`` call against sequential sklearn SVC fits."""
+    from sklearn.svm import SVC
+
+    from gpuksvm.array import backend as bk
+    from gpuksvm.kernels.kernel import Kernel
+    from gpuksvm.solvers.smo.engines import solve_batched
+
+    X, y, _, _ = _ijcnn1_engines(ctx)
+    n_prob, size = ctx.params["problems"], ctx.params["rows"]
+    perm = np.random.RandomState(1).permutation(X.shape[0])
+    subsets = [np.sort(perm[p * size:(p + 1) * size]) for p in range(n_prob)]
+    g, C = ENGINES["gamma"], ENGINES["C_kernel"]
+    kern = Kernel("rbf", gamma=g)
+    cpu = gpuksvm.resolve_device("cpu")
+    runs_ = [(lambda: [SVC(C=C, gamma=g).fit(X[S], y[S]) for S in subsets], lambda m: None, cpu)]
+    variants = [("working_set", ctx.device, np.float32), ("working_set", ctx.device, np.float64)] \
+        if ctx.device.is_gpu else []
+    variants.append(("libsvm", cpu, np.float64))
+    for method, d, dt in variants:
+        Xd = bk.to_device(X, d, dt) if d.is_gpu else X
+        runs_.append((lambda method=method, d=d, dt=dt, Xd=Xd: solve_batched(
+            Xd, y, subsets, kern, C, device=d, dtype=dt, method=method), lambda m: None, d))
+    timed = _interleaved(ctx, runs_, ctx.repeats)
+    ref = timed[0]
+    prm = {"gamma": g, "C": C, "problems": n_prob, "rows": size}
+    yield ctx.record(method="SVC (sklearn), sequential fits", dataset="ijcnn1", params=dict(prm, solver="libsvm"),
+                     fit_s=ref["fit_s"], fit_times_s=ref["fit"], n_train=n_prob * size,
+                     extra={"device": "cpu", "n_sv": int(sum(m.support_.size for m in ref["model"]))})
+    for (method, d, dt), t in zip(variants, timed[1:]):
+        res = t["model"]
+        ctx.log(f"  solve_batched[{res[0].solver}, {np.dtype(dt).name}] on {d}: fit {t['fit_s']:.3f}s "
+                f"(sequential SVC {ref['fit_s']:.3f}s)")
+        yield ctx.record(method="solve_batched", dataset="ijcnn1",
+                         params=dict(prm, solver=res[0].solver, dtype=np.dtype(dt).name),
+                         fit_s=t["fit_s"], fit_times_s=t["fit"], n_train=n_prob * size,
+                         extra={"device": str(d), "speedup": ref["fit_s"] / t["fit_s"],
+                                "n_sv": int(sum(r.support.size for r in res)),
+                                "converged": all(bool(r.converged) for r in res)})
+
+
+_ENGINE_ROWS = {"tiny": {"n_train": 300, "n_test": 300},           # tiny: bench/gpu_suite.py's CI size
+                "small": {"n_train": 10_000, "n_test": 20_000, "repeats": 3},
+                "paper": {"n_train": None, "n_test": None, "repeats": 1}}
+register(Case(
+    "solvers_kernel", run_solvers_kernel,
+    scales={s: dict(v, cpu_solvers=["libsvm", "smo", "working_set"]) for s, v in _ENGINE_ROWS.items()},
+    description="KernelSVC solvers vs sklearn SVC on ijcnn1 (γ=2, C=32): time, accuracy, dual objective"))
+register(Case(
+    "solvers_linear", run_solvers_linear,
+    scales={s: dict(v, cpu_solvers=["auto", "newton", "liblinear"], min_rounds=5)
+            for s, v in _ENGINE_ROWS.items()},
+    description="LinearSVM solvers vs LinearSVC on ijcnn1 (squared hinge, C=1): time, accuracy, primal objective"))
+register(Case(
+    "solvers_batched", run_solvers_batched, figure=None,
+    scales={s: dict(v, problems=p, rows=r)
+            for (s, v), (p, r) in zip(_ENGINE_ROWS.items(), [(2, 150), (5, 2_000), (5, 5_000)])},
+    description="batched SMO: disjoint ijcnn1 subsets in one solve_batched call vs sequential SVC fits"))
+
+
 # --------------------------------------------------------------------------- studies
 def _study_module(name: str):
     """``bench/studies/<name>.py`` imported by path (it is also a script)."""
@@ -257,7 +441,6 @@ register(Case(
 # they write their own ``bench/results/<name>.json``; the harness records that they ran.
 SCRIPTS = {
     "kernels": ("RBF kernel-block throughput of the block variants over (n, k, d)", ("tiny", "small", "paper")),
-    "solvers": ("engines on ijcnn1: KernelSVC vs sklearn SVC, LinearSVM vs LinearSVC, batched SMO", ("tiny", "small", "paper")),
     "llsvm": ("LLSVM sections: ijcnn1 vs k, noisy checkerboard, multi-class, row order, LLSVM2 grid, "
               "out of core", ("small", "paper")),
     "cvm": ("CVM sections: (γ, C, tol) selection, checkerboard vs n, adult, noisy checkerboard",

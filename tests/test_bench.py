@@ -158,3 +158,37 @@ def test_rows_sweep_gets_a_time_vs_n_figure(tmp_path):
     figs = report.make_figures(recs, tmp_path)
     assert sorted(p.name for p in figs["cvm_checkerboard"]) == [
         "cvm_checkerboard_checkerboard_acc_vs_time.png", "cvm_checkerboard_checkerboard_time_vs_n.png"]
+
+
+@pytest.mark.parametrize("name", ["solvers_kernel", "solvers_linear", "solvers_batched"])
+def test_engine_cases_run_at_tiny_scale(name, tmp_path):
+    out = tmp_path / "records.jsonl"
+    assert cli.main([name, "--scale", "tiny", "--device", "cpu", "--out", str(out)]) == 0
+    recs = read_records(out)
+    ref, cands = recs[0], recs[1:]
+    assert cands and "(sklearn)" in ref.method
+    assert all(r.case == name and r.n_train == 300 and r.fit_s > 0 for r in recs)
+    if name == "solvers_batched":     # 2 problems of 150 rows; the libsvm engine matches sequential SVC
+        assert [r.params["solver"] for r in recs] == ["libsvm", "libsvm"]
+        assert cands[0].extra["converged"] and cands[0].extra["n_sv"] == ref.extra["n_sv"]
+        return
+    assert ref.objective is not None and 0.8 < ref.accuracy <= 1.0
+    for r in cands:      # every engine solves the reference's problem: same objective, same accuracy
+        assert r.extra["rel_obj_gap"] < 1e-6 and abs(r.objective - ref.objective) <= 1e-6 * abs(ref.objective)
+        assert r.accuracy == pytest.approx(ref.accuracy, abs=2 / 300)
+    solvers = {r.params["solver"] for r in cands}
+    assert solvers == ({"libsvm", "smo", "working_set-cpu"} if name == "solvers_kernel"
+                       else {"newton", "liblinear-primal"})
+
+
+def test_solvers_script_runs_the_engine_cases(tmp_path, monkeypatch):
+    """``bench/solvers.py`` (what bench/gpu_suite.py runs) is the three native cases and their JSON."""
+    from bench import harness
+    from bench.harness import run_script
+
+    monkeypatch.setattr(harness, "RESULTS", tmp_path)
+    r = run_script(ROOT / "bench" / "solvers.py", ["--scale", "tiny", "--device", "cpu"], echo=False)
+    assert r["status"] == "ok", r["traceback"]
+    payload = json.loads((tmp_path / "solvers.json").read_text())
+    assert {rec["case"] for rec in payload["records"]} == {"solvers_kernel", "solvers_linear", "solvers_batched"}
+    assert '"tiny"' in (ROOT / "bench" / "solvers.py").read_text()   # bench/gpu_suite.py's scale probe
