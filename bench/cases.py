@@ -18,7 +18,7 @@ import numpy as np
 import gpuksvm
 from gpuksvm.datasets import load_dataset, make_checkerboard, subsample
 
-from .harness import RESULTS, Case, Context, Record, accuracy, measure, register, run_script
+from .harness import RESULTS, Case, Context, Record, accuracy, measure, register, run_script, to_host
 
 HERE = Path(__file__).resolve().parent
 
@@ -352,6 +352,158 @@ register(Case(
     description="batched SMO: disjoint ijcnn1 subsets in one solve_batched call vs sequential SVC fits"))
 
 
+# --------------------------------------------------------------------------- RBF kernel blocks
+def _copy_bandwidth(ctx: Context, nbytes: int) -> float:
+    """Bytes read + written per second by a device-to-device (host: memory-to-memory) copy."""
+    from gpuksvm.array import backend as bk
+
+    xp = bk.get_namespace(ctx.device)
+    a = xp.ones(nbytes // 4, dtype=np.float32)
+    b = xp.empty_like(a)
+    return 2 * a.nbytes / measure(lambda: xp.copyto(b, a), device=ctx.device, repeats=5, warmup=1).median_s
+
+
+def run_kernels_rbf(ctx: Context) -> Iterator[Record]:
+    """RBF kernel blocks (float32, γ=0.5) over (n, k, d): seconds, TFLOP/s and the output-write floor."""
+    from gpuksvm.array import backend as bk
+    from gpuksvm.kernels.kernel import Kernel, kernel_block
+
+    from .kernels import CPU_SIZES, GPU_SIZES, _plain_cupy_rbf
+
+    dev, xp = ctx.device, bk.get_namespace(ctx.device)
+    kern, dtype = Kernel("rbf", gamma=0.5), np.float32
+    bw = _copy_bandwidth(ctx, ctx.params["copy_bytes"] or (2**30 if dev.is_gpu else 256 * 2**20))
+    ctx.log(f"  measured copy bandwidth {bw / 1e9:.1f} GB/s")
+    rng = np.random.default_rng(0)
+    for n, k, d in (GPU_SIZES if dev.is_gpu else CPU_SIZES)[ctx.scale]:
+        X = bk.to_device((rng.normal(size=(n, d)) / np.sqrt(d)).astype(dtype), dev)   # float32 (NEP 50)
+        Z = bk.to_device((rng.normal(size=(k, d)) / np.sqrt(d)).astype(dtype), dev)
+        out = xp.empty((n, k), dtype=dtype)
+        floor_s = n * k * np.dtype(dtype).itemsize / bw
+        if dev.is_gpu:
+            variants = [("cupy-plain", lambda: _plain_cupy_rbf(xp, X, Z, kern.gamma)),
+                        ("gemm+epilogue", lambda: kernel_block(X, Z, kern, out=out, method="gemm"))]
+            if d <= 64:
+                variants.append(("tiled", lambda: kernel_block(X, Z, kern, out=out, method="tiled")))
+        else:
+            variants = [("numpy-blas", lambda: kernel_block(X, Z, kern, out=out))]
+        first = None
+        for name, fn in variants:
+            t = measure(fn, device=dev, repeats=ctx.repeats, warmup=1)
+            first = first or t.median_s
+            extra = {"block_s": t.median_s, "block_times_s": t.times_s, "TFLOP/s": 2.0 * n * k * d / t.median_s / 1e12,
+                     "x_write_floor": t.median_s / floor_s, "speedup_vs_first": first / t.median_s,
+                     "bandwidth_GBps": bw / 1e9}
+            ctx.log(f"  {name:14s} n={n} k={k} d={d}: {t.median_s:.4g} s, {extra['TFLOP/s']:.3g} TFLOP/s, "
+                    f"{extra['x_write_floor']:.3g}x the write floor")
+            yield ctx.record(method=name, dataset="normal(0, 1/d), float32",
+                             params={"n": n, "k": k, "d": d, "gamma": kern.gamma}, extra=extra)
+        del X, Z, out, variants
+        if dev.is_gpu:
+            bk.free_gpu_cache()
+
+
+register(Case(
+    "kernels_rbf", run_kernels_rbf, figure=None,
+    scales={"tiny": {"copy_bytes": 2**20, "repeats": 3}, "small": {"copy_bytes": None, "repeats": 3},
+            "paper": {"copy_bytes": None, "repeats": 3}},
+    description="RBF kernel-block throughput of the block variants over (n, k, d), against the write floor"))
+
+
+# --------------------------------------------------------------------------- SVI vs the exact SVM
+def _svi_row(ctx: Context, name: str, label: str, dev: Any, make: Any, X, y, Xt, yt, params: dict,
+             ref_fit_repeats: int | None) -> Record:
+    """One model of ``svi_vs_svc``: timed fit and predict, accuracy, SVs and SVI's diagnostics."""
+    from gpuksvm.array import backend as bk
+
+    d = gpuksvm.resolve_device(dev)
+    Xd, Xtd = (bk.to_device(X, d), bk.to_device(Xt, d)) if d.is_gpu else (X, Xt)
+    warm = 1 if d.is_gpu else 0
+    base = dict(method=label, dataset=name, params=dict(params), n_train=int(X.shape[0]), n_test=int(Xt.shape[0]))
+    try:
+        reps = ref_fit_repeats if ref_fit_repeats and label.startswith("SVC") else ctx.repeats
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")    # kept in the record (SVI's fallback and cap)
+            fit = measure(lambda: make().fit(Xd, y), device=d, repeats=reps, warmup=warm)
+        model = fit.result
+        pred = measure(lambda: model.predict(Xtd), device=d, repeats=ctx.repeats, warmup=warm)
+    except Exception as exc:  # noqa: BLE001 - a failing engine must not hide the others
+        return ctx.record(**base, extra={"device": str(d), "error": repr(exc)})
+    yp = to_host(pred.result)
+    sv = getattr(model, "support_", None)
+    extra = {"device": str(d), "n_sv": int(to_host(sv).size) if sv is not None else -1,
+             "warnings": sorted({f"{w.category.__name__}: {w.message}" for w in caught
+                                 if w.category.__module__.startswith("gpuksvm")})}
+    if label.startswith("SVC") and model.classes_.size == 2:
+        # SVC's decision values through SVI's own prediction path (kernel_matvec against its SVs):
+        # the predict-time ratio at equal cost per kernel entry, to set against the SV ratio
+        from gpuksvm.kernels.kernel import Kernel, kernel_matvec
+
+        kern = Kernel("rbf", gamma=float(model._gamma))
+        svs = bk.to_device(model.support_vectors_, d) if d.is_gpu else model.support_vectors_
+        coef = np.ascontiguousarray(model.dual_coef_[0], dtype=np.float64)
+        same = measure(lambda: kernel_matvec(Xtd, svs, coef, kern) + model.intercept_[0], device=d,
+                       repeats=ctx.repeats, warmup=warm)
+        extra["predict_same_path_s"] = same.median_s
+        extra["predict_same_path_agreement"] = float(np.mean((to_host(same.result) > 0) == (yp == model.classes_[1])))
+    if label.startswith("SVI"):
+        extra.update(stages_s={k: float(v) for k, v in model.fit_times_.items()},
+                     margin=[{k: v for k, v in info.items() if k in ("n_rows", "subset_rate", "n_candidates",
+                                                                      "n_selected", "guard", "exact")}
+                             for info in model.sub_models_],
+                     checks=[info.get("check") for info in model.sub_models_], margin_tol=model.margin_tol,
+                     n_problems=int(model.solved_exactly_.size), solved_exactly=int(model.solved_exactly_.sum()),
+                     margin_capped=int(model.margin_capped_.sum()))
+    rec = ctx.record(**base, fit_s=fit.median_s, fit_times_s=fit.times_s, predict_s=pred.median_s,
+                     accuracy=accuracy(yp, yt), extra=extra)
+    exact = f" exact={extra['solved_exactly']}/{extra['n_problems']}" if "solved_exactly" in extra else ""
+    ctx.log(f"  {name:11s} {label:14s} acc={rec.accuracy:.4f} fit={rec.fit_s:.3g}s predict={rec.predict_s:.3g}s "
+            f"n_sv={extra['n_sv']}{exact}")
+    return rec
+
+
+def run_svi_vs_svc(ctx: Context) -> Iterator[Record]:
+    """SVI (three settings) against SVC and KernelSVC on the same rows, per data set (``bench/svi.py``)."""
+    from . import svi as S
+
+    p = ctx.params
+    for name in p["datasets"]:
+        X, y, Xt, yt = S.load(name, ctx.scale, p["seed"])
+        params = S.cv_params(name, X, y) if name in S.CV_GRID else S.PARAMS[name]
+        recs = [_svi_row(ctx, name, label, dev, make, X, y, Xt, yt, params, p["ref_fit_repeats"])
+                for label, dev, make in S._models(params, _device_arg(ctx), p["seed"], tuple(p["models"]))]
+        ref = next((r for r in recs if r.method.startswith("SVC") and r.fit_s), None)
+        for r in recs:
+            if ref is None or not r.fit_s:
+                continue
+            r.extra.update(fit_speedup_vs_SVC=ref.fit_s / r.fit_s, predict_ratio_vs_SVC=r.predict_s / ref.predict_s,
+                           sv_ratio_vs_SVC=r.extra["n_sv"] / ref.extra["n_sv"] if ref.extra["n_sv"] > 0
+                           else float("nan"))
+            if "predict_same_path_s" in ref.extra:
+                r.extra["predict_ratio_same_path"] = r.predict_s / ref.extra["predict_same_path_s"]
+            if r.method.startswith("SVI"):   # the targets, against this run's SVC
+                gap = 100 * (ref.accuracy - r.accuracy)
+                r.extra.update(accuracy_gap_pp=gap, fewer_svs=r.extra["n_sv"] < ref.extra["n_sv"],
+                               fit_3x_faster=r.extra["fit_speedup_vs_SVC"] >= 3.0)
+                if name == "ijcnn1" and ctx.scale == "paper":
+                    r.extra["target_acc_98.3"] = r.accuracy >= 0.983
+                if name in ("digits", "ijcnn1_tiny", "adult"):
+                    r.extra["target_within_0.5pt"] = gap <= 0.5
+        yield from recs
+
+
+_SVI_DATASETS = ["ijcnn1", "ijcnn1_tiny", "adult", "digits", "two_sines"]
+_SVI_MODELS = ["SVC", "KernelSVC", "SVI", "SVI-M10", "SVI-paper"]
+register(Case(
+    "svi_vs_svc", run_svi_vs_svc,
+    scales={"tiny": {"datasets": ["two_sines"], "models": ["SVC", "SVI"], "seed": 0, "ref_fit_repeats": None},
+            "small": {"datasets": _SVI_DATASETS, "models": _SVI_MODELS, "seed": 0, "ref_fit_repeats": None,
+                      "repeats": 3},
+            "paper": {"datasets": _SVI_DATASETS, "models": _SVI_MODELS, "seed": 0, "ref_fit_repeats": 1,
+                      "repeats": 1}},
+    description="SVI (defaults, M=10, the paper's) vs SVC and KernelSVC on the same rows, several data sets"))
+
+
 # --------------------------------------------------------------------------- studies
 def _study_module(name: str):
     """``bench/studies/<name>.py`` imported by path (it is also a script)."""
@@ -440,12 +592,10 @@ register(Case(
 # The benchmark scripts with several sections each (``bench/<name>.py --only ...``): run whole,
 # they write their own ``bench/results/<name>.json``; the harness records that they ran.
 SCRIPTS = {
-    "kernels": ("RBF kernel-block throughput of the block variants over (n, k, d)", ("tiny", "small", "paper")),
     "llsvm": ("LLSVM sections: ijcnn1 vs k, noisy checkerboard, multi-class, row order, LLSVM2 grid, "
               "out of core", ("small", "paper")),
     "cvm": ("CVM sections: (γ, C, tol) selection, checkerboard vs n, adult, noisy checkerboard",
             ("small", "paper")),
-    "svi": ("SVI against the full kernel SVM on the same rows, several data sets", ("small", "paper")),
     "okfeb": ("OK-FEB sections (the paper's figures and the throughput target)", ("small", "paper")),
     "dask": ("distributed LLSVM on Dask: strong scaling and overhead", ("small", "paper")),
 }

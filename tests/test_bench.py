@@ -192,3 +192,29 @@ def test_solvers_script_runs_the_engine_cases(tmp_path, monkeypatch):
     payload = json.loads((tmp_path / "solvers.json").read_text())
     assert {rec["case"] for rec in payload["records"]} == {"solvers_kernel", "solvers_linear", "solvers_batched"}
     assert '"tiny"' in (ROOT / "bench" / "solvers.py").read_text()   # bench/gpu_suite.py's scale probe
+
+
+def test_svi_case_runs_at_tiny_scale(tmp_path):
+    out = tmp_path / "records.jsonl"
+    assert cli.main(["svi_vs_svc", "--scale", "tiny", "--device", "cpu", "--out", str(out)]) == 0
+    svc, svi = read_records(out)
+    assert (svc.method, svi.method) == ("SVC (sklearn)", "SVI")
+    assert svc.dataset == svi.dataset == "two_sines" and svc.n_train == 500 and svc.n_test == 10_000
+    assert svc.params == svi.params == {"gamma": 1.0, "C": 10.0}
+    assert "predict_same_path_s" in svc.extra and svc.extra["predict_same_path_agreement"] > 0.99
+    assert svi.extra["n_problems"] == 1 and svi.extra["fit_speedup_vs_SVC"] > 0
+    assert svi.extra["accuracy_gap_pp"] == pytest.approx(100 * (svc.accuracy - svi.accuracy))
+    assert 0.85 < svi.accuracy <= 1.0 and abs(svi.accuracy - svc.accuracy) < 0.02
+
+
+def test_kernels_case_runs_at_tiny_scale(tmp_path):
+    out = tmp_path / "records.jsonl"
+    assert cli.main(["kernels_rbf", "--scale", "tiny", "--device", "cpu", "--out", str(out)]) == 0
+    recs = read_records(out)
+    assert [(r.method, r.params["n"], r.params["k"], r.params["d"]) for r in recs] == [
+        ("numpy-blas", 200, 70, 22), ("numpy-blas", 70, 30, 100)]
+    for r in recs:
+        e, p = r.extra, r.params
+        assert len(e["block_times_s"]) == 3 and e["block_s"] > 0 and e["bandwidth_GBps"] > 0
+        assert e["TFLOP/s"] == pytest.approx(2.0 * p["n"] * p["k"] * p["d"] / e["block_s"] / 1e12)
+        assert e["x_write_floor"] == pytest.approx(e["block_s"] * e["bandwidth_GBps"] * 1e9 / (p["n"] * p["k"] * 4))
