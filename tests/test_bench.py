@@ -218,3 +218,19 @@ def test_kernels_case_runs_at_tiny_scale(tmp_path):
         assert len(e["block_times_s"]) == 3 and e["block_s"] > 0 and e["bandwidth_GBps"] > 0
         assert e["TFLOP/s"] == pytest.approx(2.0 * p["n"] * p["k"] * p["d"] / e["block_s"] / 1e12)
         assert e["x_write_floor"] == pytest.approx(e["block_s"] * e["bandwidth_GBps"] * 1e9 / (p["n"] * p["k"] * 4))
+
+
+def test_okfeb_approx_case_runs_at_tiny_scale(tmp_path):
+    out = tmp_path / "records.jsonl"
+    assert cli.main(["okfeb_approx", "--scale", "tiny", "--device", "cpu", "--out", str(out)]) == 0
+    recs = read_records(out)
+    assert {r.dataset for r in recs} == {"two_spheres", "tracking"} and len(recs) == 16
+    for stream in ("two_spheres", "tracking"):
+        err = {r.method: r.extra["kernel_error"] for r in recs if r.dataset == stream}
+        assert all(0.0 <= e < 1.0 for e in err.values())
+        # a rank-k/2 Nyström map is never better than the full rank-k one on the same landmarks
+        assert err["Nyström k-means rank k/2"] >= err["Nyström k-means"]
+        full = [r for r in recs if r.dataset == stream and r.method.startswith("OK-FEB r=k ")]
+        assert {r.extra["le_nystrom_random"] for r in full} == {
+            min(err["OK-FEB r=k β=1"], err["OK-FEB r=k β=0.5"]) <= err["Nyström random"]}
+    assert all("final_error" in r.extra for r in recs if r.method.endswith("β=1"))
