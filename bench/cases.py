@@ -338,15 +338,16 @@ _ENGINE_ROWS = {"tiny": {"n_train": 300, "n_test": 300},           # tiny: bench
                 "paper": {"n_train": None, "n_test": None, "repeats": 1}}
 register(Case(
     "solvers_kernel", run_solvers_kernel,
+    columns=("device", "n_sv", "rel_obj_gap", "fit_speedup", "predict_speedup"),
     scales={s: dict(v, cpu_solvers=["libsvm", "smo", "working_set"]) for s, v in _ENGINE_ROWS.items()},
     description="KernelSVC solvers vs sklearn SVC on ijcnn1 (γ=2, C=32): time, accuracy, dual objective"))
 register(Case(
-    "solvers_linear", run_solvers_linear,
+    "solvers_linear", run_solvers_linear, columns=("device", "rel_obj_gap", "fit_vs_ref"),
     scales={s: dict(v, cpu_solvers=["auto", "newton", "liblinear"], min_rounds=5)
             for s, v in _ENGINE_ROWS.items()},
     description="LinearSVM solvers vs LinearSVC on ijcnn1 (squared hinge, C=1): time, accuracy, primal objective"))
 register(Case(
-    "solvers_batched", run_solvers_batched, figure=None,
+    "solvers_batched", run_solvers_batched, figure=None, columns=("device", "speedup", "n_sv", "converged"),
     scales={s: dict(v, problems=p, rows=r)
             for (s, v), (p, r) in zip(_ENGINE_ROWS.items(), [(2, 150), (5, 2_000), (5, 5_000)])},
     description="batched SMO: disjoint ijcnn1 subsets in one solve_batched call vs sequential SVC fits"))
@@ -405,6 +406,7 @@ def run_kernels_rbf(ctx: Context) -> Iterator[Record]:
 
 register(Case(
     "kernels_rbf", run_kernels_rbf, figure=None,
+    columns=("block_s", "TFLOP/s", "x_write_floor", "speedup_vs_first", "bandwidth_GBps"),
     scales={"tiny": {"copy_bytes": 2**20, "repeats": 3}, "small": {"copy_bytes": None, "repeats": 3},
             "paper": {"copy_bytes": None, "repeats": 3}},
     description="RBF kernel-block throughput of the block variants over (n, k, d), against the write floor"))
@@ -487,7 +489,7 @@ def run_okfeb_approx(ctx: Context) -> Iterator[Record]:
 
 
 register(Case(
-    "okfeb_approx", run_okfeb_approx, figure=None,
+    "okfeb_approx", run_okfeb_approx, figure=None, columns=("kernel_error", "final_error", "le_nystrom_random"),
     scales={"tiny": {"n": 1000, "ks": [10], "window": 500, "draws": 5},
             "small": {"n": 6000, "ks": [10, 20, 40, 80], "window": 500, "draws": 5},
             "paper": {"n": 20_000, "ks": [10, 20, 40, 80, 160], "window": 500, "draws": 5}},
@@ -580,6 +582,7 @@ _SVI_DATASETS = ["ijcnn1", "ijcnn1_tiny", "adult", "digits", "two_sines"]
 _SVI_MODELS = ["SVC", "KernelSVC", "SVI", "SVI-M10", "SVI-paper"]
 register(Case(
     "svi_vs_svc", run_svi_vs_svc,
+    columns=("n_sv", "solved_exactly", "fit_speedup_vs_SVC", "predict_ratio_vs_SVC", "sv_ratio_vs_SVC", "error"),
     scales={"tiny": {"datasets": ["two_sines"], "models": ["SVC", "SVI"], "seed": 0, "ref_fit_repeats": None},
             "small": {"datasets": _SVI_DATASETS, "models": _SVI_MODELS, "seed": 0, "ref_fit_repeats": None,
                       "repeats": 3},

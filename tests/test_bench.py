@@ -234,3 +234,12 @@ def test_okfeb_approx_case_runs_at_tiny_scale(tmp_path):
         assert {r.extra["le_nystrom_random"] for r in full} == {
             min(err["OK-FEB r=k β=1"], err["OK-FEB r=k β=0.5"]) <= err["Nyström random"]}
     assert all("final_error" in r.extra for r in recs if r.method.endswith("β=1"))
+
+
+def test_report_table_shows_the_cases_extra_columns():
+    recs = [_rec("r", "numpy-blas", None, None, case="kernels_rbf", params={"n": 200},
+                 extra={"block_s": 0.25, "TFLOP/s": 1.5, "ignored": 7})]
+    text = report.md_table(recs, REGISTRY["kernels_rbf"].columns)
+    head, _, row = text.splitlines()
+    assert head.endswith("| block_s | TFLOP/s | x_write_floor | speedup_vs_first | bandwidth_GBps |")
+    assert row.endswith("| 0.25 | 1.5 |  |  |  |") and "7" not in row.split("|")[-6:]
