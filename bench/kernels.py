@@ -32,14 +32,20 @@ def _plain_cupy_rbf(xp, X, Z, gamma):
     return xp.exp(-gamma * xp.maximum(xn[:, None] + zn[None, :] - 2 * G, 0))
 
 
+CASES = ('kernels_rbf',)
+
+
 def main(argv: list[str] | None = None) -> int:
-    """``python -m bench kernels_rbf`` with ``argv``'s options (``--scale``, ``--device``, ``--repeats``)."""
+    """``python -m bench kernels_rbf`` with ``argv``'s options.
+
+    The records also go to ``bench/results/kernels.json``.
+    """
     root = Path(__file__).resolve().parent.parent
     if str(root) not in sys.path:
         sys.path.insert(0, str(root))
-    from bench.__main__ import main as bench_main
+    from bench.__main__ import run_as_script
 
-    return bench_main(["kernels_rbf", *(sys.argv[1:] if argv is None else argv)])
+    return run_as_script("kernels", CASES, argv)
 
 
 if __name__ == "__main__":

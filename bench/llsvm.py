@@ -1,6 +1,7 @@
 """LLSVM / LLSVM2 benchmarks (issue 4; papers' Fig. 1, Table 3 and TNNLS Fig. 2).
 
-Sections (``--only`` picks a subset, comma separated):
+Sections (``--only`` picks a subset, comma separated; the row-order study is the ``llsvm_order``
+case of ``bench/cases.py``):
 
 ``ijcnn1``
     Test error, fit time and predict time of LLSVM against the number of
@@ -22,11 +23,6 @@ Sections (``--only`` picks a subset, comma separated):
     a 5,000-row subsample for the synthetic set), in the same run: sklearn's
     digits (70/30 split) and a 10-class 60,000-row ``make_classification``
     problem (20 features, 12 informative, 2 clusters per class; 20,000 test rows).
-``order``
-    Issue 15 item 6: ijcnn1 in its file order, shuffled and sorted by label;
-    LLSVM (k-means on a random sample, the default) against the paper's
-    k-means on the first 20,000 rows (landmarks passed explicitly), and
-    ``SVC`` (order-independent) as the reference, in the same run.
 ``grid``
     LLSVM2 vs LLSVM over a γ × C grid on an ijcnn1 subset; LLSVM2's λ is
     selected on a validation split from the paper's range 1e-5 … 1e5 (+ ∞,
@@ -67,7 +63,7 @@ from gpuksvm.array import backend as bk  # noqa: E402
 from gpuksvm.datasets import dataset_path, load_dataset, load_svmlight, make_checkerboard  # noqa: E402
 from gpuksvm.estimators.llsvm import LLSVM, fit_llsvm_grid  # noqa: E402
 
-SECTIONS = ("ijcnn1", "checkerboard", "grid", "ooc", "multiclass", "order")
+SECTIONS = ("ijcnn1", "checkerboard", "grid", "ooc", "multiclass")
 IJCNN_GAMMA, IJCNN_C = 2.0, 32.0
 
 
@@ -333,50 +329,6 @@ def bench_multiclass(dev: bk.Device, repeats: int, dtype: Any) -> dict:
     return out
 
 
-# --------------------------------------------------------------------------- row order
-def bench_order(dev: bk.Device, dtype: Any, with_baselines: bool) -> dict:
-    from sklearn.svm import SVC
-
-    from gpuksvm.solvers.nystrom.kmeans import kmeans
-
-    X, y = load_dataset("ijcnn1", "train")
-    Xt, yt = load_dataset("ijcnn1", "test")
-    orders = {"file order": np.arange(X.shape[0]),
-              "shuffled": np.random.RandomState(0).permutation(X.shape[0]),
-              "sorted by label": np.argsort(y, kind="stable")}
-    rows = []
-    for k in (500, 1000):
-        for order, idx in orders.items():
-            Xo, yo = X[idx], y[idx]
-            est = LLSVM(gamma=IJCNN_GAMMA, C=IJCNN_C, n_landmarks=k, device=str(dev), dtype=dtype, random_state=0)
-            t0 = time.perf_counter()
-            est.fit(bk.to_device(Xo, dev), yo)
-            fit_s = time.perf_counter() - t0
-            rows.append({"method": "LLSVM (random k-means sample)", "order": order, "n_landmarks": k,
-                         "fit_s": fit_s, "accuracy": _acc(est.predict(Xt), yt)})
-            Z = kmeans(Xo[:20_000], k, n_iter=5, random_state=0, device=str(dev), dtype=est.dtype).centers
-            first = LLSVM(gamma=IJCNN_GAMMA, C=IJCNN_C, landmarks=np.asarray(bk.to_host(Z)), device=str(dev),
-                          dtype=dtype, random_state=0).fit(bk.to_device(Xo, dev), yo)
-            rows.append({"method": "LLSVM (k-means on the first 20,000 rows, the paper's choice)",
-                         "order": order, "n_landmarks": k, "fit_s": None,
-                         "accuracy": _acc(first.predict(Xt), yt)})
-            print(f"  k={k} {order}: random sample {rows[-2]['accuracy']:.4%}, first rows "
-                  f"{rows[-1]['accuracy']:.4%}", flush=True)
-    if with_baselines:
-        for order in ("shuffled", "sorted by label"):
-            idx = orders[order]
-            t0 = time.perf_counter()
-            m = SVC(C=IJCNN_C, gamma=IJCNN_GAMMA).fit(X[idx], y[idx])
-            rows.append({"method": "SVC (scikit-learn)", "order": order, "n_landmarks": None,
-                         "fit_s": time.perf_counter() - t0, "accuracy": _acc(m.predict(Xt), yt)})
-            print(f"  SVC {order}: {rows[-1]['accuracy']:.4%}", flush=True)
-    rand = [r for r in rows if r["method"].startswith("LLSVM (random")]
-    spread = {k: max(r["accuracy"] for r in rand if r["n_landmarks"] == k)
-              - min(r["accuracy"] for r in rand if r["n_landmarks"] == k) for k in (500, 1000)}
-    return {"rows": rows, "spread_pt": {k: 100 * v for k, v in spread.items()},
-            "targets": {"random_sample_spread_le_0.3pt": all(v <= 0.003 for v in spread.values())}}
-
-
 # --------------------------------------------------------------------------- LLSVM2 vs LLSVM
 def bench_grid(dev: bk.Device, scale: str, dtype: Any) -> dict:
     X, y = load_dataset("ijcnn1", "train")
@@ -550,13 +502,6 @@ def main(argv: list[str] | None = None) -> int:
             print_table(r["rows"], ["method", "n_landmarks", "fit_s", "accuracy", "newton_steps"])
             print("targets:", r["targets"])
         payload["multiclass"] = res
-    if "order" in only:
-        print(f"# row order: ijcnn1 in file order, shuffled, sorted by label, on {dev}", flush=True)
-        res = bench_order(dev, args.dtype, not args.no_baselines)
-        print_table(res["rows"], ["method", "order", "n_landmarks", "fit_s", "accuracy"])
-        print("spread of the random-sample LLSVM over the orders (pt):", res["spread_pt"])
-        print("targets:", res["targets"])
-        payload["order"] = res
     if "grid" in only:
         print(f"# LLSVM2 vs LLSVM over γ × C (ijcnn1 subset) on {dev}", flush=True)
         res = bench_grid(dev, args.scale, args.dtype)

@@ -7,27 +7,23 @@ well, where the suite collects its results.
 """
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
 CASES = ("solvers_kernel", "solvers_linear", "solvers_batched")
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m bench solvers_kernel solvers_linear solvers_batched`` with ``argv``'s options."""
-    if str(ROOT) not in sys.path:
-        sys.path.insert(0, str(ROOT))
-    from bench.__main__ import main as bench_main
-    from bench.harness import RESULTS, read_records
+    """``python -m bench solvers_kernel solvers_linear solvers_batched`` with ``argv``'s options.
 
-    out = RESULTS / "solvers.jsonl"
-    out.unlink(missing_ok=True)
-    rc = bench_main([*CASES, *(sys.argv[1:] if argv is None else argv), "--out", str(out)])
-    records = [json.loads(r.to_json()) for r in read_records(out)]
-    (RESULTS / "solvers.json").write_text(json.dumps({"cases": CASES, "records": records}, indent=1))
-    return rc
+    The records also go to ``bench/results/solvers.json``.
+    """
+    root = Path(__file__).resolve().parent.parent
+    if str(root) not in sys.path:
+        sys.path.insert(0, str(root))
+    from bench.__main__ import run_as_script
+
+    return run_as_script("solvers", CASES, argv)
 
 
 if __name__ == "__main__":

@@ -151,14 +151,20 @@ def _models(params: dict, device: str, seed: int, which: tuple = MODELS):
     return out
 
 
+CASES = ('svi_vs_svc',)
+
+
 def main(argv: list[str] | None = None) -> int:
-    """``python -m bench svi_vs_svc`` with ``argv``'s options (``--scale``, ``--device``, ``--repeats``)."""
+    """``python -m bench svi_vs_svc`` with ``argv``'s options.
+
+    The records also go to ``bench/results/svi.json``.
+    """
     root = Path(__file__).resolve().parent.parent
     if str(root) not in sys.path:
         sys.path.insert(0, str(root))
-    from bench.__main__ import main as bench_main
+    from bench.__main__ import run_as_script
 
-    return bench_main(["svi_vs_svc", *(sys.argv[1:] if argv is None else argv)])
+    return run_as_script("svi", CASES, argv)
 
 
 if __name__ == "__main__":

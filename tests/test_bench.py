@@ -183,14 +183,14 @@ def test_engine_cases_run_at_tiny_scale(name, tmp_path):
 
 def test_solvers_script_runs_the_engine_cases(tmp_path, monkeypatch):
     """``bench/solvers.py`` (what bench/gpu_suite.py runs) is the three native cases and their JSON."""
-    from bench import harness
     from bench.harness import run_script
 
-    monkeypatch.setattr(harness, "RESULTS", tmp_path)
+    monkeypatch.setenv("GPUKSVM_BENCH_RESULTS", str(tmp_path))
     r = run_script(ROOT / "bench" / "solvers.py", ["--scale", "tiny", "--device", "cpu"], echo=False)
     assert r["status"] == "ok", r["traceback"]
     payload = json.loads((tmp_path / "solvers.json").read_text())
     assert {rec["case"] for rec in payload["records"]} == {"solvers_kernel", "solvers_linear", "solvers_batched"}
+    assert len(payload["records"]) == len((tmp_path / "solvers.jsonl").read_text().splitlines())
     assert '"tiny"' in (ROOT / "bench" / "solvers.py").read_text()   # bench/gpu_suite.py's scale probe
 
 
@@ -243,3 +243,10 @@ def test_report_table_shows_the_cases_extra_columns():
     head, _, row = text.splitlines()
     assert head.endswith("| block_s | TFLOP/s | x_write_floor | speedup_vs_first | bandwidth_GBps |")
     assert row.endswith("| 0.25 | 1.5 |  |  |  |") and "7" not in row.split("|")[-6:]
+
+
+def test_llsvm_order_case_is_registered():     # about 10 s at tiny scale: registration only
+    case = REGISTRY["llsvm_order"]
+    assert case.kind == "benchmark" and set(case.scales) == set(SCALES)
+    assert case.scales["small"]["ks"] == [500, 1000] and case.scales["small"]["first_rows"] == 20_000
+    assert case.scales["small"]["n_train"] is None and case.scales["small"]["baselines"]
