@@ -250,3 +250,22 @@ def test_llsvm_order_case_is_registered():     # about 10 s at tiny scale: regis
     assert case.kind == "benchmark" and set(case.scales) == set(SCALES)
     assert case.scales["small"]["ks"] == [500, 1000] and case.scales["small"]["first_rows"] == 20_000
     assert case.scales["small"]["n_train"] is None and case.scales["small"]["baselines"]
+
+
+def test_llsvm2_grid_case_is_registered():     # about 7 s at tiny scale: registration only
+    case = REGISTRY["llsvm2_grid"]
+    assert case.kind == "benchmark" and set(case.scales) == set(SCALES)
+    small = case.scales["small"]
+    assert (small["n_train"], small["n_val"], small["k"]) == (8000, 4000, 300)
+    assert len(small["gammas"]) * len(small["Cs"]) == 16 and small["lambda_exponents"] == [-5, -3, -1, 1, 3, 5]
+
+
+def test_converted_sections_left_the_scripts():
+    """A section that is a native case is not also a section of its script."""
+    import ast
+
+    for script, gone in (("llsvm", {"order", "grid"}), ("okfeb", {"approx"})):
+        tree = ast.parse((ROOT / "bench" / f"{script}.py").read_text())
+        sections = next(ast.literal_eval(n.value) for n in tree.body if isinstance(n, ast.Assign)
+                        and getattr(n.targets[0], "id", "") == "SECTIONS")
+        assert sections and not gone & set(sections)
