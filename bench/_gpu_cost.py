@@ -26,7 +26,11 @@ boost, the first call's compilation and handle creation (warm runs only).
 """
 from __future__ import annotations
 
+import contextlib
+import functools
+import json
 import math
+import re
 import sys
 import time
 from collections import defaultdict
@@ -58,7 +62,8 @@ CONSTANTS: dict[str, tuple[float, str, str]] = {
                        "(NVIDIA datasheet; e.g. www.3eyedtech.com/gpgpu lists 67 TFLOPS FP32)"),
     "CUDA_CORE_FP64": (34e12, "FLOP/s", "H100 SXM5 FP64 peak without tensor cores (NVIDIA datasheet)"),
     "RAW_KERNEL_EFFICIENCY": (0.5, "x CUDA-core peak",
-                              "hand-written kernels load every operand pair from shared memory: a 4x4 "
+                              "the fallback of kernel_efficiency() for a kernel that "
+                              "bench/results/kernel_static.json does not cover: hand-written kernels load every operand pair from shared memory: a 4x4 "
                               "register tile issues 8 shared loads per 16 FMAs and an SM serves 32 "
                               "words/clock against 128 FMA lanes, so half the FMA peak; checked against "
                               "the tiled RBF block figures of SPEC §7 (tests/test_gpu_model.py)"),
@@ -91,6 +96,10 @@ CONSTANTS: dict[str, tuple[float, str, str]] = {
                              "one level of a shared-memory tree reduction: __syncthreads + a shared "
                              "load/compare/store (shared-memory latency ~30 cycles on Hopper: Luo et al., "
                              "'Dissecting the NVIDIA Hopper Architecture', arXiv 2501.12084)"),
+    "SHUFFLE_STEP_CYCLES": (30.0, "cycles",
+                            "one step of a warp butterfly reduction: two dependent __shfl_xor_sync (value, "
+                            "index) and a compare/select; shared-memory-class latency (~30 cycles, as "
+                            "BARRIER_LEVEL_CYCLES' load), an assumption"),
     "GLOBAL_LOAD_CYCLES": (400.0, "cycles", "a dependent global-memory load on an H100 (~400 cycles to HBM)"),
     "EIGH_COLUMN_S": (12e-6, "s",
                       "syevd's tridiagonal reduction is a chain of dependent launches per column "
@@ -103,6 +112,16 @@ CONSTANTS: dict[str, tuple[float, str, str]] = {
                        "Cholesky/LU: one dependent panel step (several small kernels) per 64 columns; "
                        "an assumption"),
 }
+#: Another GPU as factors on the H100 SXM constants (name -> {constant: factor}, source).
+DEVICES: dict[str, tuple[dict[str, float], str]] = {
+    "H100 SXM": ({}, "the constants above"),
+    "H100 PCIe": ({"HBM_BYTES_PER_S": 2.0 / 3.35, "GEMM_FP32": 51.0 / 67.0, "GEMM_FP64": 51.0 / 67.0,
+                   "CUDA_CORE_FP32": 51.0 / 67.0, "CUDA_CORE_FP64": 26.0 / 34.0, "CLOCK_HZ": 1.755 / 1.98},
+                  "NVIDIA H100 datasheet, PCIe against SXM5: 2.0 against 3.35 TB/s HBM, 51 against 67 TFLOP/s FP32 "
+                  "(114 against 132 SMs), 26 against 34 TFLOP/s FP64, boost 1.755 against 1.98 GHz; GEMM rates "
+                  "scaled as the FP32 peak"),
+}
+
 _EIGH_FIG_S, _EIGH_FIG_K = 93e-3, 4000
 CONSTANTS["EIGH_FLOPS"] = (9.0 * _EIGH_FIG_K**3 / (_EIGH_FIG_S - _EIGH_FIG_K * CONSTANTS["EIGH_COLUMN_S"][0]),
                            *CONSTANTS["EIGH_FLOPS"][1:])
@@ -112,9 +131,45 @@ def const(name: str) -> float:
     return CONSTANTS[name][0]
 
 
+KERNEL_STATIC = ROOT / "bench" / "results" / "kernel_static.json"
+
+
+@functools.lru_cache(maxsize=1)
+def _static_efficiencies() -> dict[tuple[str, int], float]:
+    """(kernel family, bits) -> the ``fma_efficiency`` of its sm_90 record in
+    bench/results/kernel_static.json (bench/kernel_static.py: the FFMA/DFMA share of the hot loop's
+    issue time in the compiled SASS); empty when the file is missing."""
+    try:
+        rows = json.loads(KERNEL_STATIC.read_text())
+    except (OSError, ValueError):
+        return {}
+    out = {}
+    for r in rows:
+        if r.get("arch") == "sm_90" and r.get("fma_efficiency"):
+            fam, bits = re.match(r"(.*)_f(32|64)$", r["kernel"]).groups()
+            out[(fam, int(bits))] = float(r["fma_efficiency"])
+    return out
+
+
+def kernel_efficiency(family: str, bits: int) -> float:
+    """Fraction of the CUDA-core peak a hand-written kernel's inner loop sustains: from the static
+    analysis of its SASS when bench/results/kernel_static.json has it, else RAW_KERNEL_EFFICIENCY."""
+    return _static_efficiencies().get((family, bits), const("RAW_KERNEL_EFFICIENCY"))
+
+
+def _raw_rate(family: str, itemsize: int) -> str:
+    """The rate class of a hand-written kernel: ``raw32:<family>`` / ``raw64:<family>``."""
+    return f"raw{8 * itemsize}:{family}"
+
+
 def rate_of(kind: str) -> float:
     """FLOP/s of a rate class: gemm32/gemm64 (cuBLAS), fp32/fp64 (CUDA cores), raw32/raw64
-    (hand-written kernels), eigh, factor (cuSOLVER factorizations at half the GEMM rate)."""
+    (hand-written kernels; ``raw32:<family>`` at that kernel's :func:`kernel_efficiency`), eigh,
+    factor (cuSOLVER factorizations at half the GEMM rate)."""
+    if kind.startswith("raw") and ":" in kind:
+        bits, family = kind[3:].split(":", 1)
+        peak = const("CUDA_CORE_FP64") if bits == "64" else const("CUDA_CORE_FP32")
+        return peak * kernel_efficiency(family, int(bits))
     return {"gemm32": const("GEMM_FP32"), "gemm64": const("GEMM_FP64"),
             "fp32": const("CUDA_CORE_FP32"), "fp64": const("CUDA_CORE_FP64"),
             "raw32": const("CUDA_CORE_FP32") * const("RAW_KERNEL_EFFICIENCY"),
@@ -297,6 +352,45 @@ def linalg_cost(name: str, ins: list[Spec]) -> tuple[float, float, str]:
 # =========================================================================== RawKernels
 #: kernel family -> cost formula(grid, block, shared_mem, args as launched) -> Op fields.
 #: Args are fake device arrays (their ``_a`` NumPy data readable after the launch) and scalars.
+@contextlib.contextmanager
+def on_device(name: str):
+    """The constants of :data:`DEVICES` ``name`` for the duration (the H100 SXM ones restored after)."""
+    factors = DEVICES[name][0]
+    saved = {k: CONSTANTS[k] for k in factors}
+    try:
+        for k, f in factors.items():
+            CONSTANTS[k] = (saved[k][0] * f, *saved[k][1:])
+        yield
+    finally:
+        CONSTANTS.update(saved)
+
+
+def first_call_compile_s(kernel_names: Iterable[str]) -> float:
+    """Seconds NVRTC + ptxas take for the sources of these kernels on their first launch in a
+    process (CuPy's on-disk kernel cache serves later processes): each source's sm_90
+    ``source_compile_s`` in bench/results/kernel_static.json, measured there; 0 without it."""
+    try:
+        rows = json.loads(KERNEL_STATIC.read_text())
+    except (OSError, ValueError):
+        return 0.0
+    per_kernel = {r["kernel"]: r.get("source_compile_s", 0.0) for r in rows if r.get("arch") == "sm_90"}
+    modules = {}
+    for name in kernel_names:
+        src = _cuda_module_of(name)
+        if src is not None and name in per_kernel:
+            modules[src] = per_kernel[name]
+    return float(sum(modules.values()))
+
+
+def _cuda_module_of(kernel: str) -> str | None:
+    from gpuksvm.array import cuda_sources as _cuda
+
+    for src in _cuda.cuda_sources():
+        if kernel in _cuda.signatures(src.stem):
+            return src.stem
+    return None
+
+
 KERNEL_COSTS: dict[str, Callable[..., dict]] = {}
 
 
@@ -320,7 +414,7 @@ def _epilogue_cost(grid, block, shared, args) -> dict:
     G, xn, zn, n, k = args[0], args[1], args[2], int(args[3]), int(args[4])
     it = G._a.itemsize
     return {"flops": n * k * _epi_flops(args[6]), "bytes_read": (n * k + (n + k if xn is not None else 0)) * it,
-            "bytes_written": n * k * it, "rate": "raw64" if it == 8 else "raw32"}
+            "bytes_written": n * k * it, "rate": _raw_rate("kernel_epilogue", it)}
 
 
 @_kernel_cost("kernel_block_tiled")
@@ -331,7 +425,7 @@ def _tiled_cost(grid, block, shared, args) -> dict:
     n, k, d = int(args[5]), int(args[6]), int(args[7])
     it = args[0]._a.itemsize
     return {"flops": 2.0 * n * k * d + n * k * _epi_flops(args[9]), "bytes_read": (n + k) * (d + 1) * it,
-            "bytes_written": n * k * it, "rate": "raw64" if it == 8 else "raw32", "serial": True}
+            "bytes_written": n * k * it, "rate": _raw_rate("kernel_block_tiled", it), "serial": True}
 
 
 @_kernel_cost("kernel_matvec")
@@ -341,7 +435,7 @@ def _matvec_cost(grid, block, shared, args) -> dict:
     n, k, d, m = (int(a) for a in args[4:8])
     it = args[0]._a.itemsize
     return {"flops": n * k * (3.0 * d + _epi_flops(args[8]) + 2.0 * m), "bytes_read": (n * d + k * (d + m)) * it,
-            "bytes_written": n * m * it, "rate": "raw64" if it == 8 else "raw32", "serial": True}
+            "bytes_written": n * m * it, "rate": _raw_rate("kernel_matvec", it), "serial": True}
 
 
 @_kernel_cost("cvm_furthest")
@@ -360,27 +454,28 @@ def _cvm_cost(grid, block, shared, args) -> dict:
     return {"flops": n_cand * m * (3.0 * d + _epi_flops(args[12]) + 4.0),
             "bytes_read": n_cand * (d * it + 3 * it + 8) + m * (d + 1) * it,
             "bytes_written": int(grid[0]) * 16 + (n_cand * 8 if scores is not None else 0),
-            "rate": "raw64" if it == 8 else "raw32", "serial": True, "latency_s": latency}
+            "rate": _raw_rate("cvm_furthest", it), "serial": True, "latency_s": latency}
 
 
 @_kernel_cost("smo_subproblem")
 def _smo_subproblem_cost(grid, block, shared, args) -> dict:
     """One thread block per problem runs its SMO steps one after another: a step is three block
-    arg-max reductions (each log2(threads) + 2 barrier levels) and two dependent global loads
-    (rows i and j of K_ww), so a step costs
-    (3·(log2(threads) + 2)·BARRIER_LEVEL_CYCLES + 2·GLOBAL_LOAD_CYCLES) / CLOCK_HZ.
+    arg-max reductions (a warp butterfly of five shuffle steps; with more than one warp also two
+    barriers and a second butterfly) and two dependent global loads (rows i and j of K_ww), so a
+    step costs (3·(5·SHUFFLE_STEP_CYCLES [+ 2·BARRIER_LEVEL_CYCLES + 5·SHUFFLE_STEP_CYCLES])
+    + 2·GLOBAL_LOAD_CYCLES) / CLOCK_HZ.
     The blocks run concurrently (P ≤ 132 SMs): the launch takes the longest problem's steps
     (``n_inner``, read from the kernel's output) plus one step's worth of setup."""
     n_inner = np.asarray(args[9]._a, dtype=np.int64)
-    threads = int(block[0])
-    cyc = 3 * (int(np.log2(max(threads, 2))) + 2) * const("BARRIER_LEVEL_CYCLES") + 2 * const("GLOBAL_LOAD_CYCLES")
+    second = 2 * const("BARRIER_LEVEL_CYCLES") + 5 * const("SHUFFLE_STEP_CYCLES") if int(block[0]) > 32 else 0.0
+    cyc = 3 * (5 * const("SHUFFLE_STEP_CYCLES") + second) + 2 * const("GLOBAL_LOAD_CYCLES")
     steps = int(n_inner.max()) + 1 if n_inner.size else 1
     waves = math.ceil(int(grid[0]) / 132)
     ws = int(args[6])
     it = args[0]._a.itemsize
     P = int(grid[0])
     return {"latency_s": waves * steps * cyc / const("CLOCK_HZ"), "bytes_read": P * ws * (ws + 4) * it,
-            "bytes_written": P * ws * it, "flops": 0.0, "rate": "raw64" if it == 8 else "raw32"}
+            "bytes_written": P * ws * it, "flops": 0.0, "rate": _raw_rate("smo_subproblem", it)}
 
 
 def _sm_share(nbytes: float, n_blocks: int) -> float:
@@ -399,7 +494,7 @@ def _round_keys_cost(grid, block, shared, args) -> dict:
     levels = int(np.log2(max(int(block[0]), 2))) + 1
     return {"flops": 12.0 * P * n1, "bytes_read": _sm_share(4 * P * n1 * it, P * chunks),
             "bytes_written": _sm_share(2 * P * n1 * it + 40 * P * chunks, P * chunks),
-            "rate": "raw64" if it == 8 else "raw32",
+            "rate": _raw_rate("smo_round_keys", it),
             "latency_s": levels * const("BARRIER_LEVEL_CYCLES") / const("CLOCK_HZ")}
 
 
@@ -412,7 +507,7 @@ def _round_finish_cost(grid, block, shared, args) -> dict:
     levels = int(np.log2(max(int(block[0]), 2))) + 1
     return {"bytes_read": _sm_share(P * (n_keep * (8 + 2 * it) + n_chunks * 40), P),
             "bytes_written": _sm_share(P * (n_keep * 2 * it + 32), P), "flops": 0.0,
-            "rate": "raw64" if it == 8 else "raw32",
+            "rate": _raw_rate("smo_round_finish", it),
             "latency_s": (2 * const("GLOBAL_LOAD_CYCLES") + levels * const("BARRIER_LEVEL_CYCLES"))
             / const("CLOCK_HZ")}
 
@@ -434,9 +529,9 @@ def _host(a: Any):
 
 
 def _twin_epilogue(grid, block, args) -> None:
-    from gpuksvm.kernels.kernel import _epilogue_host
+    from gpuksvm.kernels.kernel import epilogue_host
     G, xn, zn, n, k = _host(args[0]), _host(args[1]), _host(args[2]), int(args[3]), int(args[4])
-    _epilogue_host(G[:n, :k], xn, zn, _kernel_of(*args[6:10]))
+    epilogue_host(G[:n, :k], xn, zn, _kernel_of(*args[6:10]))
 
 
 def _twin_tiled(grid, block, args) -> None:
@@ -782,18 +877,31 @@ def summarize(groups: list[dict], top: int = 5) -> dict:
     ops (device operations, views included; syncs apart), launches (device kernels: CuPy's and
     RawKernels), raw_kernel_launches, syncs (explicit and implicit), PCIe bytes; the predicted
     seconds split into ops, syncs and PCIe, and how much of the op time is launch-bound (host
-    issue cost ≥ device time); the ``top`` most expensive ops by call site and the sync sites."""
+    issue cost ≥ device time) and the host issue seconds summed over the ops (``host_issue_s``); the
+    ``top`` most expensive ops by call site and the sync sites.  Also ``predicted_pcie_s`` (the same
+    trace with the H100 PCIe constants, :data:`DEVICES`) and ``first_call_compile_s`` (the NVRTC
+    compile of the kernel sources the trace launches, paid once per process; not in the
+    prediction)."""
+    out = _summarize(groups, top)
+    with on_device("H100 PCIe"):
+        out["predicted_pcie_s"] = _summarize(groups, top)["predicted_s"]
+    out["first_call_compile_s"] = first_call_compile_s({g["name"] for g in groups if g["kind"] == "kernel"})
+    return out
+
+
+def _summarize(groups: list[dict], top: int) -> dict:
     ops = sum(g["count"] for g in groups if g["kind"] not in ("d2h", "sync"))
     launches = sum(g["launches"] for g in groups)
     raw = sum(g["launches"] for g in groups if g["kind"] == "kernel")
     syncs = sum(g["syncs"] for g in groups)
     pcie = sum(g["pcie_bytes"] for g in groups)
-    op_s = launch_bound = 0.0
+    op_s = launch_bound = host_issue = 0.0
     by_site: dict[str, dict] = defaultdict(lambda: {"count": 0, "time_s": 0.0, "syncs": 0})
     sync_sites: dict[str, int] = defaultdict(int)
     for g in groups:
         t, dev, host = group_time(g)
         op_s += t
+        host_issue += host
         if host >= dev:
             launch_bound += t
         s = by_site[f"{g['name']} @ {g['site']}"]
@@ -807,7 +915,7 @@ def summarize(groups: list[dict], top: int = 5) -> dict:
     top_ops = sorted(by_site.items(), key=lambda kv: -kv[1]["time_s"])[:top]
     return {"ops": ops, "launches": launches, "raw_kernel_launches": raw, "syncs": syncs,
             "pcie_bytes": pcie, "op_s": op_s, "sync_s": sync_s, "pcie_s": pcie_s,
-            "predicted_s": op_s + sync_s + pcie_s, "launch_bound_s": launch_bound,
+            "predicted_s": op_s + sync_s + pcie_s, "launch_bound_s": launch_bound, "host_issue_s": host_issue,
             "top_ops": [{"op": k, "count": v["count"], "time_s": v["time_s"], "syncs": v["syncs"]}
                         for k, v in top_ops],
             "sync_sites": dict(sorted(sync_sites.items(), key=lambda kv: -kv[1]))}

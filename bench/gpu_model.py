@@ -462,8 +462,12 @@ def print_table(results: dict) -> None:
     print("# launch-bd: share of the op time where the host issue cost exceeds the device time;")
     print("# host here: the traced code's own host work (Python, NumPy) measured on THIS machine, not in")
     print("# the prediction (it adds to it wherever the device waits for the host)")
+    print("# host issue / syncs: the host's launch costs and the device->host round trips, both inside")
+    print("# 'predicted' (H100 SXM) and 'PCIe' (H100 PCIe); compile: NVRTC's first-call compile of the")
+    print("# sources launched, once per process, not in either (bench/kernel_static.py measured it here)")
     head = f"{'method':<15} {'phase':<12} {'rows':>9} {'ops':>8} {'launches':>8} {'raw':>6} {'syncs':>6} " \
-           f"{'PCIe MB':>8} {'launch-bd':>9} {'host here':>10} {'predicted':>10}  target"
+           f"{'PCIe MB':>8} {'launch-bd':>9} {'host here':>10} {'host issue':>10} {'sync s':>9} " \
+           f"{'compile':>8} {'predicted':>10} {'PCIe':>10}  target"
     print(head)
     print("-" * len(head))
     for name, res in results.items():
@@ -482,7 +486,9 @@ def print_table(results: dict) -> None:
             print(f"{name:<15} {phase:<12} {r['rows']:>9} {r['ops']:>8.0f} {r['launches']:>8.0f} "
                   f"{r['raw_kernel_launches']:>6.0f} {r['syncs']:>6.0f} {r['pcie_bytes'] / 1e6:>8.2f} "
                   f"{r['launch_bound_s'] / max(r['op_s'], 1e-12):>9.0%} {_fmt_s(r.get('host_work_s', 0.0)):>10} "
-                  f"{_fmt_s(r['predicted_s']):>10}  {mark}{extra}")
+                  f"{_fmt_s(r.get('host_issue_s', 0.0)):>10} {_fmt_s(r['sync_s']):>9} "
+                  f"{_fmt_s(r.get('first_call_compile_s', 0.0)):>8} {_fmt_s(r['predicted_s']):>10} "
+                  f"{_fmt_s(r.get('predicted_pcie_s', float('nan'))):>10}  {mark}{extra}")
     print("\n# Five most expensive operations (predicted time incl. their syncs) and the sync sites per phase")
     for name, res in results.items():
         for phase, entry in res["phases"].items():

@@ -9,7 +9,7 @@
 // alpha_i += y_i t, alpha_j -= y_j t, F_k -= t (K_ik - K_jk).
 // Local stopping: gap < max(tol, 0.1 * initial local gap), or max_inner steps.
 // Ties in the reductions go to the smaller index, as numpy.argmax does, so the
-// NumPy twin gpuksvm.solvers.smo.solve.solve_subproblems_host follows the same path.
+// NumPy twin gpuksvm.solvers.smo.working_set.solve_subproblems_host follows the same path.
 //
 // Kww    (P, ws, ws)  kernel values among the working-set rows (row-major)
 // yw, Cw (P, ws)      labels (0 = padding slot, never moves), upper bounds
@@ -27,26 +27,44 @@ template <> __device__ __forceinline__ double smo_neg_inf<double>() {
     return __longlong_as_double(static_cast<long long>(0xfff0000000000000ULL));
 }
 
+// (value, index) arg-max over the 32 lanes of a warp by a butterfly of shuffles: every lane gets
+// the result; ties -> smaller index.
+template <typename T>
+__device__ __forceinline__ void smo_warp_argmax(T& v, int& idx) {
+    for (int o = 16; o > 0; o >>= 1) {
+        const T b = __shfl_xor_sync(0xffffffffu, v, o);
+        const int ib = __shfl_xor_sync(0xffffffffu, idx, o);
+        if (b > v || (b == v && ib < idx)) { v = b; idx = ib; }
+    }
+}
+
 // Block-wide (value, index) arg-max; ties -> smaller index.  All threads get the result.
+// Each warp reduces by shuffles, its lane 0 stores the warp's pair, and after one barrier every
+// warp reduces the blockDim.x / 32 pairs itself (blockDim.x is a power of two, 32..1024): two
+// barriers per reduction instead of one per level of a shared-memory tree (none for one warp).
 template <typename T>
 __device__ __forceinline__ void smo_block_argmax(T v, int idx, T* sval, int* sidx, T& out_v, int& out_i) {
-    const int tid = threadIdx.x;
-    sval[tid] = v;
-    sidx[tid] = idx;
-    __syncthreads();
-    for (int s = blockDim.x >> 1; s > 0; s >>= 1) {
-        if (tid < s) {
-            T a = sval[tid], b = sval[tid + s];
-            int ia = sidx[tid], ib = sidx[tid + s];
-            if (b > a || (b == a && ib < ia)) {
-                sval[tid] = b;
-                sidx[tid] = ib;
-            }
-        }
-        __syncthreads();
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nwarps = blockDim.x >> 5;
+    smo_warp_argmax<T>(v, idx);
+    if (nwarps == 1) {   // one warp (ws <= 32): the butterfly gave every lane the result
+        out_v = v;
+        out_i = idx;
+        return;
     }
-    out_v = sval[0];
-    out_i = sidx[0];
+    if (lane == 0) {
+        sval[warp] = v;
+        sidx[warp] = idx;
+    }
+    __syncthreads();
+    T w = smo_neg_inf<T>();
+    int iw = 0x7fffffff;
+    if (lane < nwarps) {
+        w = sval[lane];
+        iw = sidx[lane];
+    }
+    smo_warp_argmax<T>(w, iw);
+    out_v = w;
+    out_i = iw;
     __syncthreads();  // the arrays are reused by the next reduction
 }
 
@@ -132,7 +150,7 @@ extern "C" __global__ void smo_subproblem_f64(const double* Kww, const double* y
 
 // ---------------------------------------------------------------------------
 // The decisions of one outer round of the working-set solver, fused
-// (gpuksvm.solvers.smo.solve._round_state; NumPy twin: gpuksvm.solvers.smo.solve.round_keys_host).
+// (gpuksvm.solvers.smo.working_set._round_state; NumPy twin: gpuksvm.solvers.smo.working_set.round_keys_host).
 //
 // For problem p (rows i < n1 of the padded (P, n1) state y, C, alpha, F):
 //   up_i  = (y_i > 0 and a_i < C_i) or (y_i < 0 and a_i > 0)        (I_up,  FCL05 eq. 6)

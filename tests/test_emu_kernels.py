@@ -260,8 +260,10 @@ def _barrier_mutants() -> list[Mutant]:
 BOUND_MUTANTS = [
     Mutant("kernel_block: epilogue loop bound idx < total", "kernel_block.cu",
            "idx < total;", "idx < total + (long long)blockDim.x;"),
-    Mutant("kernel_block: tiled load bound gi < n", "kernel_block.cu", "(gi < n && gc < d)", "(gc < d)"),
-    Mutant("kernel_block: tiled load bound gj < k", "kernel_block.cu", "(gj < k && gc < d)", "(gc < d)"),
+    Mutant("kernel_block: tiled load row bound g < n_rows", "kernel_block.cu",
+           "const bool in = g < n_rows && (!tail", "const bool in = (!tail"),
+    Mutant("kernel_block: tiled load feature bound of the last slice", "kernel_block.cu",
+           "(!tail || k0 + cl + 8 * h < d)", "true"),
     Mutant("kernel_block: tiled store bound i < n", "kernel_block.cu", "if (i >= n) continue;", ""),
     Mutant("kernel_block: tiled store bound j < k", "kernel_block.cu", "if (j >= k) continue;", ""),
     Mutant("kernel_matvec: row bound on load", "kernel_matvec.cu", "(gi < n && c < cols)", "(c < cols)"),
@@ -273,7 +275,9 @@ BOUND_MUTANTS = [
     Mutant("kernel_matvec: chunk remainder clamp", "kernel_matvec.cu", "min(GK_DC, d - c0)", "GK_DC"),
     Mutant("kernel_matvec: tile row bound r < rows", "kernel_matvec.cu", "r < rows; ++r", "r < GK_ZROWS; ++r"),
     Mutant("smo: thread bound tid < ws", "smo.cu", "const bool valid = tid < ws;", "const bool valid = true;"),
-    Mutant("smo: reduction bound tid < s", "smo.cu", "if (tid < s) {", "{"),
+    Mutant("smo: warp reduction skips its last shuffle", "smo.cu", "o > 0; o >>= 1", "o > 1; o >>= 1"),
+    Mutant("smo: block reduction stops at the warp with two warps", "smo.cu", "if (nwarps == 1) {",
+           "if (nwarps <= 2) {"),
     Mutant("smo: round keys row bound i < i1", "smo.cu", "i < i1;", "i < i1 + SMO_RK_BLOCK;"),
     Mutant("smo: round keys chunk end clamp", "smo.cu", "if (i1 > n1) i1 = n1;", ""),
     Mutant("smo: round keys reduction bound tid < w", "smo.cu", "if (tid < w) {", "{"),
@@ -295,6 +299,8 @@ PROBES = {
     "kernel_block.cu": [
         ("tiled f64 rbf 130x100 d=33", lambda cp: check_tiled(cp, np.float64, KERNELS[0], 130, 100, 33)),
         ("tiled f64 linear 65x1 d=64", lambda cp: check_tiled(cp, np.float64, KERNELS[2], 65, 1, 64)),
+        ("tiled f64 rbf 333x70 d=5 grid-stride", lambda cp: check_tiled(cp, np.float64, KERNELS[0], 333, 70, 5,
+                                                                         max_grid_y=2)),
         ("epilogue f64 rbf 5x7 pad 3", lambda cp: check_epilogue(cp, np.float64, KERNELS[0], 5, 7, 3)),
     ],
     "kernel_matvec.cu": [

@@ -141,6 +141,30 @@ extern "C" __global__ void overrun(float* out, int n) { out[threadIdx.x] = 1.0f;
 extern "C" __global__ void const_write(const float* x) { ((float*)x)[0] = 2.0f; }
 extern "C" __global__ void fixed_array(float* out, int i) { float a[4] = {1, 2, 3, 4}; out[0] = a[i]; }
 extern "C" __global__ void uninit_shared(float* out) { __shared__ float s[32]; out[threadIdx.x] = s[threadIdx.x]; }
+extern "C" __global__ void warp_ops(const float* x, float* out, unsigned int* bal) {
+    const int t = threadIdx.x;
+    float v = x[t];
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_down_sync(0xffffffffu, v, o);   // lane 0: its warp's sum
+    float m = x[t];
+    for (int o = 16; o > 0; o >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));   // every lane: max
+    const float b = __shfl_sync(0xffffffffu, x[t], 3);          // lane 3 of the warp
+    const float u = __shfl_up_sync(0xffffffffu, x[t], 1);       // lane - 1 (lane 0: its own)
+    const unsigned votes = __ballot_sync(0xffffffffu, x[t] > 10.0f);
+    __syncwarp();
+    out[4 * t] = v; out[4 * t + 1] = m; out[4 * t + 2] = b; out[4 * t + 3] = u;
+    if ((t & 31) == 0) bal[t / 32] = votes;
+}
+extern "C" __global__ void warp_split(const float* x, float* out) {
+    const int t = threadIdx.x;
+    if (t & 1) { out[t] = __shfl_xor_sync(0xffffffffu, x[t], 1); return; }
+    __syncwarp();
+    out[t] = x[t];
+}
+extern "C" __global__ void warp_exited(const float* x, float* out) {
+    const int t = threadIdx.x;
+    if (t >= 16) return;
+    out[t] = __shfl_down_sync(0x0000ffffu, x[t], 8);
+}
 extern "C" __global__ void dyn_shared(float* out, int n) {
     extern __shared__ float d[];
     d[threadIdx.x] = 1.0f;
@@ -174,6 +198,32 @@ def test_barrier_makes_shared_memory_order_independent(cp, probes, monkeypatch):
         probes.get_function("rotate_racy")((1,), (64,), (x, out, np.int32(64)))
         results.add(np.array_equal(out.get(), want))
     assert False in results
+
+
+def test_warp_primitives_in_lock_step(cp, probes, monkeypatch):
+    """Shuffles, ballot and __syncwarp give every lane its warp's values, in any thread order."""
+    x = np.random.default_rng(0).permutation(64).astype(np.float32)
+    w = x.reshape(2, 32)
+    for order in launcher.ORDERS:
+        monkeypatch.setattr(launcher.settings, "order", order)
+        out, bal = cp.zeros(4 * 64, dtype=np.float32), cp.zeros(2, dtype=np.uint32)
+        probes.get_function("warp_ops")((1,), (64,), (cp.asarray(x), out, bal))
+        o = out.get().reshape(64, 4)
+        assert np.array_equal(o[::32, 0], w.sum(axis=1)), order
+        assert np.array_equal(o[:, 1], np.repeat(w.max(axis=1), 32))
+        assert np.array_equal(o[:, 2], np.repeat(w[:, 3], 32))
+        assert np.array_equal(o[:, 3], np.concatenate([[w[0, 0]], w[0, :-1], [w[1, 0]], w[1, :-1]]))
+        want = [sum(1 << i for i in range(32) if row[i] > 10) for row in w]
+        assert bal.get().tolist() == want
+
+
+def test_warp_primitive_misuse_reported(cp, probes):
+    """Lanes of one warp at different primitives, and a shuffle reading an exited lane."""
+    x = cp.arange(32, dtype=np.float32)
+    with pytest.raises(launcher.EmuError, match="lanes wait at different sites"):
+        probes.get_function("warp_split")((1,), (32,), (x, cp.zeros(32, dtype=np.float32)))
+    with pytest.raises(launcher.EmuError, match="has exited"):
+        probes.get_function("warp_exited")((1,), (32,), (x, cp.zeros(32, dtype=np.float32)))
 
 
 def test_divergent_barrier_reported(cp, probes):

@@ -340,25 +340,11 @@ def _private_accesses(mods: dict[str, Path] | None = None,
     return found
 
 
-#: today's accesses to another package's private members, as "module: _name": this set only
-#: shrinks — the owners of the code below turn each into a public function, a result field or a
-#: parameter, and delete its line here (the test fails on a new access and on a stale line)
-KNOWN_VIOLATIONS: set[str] = {
-    # OK-FEB's solver imports the kernel layer's host epilogue (kernels/kernel.py)
-    "gpuksvm.solvers.okfeb.stream: _epilogue_host",
-    "gpuksvm.solvers.okfeb.subspace: _epilogue_host",
-}
-
-
 def test_no_module_reaches_into_another_packages_private_members():
-    found = _private_accesses()
-    now = {f"{m}: {name}" for m, name, _, _ in found}
-    new = sorted(f"{m}:{line}: {name} ({what})" for m, name, line, what in found
-                 if f"{m}: {name}" not in KNOWN_VIOLATIONS)
-    assert new == [], "new accesses to another package's private members"
-    assert sorted(KNOWN_VIOLATIONS - now) == [], "gone: remove them from KNOWN_VIOLATIONS"
-    # the Dask layer plugs into the solver seams and the estimators' public API only
-    assert [v for v in KNOWN_VIOLATIONS if v.startswith("gpuksvm.scaleout")] == []
+    """Across packages only public names: the Dask layer plugs into the solvers' seams and the
+    estimators' public API, solvers use each other's public functions."""
+    found = sorted(f"{m}:{line}: {name} ({what})" for m, name, line, what in _private_accesses())
+    assert found == []
 
 
 def test_the_private_access_check_sees_one(tmp_path):

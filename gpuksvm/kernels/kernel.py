@@ -14,7 +14,7 @@ sigmoid    tanh(γ xᵀz + c₀)   (not PSD)           tanh(γ‖x‖² + c₀)
 A block K(X, Z) is computed as one GEMM ``G = X Zᵀ`` and one fused elementwise
 pass; for the RBF kernel ``exp(-γ·max(‖x‖² + ‖z‖² − 2G, 0))`` (the clamp matters
 in float32).  On a GPU the pass is the CUDA kernel ``kernels_cuda/kernel_block.cu``;
-on the CPU it is :func:`_epilogue_host`, which is also the GPU test oracle.
+on the CPU it is :func:`epilogue_host`, which is also the GPU test oracle.
 
 Every operation works in row blocks sized by :func:`gpuksvm.array.backend.plan_rows`
 from the memory budget, and retries a block with fewer rows on out-of-memory.
@@ -34,6 +34,7 @@ from gpuksvm.array import backend as bk
 
 __all__ = [
     "Kernel",
+    "epilogue_host",
     "KERNELS",
     "make_kernel",
     "resolve_gamma",
@@ -322,7 +323,7 @@ def _as_2d(A: Any, xp, dtype: np.dtype):
     return A.astype(dtype, copy=False)
 
 
-def _epilogue_host(G: np.ndarray, xn: Any, zn: Any, kernel: Kernel) -> np.ndarray:
+def epilogue_host(G: np.ndarray, xn: Any, zn: Any, kernel: Kernel) -> np.ndarray:
     """In-place elementwise pass turning ``G = X Zᵀ`` into K(X, Z) (NumPy twin)."""
     name = kernel.name
     if name == "rbf":
@@ -473,7 +474,7 @@ def kernel_block(X: Any, Z: Any = None, kernel: Kernel | str = "rbf", *, dtype: 
         if gpu:
             _epilogue_gpu(Gb, xn, zn, kernel)
         else:
-            _epilogue_host(Gb, xn, zn, kernel)
+            epilogue_host(Gb, xn, zn, kernel)
 
     bk.map_row_blocks(run, n, block_rows, what="kernel_block")
     return out

@@ -9,8 +9,8 @@
 //     A fiber runs until it reaches __syncthreads() or returns; the scheduler
 //     resumes the fibers waiting at a barrier only when no fiber of the block can
 //     run any more.  Between two barriers the fibers run in forward, reverse or a
-//     seeded random order: a result that depends on that order is an
-//     intra-block race.
+//     seeded random order (warp by warp, see below): a result that depends on that
+//     order is an intra-block race.
 //
 // Diagnostics (returned as text by gpuemu_launch; the Python launcher raises them)
 //   * a barrier reached by some threads of a block while others exited, or
@@ -30,8 +30,16 @@
 //     CPU has FMA (build.py: g++ -ffp-contract=fast -mfma; GPUEMU_FMA=off builds
 //     without); g++ need not fuse the same pairs as NVRTC.
 //
-// Not modelled: warps (lock-step execution, warp primitives: they abort), the
-// memory model and inter-block concurrency (blocks are sequential), atomics
+//   * warp primitives (__shfl_*_sync, __ballot_sync, __syncwarp): the lanes of a warp (32
+//     consecutive linear thread indices) meet at the primitive in lock step -- a fiber
+//     waits there until every lane of its warp that has not exited waits at the same one
+//     (lanes at different sites, or some at __syncthreads, are reported); a shuffle that
+//     reads an exited or missing lane, or a caller outside its mask, is reported.  Between
+//     two barriers the warps run one after another (in the thread order), each up to its
+//     next __syncthreads: a warp runs ahead of the others as far as it may.
+//
+// Not modelled: lock-step execution between warp primitives, partial masks (the
+// lanes named are not checked against those that arrive), the memory model and inter-block concurrency (blocks are sequential), atomics
 // contention, texture/constant memory, the device math library's accuracy.
 #pragma once
 #include <algorithm>
@@ -64,11 +72,17 @@ struct dim3 {
 #define __noinline__
 #define __launch_bounds__(...)
 #define __restrict__ __restrict
+#define __align__(n) __attribute__((aligned(n)))
+
+// CUDA's vector types that the sources load through, aligned as on the device
+struct __attribute__((aligned(8))) float2 { float x, y; };
+struct __attribute__((aligned(16))) float4 { float x, y, z, w; };
+struct __attribute__((aligned(16))) double2 { double x, y; };
 
 namespace gpuemu {
 
 enum Order { kForward = 0, kReverse = 1, kRandom = 2 };
-enum FiberState { kReady = 0, kAtBarrier = 1, kDone = 2 };
+enum FiberState { kReady = 0, kAtBarrier = 1, kDone = 2, kAtWarp = 3 };
 constexpr size_t kStackBytes = 256 * 1024;
 constexpr unsigned kMaxThreads = 1024;
 constexpr size_t kMaxDynamicShared = 48 * 1024;
@@ -96,6 +110,7 @@ struct State {
     unsigned seed = 1;
     std::string report;
     int n_diag = 0;
+    unsigned long long xbuf[1024];   // a warp primitive's exchange slots, one per thread (kMaxThreads)
 };
 
 inline State& S() { static State s; return s; }
@@ -128,13 +143,20 @@ inline unsigned char* guarded_tail(size_t n, void** base_out, size_t* total_out)
 }
 
 // ------------------------------------------------------------------ barriers / shared memory
-inline void syncthreads(int line) {
+// The current fiber waits (state kAtBarrier or kAtWarp) at the barrier of source line `line`.
+inline void wait_at(int state, int line) {
     State& s = S();
     Fiber* f = s.cur;
-    f->state = kAtBarrier;
+    f->state = state;
     f->barrier_line = line;
     if (!_setjmp(f->jb)) _longjmp(s.sched, 1);
 }
+
+inline void syncthreads(int line) { wait_at(kAtBarrier, line); }
+
+// A warp's lock step at one warp primitive: the fiber waits until every lane of its warp that has
+// not exited waits there too (run_block releases them together).
+inline void warpsync(int line) { wait_at(kAtWarp, line); }
 
 // static __shared__ poisoning: the first thread of a block to reach the declaration fills it
 inline void shared_decl(void* p, size_t n) {
@@ -259,13 +281,47 @@ inline void run_block(unsigned nt, std::vector<Fiber>& fs, std::mt19937& rng, st
         for (unsigned t = 0; t < nt; ++t) order[t] = t;
         if (s.order == kReverse) std::reverse(order.begin(), order.end());
         else if (s.order == kRandom) std::shuffle(order.begin(), order.end(), rng);
-        for (unsigned t : order) {
-            Fiber& f = fs[t];
-            if (f.state != kReady) continue;
-            s.cur = &f;
-            if (!_setjmp(s.sched)) {
-                if (f.barrier_line < 0) swapcontext(&here, &f.start);   // first run: enter on its stack
-                else _longjmp(f.jb, 1);
+        // Warp by warp, in the order of their first thread in `order`: a warp's ready lanes run
+        // (in that order) until each waits at a barrier, at a warp primitive, or has exited; when
+        // all its live lanes wait at one warp primitive they go on together, so the warp runs
+        // ahead of the others up to its next __syncthreads (a race between warps that only a
+        // barrier prevents shows).
+        std::vector<char> seen((nt + 31) / 32, 0);
+        for (unsigned first : order) {
+            const unsigned w0 = first & ~31u, w1 = std::min(nt, w0 + 32);
+            if (seen[w0 / 32]) continue;
+            seen[w0 / 32] = 1;
+            for (;;) {
+                for (unsigned t : order) {
+                    if (t < w0 || t >= w1) continue;
+                    Fiber& f = fs[t];
+                    if (f.state != kReady) continue;
+                    s.cur = &f;
+                    if (!_setjmp(s.sched)) {
+                        if (f.barrier_line < 0) swapcontext(&here, &f.start);   // first run: enter on its stack
+                        else _longjmp(f.jb, 1);
+                    }
+                }
+                unsigned at_warp = 0, at_block = 0;
+                int wline = -1;
+                bool wmixed = false;
+                for (unsigned t = w0; t < w1; ++t) {
+                    if (fs[t].state == kAtWarp) {
+                        if (wline >= 0 && wline != fs[t].barrier_line) wmixed = true;
+                        wline = fs[t].barrier_line;
+                        ++at_warp;
+                    } else if (fs[t].state == kAtBarrier) {
+                        ++at_block;
+                    }
+                }
+                if (!at_warp) break;
+                if (at_block || wmixed) {
+                    diag("warp %u of block (%u,%u,%u): lanes wait at different sites (a warp primitive at line %d%s)",
+                         w0 / 32, s.bidx.x, s.bidx.y, s.bidx.z, wline, at_block ? " and __syncthreads" : "");
+                    return;
+                }
+                for (unsigned t = w0; t < w1; ++t)
+                    if (fs[t].state == kAtWarp) fs[t].state = kReady;
             }
         }
         unsigned waiting = 0, done = 0;
@@ -366,11 +422,80 @@ template <typename T> inline T atomicMax(T* p, T v) { T o = *p; *p = v > o ? v :
 template <typename T> inline T atomicExch(T* p, T v) { T o = *p; *p = v; return o; }
 template <typename T> inline T atomicCAS(T* p, T c, T v) { T o = *p; if (o == c) *p = v; return o; }
 
-// warp primitives need lock-step warps, which are not modelled: refuse loudly
-#define GPUEMU_NO_WARPS(name) { gpuemu::diag(name " is not modelled by gpuemu (no lock-step warps)"); abort(); }
-template <typename T> inline T __shfl_sync(unsigned, T, int, int = 32) GPUEMU_NO_WARPS("__shfl_sync")
-template <typename T> inline T __shfl_down_sync(unsigned, T, unsigned, int = 32) GPUEMU_NO_WARPS("__shfl_down_sync")
-template <typename T> inline T __shfl_xor_sync(unsigned, T, int, int = 32) GPUEMU_NO_WARPS("__shfl_xor_sync")
+// warp primitives: the lanes of a warp (32 consecutive linear thread indices) meet in lock step
+// (warpsync), exchange through S().xbuf, and meet again before the slots are reused
+namespace gpuemu {
+inline unsigned linear_tid() {
+    const State& s = S();
+    return s.cur->tid.x + s.block.x * (s.cur->tid.y + s.block.y * s.cur->tid.z);
+}
+
+inline void check_mask(unsigned mask, const char* name, int line) {
+    if (!(mask >> (linear_tid() & 31) & 1u))
+        diag("%s at line %d: the calling lane %u is not in its mask 0x%08x", name, line, linear_tid() & 31, mask);
+}
+
+// v of lane `src` (0..31) of the caller's warp
+template <typename T> inline T shfl_lane(T v, unsigned src, int line) {
+    static_assert(sizeof(T) <= sizeof(unsigned long long), "a shuffled value is at most 8 bytes");
+    State& s = S();
+    const unsigned t = linear_tid(), from = (t & ~31u) + src;
+    const unsigned nt = s.block.x * s.block.y * s.block.z;
+    memcpy(&s.xbuf[t], &v, sizeof(T));
+    warpsync(line);
+    T out = v;
+    if (from >= nt || fibers(0)[from].state == kDone)
+        diag("warp shuffle at line %d: lane %u reads lane %u, which %s", line, t & 31, src,
+             from >= nt ? "does not exist" : "has exited");
+    else
+        memcpy(&out, &s.xbuf[from], sizeof(T));
+    warpsync(line);
+    return out;
+}
+
+template <typename T> inline T shfl_sync(int line, unsigned mask, T v, int src, int width = 32) {
+    check_mask(mask, "__shfl_sync", line);
+    const unsigned lane = linear_tid() & 31, base = lane & ~unsigned(width - 1);
+    return shfl_lane(v, base + (unsigned(src) & unsigned(width - 1)), line);
+}
+template <typename T> inline T shfl_down_sync(int line, unsigned mask, T v, unsigned delta, int width = 32) {
+    check_mask(mask, "__shfl_down_sync", line);
+    const unsigned lane = linear_tid() & 31, base = lane & ~unsigned(width - 1);
+    return shfl_lane(v, lane + delta < base + unsigned(width) ? lane + delta : lane, line);
+}
+template <typename T> inline T shfl_up_sync(int line, unsigned mask, T v, unsigned delta, int width = 32) {
+    check_mask(mask, "__shfl_up_sync", line);
+    const unsigned lane = linear_tid() & 31, base = lane & ~unsigned(width - 1);
+    return shfl_lane(v, lane >= base + delta ? lane - delta : lane, line);
+}
+template <typename T> inline T shfl_xor_sync(int line, unsigned mask, T v, int lane_mask, int width = 32) {
+    check_mask(mask, "__shfl_xor_sync", line);
+    const unsigned lane = linear_tid() & 31, base = lane & ~unsigned(width - 1), src = lane ^ unsigned(lane_mask);
+    return shfl_lane(v, src < base + unsigned(width) ? src : lane, line);
+}
+inline unsigned ballot_sync(int line, unsigned mask, int pred) {
+    check_mask(mask, "__ballot_sync", line);
+    State& s = S();
+    const unsigned t = linear_tid(), w0 = t & ~31u, nt = s.block.x * s.block.y * s.block.z;
+    s.xbuf[t] = pred != 0;
+    warpsync(line);
+    unsigned bits = 0;
+    for (unsigned l = 0; l < 32 && w0 + l < nt; ++l)
+        if ((mask >> l & 1u) && fibers(0)[w0 + l].state != kDone && s.xbuf[w0 + l]) bits |= 1u << l;
+    warpsync(line);
+    return bits;
+}
+inline void syncwarp(int line, unsigned mask) {
+    check_mask(mask, "__syncwarp", line);
+    warpsync(line);
+}
+}  // namespace gpuemu
+#define __shfl_sync(...) gpuemu::shfl_sync(__LINE__, __VA_ARGS__)
+#define __shfl_down_sync(...) gpuemu::shfl_down_sync(__LINE__, __VA_ARGS__)
+#define __shfl_up_sync(...) gpuemu::shfl_up_sync(__LINE__, __VA_ARGS__)
+#define __shfl_xor_sync(...) gpuemu::shfl_xor_sync(__LINE__, __VA_ARGS__)
+#define __ballot_sync(mask, pred) gpuemu::ballot_sync(__LINE__, (mask), (pred))
+#define __syncwarp(...) gpuemu::syncwarp(__LINE__, (__VA_ARGS__ + 0) ? (__VA_ARGS__ + 0) : 0xffffffffu)
 
 // device math: the C library's float/double overloads
 using std::exp; using std::fmax; using std::fmin; using std::pow; using std::sqrt; using std::tanh;

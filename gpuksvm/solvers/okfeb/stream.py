@@ -20,7 +20,7 @@ from scipy.linalg import blas as _sla_blas
 from scipy.linalg import lapack as _sla_lapack
 
 from gpuksvm.array import backend as bk
-from gpuksvm.kernels.kernel import _epilogue_host, kernel_diag
+from gpuksvm.kernels.kernel import epilogue_host, kernel_diag
 from gpuksvm.array.blas_threads import one_blas_thread
 
 __all__ = ["SubspaceParams", "SubspaceStream", "MODES", "OUTPUTS"]
@@ -300,10 +300,10 @@ class SubspaceStream:
             Xc = X[pos:stop]
             Kc = Xc @ self.S[:m].T                                            # K(X_chunk, S)
             if rbf:
-                Kc = _epilogue_host(Kc, xn_all[pos:stop], self.sn[:m], kern)
+                Kc = epilogue_host(Kc, xn_all[pos:stop], self.sn[:m], kern)
                 kd = 1.0
             else:
-                Kc = _epilogue_host(Kc, None, None, kern)
+                Kc = epilogue_host(Kc, None, None, kern)
                 kd = kernel_diag(Xc, kern, dtype=self.dtype)
             U = Kc @ self.A[:m]                                               # Aᵀk per row
             Qt, info = potrs(self.L, U.T, lower=1)                            # eq. (11b)

@@ -79,7 +79,7 @@ import numpy as np
 
 from gpuksvm.array import backend as bk
 from gpuksvm.array import linalg
-from gpuksvm.kernels.kernel import Kernel, _epilogue_host, kernel_block, kernel_diag, kernel_matvec
+from gpuksvm.kernels.kernel import Kernel, epilogue_host, kernel_block, kernel_diag, kernel_matvec
 from gpuksvm.solvers.okfeb.stream import HOST_LAPACK, MODES, OUTPUTS, SubspaceParams, SubspaceStream
 
 __all__ = ["SubspaceParams", "OnlineSubspace", "batch_objective", "MODES", "OUTPUTS"]
@@ -322,8 +322,8 @@ class OnlineSubspace(SubspaceStream):
             return kernel_block(Xc, self.S[lo:hi], self.kernel, dtype=self.dtype)
         G = Xc @ self.S[lo:hi].T
         if self.kernel.name == "rbf":
-            return _epilogue_host(G, np.einsum("ij,ij->i", Xc, Xc), self.sn[lo:hi], self.kernel)
-        return _epilogue_host(G, None, None, self.kernel)
+            return epilogue_host(G, np.einsum("ij,ij->i", Xc, Xc), self.sn[lo:hi], self.kernel)
+        return epilogue_host(G, None, None, self.kernel)
 
     def _kdiag(self, Xc: Any) -> Any:
         if self.kernel.name == "rbf":

@@ -117,10 +117,8 @@ def ovo_model(results: list[SMOResult], data: Any, yidx: np.ndarray, classes: np
     if isinstance(kernel, str) and kernel == PRECOMPUTED:
         # no feature rows: predictions take the kernel columns ``support``
         support_vectors = bk.get_namespace(device).empty((0, 0), dtype=dtype if device.is_gpu else np.float64)
-    elif device.is_gpu:
-        support_vectors = data[bk.to_device(sv, device)]
     else:
-        support_vectors = data[sv]
+        support_vectors = bk.take_rows(data, sv)
     return KernelSVCResult(
         classes=classes, support=sv, support_vectors=support_vectors,
         n_support=np.bincount(cls, minlength=K).astype(np.int32), dual_coef=dual, intercept=intercept,
