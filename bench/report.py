@@ -27,8 +27,8 @@ from pathlib import Path
 from typing import Any, Iterable
 
 ROOT = Path(__file__).resolve().parent.parent
-if sys.path and Path(sys.path[0]).resolve() == ROOT / "bench":  # run as a script: bench/dask.py must
-    sys.path.pop(0)                                                 # not shadow the dask package
+if __name__ == "__main__" and sys.path and Path(sys.path[0]).resolve() == ROOT / "bench":
+    sys.path.pop(0)  # run as a script: bench/dask.py must not shadow the dask package (an importer keeps its path)
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
