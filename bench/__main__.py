@@ -81,5 +81,27 @@ def main(argv: list[str] | None = None) -> int:
     return 1 if failed else 0
 
 
+def run_as_script(name: str, cases: tuple[str, ...], argv: list[str] | None) -> int:
+    """Run ``cases`` with ``argv``'s options for ``bench/<name>.py`` (what ``bench/gpu_suite.py`` calls).
+
+    The records go to ``<results>/<name>.jsonl`` (replaced) and, as one JSON
+    document, to ``<results>/<name>.json``, where the suite collects its
+    results; ``<results>`` is ``$GPUKSVM_BENCH_RESULTS`` when set at the call.
+    """
+    import json
+    import os
+    from pathlib import Path
+
+    from .harness import RESULTS, read_records
+
+    results = Path(os.environ.get("GPUKSVM_BENCH_RESULTS") or RESULTS)
+    out = results / f"{name}.jsonl"
+    out.unlink(missing_ok=True)
+    rc = main([*cases, *(sys.argv[1:] if argv is None else argv), "--out", str(out)])
+    records = [json.loads(r.to_json()) for r in read_records(out)]
+    (results / f"{name}.json").write_text(json.dumps({"cases": list(cases), "records": records}, indent=1))
+    return rc
+
+
 if __name__ == "__main__":
     sys.exit(main())

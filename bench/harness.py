@@ -307,6 +307,9 @@ class Case:
         ``"acc_vs_param:<name>"`` (accuracy against ``params[<name>]``),
         ``"time_vs_param:<name>"`` (fit time against ``params[<name>]``);
         None: a table only.
+    columns : tuple of str
+        Keys of the records' ``extra`` that the report's table shows after
+        the fixed columns (what a case measures beyond fit time and accuracy).
     """
 
     name: str
@@ -315,6 +318,7 @@ class Case:
     description: str
     kind: str = "benchmark"
     figure: str | None = "acc_vs_time"
+    columns: tuple = ()
 
 
 REGISTRY: dict[str, Case] = {}

@@ -1,6 +1,7 @@
 """LLSVM / LLSVM2 benchmarks (issue 4; papers' Fig. 1, Table 3 and TNNLS Fig. 2).
 
-Sections (``--only`` picks a subset, comma separated):
+Sections (``--only`` picks a subset, comma separated; the row-order study and the
+LLSVM2 grid are the ``llsvm_order`` and ``llsvm2_grid`` cases of ``bench/cases.py``):
 
 ``ijcnn1``
     Test error, fit time and predict time of LLSVM against the number of
@@ -22,23 +23,12 @@ Sections (``--only`` picks a subset, comma separated):
     a 5,000-row subsample for the synthetic set), in the same run: sklearn's
     digits (70/30 split) and a 10-class 60,000-row ``make_classification``
     problem (20 features, 12 informative, 2 clusters per class; 20,000 test rows).
-``order``
-    Issue 15 item 6: ijcnn1 in its file order, shuffled and sorted by label;
-    LLSVM (k-means on a random sample, the default) against the paper's
-    k-means on the first 20,000 rows (landmarks passed explicitly), and
-    ``SVC`` (order-independent) as the reference, in the same run.
-``grid``
-    LLSVM2 vs LLSVM over a γ × C grid on an ijcnn1 subset; LLSVM2's λ is
-    selected on a validation split from the paper's range 1e-5 … 1e5 (+ ∞,
-    i.e. plain LLSVM, is *not* offered to it).  Reports the fraction of grid
-    points where LLSVM2 is better / equal / worse, and the spread of the test
-    error over the grid (the paper's "stability").
 ``ooc``
     Out-of-core fit of ijcnn1 from an SVMlight file read in blocks of 5,000
     rows vs the in-memory fit (load + fit), each in a fresh process: peak RSS
     (above the post-import baseline), fit time and test accuracy.
 
-    python bench/llsvm.py [--scale small|paper] [--device auto|cpu|gpu] [--only ijcnn1,grid]
+    python bench/llsvm.py [--scale small|paper] [--device auto|cpu|gpu] [--only ijcnn1,multiclass]
                           [--checkerboard-n 200000]
 
 CPU timings taken on the shared 2-core development box are noisy (other jobs
@@ -65,9 +55,9 @@ from _timing import RESULTS, machine_info, print_table, time_call, write_json  #
 
 from gpuksvm.array import backend as bk  # noqa: E402
 from gpuksvm.datasets import dataset_path, load_dataset, load_svmlight, make_checkerboard  # noqa: E402
-from gpuksvm.estimators.llsvm import LLSVM, fit_llsvm_grid  # noqa: E402
+from gpuksvm.estimators.llsvm import LLSVM  # noqa: E402
 
-SECTIONS = ("ijcnn1", "checkerboard", "grid", "ooc", "multiclass", "order")
+SECTIONS = ("ijcnn1", "checkerboard", "ooc", "multiclass")
 IJCNN_GAMMA, IJCNN_C = 2.0, 32.0
 
 
@@ -333,98 +323,6 @@ def bench_multiclass(dev: bk.Device, repeats: int, dtype: Any) -> dict:
     return out
 
 
-# --------------------------------------------------------------------------- row order
-def bench_order(dev: bk.Device, dtype: Any, with_baselines: bool) -> dict:
-    from sklearn.svm import SVC
-
-    from gpuksvm.solvers.nystrom.kmeans import kmeans
-
-    X, y = load_dataset("ijcnn1", "train")
-    Xt, yt = load_dataset("ijcnn1", "test")
-    orders = {"file order": np.arange(X.shape[0]),
-              "shuffled": np.random.RandomState(0).permutation(X.shape[0]),
-              "sorted by label": np.argsort(y, kind="stable")}
-    rows = []
-    for k in (500, 1000):
-        for order, idx in orders.items():
-            Xo, yo = X[idx], y[idx]
-            est = LLSVM(gamma=IJCNN_GAMMA, C=IJCNN_C, n_landmarks=k, device=str(dev), dtype=dtype, random_state=0)
-            t0 = time.perf_counter()
-            est.fit(bk.to_device(Xo, dev), yo)
-            fit_s = time.perf_counter() - t0
-            rows.append({"method": "LLSVM (random k-means sample)", "order": order, "n_landmarks": k,
-                         "fit_s": fit_s, "accuracy": _acc(est.predict(Xt), yt)})
-            Z = kmeans(Xo[:20_000], k, n_iter=5, random_state=0, device=str(dev), dtype=est.dtype).centers
-            first = LLSVM(gamma=IJCNN_GAMMA, C=IJCNN_C, landmarks=np.asarray(bk.to_host(Z)), device=str(dev),
-                          dtype=dtype, random_state=0).fit(bk.to_device(Xo, dev), yo)
-            rows.append({"method": "LLSVM (k-means on the first 20,000 rows, the paper's choice)",
-                         "order": order, "n_landmarks": k, "fit_s": None,
-                         "accuracy": _acc(first.predict(Xt), yt)})
-            print(f"  k={k} {order}: random sample {rows[-2]['accuracy']:.4%}, first rows "
-                  f"{rows[-1]['accuracy']:.4%}", flush=True)
-    if with_baselines:
-        for order in ("shuffled", "sorted by label"):
-            idx = orders[order]
-            t0 = time.perf_counter()
-            m = SVC(C=IJCNN_C, gamma=IJCNN_GAMMA).fit(X[idx], y[idx])
-            rows.append({"method": "SVC (scikit-learn)", "order": order, "n_landmarks": None,
-                         "fit_s": time.perf_counter() - t0, "accuracy": _acc(m.predict(Xt), yt)})
-            print(f"  SVC {order}: {rows[-1]['accuracy']:.4%}", flush=True)
-    rand = [r for r in rows if r["method"].startswith("LLSVM (random")]
-    spread = {k: max(r["accuracy"] for r in rand if r["n_landmarks"] == k)
-              - min(r["accuracy"] for r in rand if r["n_landmarks"] == k) for k in (500, 1000)}
-    return {"rows": rows, "spread_pt": {k: 100 * v for k, v in spread.items()},
-            "targets": {"random_sample_spread_le_0.3pt": all(v <= 0.003 for v in spread.values())}}
-
-
-# --------------------------------------------------------------------------- LLSVM2 vs LLSVM
-def bench_grid(dev: bk.Device, scale: str, dtype: Any) -> dict:
-    X, y = load_dataset("ijcnn1", "train")
-    Xt, yt = load_dataset("ijcnn1", "test")
-    rs = np.random.RandomState(0)
-    n_tr, n_val, n_te, k = (8000, 4000, 20000, 300) if scale == "small" else (30000, 10000, 91701, 1000)
-    perm = rs.permutation(X.shape[0])
-    tr, va = perm[:n_tr], perm[n_tr:n_tr + n_val]
-    te = rs.permutation(Xt.shape[0])[:n_te]
-    Xtr, ytr, Xva, yva, Xte, yte = X[tr], y[tr], X[va], y[va], Xt[te], yt[te]
-    gammas = [0.02, 0.2, 2.0, 20.0, 200.0] if scale == "paper" else [0.02, 0.2, 2.0, 20.0]
-    Cs = [0.1, 1.0, 10.0, 100.0] if scale == "paper" else [0.1, 1.0, 10.0, 100.0]
-    lams = [10.0 ** e for e in (range(-5, 6) if scale == "paper" else range(-5, 6, 2))]
-    base = dict(n_landmarks=k, device=str(dev), dtype=dtype, random_state=0)
-    t0 = time.perf_counter()
-    plain = fit_llsvm_grid(Xtr, ytr, gammas=gammas, Cs=Cs, estimator=LLSVM(**base))
-    sup = {}
-    for lam in lams:
-        try:
-            models = fit_llsvm_grid(Xtr, ytr, gammas=gammas, Cs=Cs,
-                                    estimator=LLSVM(spectrum="supervised", spectrum_reg=lam, n_labeled=100, **base))
-        except ValueError:  # every eigenvalue zeroed at this λ for some γ: fit per γ
-            models = []
-            for g in gammas:
-                try:
-                    models += fit_llsvm_grid(Xtr, ytr, gammas=[g], Cs=Cs, estimator=LLSVM(
-                        spectrum="supervised", spectrum_reg=lam, n_labeled=100, **base))
-                except ValueError:
-                    models += [None] * len(Cs)
-        sup[lam] = models
-    grid_s = time.perf_counter() - t0
-    rows = []
-    for i, m in enumerate(plain):
-        cands = [(sup[lam][i], lam) for lam in lams if sup[lam][i] is not None]
-        best, best_lam = max(cands, key=lambda t: t[0].score(Xva, yva))
-        a1, a2 = m.score(Xte, yte), best.score(Xte, yte)
-        rows.append({"gamma": m.gamma, "C": m.C, "llsvm_acc": a1, "llsvm2_acc": a2, "llsvm2_lambda": best_lam,
-                     "llsvm2_better": a2 > a1 + 1e-4, "equal": abs(a2 - a1) <= 1e-4})
-    a1 = np.array([r["llsvm_acc"] for r in rows])
-    a2 = np.array([r["llsvm2_acc"] for r in rows])
-    summary = {"settings": len(rows), "llsvm2_better": float(np.mean(a2 > a1 + 1e-4)),
-               "equal": float(np.mean(np.abs(a2 - a1) <= 1e-4)), "llsvm2_worse": float(np.mean(a2 < a1 - 1e-4)),
-               "llsvm_acc_std": float(a1.std()), "llsvm2_acc_std": float(a2.std()),
-               "llsvm_acc_min": float(a1.min()), "llsvm2_acc_min": float(a2.min()),
-               "n_train": n_tr, "n_val": n_val, "n_test": n_te, "n_landmarks": k, "seconds": grid_s}
-    return {"rows": rows, "summary": summary, "lambdas": lams}
-
-
 # --------------------------------------------------------------------------- out of core
 def _ooc_child(mode: str, path: str, device: str, dtype: Any, block: int) -> dict:
     """One fit in this (fresh) process; peak RSS above the post-import baseline.
@@ -550,19 +448,6 @@ def main(argv: list[str] | None = None) -> int:
             print_table(r["rows"], ["method", "n_landmarks", "fit_s", "accuracy", "newton_steps"])
             print("targets:", r["targets"])
         payload["multiclass"] = res
-    if "order" in only:
-        print(f"# row order: ijcnn1 in file order, shuffled, sorted by label, on {dev}", flush=True)
-        res = bench_order(dev, args.dtype, not args.no_baselines)
-        print_table(res["rows"], ["method", "order", "n_landmarks", "fit_s", "accuracy"])
-        print("spread of the random-sample LLSVM over the orders (pt):", res["spread_pt"])
-        print("targets:", res["targets"])
-        payload["order"] = res
-    if "grid" in only:
-        print(f"# LLSVM2 vs LLSVM over γ × C (ijcnn1 subset) on {dev}", flush=True)
-        res = bench_grid(dev, args.scale, args.dtype)
-        print_table(res["rows"], ["gamma", "C", "llsvm_acc", "llsvm2_acc", "llsvm2_lambda"])
-        print("summary:", res["summary"])
-        payload["grid"] = res
     if "ooc" in only:
         print(f"# out-of-core ijcnn1 from an SVMlight file, blocks of 5,000 rows, on {dev}", flush=True)
         rows = bench_ooc(dev, args.scale, args.dtype, args.ooc_block)

@@ -1,13 +1,8 @@
-"""OK-FEB benchmarks (issue 7; paper Figs. 1, 5, 6, 9 and the throughput target).
+"""OK-FEB benchmarks (issue 7; paper Figs. 1, 5, 9 and the throughput target; Fig. 6 is the
+``okfeb_approx`` case).
 
 Sections (``--only`` picks a subset, comma separated):
 
-``approx``
-    Kernel-approximation error (mean over windows of 500 rows of
-    ‖K − ZZᵀ‖_F/‖K‖_F, paper §VII) against the number k of stored vectors, on
-    the two-spheres stream and on the sphere→spheroid tracking stream, OK-FEB
-    (β = 1 and 0.5) against Nyström with random (mean of 5 draws) and k-means
-    landmarks (see :func:`bench_approx` for the protocol).
 ``online``
     Online classification on adult and ijcnn1 and online regression on abalone:
     test accuracy / RMSE against the number of training rows streamed, and run
@@ -52,7 +47,7 @@ Sections (``--only`` picks a subset, comma separated):
     code (the shared box's load changes by the minute: only ratios measured
     this way compare two versions).
 
-    python bench/okfeb.py [--scale small|paper] [--device auto|cpu|gpu] [--only approx,online]
+    python bench/okfeb.py [--scale small|paper] [--device auto|cpu|gpu] [--only online,defaults]
                           [--against REF] [--cv-rows N]
 
 CPU timings on the shared 2-core development box are taken under contention
@@ -78,100 +73,18 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from _timing import machine_info, print_table, time_call, write_json  # noqa: E402
 
 from gpuksvm.array import backend as bk  # noqa: E402
-from gpuksvm.solvers.nystrom.kmeans import kmeans  # noqa: E402
-from gpuksvm.datasets import load_dataset, make_two_spheres, sphere_to_spheroid_stream  # noqa: E402
-from gpuksvm.kernels.kernel import Kernel, kernel_block  # noqa: E402
+from gpuksvm.datasets import load_dataset  # noqa: E402
 from gpuksvm.estimators.linear_svm import LinearSVM  # noqa: E402
 from gpuksvm.estimators.okfeb import (
     OKFEB,
     BudgetTooSmallWarning,
     OKFEBClassifier,
     OKFEBRegressor,
-    windowed_kernel_error,
 )
 from gpuksvm.solvers.linear.online import Pegasos, RandomFourierFeatures, RegularizedLMS  # noqa: E402
 
-SECTIONS = ("approx", "online", "defaults", "svc", "throughput")
+SECTIONS = ("online", "defaults", "svc", "throughput")
 BUDGET = 150    # stored vectors of OK-FEB = random features / landmarks of the scikit-learn baselines
-WINDOW = 500
-
-
-N_DRAWS = 5     # random-landmark draws averaged for the Nyström baseline
-
-
-def _nystrom_features(X: np.ndarray, Z: np.ndarray, kernel: Kernel, rank: int | None = None) -> np.ndarray:
-    """Nyström map K(X,Z)·U_r Λ_r^{-1/2} (full rank k, or the best rank-r part of K_ZZ)."""
-    Kzz = kernel_block(Z, None, kernel)
-    w, U = np.linalg.eigh(Kzz)
-    keep = w > 1e-10 * w.max()
-    w, U = w[keep], U[:, keep]
-    if rank is not None and rank < len(w):
-        w, U = w[-rank:], U[:, -rank:]
-    return kernel_block(X, Z, kernel) @ (U / np.sqrt(w))
-
-
-def bench_approx(dev: bk.Device, scale: str) -> list[dict]:
-    """Paper Fig. 6: mean over windows of ‖K − ZZᵀ‖_F/‖K‖_F against k stored vectors.
-
-    OK-FEB (budget B = k, rank r = k/2 and r = k) runs over the stream in
-    windows of 500 rows; each window is scored with the model *after* it has
-    processed that window (what a tracker offers for the data it just saw —
-    the paper's moving-window mismatch).  Both budget-maintenance rules are
-    run on both streams: β = 1 (drop the stored row of smallest norm, the
-    paper's stationary choice) and β = 0.5 (favour recent rows, its tracking
-    choice); ``_final`` scores the final β = 1 model over the whole stream.
-    Nyström uses k landmarks of the *whole* stream (an offline advantage):
-    random rows (mean over ``N_DRAWS`` draws) or k-means centres, with its
-    full rank-k map and with the best rank-k/2 part (the same rank as OK-FEB
-    r = k/2, the paper's comparison).  OK-FEB settings: no censoring (every
-    row may enter S), λ = 1e-6, μ = 1 (constant).
-
-    Each row carries ``okfeb_le_nystrom_random``: whether OK-FEB at r = k (the
-    better β) is at most random Nyström's error with the same k stored rows.
-    """
-    n = 6000 if scale == "small" else 20000
-    streams = {
-        "two_spheres": (make_two_spheres(n, noise=0.05, random_state=0)[0], 1.0),
-        "tracking": (sphere_to_spheroid_stream(n, change_at=n // 2, noise=0.01, random_state=0), 0.5),
-    }
-    ks = [10, 20, 40, 80] if scale == "small" else [10, 20, 40, 80, 160]
-    rows = []
-    for name, (X, gamma) in streams.items():
-        kern = Kernel("rbf", gamma)
-        for k in ks:
-            row = {"stream": name, "k": k}
-            for r in sorted({max(k // 2, 2), k}):
-                tag = "k" if r == k else "k/2"
-                for beta in (1.0, 0.5):
-                    fe = OKFEB(gamma=gamma, rank=r, n_landmarks=k, censor=0.0, forget=beta, step_size=1.0,
-                               reg=1e-6, output="kernel", device=str(dev), random_state=0)
-                    errs = []
-                    for s in range(0, n, WINDOW):
-                        Xw = bk.to_device(X[s:s + WINDOW], dev)
-                        fe.partial_fit(Xw)
-                        errs.append(windowed_kernel_error(X[s:s + WINDOW], bk.to_host(fe.transform(Xw)), kern,
-                                                          WINDOW))
-                    col = f"okfeb_r{tag}" + ("" if beta == 1.0 else "_beta0.5")
-                    row[col] = float(np.mean(errs))
-                    if beta == 1.0:
-                        row[f"okfeb_r{tag}_final"] = fe.kernel_approximation_error(bk.to_device(X, dev), WINDOW)
-            draws = [X[np.random.RandomState(seed).choice(n, k, replace=False)] for seed in range(N_DRAWS)]
-            Zk = bk.to_host(kmeans(X, k, n_iter=10, random_state=0, device="cpu").centers)
-            row["nystrom_random"] = float(np.mean([windowed_kernel_error(X, _nystrom_features(X, Z, kern), kern,
-                                                                         WINDOW) for Z in draws]))
-            row["nystrom_kmeans"] = windowed_kernel_error(X, _nystrom_features(X, Zk, kern), kern, WINDOW)
-            row["nystrom_random_rk/2"] = float(np.mean([windowed_kernel_error(
-                X, _nystrom_features(X, Z, kern, k // 2), kern, WINDOW) for Z in draws]))
-            row["nystrom_kmeans_rk/2"] = windowed_kernel_error(X, _nystrom_features(X, Zk, kern, k // 2), kern,
-                                                               WINDOW)
-            row["okfeb_le_nystrom_random"] = min(row["okfeb_rk"], row["okfeb_rk_beta0.5"]) <= row["nystrom_random"]
-            rows.append(row)
-            print(f"  {name} k={k}: " + ", ".join(f"{c}={v:.4f}" for c, v in row.items()
-                                                   if isinstance(v, float) and not c.endswith("_s")), flush=True)
-    print_table(rows, ["stream", "k", "okfeb_rk/2", "okfeb_rk/2_beta0.5", "okfeb_rk", "okfeb_rk_beta0.5",
-                       "nystrom_random_rk/2", "nystrom_kmeans_rk/2", "nystrom_random", "nystrom_kmeans",
-                       "okfeb_le_nystrom_random"])
-    return rows
 
 
 # --------------------------------------------------------------------------- online learning
@@ -613,9 +526,6 @@ def main(argv: Any = None) -> dict:
             ap.error(f"unknown section {s!r}; choose from {SECTIONS}")
     out: dict = {"machine": machine_info(dev), "scale": args.scale, "device": str(dev),
                  "note": "CPU timings on a shared, contended 2-core box" if not dev.is_gpu else ""}
-    if "approx" in only:
-        print("== kernel approximation vs stored vectors ==", flush=True)
-        out["approx"] = bench_approx(dev, args.scale)
     if "online" in only:
         print("== online classification / regression ==", flush=True)
         out["online"] = bench_online(dev, args.scale, args.offline_rows)

@@ -27,8 +27,8 @@ from pathlib import Path
 from typing import Any, Iterable
 
 ROOT = Path(__file__).resolve().parent.parent
-if sys.path and Path(sys.path[0]).resolve() == ROOT / "bench":  # run as a script: bench/dask.py must
-    sys.path.pop(0)                                                 # not shadow the dask package
+if __name__ == "__main__" and sys.path and Path(sys.path[0]).resolve() == ROOT / "bench":
+    sys.path.pop(0)  # run as a script: bench/dask.py must not shadow the dask package (an importer keeps its path)
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
@@ -274,10 +274,12 @@ def _fmt(v: Any) -> str:
     return str(v).replace("|", "\\|")
 
 
-def md_table(records: list[Record]) -> str:
-    lines = ["| " + " | ".join(COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
+def md_table(records: list[Record], extra: tuple = ()) -> str:
+    """The records as a Markdown table: the fixed :data:`COLUMNS`, then the ``extra`` keys named."""
+    lines = ["| " + " | ".join(COLUMNS + tuple(extra)) + " |", "|" + "---|" * (len(COLUMNS) + len(extra))]
     for r in records:
-        lines.append("| " + " | ".join(_fmt(getattr(r, c)) for c in COLUMNS) + " |")
+        cells = [_fmt(getattr(r, c)) for c in COLUMNS] + [_fmt(r.extra.get(k)) for k in extra]
+        lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
 
@@ -299,7 +301,7 @@ def write_report(run: list[Record], figs: dict[str, list[Path]], path: Path) -> 
         lines += ["## Every case, accuracy vs fit time", "", *[f"![{p.stem}]({p.name})" for p in figs["all"]], ""]
     for (case,), rs in by_key(run, "case").items():
         desc = REGISTRY[case].description if case in REGISTRY else ""
-        lines += [f"## {case}", "", desc, "", md_table(rs), ""]
+        lines += [f"## {case}", "", desc, "", md_table(rs, REGISTRY[case].columns if case in REGISTRY else ()), ""]
         lines += [f"![{p.stem}]({p.name})" for p in figs.get(case, [])] + [""]
     path.write_text("\n".join(lines), encoding="utf-8")
     return path

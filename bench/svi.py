@@ -1,19 +1,19 @@
-"""SVI vs the full kernel SVM (SPEC §3; the SVI paper's Tables II–IV; issue 15).
+"""SVI vs the full kernel SVM: the data and models of the ``svi_vs_svc`` case (SPEC §3; the SVI paper's Tables II–IV).
 
-For each dataset it fits, in the same run and on the same rows:
+For each dataset the case (``python -m bench svi_vs_svc``, ``bench/cases.py``) fits, in the same
+run and on the same rows:
 
 * ``SVC``       — scikit-learn's exact C-SVC (libsvm), the reference;
-* ``KernelSVC`` — gpuksvm's exact C-SVC engine (when importable);
+* ``KernelSVC`` — gpuksvm's exact C-SVC engine;
 * ``SVI``       — gpuksvm.SVI with the same kernel, γ and C and its defaults
                   (M = 5 subsets, θ = 0.1 as in the paper, sub-SVMs of at least
                   ``min_subset_rows`` rows, the ensemble check and the exact
                   fallback);
 * ``SVI M=10``  — the same with M = 10 subsets (M·θ = 1: every row is in one
                   subset), which identifies the margin better;
-* ``SVI paper`` — the paper's algorithm as it was before issue 15
-                  (``min_subset_rows=0, ensemble_check=False``),
+* ``SVI paper`` — the paper's algorithm (``min_subset_rows=0, ensemble_check=False``),
 
-and prints test accuracy, fit time, predict time, the number of support
+and records test accuracy, fit time, predict time, the number of support
 vectors and, for SVI, how many binary problems the exact SVM solved (and why).
 Paper (2016 CPU, ijcnn1): SVI 98.36% in 9.07 s, kernel SVM 98.52% in 68.9 s.
 
@@ -24,39 +24,25 @@ training and 2,000 test rows that ``gpuksvm demo --tiny`` draws); scikit-learn
 chosen by 5-fold cross-validation on the training rows in the same run, then
 used by every model); the two-sine data of the paper's Fig. 2; ``digits_x5``
 (digits' training rows plus their four one-pixel shifts, 5,990 rows, about
-USPS's 7,291) with ``--datasets``.  Targets (issue 15): SVI within 0.5 point of
+USPS's 7,291).  Targets: SVI within 0.5 point of
 SVC on digits, ``ijcnn1_tiny`` and adult; ijcnn1 ≥ 98.3% with fewer SVs than
 SVC and its fit ≥ 3× faster than SVC's (CPU); GPU fit ≤ 1 s.
 
-    python bench/svi.py                          # --scale small --device auto
-    python bench/svi.py --scale paper --device cpu --ref-fit-repeats 1
-    python bench/svi.py --datasets ijcnn1,two_sines --models SVC,SVI
+    python -m bench svi_vs_svc --scale small --device cpu
+    python bench/svi.py --scale paper --device cpu      # the same case (bench/gpu_suite.py runs this)
 
-Rows of datasets not run this time are kept from an earlier ``svi.json`` of
-the same scale and device, so datasets can be run one by one.
-``--scale small`` subsamples the large training sets (ijcnn1 10,000 rows, adult
-8,000) and their test sets (20,000 rows); ``paper`` uses the full files.  Fit
-and predict times are the median of ``--repeats`` runs (CUDA events after a
-warm-up on a GPU, ``time.perf_counter`` on the CPU).  Writes
-``bench/results/svi.json``.
+``small`` subsamples the large training sets (ijcnn1 10,000 rows, adult
+8,000) and their test sets (20,000 rows); ``paper`` uses the full files.
+The studies of ``bench/studies/`` load their data through :func:`load` too.
 """
 from __future__ import annotations
 
-import argparse
-import json
-import os
 import sys
-import time
-import warnings
 from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _timing import RESULTS, machine_info, print_table, time_call, write_json  # noqa: E402
-
-from gpuksvm.array import backend as bk  # noqa: E402
-from gpuksvm.estimators.svi import SVI  # noqa: E402
+from gpuksvm.estimators.svi import SVI
 
 # (γ, C) shared by every model on a dataset.  ijcnn1/adult: the usual LIBSVM
 # settings for these files (features already scaled to [−1, 1] / binary);
@@ -112,7 +98,7 @@ def load(name: str, scale: str, seed: int = 0):
     if name == "two_sines":
         from gpuksvm.datasets import make_two_sines
 
-        n = 2000 if scale == "small" else 20_000
+        n = {"tiny": 500, "small": 2000}.get(scale, 20_000)
         X, y = make_two_sines(n, noise=0.35, random_state=seed)
         Xt, yt = make_two_sines(10_000, noise=0.35, random_state=seed + 1)
         return X, y, Xt, yt
@@ -165,150 +151,21 @@ def _models(params: dict, device: str, seed: int, which: tuple = MODELS):
     return out
 
 
-def _n_sv(model) -> int:
-    sv = getattr(model, "support_", None)
-    return int(np.asarray(bk.to_host(sv)).size) if sv is not None else -1
+CASES = ('svi_vs_svc',)
 
 
-def run_dataset(name: str, scale: str, device: str, repeats: int, seed: int = 0,
-                models: tuple = MODELS, ref_fit_repeats: int | None = None) -> list[dict]:
-    X, y, Xt, yt = load(name, scale, seed)
-    params = cv_params(name, X, y) if name in CV_GRID else PARAMS[name]
-    rows = []
-    for label, dev, make in _models(params, device, seed, models):
-        d = bk.resolve_device(dev)
-        Xd = bk.to_device(X, d) if d.is_gpu else X
-        Xtd = bk.to_device(Xt, d) if d.is_gpu else Xt
-        try:
-            fit_reps = repeats if ref_fit_repeats is None or not label.startswith("SVC") \
-                else ref_fit_repeats
-            with warnings.catch_warnings(record=True) as caught:
-                warnings.simplefilter("always")    # kept in the row (SVI's fallback and cap)
-                fit = time_call(lambda: make().fit(Xd, y), device=d, repeats=fit_reps,
-                                warmup=1 if d.is_gpu else 0)
-            model = fit["result"]
-            pred = time_call(lambda: model.predict(Xtd), device=d, repeats=repeats,
-                             warmup=1 if d.is_gpu else 0)
-        except Exception as exc:  # noqa: BLE001 - a failing engine must not hide the others
-            rows.append({"dataset": name, "model": label, "error": repr(exc)})
-            continue
-        yp = np.asarray(bk.to_host(pred["result"]))
-        row = {"dataset": name, "model": label, "device": str(d), "n_train": int(X.shape[0]),
-               "n_test": int(Xt.shape[0]), "params": params, "accuracy": float(np.mean(yp == yt)),
-               "fit_s": fit["median_s"], "predict_s": pred["median_s"], "n_sv": _n_sv(model),
-               "warnings": sorted({f"{w.category.__name__}: {w.message}" for w in caught
-                                   if w.category.__module__.startswith("gpuksvm")})}
-        if label.startswith("SVC") and model.classes_.size == 2:
-            # the SVC model's decision values through SVI's own prediction path
-            # (kernel_matvec against its SVs): the predict-time ratio at equal
-            # cost per kernel entry, to set against the SV ratio
-            from gpuksvm.kernels.kernel import Kernel, kernel_matvec
+def main(argv: list[str] | None = None) -> int:
+    """``python -m bench svi_vs_svc`` with ``argv``'s options.
 
-            kern = Kernel("rbf", gamma=float(model._gamma))
-            svs = bk.to_device(model.support_vectors_, d) if d.is_gpu else model.support_vectors_
-            coef = np.ascontiguousarray(model.dual_coef_[0], dtype=np.float64)
-            same = time_call(lambda: kernel_matvec(Xtd, svs, coef, kern) + model.intercept_[0],
-                             device=d, repeats=repeats, warmup=1 if d.is_gpu else 0)
-            agree = np.mean((np.asarray(bk.to_host(same["result"])) > 0)
-                            == (yp == model.classes_[1]))
-            row["predict_same_path_s"] = same["median_s"]
-            row["predict_same_path_agreement"] = float(agree)
-        if label.startswith("SVI"):
-            row["stages_s"] = {k: float(v) for k, v in model.fit_times_.items()}
-            row["margin"] = [{k: v for k, v in info.items()
-                              if k in ("n_rows", "subset_rate", "n_candidates", "n_selected", "guard",
-                                       "exact")}
-                             for info in model.sub_models_]
-            row["checks"] = [info.get("check") for info in model.sub_models_]
-            row["margin_tol"] = model.margin_tol
-            row["n_problems"] = int(model.solved_exactly_.size)
-            row["solved_exactly"] = int(model.solved_exactly_.sum())
-            row["margin_capped"] = int(model.margin_capped_.sum())
-        rows.append(row)
-        exact = (f" exact={row['solved_exactly']}/{row['n_problems']}" if "solved_exactly" in row
-                 else "")
-        print(f"  {name:11s} {label:14s} acc={row['accuracy']:.4f} fit={row['fit_s']:.3g}s "
-              f"predict={row['predict_s']:.3g}s n_sv={row['n_sv']}{exact}", flush=True)
-    ref = next((r for r in rows if r["model"].startswith("SVC") and "error" not in r), None)
-    for r in rows:
-        if ref is not None and "error" not in r:
-            r["fit_speedup_vs_SVC"] = ref["fit_s"] / r["fit_s"]
-            r["predict_ratio_vs_SVC"] = r["predict_s"] / ref["predict_s"]
-            r["sv_ratio_vs_SVC"] = r["n_sv"] / ref["n_sv"] if ref["n_sv"] > 0 else float("nan")
-            if "predict_same_path_s" in ref:
-                r["predict_ratio_same_path"] = r["predict_s"] / ref["predict_same_path_s"]
-    return rows
+    The records also go to ``bench/results/svi.json``.
+    """
+    root = Path(__file__).resolve().parent.parent
+    if str(root) not in sys.path:
+        sys.path.insert(0, str(root))
+    from bench.__main__ import run_as_script
 
-
-def main(argv: list[str] | None = None) -> dict:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--scale", default="small", choices=["small", "paper"])
-    ap.add_argument("--device", default="auto", choices=["auto", "cpu", "gpu"])
-    ap.add_argument("--datasets", default="ijcnn1,ijcnn1_tiny,adult,digits,two_sines")
-    ap.add_argument("--repeats", type=int, default=None,
-                    help="timed repeats (default: 3 at small scale, 1 at paper scale)")
-    ap.add_argument("--ref-fit-repeats", type=int, default=None,
-                    help="timed fits of the SVC reference (default: --repeats); its fit on the "
-                         "full adult file takes minutes on 2 cores")
-    ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--models", default=",".join(MODELS),
-                    help="subset of SVC,KernelSVC,SVI,SVI-M10,SVI-paper (SVC is the reference)")
-    args = ap.parse_args(argv)
-    models = tuple(m for m in args.models.split(",") if m)
-    bad = set(models) - set(MODELS)
-    if bad:
-        ap.error(f"unknown models {sorted(bad)}; choose from {MODELS}")
-    device = "cuda" if args.device == "gpu" else args.device
-    repeats = args.repeats or (3 if args.scale == "small" else 1)
-    t0 = time.perf_counter()
-    rows = []
-    for name in [s for s in args.datasets.split(",") if s]:
-        rows += run_dataset(name, args.scale, device, repeats, args.seed, models,
-                            args.ref_fit_repeats)
-    done = {r["dataset"] for r in rows}
-    prev = RESULTS / "svi.json"
-    if prev.exists():
-        try:
-            old = json.loads(prev.read_text())
-        except ValueError:
-            old = {}
-        if old.get("scale") == args.scale and old.get("device_arg") == args.device:
-            # keep the other datasets of an earlier run at the same scale and device
-            rows = [r for r in old.get("rows", []) if r["dataset"] not in done] + rows
-    cols = ["dataset", "model", "device", "n_train", "accuracy", "fit_s", "predict_s", "n_sv",
-            "solved_exactly", "fit_speedup_vs_SVC", "predict_ratio_vs_SVC", "predict_ratio_same_path",
-            "sv_ratio_vs_SVC", "error"]
-    print_table(rows, cols)
-    checks = {}
-    for name in {r["dataset"] for r in rows}:
-        svc = next((r for r in rows if r["dataset"] == name and r["model"].startswith("SVC")
-                    and "error" not in r), None)
-        for svi in (r for r in rows if r["dataset"] == name and r["model"].startswith("SVI")
-                    and "error" not in r):
-            if svc is None:
-                continue
-            c = {"fewer_svs": svi["n_sv"] < svc["n_sv"], "fit_speedup": svi["fit_speedup_vs_SVC"],
-                 "fit_3x_faster": svi["fit_speedup_vs_SVC"] >= 3.0,
-                 "predict_ratio": svi["predict_ratio_vs_SVC"], "sv_ratio": svi["sv_ratio_vs_SVC"],
-                 "predict_ratio_same_path": svi.get("predict_ratio_same_path"),
-                 "accuracy_gap_pp": 100 * (svc["accuracy"] - svi["accuracy"])}
-            if name == "ijcnn1" and args.scale == "paper":
-                c["target_acc_98.3"] = svi["accuracy"] >= 0.983
-            if name in ("digits", "ijcnn1_tiny", "adult"):
-                c["target_within_0.5pt"] = c["accuracy_gap_pp"] <= 0.5
-            c["solved_exactly"] = f"{svi.get('solved_exactly')}/{svi.get('n_problems')}"
-            checks[f"{name}/{svi['model']}"] = c
-    payload = {"benchmark": "svi", "scale": args.scale, "device_arg": args.device,
-               "machine": machine_info(device), "params": PARAMS, "repeats": repeats,
-               "ref_fit_repeats": args.ref_fit_repeats or repeats,
-               "rows": rows, "checks": checks, "wall_s": time.perf_counter() - t0,
-               "load_average_end": list(os.getloadavg()) if hasattr(os, "getloadavg") else None,
-               "note": "CPU timings on a shared 2-core box are under contention from other jobs; "
-                       "compare models of the same run only"}
-    path = write_json("svi", payload)
-    print(f"checks: {checks}\nwrote {path}")
-    return payload
+    return run_as_script("svi", CASES, argv)
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

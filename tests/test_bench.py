@@ -158,3 +158,114 @@ def test_rows_sweep_gets_a_time_vs_n_figure(tmp_path):
     figs = report.make_figures(recs, tmp_path)
     assert sorted(p.name for p in figs["cvm_checkerboard"]) == [
         "cvm_checkerboard_checkerboard_acc_vs_time.png", "cvm_checkerboard_checkerboard_time_vs_n.png"]
+
+
+@pytest.mark.parametrize("name", ["solvers_kernel", "solvers_linear", "solvers_batched"])
+def test_engine_cases_run_at_tiny_scale(name, tmp_path):
+    out = tmp_path / "records.jsonl"
+    assert cli.main([name, "--scale", "tiny", "--device", "cpu", "--out", str(out)]) == 0
+    recs = read_records(out)
+    ref, cands = recs[0], recs[1:]
+    assert cands and "(sklearn)" in ref.method
+    assert all(r.case == name and r.n_train == 300 and r.fit_s > 0 for r in recs)
+    if name == "solvers_batched":     # 2 problems of 150 rows; the libsvm engine matches sequential SVC
+        assert [r.params["solver"] for r in recs] == ["libsvm", "libsvm"]
+        assert cands[0].extra["converged"] and cands[0].extra["n_sv"] == ref.extra["n_sv"]
+        return
+    assert ref.objective is not None and 0.8 < ref.accuracy <= 1.0
+    for r in cands:      # every engine solves the reference's problem: same objective, same accuracy
+        assert r.extra["rel_obj_gap"] < 1e-6 and abs(r.objective - ref.objective) <= 1e-6 * abs(ref.objective)
+        assert r.accuracy == pytest.approx(ref.accuracy, abs=2 / 300)
+    solvers = {r.params["solver"] for r in cands}
+    assert solvers == ({"libsvm", "smo", "working_set-cpu"} if name == "solvers_kernel"
+                       else {"newton", "liblinear-primal"})
+
+
+def test_solvers_script_runs_the_engine_cases(tmp_path, monkeypatch):
+    """``bench/solvers.py`` (what bench/gpu_suite.py runs) is the three native cases and their JSON."""
+    from bench.harness import run_script
+
+    monkeypatch.setenv("GPUKSVM_BENCH_RESULTS", str(tmp_path))
+    r = run_script(ROOT / "bench" / "solvers.py", ["--scale", "tiny", "--device", "cpu"], echo=False)
+    assert r["status"] == "ok", r["traceback"]
+    payload = json.loads((tmp_path / "solvers.json").read_text())
+    assert {rec["case"] for rec in payload["records"]} == {"solvers_kernel", "solvers_linear", "solvers_batched"}
+    assert len(payload["records"]) == len((tmp_path / "solvers.jsonl").read_text().splitlines())
+    assert '"tiny"' in (ROOT / "bench" / "solvers.py").read_text()   # bench/gpu_suite.py's scale probe
+
+
+def test_svi_case_runs_at_tiny_scale(tmp_path):
+    out = tmp_path / "records.jsonl"
+    assert cli.main(["svi_vs_svc", "--scale", "tiny", "--device", "cpu", "--out", str(out)]) == 0
+    svc, svi = read_records(out)
+    assert (svc.method, svi.method) == ("SVC (sklearn)", "SVI")
+    assert svc.dataset == svi.dataset == "two_sines" and svc.n_train == 500 and svc.n_test == 10_000
+    assert svc.params == svi.params == {"gamma": 1.0, "C": 10.0}
+    assert "predict_same_path_s" in svc.extra and svc.extra["predict_same_path_agreement"] > 0.99
+    assert svi.extra["n_problems"] == 1 and svi.extra["fit_speedup_vs_SVC"] > 0
+    assert svi.extra["accuracy_gap_pp"] == pytest.approx(100 * (svc.accuracy - svi.accuracy))
+    assert 0.85 < svi.accuracy <= 1.0 and abs(svi.accuracy - svc.accuracy) < 0.02
+
+
+def test_kernels_case_runs_at_tiny_scale(tmp_path):
+    out = tmp_path / "records.jsonl"
+    assert cli.main(["kernels_rbf", "--scale", "tiny", "--device", "cpu", "--out", str(out)]) == 0
+    recs = read_records(out)
+    assert [(r.method, r.params["n"], r.params["k"], r.params["d"]) for r in recs] == [
+        ("numpy-blas", 200, 70, 22), ("numpy-blas", 70, 30, 100)]
+    for r in recs:
+        e, p = r.extra, r.params
+        assert len(e["block_times_s"]) == 3 and e["block_s"] > 0 and e["bandwidth_GBps"] > 0
+        assert e["TFLOP/s"] == pytest.approx(2.0 * p["n"] * p["k"] * p["d"] / e["block_s"] / 1e12)
+        assert e["x_write_floor"] == pytest.approx(e["block_s"] * e["bandwidth_GBps"] * 1e9 / (p["n"] * p["k"] * 4))
+
+
+def test_okfeb_approx_case_runs_at_tiny_scale(tmp_path):
+    out = tmp_path / "records.jsonl"
+    assert cli.main(["okfeb_approx", "--scale", "tiny", "--device", "cpu", "--out", str(out)]) == 0
+    recs = read_records(out)
+    assert {r.dataset for r in recs} == {"two_spheres", "tracking"} and len(recs) == 16
+    for stream in ("two_spheres", "tracking"):
+        err = {r.method: r.extra["kernel_error"] for r in recs if r.dataset == stream}
+        assert all(0.0 <= e < 1.0 for e in err.values())
+        # a rank-k/2 Nyström map is never better than the full rank-k one on the same landmarks
+        assert err["Nyström k-means rank k/2"] >= err["Nyström k-means"]
+        full = [r for r in recs if r.dataset == stream and r.method.startswith("OK-FEB r=k ")]
+        assert {r.extra["le_nystrom_random"] for r in full} == {
+            min(err["OK-FEB r=k β=1"], err["OK-FEB r=k β=0.5"]) <= err["Nyström random"]}
+    assert all("final_error" in r.extra for r in recs if r.method.endswith("β=1"))
+
+
+def test_report_table_shows_the_cases_extra_columns():
+    recs = [_rec("r", "numpy-blas", None, None, case="kernels_rbf", params={"n": 200},
+                 extra={"block_s": 0.25, "TFLOP/s": 1.5, "ignored": 7})]
+    text = report.md_table(recs, REGISTRY["kernels_rbf"].columns)
+    head, _, row = text.splitlines()
+    assert head.endswith("| block_s | TFLOP/s | x_write_floor | speedup_vs_first | bandwidth_GBps |")
+    assert row.endswith("| 0.25 | 1.5 |  |  |  |") and "7" not in row.split("|")[-6:]
+
+
+def test_llsvm_order_case_is_registered():     # about 10 s at tiny scale: registration only
+    case = REGISTRY["llsvm_order"]
+    assert case.kind == "benchmark" and set(case.scales) == set(SCALES)
+    assert case.scales["small"]["ks"] == [500, 1000] and case.scales["small"]["first_rows"] == 20_000
+    assert case.scales["small"]["n_train"] is None and case.scales["small"]["baselines"]
+
+
+def test_llsvm2_grid_case_is_registered():     # about 7 s at tiny scale: registration only
+    case = REGISTRY["llsvm2_grid"]
+    assert case.kind == "benchmark" and set(case.scales) == set(SCALES)
+    small = case.scales["small"]
+    assert (small["n_train"], small["n_val"], small["k"]) == (8000, 4000, 300)
+    assert len(small["gammas"]) * len(small["Cs"]) == 16 and small["lambda_exponents"] == [-5, -3, -1, 1, 3, 5]
+
+
+def test_converted_sections_left_the_scripts():
+    """A section that is a native case is not also a section of its script."""
+    import ast
+
+    for script, gone in (("llsvm", {"order", "grid"}), ("okfeb", {"approx"})):
+        tree = ast.parse((ROOT / "bench" / f"{script}.py").read_text())
+        sections = next(ast.literal_eval(n.value) for n in tree.body if isinstance(n, ast.Assign)
+                        and getattr(n.targets[0], "id", "") == "SECTIONS")
+        assert sections and not gone & set(sections)

@@ -24,16 +24,17 @@ def test_gpu_suite_runs_emulated_at_tiny_scale(tmp_path):
     assert "EMULATED" in table[0]
     rows = {line.split()[0]: line for line in table[1:] if line.strip()}
     assert rows["pytest"].endswith("ok")
-    for name in ("kernels", "solvers"):            # the benchmarks with a tiny scale run, and pass
+    for name in ("kernels", "solvers", "svi"):     # the benchmarks with a tiny scale run, and pass
         assert rows[f"bench/{name}.py"].endswith("ok"), rows
-    for name in ("llsvm", "cvm", "svi", "okfeb", "dask"):
+    for name in ("llsvm", "cvm", "okfeb", "dask"):
         assert "skipped (no --scale tiny)" in rows[f"bench/{name}.py"]
     assert rows["kernel"].startswith("kernel roofline") and rows["kernel"].endswith("ok"), rows
     measured = json.loads((tmp_path / "kernel_measured.json").read_text())
     assert measured["emulated"] and {(r["kernel"], r["shape"]) for r in measured["rows"]} == {
         (k, f"d={d}") for k in ("kernel_block_tiled_f32", "kernel_epilogue_f32") for d in (2, 22, 64)}
     assert all(r["measured_s"] > 0 and r["roofline_fraction_predicted"] is not None for r in measured["rows"])
-    kern = json.loads((tmp_path / "kernels.json").read_text())
-    assert {r["variant"] for r in kern["rows"]} == {"cupy-plain", "gemm+epilogue", "tiled"}
-    assert (tmp_path / "solvers_tiny.json").exists()
-    assert not (ROOT / "bench" / "results" / "solvers_tiny.json").exists()
+    kern = json.loads((tmp_path / "kernels.json").read_text())   # the kernels_rbf case's records
+    assert {r["method"] for r in kern["records"]} == {"cupy-plain", "gemm+epilogue", "tiled"}
+    solvers = json.loads((tmp_path / "solvers.json").read_text())
+    assert {r["scale"] for r in solvers["records"]} == {"tiny"} and solvers["records"]
+    assert not (ROOT / "bench" / "results" / "solvers.jsonl").exists()
