@@ -256,7 +256,7 @@ class LinearMapBlockSource(BlockSource):
     dtype : dtype of the yielded feature blocks (default: T's)
     row_sq_norm_bound : float, optional
         An upper bound of the squared norms of the feature rows, if the builder
-        knows one (LLSVM: :func:`gpuksvm.estimators.llsvm.feature_sq_norm_bound`); else
+        knows one (LLSVM: :meth:`gpuksvm.solvers.nystrom.maps.NystromMap.feature_sq_norm_bound`); else
         :meth:`max_row_sq_norm` forms the feature blocks in one pass.
     """
 
