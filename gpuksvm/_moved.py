@@ -89,11 +89,13 @@ class _MovedModuleLoader(importlib.abc.Loader):
 
     def create_module(self, spec: importlib.machinery.ModuleSpec) -> ModuleType:
         self._warn()
-        return importlib.import_module(self.new)
+        module = importlib.import_module(self.new)
+        self._own_spec = module.__spec__
+        return module
 
     def exec_module(self, module: ModuleType) -> None:
         # the import machinery has set __spec__ to the alias's spec: give the module its own back
-        module.__spec__ = importlib.util.find_spec(self.new)
+        module.__spec__ = self._own_spec
 
     def get_code(self, fullname: str) -> CodeType | None:
         """The present module's code, so that ``python -m <previous path>`` still runs."""
@@ -114,6 +116,12 @@ _FINDER = _MovedModuleFinder()
 
 
 def install() -> None:
-    """Put the finder at the end of ``sys.meta_path`` (once): present modules are always found first."""
+    """Put the finder first on ``sys.meta_path`` (once).
+
+    First, because a previous path below a moved package (``gpuksvm.model_format.consistency``)
+    would otherwise be found as a file through the package's present ``__path__`` and loaded a
+    second time, as a second module.  The finder answers only the exact names of
+    :data:`MOVED_MODULES`, none of which is a present module (``tests/test_moved_modules.py``).
+    """
     if not any(isinstance(f, _MovedModuleFinder) for f in sys.meta_path):
-        sys.meta_path.append(_FINDER)
+        sys.meta_path.insert(0, _FINDER)
