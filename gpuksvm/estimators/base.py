@@ -40,7 +40,6 @@ from gpuksvm.array import backend as bk
 from gpuksvm.estimators.params import ParamsMixin
 from gpuksvm.kernels.kernel import Kernel, make_kernel
 from gpuksvm.array.validation import validate_X
-from gpuksvm.scaleout.dispatch import route_fit
 from gpuksvm.scaleout.runtime import is_dask_collection
 
 __all__ = ["DeviceMixin", "FitContext", "FitSetup", "fit_context", "fitting_methods", "move_arrays"]
@@ -99,9 +98,8 @@ def fit_context(*, partial: bool = False, distributed: Callable[..., Any] | None
     2. validates the parameters (``self._check_params()``: the declared
        constraints and the class's relations), for ``partial=True`` only
        while the estimator is not fitted yet;
-    3. sends a Dask ``X`` to ``distributed`` (through
-       :func:`gpuksvm.scaleout.dispatch.route_fit`), any other ``X`` to the
-       method;
+    3. sends a Dask ``X`` to ``distributed(self, X, *args, **kwargs)``, any
+       other ``X`` to the method;
     4. if anything raises (KeyboardInterrupt included), puts the dictionary
        back — the previous model stays usable, never a mix of new and old
        attributes — and lets the exception propagate.
@@ -127,7 +125,7 @@ def fit_context(*, partial: bool = False, distributed: Callable[..., Any] | None
                 if not (partial and _is_fitted(self)):
                     self._check_params()
                 if distributed is not None and is_dask_collection(X):
-                    return route_fit(distributed, self, X, args, kwargs)
+                    return distributed(self, X, *args, **kwargs)
                 return method(self, X, *args, **kwargs)
             except BaseException:
                 self.__dict__.clear()

@@ -146,8 +146,8 @@ class CVMBase(DeviceMixin, BaseEstimator):
     def _fit_array(self, X: Any, classes: np.ndarray | None, yi: np.ndarray | None) -> "CVMBase":
         """``fit`` on validated in-memory rows ``X`` with the classes and encoded labels (None: one-class)."""
         t0 = time.perf_counter()
-        setup = self._fit_setup(X)      # device, dtype, random state, X on the device, kernel (γ on it)
-        kernel = check_kernel(setup.kernel, bool(self.normalize))
+        setup = self._fit_setup(X, kernel=False)      # device, dtype, random state, X on the device
+        kernel = self._make_kernel(setup.X)           # γ on the device copy, as before
         xscale = kernel_scale(setup.X, kernel, bool(self.normalize))
         seconds = bk.synchronized_clock(setup.device) - t0
         result = self._solve(ArrayRows(setup.X), classes, yi, kernel, xscale, setup.device, setup.dtype,

@@ -22,8 +22,8 @@ from gpuksvm.scaleout.runtime import (
     scheduler_context,
 )
 
-__all__ = ["DaskSource", "RemoteRows", "host_chunks", "persist", "check_finite_and_classes", "set_n_features",
-           "client_or_default", "on_device_of", "record_info", "delayed_chunks", "refuse_unsupported"]
+__all__ = ["DaskSource", "RemoteRows", "host_chunks", "persist", "check_finite_and_classes",
+           "client_or_default", "on_device_of", "delayed_chunks"]
 
 
 class RemoteRows:
@@ -175,11 +175,6 @@ def check_finite_and_classes(X: Any, y: Any, *, client: Any, ledger: Ledger) -> 
     return labels
 
 
-def set_n_features(est: Any, d: int) -> None:
-    est.n_features_in_ = int(d)
-    if hasattr(est, "feature_names_in_"):
-        del est.feature_names_in_
-
 
 def client_or_default(client: Any) -> Any:
     """The given client, else the active distributed client, else None (local scheduler)."""
@@ -200,15 +195,6 @@ def on_device_of(A: Any, like: Any) -> Any:
     return bk.to_host(A)
 
 
-def record_info(est: Any, ledger: Ledger, client: Any, extra: dict) -> None:
-    info = {"n_workers": n_workers(client), **ledger.as_dict(), **extra}
-    est.dask_info_ = info
-
-
-def refuse_unsupported(est: Any, checks: dict) -> None:
-    for name, (bad, why) in checks.items():
-        if bad:
-            raise ValueError(f"{type(est).__name__} with a dask array: {name} {why}")
 
 
 def delayed_chunks(A: Any) -> list:

@@ -12,8 +12,8 @@ any other ``X`` runs the method itself.
 
 Fitting methods route a Dask ``X`` through their fit context
 (:func:`gpuksvm.estimators.base.fit_context`), which validates the parameters
-and keeps the previous model when the fit raises, then calls
-:func:`route_fit`.  The public distributed fits (``fit_llsvm``, ``fit_cvm``,
+and keeps the previous model when the fit raises, then calls the distributed
+fit it names.  The public distributed fits (``fit_llsvm``, ``fit_cvm``,
 ``fit_svi``) build their Dask row source and call the estimator's public
 ``fit``, so a direct call enters the same fit context.  This module never
 imports an estimator module (no import circle).
@@ -26,7 +26,7 @@ from typing import Any, Callable, TypeVar
 from gpuksvm.scaleout.predict import map_method
 from gpuksvm.scaleout.runtime import is_dask_collection
 
-__all__ = ["dask_dispatch", "route_fit"]
+__all__ = ["dask_dispatch"]
 
 Method = TypeVar("Method", bound=Callable[..., Any])
 
@@ -46,9 +46,3 @@ def dask_dispatch() -> Callable[[Method], Method]:
         return dispatched  # type: ignore[return-value]
 
     return decorate
-
-
-def route_fit(distributed: Callable[..., Any], estimator: Any, X: Any, args: tuple, kwargs: dict) -> Any:
-    """Run ``distributed(estimator, X, *args, **kwargs)`` as the estimator's fit context's Dask route
-    (the fit context has validated the parameters and holds the snapshot of the estimator)."""
-    return distributed(estimator, X, *args, **kwargs)
