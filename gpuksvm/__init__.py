@@ -36,7 +36,13 @@ _LAZY = {
 }
 
 
+#: subpackages reachable as attributes of ``gpuksvm`` (imported on first use)
+_SUBPACKAGES = ("model_selection",)
+
+
 def __getattr__(name: str):
+    if name in _SUBPACKAGES:
+        return import_module(f"gpuksvm.{name}")
     if name in _LAZY:
         return getattr(import_module(_LAZY[name]), name)
     raise AttributeError(f"module 'gpuksvm' has no attribute {name!r}")

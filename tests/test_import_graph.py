@@ -130,7 +130,7 @@ def test_algorithm_layers_never_import_an_estimator(layer):
 
 # --------------------------------------------------------------------------- the layers
 #: the layers, bottom first: a module imports only from its own layer and the layers below
-LAYERS = ("array", "data", "kernels", "solvers", "scaleout", "estimators", "persistence", "cli")
+LAYERS = ("array", "data", "kernels", "solvers", "scaleout", "estimators", "model_selection", "persistence", "cli")
 #: modules directly under gpuksvm/ and the layer they belong to (None: above every layer, imported by none)
 TOP_LEVEL = {"gpuksvm._version": "array",      # the version string: every layer may read it
              "gpuksvm.datasets": "data",       # SVMlight files and the papers' generators
@@ -178,7 +178,7 @@ def test_every_module_is_in_a_layer():
 
 
 def test_imports_only_go_down_the_layers():
-    """array < data < kernels < solvers < scaleout < estimators < persistence < cli."""
+    """array < data < kernels < solvers < scaleout < estimators < model_selection < persistence < cli."""
     edges, _ = _graph()
     now = set(_layer_violations(edges))
     assert sorted(now - KNOWN_LAYER_VIOLATIONS) == [], "new imports up the layers"
@@ -208,7 +208,7 @@ def test_import_gpuksvm_loads_no_estimator():
                          timeout=120, check=True).stdout.split()
     loaded = {m.split(".")[1] for m in out if m.startswith("gpuksvm.")}
     assert REGISTRY in out
-    assert loaded & {"estimators", "solvers", "scaleout", "persistence"} == set()
+    assert loaded & {"estimators", "solvers", "scaleout", "model_selection", "persistence"} == set()
 
 
 # --------------------------------------------------------------------------- private members

@@ -224,7 +224,7 @@ class ProbabilityMixin:
         yh = np.asarray(bk.to_host(y)).ravel()
         classes = np.asarray(bk.to_host(self.classes_))
         yidx = np.searchsorted(classes, yh)
-        scheme, problems = self._platt_problems()
+        _, problems = self._platt_problems()
         n = yh.shape[0]
         counts = np.bincount(yidx, minlength=len(classes))
         n_splits = int(min(self._probability_folds, counts.min()))
@@ -248,6 +248,11 @@ class ProbabilityMixin:
                 D[test] = est._binary_decisions(_fold_rows(X, test, train, pairwise))
         else:
             D = self._binary_decisions(X)
+        self._fit_sigmoids(D, yidx)
+
+    def _fit_sigmoids(self, D: np.ndarray, yidx: np.ndarray) -> None:
+        """``probA_``, ``probB_``: one sigmoid per binary problem on the (n, n_problems) values D."""
+        _, problems = self._platt_problems()
         A = np.empty(len(problems))
         B = np.empty(len(problems))
         for p, (pos, neg) in enumerate(problems):
@@ -255,6 +260,51 @@ class ProbabilityMixin:
             A[p], B[p] = fit_platt(D[rows, p], yp > 0)
         self.probA_ = A
         self.probB_ = B
+
+    def calibrate_from_folds(self, folds: Any, y: Any) -> "ProbabilityMixin":
+        """Platt scaling from out-of-fold decision values computed elsewhere (a model search).
+
+        Instead of the internal 5-fold cross-validation of ``fit``, the
+        sigmoids are fitted on the decision values that models of the same
+        class and parameters, fitted without some rows, give those rows (the
+        folds of a cross-validated search: no second internal CV).  Sets
+        ``probA_``, ``probB_`` and ``probability=True``.
+
+        Parameters
+        ----------
+        folds : iterable of (model, X_rows, rows)
+            A fitted model of this class with the same ``classes_``, the rows
+            it did not see (any array kind it predicts on) and their indices
+            into ``y``.  A row held out by several folds counts once per fold.
+        y : (n,) array
+            The labels of the rows the indices refer to.
+
+        Returns
+        -------
+        self
+
+        Raises
+        ------
+        ValueError
+            No folds, or a fold model with other classes than this model's
+            (its binary problems would not be this model's).
+        """
+        check_is_fitted(self)
+        yh = np.asarray(bk.to_host(y)).ravel()
+        classes = np.asarray(bk.to_host(self.classes_))
+        blocks, labels = [], []
+        for model, X_rows, rows in folds:
+            if not np.array_equal(np.asarray(bk.to_host(model.classes_)), classes):
+                raise ValueError("calibrate_from_folds: a fold model was fitted on other classes "
+                                 f"({np.asarray(bk.to_host(model.classes_)).tolist()}) than this model's "
+                                 f"({classes.tolist()})")
+            blocks.append(model._binary_decisions(X_rows))
+            labels.append(yh[np.asarray(rows)])
+        if not blocks:
+            raise ValueError("calibrate_from_folds needs at least one fold")
+        self._fit_sigmoids(np.vstack(blocks), np.searchsorted(classes, np.concatenate(labels)))
+        self.probability = True
+        return self
 
     # ---- prediction ----------------------------------------------------------------
     def _proba_host(self, X: Any) -> np.ndarray:

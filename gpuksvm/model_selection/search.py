@@ -1,0 +1,680 @@
+"""GridSearchCV and HalvingGridSearchCV: scikit-learn's searches, with gpuksvm's search engines.
+
+Both classes are scikit-learn's (same constructor, attributes and methods:
+``cv_results_``, ``best_params_``, ``best_estimator_``, ``predict``,
+``score`` ...).  What differs is how ``fit`` evaluates the candidates of a
+gpuksvm estimator:
+
+1. X, y (and ``sample_weight``) are validated once and the splits are
+   materialized once;
+2. the estimator's search engine (:mod:`gpuksvm.model_selection.shared`)
+   fits every (candidate, split), sharing what it can across folds and
+   settings (an estimator without an engine of its own: independent fits,
+   as scikit-learn does);
+3. every fold model is scored on its test rows (and training rows with
+   ``return_train_score=True``) by the scorers scikit-learn would use, and
+   ``cv_results_`` is built with scikit-learn's keys, dtypes and ranking,
+   plus the column ``shared_work`` (what each candidate's fits reused);
+4. the best candidate is selected and refitted as scikit-learn does.  With
+   ``probability=True`` on a Platt-scaled estimator the refit model's
+   sigmoids are fitted on the selected candidate's out-of-fold decision
+   values (:meth:`~gpuksvm.estimators.calibration.ProbabilityMixin.calibrate_from_folds`)
+   instead of a second, internal 5-fold cross-validation.
+
+Anything else — an estimator not from gpuksvm (scikit-learn's SVC, a
+Pipeline), a precomputed or user-function kernel, a Dask collection, fit
+parameters other than ``sample_weight`` and ``groups`` — is searched by
+scikit-learn's own ``fit``, unchanged.  Either way a ``fit`` that raises
+leaves the search object as it was (the previous search stays usable).
+"""
+from __future__ import annotations
+
+import inspect
+import numbers
+import time
+import warnings
+from math import ceil, floor, log
+from typing import Any, Callable, Sequence
+
+import numpy as np
+from numpy.ma import MaskedArray
+from scipy.stats import rankdata
+from sklearn.base import clone, is_classifier
+from sklearn.exceptions import FitFailedWarning
+from sklearn.experimental import enable_halving_search_cv  # noqa: F401  (makes the class importable)
+from sklearn.metrics import check_scoring, get_scorer
+from sklearn.model_selection import GridSearchCV as _SklearnGridSearchCV
+from sklearn.model_selection import HalvingGridSearchCV as _SklearnHalvingGridSearchCV
+from sklearn.model_selection import ParameterGrid, check_cv
+from sklearn.utils import check_array, resample
+from sklearn.utils.validation import check_consistent_length
+
+from gpuksvm.array import backend as bk
+from gpuksvm.estimators.calibration import ProbabilityMixin
+from gpuksvm.estimators.svc_surface import is_precomputed, is_user_callable
+from gpuksvm.model_selection.shared import SplitFit, engine_for, engine_name, run_engine, take
+from gpuksvm.scaleout.runtime import is_dask_collection
+
+__all__ = ["GridSearchCV", "HalvingGridSearchCV"]
+
+#: scorers that read ``predict`` or (first) ``decision_function`` only: with them the fold models
+#: of a ``probability=True`` estimator are fitted without Platt scaling (the same scores, without
+#: an internal 5-fold cross-validation per fit)
+_DECISION_SCORERS = ("accuracy", "balanced_accuracy", "f1", "precision", "recall", "jaccard",
+                     "matthews_corrcoef", "roc_auc", "average_precision")
+
+
+def _reads_no_probability(scoring: Any) -> bool:
+    names = [scoring] if scoring is None or isinstance(scoring, str) else \
+        list(scoring.values()) if isinstance(scoring, dict) else \
+        list(scoring) if isinstance(scoring, (list, tuple, set)) else [scoring]
+
+    def plain(name: Any) -> bool:
+        if name is None:
+            return True
+        if not isinstance(name, str):
+            return False
+        return name in ("roc_auc", "average_precision") or (
+            name.startswith(_DECISION_SCORERS) and not name.startswith(("roc_auc_", "average_precision_")))
+
+    return all(plain(n) for n in names)
+
+
+def _takes_weights(scorer: Callable) -> bool:
+    """A scorer (or a user's scoring function) with a ``sample_weight`` or ``**kwargs`` parameter."""
+    try:
+        params = inspect.signature(scorer).parameters.values()
+    except (TypeError, ValueError):
+        return False
+    return any(p.name == "sample_weight" or p.kind is p.VAR_KEYWORD for p in params)
+
+
+class _FoldScores:
+    """Times and scores of every (candidate, split) of one evaluation, candidate-major."""
+
+    def __init__(self, n_candidates: int, n_splits: int) -> None:
+        shape = (n_candidates, n_splits)
+        self.fit_time = np.zeros(shape)
+        self.score_time = np.zeros(shape)
+        self.test: list[list[Any]] = [[None] * n_splits for _ in range(n_candidates)]
+        self.train: list[list[Any]] = [[None] * n_splits for _ in range(n_candidates)]
+        self.shared: list[list[str]] = [[] for _ in range(n_candidates)]
+        self.failures: list[BaseException] = []
+
+
+def _param_columns(candidates: Sequence[dict]) -> dict[str, MaskedArray]:
+    """``param_<name>``: one masked array per parameter (masked where a candidate lacks it), with the
+    dtype NumPy infers from the values, except strings and sequences (object), as scikit-learn's."""
+    values: dict[str, dict[int, Any]] = {}
+    for i, params in enumerate(candidates):
+        for name, value in params.items():
+            values.setdefault(f"param_{name}", {})[i] = value
+    out = {}
+    for key, by_index in values.items():
+        try:
+            arr = np.array(list(by_index.values()))
+            dtype = arr.dtype if arr.dtype.kind != "U" and arr.ndim == 1 else np.dtype(object)
+        except ValueError:
+            dtype = np.dtype(object)
+        col = MaskedArray(np.empty(len(candidates), dtype=dtype), mask=True)
+        for i, value in by_index.items():
+            col[i] = value
+        out[key] = col
+    return out
+
+
+def _rank(means: np.ndarray) -> np.ndarray:
+    """1 = best; NaN means tie with the worst (all NaN: all 1)."""
+    if np.isnan(means).all():
+        return np.ones(means.shape, dtype=np.int32)
+    filled = np.where(np.isnan(means), np.nanmin(means) - 1, means)
+    return rankdata(-filled, method="min").astype(np.int32)
+
+
+class _SharedSearch:
+    """The ``fit`` of both searches: scikit-learn's for foreign estimators, the engines for gpuksvm's."""
+
+    # ---------------------------------------------------------------- routing
+    def _engine(self, X: Any, params: dict):
+        est = self.estimator
+        engine = engine_for(est)
+        if engine is None or is_dask_collection(X) or set(params) - {"sample_weight", "groups"}:
+            return None
+        if est.__sklearn_tags__().input_tags.pairwise:
+            return None
+        kernels = [getattr(est, "kernel", None)] + [p["kernel"] for p in self._candidate_grid() if "kernel" in p]
+        if any(is_precomputed(k) or is_user_callable(k) for k in kernels):
+            return None
+        return engine
+
+    def _candidate_grid(self) -> list[dict]:
+        return list(ParameterGrid(self.param_grid))
+
+    def fit(self, X: Any, y: Any = None, **params: Any):
+        """Run the search over every candidate of the grid.
+
+        Parameters
+        ----------
+        X : array-like or sparse matrix of shape (n_samples, n_features)
+            Training rows (NumPy, SciPy sparse, CuPy, pandas; a Dask collection
+            goes to scikit-learn's search).
+        y : array-like of shape (n_samples,), default=None
+            Targets (None for unsupervised estimators).
+        **params : dict
+            ``sample_weight`` (split with the rows and passed to every ``fit``)
+            and ``groups`` (passed to the splitter); other fit parameters send
+            the search to scikit-learn's ``fit``.
+
+        Returns
+        -------
+        self
+        """
+        saved = dict(self.__dict__)
+        try:
+            engine = self._engine(X, params)
+            if engine is None:
+                return super().fit(X, y, **params)
+            self._fit_with_engine(engine, X, y, **params)
+        except BaseException:
+            self.__dict__.clear()
+            self.__dict__.update(saved)
+            raise
+        return self
+
+    # ---------------------------------------------------------------- scoring
+    def _scorers(self) -> tuple[Any, str]:
+        """(scorer or dict of scorers, refit metric) as scikit-learn's search resolves ``scoring``."""
+        scoring = self.scoring
+        if callable(scoring) or scoring is None or isinstance(scoring, str):
+            return check_scoring(self.estimator, scoring=scoring), "score"
+        if isinstance(scoring, dict):
+            if not scoring:
+                raise ValueError("An empty dict was passed as scoring")
+            scorers = {k: get_scorer(v) if isinstance(v, str) else v for k, v in scoring.items()}
+        elif isinstance(scoring, (list, tuple, set)):
+            names = list(scoring)
+            if not names or len(set(names)) != len(names) or not all(isinstance(n, str) for n in names):
+                raise ValueError(f"scoring must be a list of unique strings, got {scoring!r}")
+            scorers = {n: get_scorer(n) for n in names}
+        else:
+            raise ValueError(f"scoring must be a str, a callable, a list, a tuple, a dict or None; got {scoring!r}")
+        self._check_refit_metric(scorers)
+        return scorers, self.refit
+
+    def _check_refit_metric(self, names: Any) -> None:
+        if self.refit is not False and not callable(self.refit) and \
+                not (isinstance(self.refit, str) and self.refit in names):
+            raise ValueError("For multi-metric scoring, the parameter refit must be set to a scorer key or a "
+                             "callable to refit an estimator with the best parameter setting on the whole "
+                             "data and make the best_* attributes available for that metric. If this is "
+                             f"not needed, refit should be set to False explicitly. {self.refit!r} was passed.")
+
+    def _score(self, scorer: Any, est: Any, X: Any, y: Any, sample_weight: Any = None) -> Any:
+        """One score (a dict of them for several metrics); None when scoring failed and
+        ``error_score`` is a number.  ``sample_weight`` goes to every scorer that takes it (as
+        scikit-learn's search does)."""
+        def one(s: Callable) -> float:
+            args = (est, X) if y is None else (est, X, y)
+            return s(*args, sample_weight=sample_weight) if sample_weight is not None and _takes_weights(s) \
+                else s(*args)
+
+        try:
+            if isinstance(scorer, dict):
+                return {name: one(s) for name, s in scorer.items()}
+            return one(scorer)
+        except Exception:
+            if self.error_score == "raise":
+                raise
+            warnings.warn("Scoring failed. The score on this train-test partition for these parameters "
+                          f"will be set to {self.error_score}.", UserWarning, stacklevel=3)
+            return None
+
+    # ---------------------------------------------------------------- evaluation
+    def _evaluate(self, engine: Callable, template: Any, data: tuple, splits: list, candidates: list,
+                  scorer: Any, keep: Callable[[int], bool]) -> tuple[_FoldScores, dict[int, list[SplitFit]]]:
+        """Fit (through the engine) and score every (candidate, split); the fits of the candidates
+        ``keep`` selects are returned too (for the refit model's calibration)."""
+        X, y, sw = data
+        n_splits = len(splits)
+        if self.verbose > 0:
+            print(f"Fitting {n_splits} folds for each of {len(candidates)} candidates, "
+                  f"totalling {n_splits * len(candidates)} fits")
+        fits = run_engine(engine, template, X, y, splits, candidates, sample_weight=sw, n_jobs=self.n_jobs)
+        out = _FoldScores(len(candidates), n_splits)
+        kept: dict[int, list[SplitFit]] = {}
+        for fit in fits:
+            c, s = fit.candidate, fit.split
+            train, test = splits[s]
+            out.fit_time[c, s] = fit.fit_time
+            if fit.shared and fit.shared != "none" and fit.shared not in out.shared[c]:
+                out.shared[c].append(fit.shared)
+            if fit.estimator is None:
+                if self.error_score == "raise":
+                    raise fit.error
+                out.failures.append(fit.error)
+                continue
+            start = time.perf_counter()
+            out.test[c][s] = self._score(scorer, fit.estimator, take(X, test), take(y, test), take(sw, test))
+            out.score_time[c, s] = time.perf_counter() - start
+            if self.return_train_score:
+                out.train[c][s] = self._score(scorer, fit.estimator, take(X, train), take(y, train),
+                                              take(sw, train))
+            if keep(c):
+                kept.setdefault(c, []).append(fit)
+        self._check_failures(out.failures, len(fits))
+        return out, kept
+
+    def _check_failures(self, failures: list[BaseException], n_fits: int) -> None:
+        if not failures:
+            return
+        kinds: dict[str, int] = {}
+        for exc in failures:
+            text = f"{type(exc).__name__}: {exc}"
+            kinds[text] = kinds.get(text, 0) + 1
+        summary = "\n".join(f"{n} fits failed with the following error:\n{text}" for text, n in kinds.items())
+        if len(failures) == n_fits:
+            raise ValueError(f"\nAll the {n_fits} fits failed.\nIt is very likely that your model is "
+                             "misconfigured.\nYou can try to debug the error by setting error_score='raise'."
+                             f"\n\nBelow are more details about the failures:\n{summary}")
+        warnings.warn(f"\n{len(failures)} fits failed out of a total of {n_fits}.\nThe score on these "
+                      f"train-test partitions for these parameters will be set to {self.error_score!r}.\n"
+                      "If these failures are not expected, you can try to debug them by setting "
+                      f"error_score='raise'.\n\nBelow are more details about the failures:\n{summary}",
+                      FitFailedWarning, stacklevel=3)
+
+    def _results(self, candidates: list, blocks: list[_FoldScores], extra: dict[str, list]) -> dict:
+        """``cv_results_`` of the evaluated candidates (blocks in evaluation order)."""
+        fit_time = np.vstack([b.fit_time for b in blocks])
+        score_time = np.vstack([b.score_time for b in blocks])
+        test = [row for b in blocks for row in b.test]
+        train = [row for b in blocks for row in b.train]
+        names = self._metric_names(test)
+        results: dict[str, Any] = {k: np.asarray(v) for k, v in extra.items()}
+
+        def store(key: str, table: np.ndarray, *, splits: bool = False, rank: bool = False) -> None:
+            if splits:
+                for s in range(table.shape[1]):
+                    results[f"split{s}_{key}"] = table[:, s]
+            means = table.mean(axis=1)
+            results[f"mean_{key}"] = means
+            if key.startswith(("train_", "test_")) and np.any(~np.isfinite(means)):
+                warnings.warn(f"One or more of the {key.split('_')[0]} scores are non-finite: {means}",
+                              UserWarning, stacklevel=4)
+            results[f"std_{key}"] = np.sqrt(((table - means[:, None]) ** 2).mean(axis=1))
+            if rank:
+                results[f"rank_{key}"] = _rank(means)
+
+        store("fit_time", fit_time)
+        store("score_time", score_time)
+        results.update(_param_columns(candidates))
+        results["params"] = list(candidates)
+        for name in names:
+            store(f"test_{name}", self._score_table(test, name), splits=True, rank=True)
+            if self.return_train_score:
+                store(f"train_{name}", self._score_table(train, name), splits=True)
+        shared = [b_shared for b in blocks for b_shared in b.shared]
+        results["shared_work"] = np.array(["; ".join(s) if s else "none" for s in shared], dtype=object)
+        return results
+
+    def _metric_names(self, test: list[list[Any]]) -> list[str]:
+        first = next((v for row in test for v in row if v is not None), None)
+        if isinstance(first, dict):
+            return list(first)
+        return ["score"]
+
+    def _score_table(self, rows: list[list[Any]], name: str) -> np.ndarray:
+        """(n_candidates, n_splits) scores of one metric; a failed fit or score is ``error_score``."""
+        return np.array([[self.error_score if v is None else v[name] if isinstance(v, dict) else v
+                          for v in row] for row in rows], dtype=np.float64)
+
+    # ---------------------------------------------------------------- the search
+    def _validated(self, X: Any, y: Any, sample_weight: Any) -> tuple[Any, Any, Any]:
+        if not bk.is_gpu_array(X):
+            X = check_array(X, accept_sparse="csr", dtype=None)
+        if y is not None and not bk.is_gpu_array(y):
+            y = np.asarray(y)
+            if y.ndim == 2 and y.shape[1] == 1:
+                y = y.ravel()
+        if sample_weight is not None and not bk.is_gpu_array(sample_weight):
+            sample_weight = np.asarray(sample_weight, dtype=np.float64)
+        check_consistent_length(*(a for a in (X, y, sample_weight) if a is not None and not bk.is_gpu_array(a)))
+        return X, y, sample_weight
+
+    def _splits(self, cv: Any, X: Any, y: Any, groups: Any) -> list[tuple[np.ndarray, np.ndarray]]:
+        yh = None if y is None else np.asarray(bk.to_host(y))
+        rows = np.zeros((bk.to_host(X).shape[0] if bk.is_gpu_array(X) else X.shape[0], 1))
+        splits = [(np.asarray(tr), np.asarray(te)) for tr, te in cv.split(rows, yh, groups)]
+        if len(splits) != self.n_splits_:
+            raise ValueError("cv.split and cv.get_n_splits return inconsistent results. "
+                             f"Expected {self.n_splits_} splits, got {len(splits)}")
+        if not splits:
+            raise ValueError("No fits were performed. Was the CV iterator empty? Were there no candidates?")
+        return splits
+
+    def _fold_template(self) -> Any:
+        est = clone(self.estimator)
+        if getattr(est, "probability", False) and _reads_no_probability(self.scoring):
+            est.set_params(probability=False)
+        return est
+
+    def _prepare(self, X: Any, y: Any, params: dict) -> tuple[tuple, Any, Any]:
+        scorer, refit_metric = self._scorers()
+        data = self._validated(X, y, params.get("sample_weight"))
+        yh = None if data[1] is None else np.asarray(bk.to_host(data[1]))
+        cv = check_cv(self.cv, yh, classifier=is_classifier(self.estimator))
+        rows = np.zeros((data[0].shape[0], 1))
+        self.n_splits_ = cv.get_n_splits(rows, yh, params.get("groups"))
+        return data, scorer, (cv, refit_metric)
+
+    def _finish(self, X: Any, y: Any, params: dict, scorer: Any, refit_metric: Any, results: dict,
+                kept: dict[int, list[SplitFit]], splits_of: Callable[[int], list], data: tuple,
+                best_index: int | None) -> None:
+        """Multi-metric flag, best candidate, refit and the fitted attributes (scikit-learn's rules)."""
+        metrics = [k[len("mean_test_"):] for k in results if k.startswith("mean_test_")]
+        self.multimetric_ = isinstance(scorer, dict) or metrics != ["score"]
+        if callable(self.scoring) and self.multimetric_:
+            self._check_refit_metric(metrics)
+            refit_metric = self.refit
+        if self.refit or not self.multimetric_:
+            if best_index is None:
+                if callable(self.refit):
+                    best_index = self.refit(results)
+                    if not isinstance(best_index, numbers.Integral):
+                        raise TypeError("best_index_ returned is not an integer")
+                    if best_index < 0 or best_index >= len(results["params"]):
+                        raise IndexError("best_index_ index out of range")
+                else:
+                    best_index = int(results[f"rank_test_{refit_metric}"].argmin())
+            self.best_index_ = best_index
+            if not callable(self.refit):
+                self.best_score_ = results[f"mean_test_{refit_metric}"][best_index]
+            self.best_params_ = results["params"][best_index]
+        if self.refit:
+            self._refit(X, y, params, kept.get(self.best_index_, []), splits_of(self.best_index_), data)
+        self.scorer_ = scorer
+        self.cv_results_ = results
+
+    def _refit(self, X: Any, y: Any, params: dict, fold_fits: list[SplitFit], splits: list, data: tuple) -> None:
+        best = clone(self.estimator).set_params(**clone(self.best_params_, safe=False))
+        fit_params = {} if params.get("sample_weight") is None else {"sample_weight": params["sample_weight"]}
+        calibrate = isinstance(best, ProbabilityMixin) and bool(getattr(best, "probability", False)) and \
+            len(fold_fits) == len(splits) and len(splits) > 0
+        start = time.perf_counter()
+        if calibrate:
+            best.set_params(probability=False)
+        if y is None:
+            best.fit(X, **fit_params)
+        else:
+            best.fit(X, y, **fit_params)
+        if calibrate:
+            Xv, yv, _ = data
+            folds = [(f.estimator, take(Xv, splits[f.split][1]), splits[f.split][1]) for f in fold_fits]
+            try:
+                best.calibrate_from_folds(folds, bk.to_host(yv))
+            except ValueError:      # a fold without some class: the estimator's own internal CV
+                best.set_params(probability=True)
+                if y is None:
+                    best.fit(X, **fit_params)
+                else:
+                    best.fit(X, y, **fit_params)
+        self.refit_time_ = time.perf_counter() - start
+        self.best_estimator_ = best
+        if hasattr(best, "feature_names_in_"):
+            self.feature_names_in_ = best.feature_names_in_
+
+    def _wants_calibration(self) -> bool:
+        return bool(self.refit) and isinstance(self.estimator, ProbabilityMixin) and \
+            bool(getattr(self.estimator, "probability", False))
+
+
+class GridSearchCV(_SharedSearch, _SklearnGridSearchCV):
+    """Exhaustive search over a parameter grid, sharing work across folds and settings.
+
+    scikit-learn's :class:`~sklearn.model_selection.GridSearchCV` (same
+    constructor, attributes and methods) whose ``fit`` evaluates a gpuksvm
+    estimator's candidates through its search engine
+    (:mod:`gpuksvm.model_selection.shared`) and scores them with the same
+    scorers; any other estimator is searched by scikit-learn unchanged.  See
+    :mod:`gpuksvm.model_selection.search` for what is shared and when.
+
+    Parameters
+    ----------
+    estimator : estimator object
+        The unfitted template (never modified).
+    param_grid : dict or list of dicts
+        Parameter names to lists of values, as scikit-learn's.
+    scoring : str, callable, list, tuple, dict or None, default=None
+        As scikit-learn's: None uses the estimator's ``score``.
+    n_jobs : int or None, default=None
+        Threads for independent engine calls (independent fits, or groups of
+        candidates that share work); scikit-learn's processes for other
+        estimators.
+    refit : bool, str or callable, default=True
+        Refit the best candidate on all rows (a scorer name with several
+        metrics; a callable picks ``best_index_`` from ``cv_results_``).
+    cv : int, cross-validation generator or iterable, default=None
+        As scikit-learn's (None: 5 folds, stratified for classifiers).
+    verbose : int, default=0
+        Prints the number of fits when > 0.
+    pre_dispatch : int or str, default='2*n_jobs'
+        scikit-learn's (used only when scikit-learn runs the search).
+    error_score : 'raise' or float, default=np.nan
+        The score of a fit that fails ('raise': the error propagates).
+    return_train_score : bool, default=False
+        Also score every fold model on its training rows.
+
+    Attributes
+    ----------
+    cv_results_ : dict of arrays
+        scikit-learn's columns plus ``shared_work`` (what each candidate's fits
+        reused; "none" for independent fits) for gpuksvm estimators.
+    best_estimator_, best_score_, best_params_, best_index_, scorer_, n_splits_, refit_time_, multimetric_
+        As scikit-learn's.
+
+    Examples
+    --------
+    >>> from gpuksvm import KernelSVC
+    >>> from gpuksvm.datasets import make_checkerboard
+    >>> from gpuksvm.model_selection import GridSearchCV
+    >>> X, y = make_checkerboard(200, grid=2, random_state=0)
+    >>> search = GridSearchCV(KernelSVC(), {"gamma": [1.0, 2.0], "C": [1.0, 10.0]}, cv=3).fit(X, y)
+    >>> sorted(search.best_params_)
+    ['C', 'gamma']
+    >>> search.cv_results_["shared_work"][0]
+    'none'
+    """
+
+    def _fit_with_engine(self, engine: Callable, X: Any, y: Any, **params: Any) -> None:
+        data, scorer, (cv, refit_metric) = self._prepare(X, y, params)
+        splits = self._splits(cv, data[0], data[1], params.get("groups"))
+        candidates = self._candidate_grid()
+        if not candidates:
+            raise ValueError("No fits were performed. Was the CV iterator empty? Were there no candidates?")
+        calibrating = self._wants_calibration()
+        block, kept = self._evaluate(engine, self._fold_template(), data, splits, candidates, scorer,
+                                     keep=lambda c: calibrating)
+        results = self._results(candidates, [block], {})
+        self.search_engine_ = engine_name(engine)
+        self._finish(X, y, params, scorer, refit_metric, results, kept, lambda c: splits, data, None)
+
+
+class HalvingGridSearchCV(_SharedSearch, _SklearnHalvingGridSearchCV):
+    """Successive halving over a parameter grid, each iteration's candidates through the engines.
+
+    scikit-learn's (experimental) :class:`~sklearn.model_selection.HalvingGridSearchCV`:
+    every iteration evaluates the remaining candidates on ``n_resources``
+    rows (or with the resource parameter set to ``n_resources``) and keeps
+    the best ``1 / factor`` of them; the same subsamples as scikit-learn's
+    for an integer ``random_state``.  For a gpuksvm estimator each
+    iteration's (candidate, split) fits go through the estimator's search
+    engine; any other estimator is searched by scikit-learn unchanged.
+
+    Parameters
+    ----------
+    estimator : estimator object
+        The unfitted template (never modified).
+    param_grid : dict or list of dicts
+        Parameter names to lists of values.
+    factor : int or float, default=3
+        The proportion of candidates kept per iteration (1 / factor) and the
+        growth of the resource.
+    resource : str, default='n_samples'
+        ``'n_samples'`` or the name of an integer parameter of the estimator.
+    max_resources : int or 'auto', default='auto'
+        The most resource one candidate gets ('auto': all rows).
+    min_resources : {'exhaust', 'smallest'} or int, default='exhaust'
+        The resource of the first iteration, as scikit-learn's.
+    aggressive_elimination : bool, default=False
+        Repeat the first iteration's resource until few enough candidates remain.
+    cv : int, cross-validation generator or iterable, default=5
+        The splitter; it must yield the same splits at every call.
+    scoring : str, callable or None, default=None
+        One metric, as scikit-learn's.
+    refit : bool, default=True
+        Refit the best candidate of the last iteration on all rows.
+    error_score : 'raise' or float, default=np.nan
+        The score of a fit that fails.
+    return_train_score : bool, default=True
+        Also score every fold model on its training rows.
+    random_state : int, RandomState instance or None, default=None
+        Seeds the subsampling of the rows.
+    n_jobs : int or None, default=None
+        Threads for independent engine calls.
+    verbose : int, default=0
+        Prints each iteration's candidates and resource when > 0.
+
+    Attributes
+    ----------
+    cv_results_ : dict of arrays
+        scikit-learn's columns (``iter``, ``n_resources`` included) plus
+        ``shared_work`` for gpuksvm estimators.
+    n_resources_, n_candidates_, n_remaining_candidates_, max_resources_, min_resources_
+        As scikit-learn's.
+    n_iterations_, n_possible_iterations_, n_required_iterations_
+        As scikit-learn's.
+
+    Examples
+    --------
+    >>> from gpuksvm import KernelSVC
+    >>> from gpuksvm.datasets import make_checkerboard
+    >>> from gpuksvm.model_selection import HalvingGridSearchCV
+    >>> X, y = make_checkerboard(300, grid=2, random_state=0)
+    >>> grid = {"gamma": [0.5, 1.0, 2.0], "C": [1.0, 10.0, 100.0]}
+    >>> search = HalvingGridSearchCV(KernelSVC(), grid, cv=3, random_state=0).fit(X, y)
+    >>> search.n_resources_[-1] <= 300
+    True
+    """
+
+    def _constant_splits(self, cv: Any, rows: np.ndarray, y: Any, groups: Any) -> bool:
+        def once() -> list:
+            return [(np.asarray(a), np.asarray(b)) for a, b in cv.split(rows, y, groups)]
+        first, second = once(), once()
+        return len(first) == len(second) and all(
+            np.array_equal(a, c) and np.array_equal(b, d) for (a, b), (c, d) in zip(first, second))
+
+    def _resources(self, X: Any, y: Any, cv: Any, groups: Any) -> None:
+        n = X.shape[0]
+        if self.resource != "n_samples" and self.resource not in self.estimator.get_params():
+            raise ValueError(f"Cannot use resource={self.resource} which is not supported by estimator "
+                             f"{self.estimator.__class__.__name__}")
+        self.min_resources_ = self.min_resources
+        if self.min_resources_ in ("smallest", "exhaust"):
+            if self.resource == "n_samples":
+                self.min_resources_ = 2 * self.n_splits_
+                if is_classifier(self.estimator):
+                    self.min_resources_ *= int(np.unique(np.asarray(bk.to_host(y))).shape[0])
+            else:
+                self.min_resources_ = 1
+        self.max_resources_ = self.max_resources
+        if self.max_resources_ == "auto":
+            if self.resource != "n_samples":
+                raise ValueError("resource can only be 'n_samples' when max_resources='auto'")
+            self.max_resources_ = n
+        if self.min_resources_ > self.max_resources_:
+            raise ValueError(f"min_resources_={self.min_resources_} is greater than "
+                             f"max_resources_={self.max_resources_}.")
+        if self.min_resources_ == 0:
+            raise ValueError(f"min_resources_={self.min_resources_}: you might have passed an empty dataset X.")
+
+    def _fit_with_engine(self, engine: Callable, X: Any, y: Any, **params: Any) -> None:
+        if not (self.scoring is None or isinstance(self.scoring, str) or callable(self.scoring)):
+            raise ValueError(f"HalvingGridSearchCV takes one metric: scoring must be a str, a callable or "
+                             f"None, got {self.scoring!r}")
+        data, scorer, (cv, refit_metric) = self._prepare(X, y, params)
+        Xv, yv, _ = data
+        groups = params.get("groups")
+        yh = None if yv is None else np.asarray(bk.to_host(yv))
+        rows = np.zeros((Xv.shape[0], 1))
+        if not self._constant_splits(cv, rows, yh, groups):
+            raise ValueError("The cv parameter must yield consistent folds across calls to split(). "
+                             "Set its random_state to an int, or set shuffle=False.")
+        self._resources(Xv, yv, cv, groups)
+        candidates = self._candidate_grid()
+        if self.resource != "n_samples" and any(self.resource in c for c in candidates):
+            raise ValueError(f"Cannot use parameter {self.resource} as the resource since it is part of "
+                             "the searched parameters.")
+        n_required = 1 + floor(log(len(candidates), self.factor))
+        if self.min_resources == "exhaust":
+            self.min_resources_ = max(self.min_resources_, self.max_resources_ // self.factor ** (n_required - 1))
+        n_possible = 1 + floor(log(self.max_resources_ // self.min_resources_, self.factor))
+        n_iterations = n_required if self.aggressive_elimination else min(n_possible, n_required)
+        if self.verbose:
+            print(f"n_iterations: {n_iterations}\nn_required_iterations: {n_required}\n"
+                  f"n_possible_iterations: {n_possible}\nmin_resources_: {self.min_resources_}\n"
+                  f"max_resources_: {self.max_resources_}\naggressive_elimination: "
+                  f"{self.aggressive_elimination}\nfactor: {self.factor}")
+        base = self._splits(cv, Xv, yv, groups)
+        template = self._fold_template()
+        self.n_resources_, self.n_candidates_ = [], []
+        all_candidates: list[dict] = []
+        blocks: list[_FoldScores] = []
+        extra: dict[str, list] = {"iter": [], "n_resources": []}
+        split_sets: list[list] = []
+        kept_all: dict[int, list[SplitFit]] = {}
+        calibrating = self._wants_calibration()
+        for itr in range(n_iterations):
+            power = max(0, itr - n_required + n_possible) if self.aggressive_elimination else itr
+            n_res = min(int(self.factor ** power * self.min_resources_), self.max_resources_)
+            self.n_resources_.append(n_res)
+            self.n_candidates_.append(len(candidates))
+            if self.verbose:
+                print(f"----------\niter: {itr}\nn_candidates: {len(candidates)}\nn_resources: {n_res}")
+            if self.resource == "n_samples":
+                fraction = n_res / Xv.shape[0]
+                splits = [(resample(tr, replace=False, random_state=self.random_state,
+                                    n_samples=int(fraction * len(tr))),
+                           resample(te, replace=False, random_state=self.random_state,
+                                    n_samples=int(fraction * len(te)))) for tr, te in base]
+            else:
+                candidates = [{**c, self.resource: n_res} for c in candidates]
+                splits = base
+            last = itr == n_iterations - 1
+            block, kept = self._evaluate(engine, template, data, splits, candidates, scorer,
+                                         keep=lambda c, last=last: calibrating and last)
+            offset = len(all_candidates)
+            kept_all.update({offset + c: fits for c, fits in kept.items()})
+            all_candidates.extend(candidates)
+            blocks.append(block)
+            split_sets.extend([splits] * len(candidates))
+            extra["iter"].extend([itr] * len(candidates))
+            extra["n_resources"].extend([n_res] * len(candidates))
+            results = self._results(all_candidates, blocks, extra)
+            candidates = self._top_k(results, ceil(len(candidates) / self.factor), itr)
+        self.n_remaining_candidates_ = len(candidates)
+        self.n_required_iterations_ = n_required
+        self.n_possible_iterations_ = n_possible
+        self.n_iterations_ = n_iterations
+        last_rows = np.flatnonzero(results["iter"] == results["iter"].max())
+        scores = results["mean_test_score"][last_rows]
+        best = int(last_rows[0 if np.isnan(scores).all() else int(np.nanargmax(scores))])
+        self.search_engine_ = engine_name(engine)
+        self._finish(X, y, params, scorer, refit_metric, results, kept_all, lambda c: split_sets[c], data, best)
+        self.best_score_ = results["mean_test_score"][self.best_index_]
+
+    @staticmethod
+    def _top_k(results: dict, k: int, itr: int) -> list[dict]:
+        """The k best candidates of iteration ``itr``, worst first (NaN scores rank lowest)."""
+        rows = np.flatnonzero(np.asarray(results["iter"]) == itr)
+        scores = np.asarray(results["mean_test_score"])[rows]
+        order = np.roll(np.argsort(scores), np.count_nonzero(np.isnan(scores)))
+        return [results["params"][rows[i]] for i in order[-k:]]

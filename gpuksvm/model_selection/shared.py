@@ -1,0 +1,197 @@
+"""The search engines: the protocol, the registry, and the independent-fit engine.
+
+A search engine evaluates every (candidate, split) pair of a grid search for
+one estimator class and may share work between them (kernel rows across
+folds, a warm start along C).  It is a function
+
+``engine(estimator, X, y, splits, candidates, *, sample_weight=None)``
+
+that yields exactly one :class:`SplitFit` per (candidate, split), in any
+order, each estimator fitted as
+``clone(estimator).set_params(**candidates[c]).fit(X[train], y[train])``
+would be, to the solver tolerance.  A fit that raises yields a
+:class:`SplitFit` with ``estimator=None`` and the exception; the search
+applies ``error_score``.
+
+:data:`ENGINES` maps an estimator class (``module.ClassName``) to its
+engine (``"module:function"``, imported on first use, or the function).  A
+gpuksvm estimator without an entry uses :func:`search_independent`; an
+estimator from elsewhere is searched by scikit-learn itself
+(:func:`engine_for` returns None).
+
+Parallel work (``n_jobs``): an engine may carry ``group_key(estimator,
+params) -> hashable``; candidates with equal keys share work and are given
+to one engine call, different groups run on threads.  An engine with
+``independent = True`` shares nothing: every (candidate, split) is its own
+call.  Any other engine gets all candidates in one call.
+"""
+from __future__ import annotations
+
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from importlib import import_module
+from typing import Any, Callable, Iterator, Sequence
+
+import numpy as np
+from joblib import effective_n_jobs
+from sklearn.base import clone
+
+from gpuksvm.array import backend as bk
+
+__all__ = ["SplitFit", "ENGINES", "register_engine", "engine_for", "is_gpuksvm_estimator",
+           "search_independent", "run_engine", "take", "engine_name"]
+
+
+@dataclass
+class SplitFit:
+    """One (candidate, split) fit produced by a search engine."""
+    candidate: int                 # index into `candidates`
+    split: int                     # index into `splits`
+    estimator: Any                 # the fitted estimator; None when the fit failed
+    fit_time: float                # seconds: own work + an equal share of the work it shared
+    error: BaseException | None = None
+    shared: str = "none"           # what this fit reused, e.g. "kernel rows; alpha seeding"
+
+
+Engine = Callable[..., Iterator[SplitFit]]
+
+#: estimator class ("module.ClassName") -> engine ("module:function" or the function).
+#: KernelSVC's and LLSVM's engines (gpuksvm.model_selection.kernel_svc:search_kernel_svc and
+#: gpuksvm.model_selection.llsvm:search_llsvm) are added with their modules.
+ENGINES: dict[str, str | Engine] = {}
+
+
+def _class_key(cls: type) -> str:
+    return f"{cls.__module__}.{cls.__qualname__}"
+
+
+def register_engine(cls: type, engine: str | Engine | None) -> str | Engine | None:
+    """Set (or with None remove) the engine of an estimator class; returns the previous entry.
+
+    Parameters
+    ----------
+    cls : type
+        The estimator class (its exact type: a subclass needs its own entry).
+    engine : str, callable or None
+        ``"module:function"`` (imported on first use), the function, or None.
+    """
+    key = _class_key(cls)
+    previous = ENGINES.get(key)
+    if engine is None:
+        ENGINES.pop(key, None)
+    else:
+        ENGINES[key] = engine
+    return previous
+
+
+def is_gpuksvm_estimator(estimator: Any) -> bool:
+    """True for an instance of a class defined in the gpuksvm package."""
+    return type(estimator).__module__.split(".")[0] == "gpuksvm"
+
+
+def engine_for(estimator: Any) -> Engine | None:
+    """The engine that searches ``estimator``: its registered one, the independent-fit engine for
+    another gpuksvm estimator, None for an estimator from elsewhere (scikit-learn searches it)."""
+    entry = ENGINES.get(_class_key(type(estimator)))
+    if entry is None:
+        return search_independent if is_gpuksvm_estimator(estimator) else None
+    if isinstance(entry, str):
+        module, _, name = entry.partition(":")
+        return getattr(import_module(module), name)
+    return entry
+
+
+def engine_name(engine: Engine) -> str:
+    return f"{engine.__module__}:{engine.__name__}"
+
+
+def take(a: Any, rows: np.ndarray) -> Any:
+    """Rows of an array (NumPy, CuPy, SciPy/CuPy CSR) or None."""
+    return None if a is None else bk.take_rows(a, rows)
+
+
+def search_independent(estimator: Any, X: Any, y: Any, splits: Sequence[tuple[np.ndarray, np.ndarray]],
+                       candidates: Sequence[dict], *, sample_weight: Any = None) -> Iterator[SplitFit]:
+    """The engine that shares nothing: one fit per (candidate, split), as scikit-learn does.
+
+    Used for every gpuksvm estimator without an engine of its own.  ``sample_weight``
+    is passed to ``fit`` only when given (not every estimator takes it).
+    """
+    for c, params in enumerate(candidates):
+        for s, (train, _) in enumerate(splits):
+            start = time.perf_counter()
+            try:
+                est = clone(estimator).set_params(**clone(params, safe=False))
+                if sample_weight is None:
+                    est.fit(take(X, train), take(y, train))
+                else:
+                    est.fit(take(X, train), take(y, train), sample_weight=take(sample_weight, train))
+            except Exception as exc:  # noqa: BLE001 - the search applies error_score
+                yield SplitFit(c, s, None, time.perf_counter() - start, error=exc)
+                continue
+            yield SplitFit(c, s, est, time.perf_counter() - start)
+
+
+search_independent.independent = True
+
+
+def _units(engine: Engine, estimator: Any, candidates: Sequence[dict],
+           n_splits: int) -> list[tuple[list[int], list[int]]]:
+    """The engine calls that can run apart: (candidate indices, split indices) each."""
+    every_split = list(range(n_splits))
+    if getattr(engine, "independent", False):
+        return [([c], [s]) for c in range(len(candidates)) for s in every_split]
+    key = getattr(engine, "group_key", None)
+    if key is None:
+        return [(list(range(len(candidates))), every_split)]
+    groups: dict[Any, list[int]] = {}
+    for c, params in enumerate(candidates):
+        groups.setdefault(key(estimator, params), []).append(c)
+    return [(members, every_split) for members in groups.values()]
+
+
+def run_engine(engine: Engine, estimator: Any, X: Any, y: Any, splits: Sequence[tuple[np.ndarray, np.ndarray]],
+               candidates: Sequence[dict], *, sample_weight: Any = None, n_jobs: int | None = None) -> list[SplitFit]:
+    """Every (candidate, split) fit, ordered candidate-major (index ``c * n_splits + s``).
+
+    Independent engine calls (see the module docstring) run on ``n_jobs`` threads.
+
+    Raises
+    ------
+    RuntimeError
+        The engine yielded a pair twice, one out of range, or missed one.
+    """
+    n_splits = len(splits)
+    units = _units(engine, estimator, candidates, n_splits)
+
+    def call(unit: tuple[list[int], list[int]]) -> list[SplitFit]:
+        cands, spl = unit
+        out = []
+        for fit in engine(estimator, X, y, [splits[s] for s in spl], [candidates[c] for c in cands],
+                          sample_weight=sample_weight):
+            if not (0 <= fit.candidate < len(cands) and 0 <= fit.split < len(spl)):
+                raise RuntimeError(f"search engine {engine_name(engine)} yielded (candidate {fit.candidate}, "
+                                   f"split {fit.split}) outside its {len(cands)} candidates × {len(spl)} splits")
+            fit.candidate, fit.split = cands[fit.candidate], spl[fit.split]
+            out.append(fit)
+        return out
+
+    workers = min(effective_n_jobs(n_jobs), len(units))
+    if workers > 1:
+        with ThreadPoolExecutor(max_workers=workers) as pool:
+            batches = list(pool.map(call, units))
+    else:
+        batches = [call(u) for u in units]
+    table: list[SplitFit | None] = [None] * (len(candidates) * n_splits)
+    for fit in (f for batch in batches for f in batch):
+        at = fit.candidate * n_splits + fit.split
+        if table[at] is not None:
+            raise RuntimeError(f"search engine {engine_name(engine)} yielded (candidate {fit.candidate}, "
+                               f"split {fit.split}) twice")
+        table[at] = fit
+    missing = [(i // n_splits, i % n_splits) for i, f in enumerate(table) if f is None]
+    if missing:
+        raise RuntimeError(f"search engine {engine_name(engine)} yielded no fit for (candidate, split) "
+                           f"{missing[:5]}{' ...' if len(missing) > 5 else ''}")
+    return table  # type: ignore[return-value]
