@@ -835,3 +835,7 @@ def _script_runner(name: str):
 for _name, (_desc, _scales) in SCRIPTS.items():
     register(Case(_name, _script_runner(_name), scales={s: {} for s in _scales}, description=_desc,
                   kind="script", figure=None))
+
+
+# the train-and-tune case (bench/tune.py) registers itself
+from . import tune  # noqa: E402,F401

@@ -1,0 +1,242 @@
+"""Train and tune in one call: gpuksvm.model_selection.GridSearchCV against scikit-learn's searches.
+
+``python -m bench tune --scale small`` runs, on the same rows, the same folds
+(``StratifiedKFold(5, shuffle=True, random_state=0)``, 10 folds for the
+TorchKM protocol) and the same grid, in one process:
+
+* ``GridSearchCV (gpuksvm)`` — :class:`gpuksvm.model_selection.GridSearchCV`
+  over the gpuksvm estimator (its search engine);
+* ``GridSearchCV (sklearn) same estimator`` — scikit-learn's search over the
+  same gpuksvm estimator (independent fits);
+* ``GridSearchCV(SVC, n_jobs=-1) (sklearn)`` — scikit-learn's search over
+  its SVC (LIBSVM), processes on every core (KernelSVC cases only; skipped
+  when one SVC fit times the number of fits over the cores predicts more
+  than 10 minutes — the output says so);
+* ``GPU (predicted)`` — the H100 cost model of ``bench/_gpu_cost.py`` on an
+  emulated trace of a few of the search's fits (``--scale small``: 2, ``paper``: 3),
+  scaled to all of them: a **model prediction**, not a measurement.
+
+Every record has the search time (``fit_s``), the refit model's test
+accuracy, and in ``extra`` the selected parameters, the best CV score, the
+largest |Δ mean_test_score| against scikit-learn's search over the same
+estimator and the speed-up over it.  The load average is printed before and
+after (a shared machine: compare within one run only).
+
+Cases (``--scale small``: the first two; ``paper``: all):
+
+=============  ===================================================================
+svc_ijcnn1     KernelSVC, ijcnn1 5,000 rows (paper: 50,000), γ∈{0.5,1,2} × C∈logspace(−1,3,8)
+llsvm_ijcnn1   LLSVM(n_landmarks=300), ijcnn1 10,000 rows, γ∈{1,2} × C∈{1,8,64}
+svc_adult      KernelSVC, adult (all 32,561 rows), γ∈{0.01,0.05,0.1} × C∈logspace(−1,2,4)
+svc_digits     KernelSVC, scikit-learn digits (10 classes, one-vs-one), γ∈{0.005,0.01,0.02} × C∈{1,10,100}
+torchkm_p10    KernelSVC, Gaussian clusters n=10,000, p=10, γ=1/p, 50 C∈logspace(−2,3,50), 10 folds
+torchkm_p100   the same with p=100
+=============  ===================================================================
+
+The TorchKM protocol's data: two Gaussian clusters (``make_blobs``, centres
+drawn by scikit-learn with ``random_state=0``, ``cluster_std=4``), 10,000
+training and 10,000 test rows.
+"""
+from __future__ import annotations
+
+import os
+import time
+import warnings
+from typing import Any, Callable, Iterator
+
+import numpy as np
+
+import gpuksvm
+from gpuksvm.datasets import load_dataset, subsample
+from gpuksvm.model_selection import GridSearchCV
+
+from .harness import Case, Context, Record, accuracy, load_average, register
+
+SVC_BUDGET_S = 600.0     # skip scikit-learn's SVC search when it is predicted to take longer
+
+
+def _ijcnn1(n_train: int | None, n_test: int | None):
+    rng = np.random.default_rng(0)
+    X, y = subsample(*load_dataset("ijcnn1", "train"), n_train, rng)
+    Xt, yt = subsample(*load_dataset("ijcnn1", "test"), n_test, rng)
+    return X, y, Xt, yt
+
+
+def _adult(n_train: int | None, n_test: int | None):
+    rng = np.random.default_rng(0)
+    X, y = subsample(*load_dataset("adult", "train"), n_train, rng)
+    Xt, yt = subsample(*load_dataset("adult", "test"), n_test, rng)
+    return X, y, Xt, yt
+
+
+def _digits(n_train: int | None, n_test: int | None):
+    from sklearn.datasets import load_digits
+    from sklearn.model_selection import train_test_split
+
+    X, y = load_digits(return_X_y=True)
+    X, Xt, y, yt = train_test_split(X / 16.0, y, test_size=1 / 3, random_state=0, stratify=y)
+    return X, y, Xt, yt
+
+
+def _blobs(p: int) -> Callable:
+    def make(n_train: int | None, n_test: int | None):
+        from sklearn.datasets import make_blobs
+
+        n, m = n_train or 10_000, n_test or 10_000
+        X, y = make_blobs(n + m, n_features=p, centers=2, cluster_std=4.0, random_state=0)
+        return X[:n], y[:n], X[n:], y[n:]
+    return make
+
+
+DATA = {"ijcnn1": _ijcnn1, "adult": _adult, "digits": _digits, "blobs_p10": _blobs(10), "blobs_p100": _blobs(100)}
+
+SVC_GRID = {"gamma": [0.5, 1.0, 2.0], "C": [float(c) for c in np.logspace(-1, 3, 8)]}
+LLSVM_GRID = {"gamma": [1.0, 2.0], "C": [1.0, 8.0, 64.0]}
+
+
+def _spec(name: str, est: str, data: str, n_train: int | None, grid: dict, *, folds: int = 5,
+          n_test: int | None = None, params: dict | None = None) -> dict:
+    return {"name": name, "estimator": est, "data": data, "n_train": n_train, "n_test": n_test,
+            "grid": grid, "folds": folds, "params": params or {}}
+
+
+def _torchkm(p: int, n: int) -> dict:
+    return _spec(f"torchkm_p{p}", "KernelSVC", f"blobs_p{p}", n,
+                 {"gamma": [1.0 / p], "C": [float(c) for c in np.logspace(-2, 3, 50)]}, folds=10, n_test=n)
+
+
+SCALES = {
+    "tiny": {"cases": [_spec("svc_ijcnn1", "KernelSVC", "ijcnn1", 600, {"gamma": [1.0, 2.0], "C": [1.0, 10.0]},
+                             folds=3, n_test=2000)],
+             "n_trace": 0},
+    "small": {"cases": [_spec("svc_ijcnn1", "KernelSVC", "ijcnn1", 5000, SVC_GRID),
+                        _spec("llsvm_ijcnn1", "LLSVM", "ijcnn1", 10_000, LLSVM_GRID, params={"n_landmarks": 300})],
+              "n_trace": 2},
+    "paper": {"cases": [_spec("svc_ijcnn1", "KernelSVC", "ijcnn1", 50_000, SVC_GRID),
+                        _spec("llsvm_ijcnn1", "LLSVM", "ijcnn1", 10_000, LLSVM_GRID, params={"n_landmarks": 300}),
+                        _spec("svc_adult", "KernelSVC", "adult", None,
+                              {"gamma": [0.01, 0.05, 0.1], "C": [float(c) for c in np.logspace(-1, 2, 4)]}),
+                        _spec("svc_digits", "KernelSVC", "digits", None,
+                              {"gamma": [0.005, 0.01, 0.02], "C": [1.0, 10.0, 100.0]}),
+                        _torchkm(10, 10_000), _torchkm(100, 10_000)],
+              "n_trace": 3},
+}
+
+
+def _estimator(spec: dict) -> Any:
+    cls = getattr(gpuksvm, spec["estimator"])
+    extra = {"random_state": 0} if "random_state" in cls().get_params() else {}
+    return cls(device="cpu", **extra, **spec["params"])
+
+
+def _timed_search(search: Any, X: Any, y: Any) -> float:
+    start = time.perf_counter()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        search.fit(X, y)
+    return time.perf_counter() - start
+
+
+def _svc_forecast(X: Any, y: Any, grid: dict, n_fits: int, folds: int) -> float:
+    """Seconds scikit-learn's SVC search would take: one fit at the grid's middle setting on a fold's
+    rows, times the fits, over the cores."""
+    from sklearn.svm import SVC
+
+    mid = {k: v[len(v) // 2] for k, v in grid.items()}
+    n = int(X.shape[0] * (folds - 1) / folds)
+    start = time.perf_counter()
+    SVC(**mid, cache_size=1000).fit(X[:n], y[:n])
+    return (time.perf_counter() - start) * n_fits / max(1, os.cpu_count() or 1)
+
+
+def _predicted_gpu_s(spec: dict, X: Any, y: Any, splits: list, candidates: list, n_trace: int) -> dict:
+    """The cost model's H100 seconds for the search's fits (independent fits of the estimator on
+    ``device="gpu"``), from an emulated trace of ``n_trace`` of them spread over the grid."""
+    from . import gpu_model
+
+    picks = [candidates[i] for i in np.linspace(0, len(candidates) - 1, n_trace).round().astype(int)]
+    train, test = splits[0]
+    cls = getattr(gpuksvm, spec["estimator"])
+    per_fit = []
+    with warnings.catch_warnings(), gpu_model.emulated_h100():
+        warnings.simplefilter("ignore")
+        for params in picks:
+            est = cls(device="gpu", **spec["params"], **params)
+            tr = gpu_model.cost.Tracer(use_twins=True)
+            with tr:
+                est.fit(X[train], y[train])
+                est.predict(X[test])
+            per_fit.append(tr.summary()["predicted_s"])
+    n_fits = len(candidates) * len(splits)
+    return {"predicted_s": float(np.mean(per_fit)) * n_fits, "traced_fits": n_trace, "fits": n_fits,
+            "per_fit_s": [round(s, 4) for s in per_fit]}
+
+
+def _row(ctx: Context, spec: dict, method: str, seconds: float, search: Any, Xt: Any, yt: Any,
+         ref: Any, n_train: int) -> Record:
+    acc = accuracy(search.predict(Xt), yt) if hasattr(search, "best_estimator_") else None
+    extra = {"best_params": {k: float(v) for k, v in search.best_params_.items()},
+             "best_cv": float(search.best_score_), "folds": spec["folds"],
+             "candidates": len(search.cv_results_["params"])}
+    if ref is not None:
+        extra["max_abs_d_mean_test_score"] = float(np.max(np.abs(search.cv_results_["mean_test_score"]
+                                                                 - ref[0].cv_results_["mean_test_score"])))
+        extra["speedup_vs_same_estimator"] = ref[1] / seconds
+        extra["same_best_params"] = search.best_params_ == ref[0].best_params_
+    rec = ctx.record(method=method, dataset=spec["data"], params={"case": spec["name"], **spec["params"]},
+                     fit_s=seconds, fit_times_s=[seconds], accuracy=acc, n_train=n_train,
+                     n_test=int(Xt.shape[0]), extra=extra)
+    ctx.log(f"  {spec['name']:13s} {method:40s} {seconds:8.2f} s  best {extra['best_params']}  "
+            f"CV {extra['best_cv']:.4f}  test {acc:.4f}"
+            + (f"  max|Δ| {extra['max_abs_d_mean_test_score']:.4f}  ×{extra['speedup_vs_same_estimator']:.2f}"
+               if ref is not None else ""))
+    return rec
+
+
+def run_tune(ctx: Context) -> Iterator[Record]:
+    """Each case of the scale: our search, scikit-learn's over the same estimator, SVC's, the GPU model."""
+    from sklearn.model_selection import GridSearchCV as SkGridSearchCV
+    from sklearn.model_selection import StratifiedKFold
+    from sklearn.svm import SVC
+
+    ctx.log(f"  load average before: {load_average()}  cores: {os.cpu_count()}")
+    for spec in ctx.params["cases"]:
+        X, y, Xt, yt = DATA[spec["data"]](spec["n_train"], spec["n_test"])
+        X, Xt = np.ascontiguousarray(X), np.ascontiguousarray(Xt)
+        cv = StratifiedKFold(spec["folds"], shuffle=True, random_state=0)
+        grid = spec["grid"]
+        ours = GridSearchCV(_estimator(spec), grid, cv=cv)
+        t_ours = _timed_search(ours, X, y)
+        theirs = SkGridSearchCV(_estimator(spec), grid, cv=cv)
+        t_theirs = _timed_search(theirs, X, y)
+        n = int(X.shape[0])
+        yield _row(ctx, spec, "GridSearchCV (gpuksvm)", t_ours, ours, Xt, yt, (theirs, t_theirs), n)
+        yield _row(ctx, spec, "GridSearchCV (sklearn) same estimator", t_theirs, theirs, Xt, yt, None, n)
+        n_fits = len(ours.cv_results_["params"]) * spec["folds"]
+        if spec["estimator"] == "KernelSVC":
+            forecast = _svc_forecast(X, y, grid, n_fits, spec["folds"])
+            if forecast > SVC_BUDGET_S:
+                ctx.log(f"  {spec['name']:13s} GridSearchCV(SVC, n_jobs=-1) skipped: forecast {forecast:.0f} s "
+                        f"> {SVC_BUDGET_S:.0f} s")
+            else:
+                svc = SkGridSearchCV(SVC(cache_size=1000), grid, cv=cv, n_jobs=-1)
+                t_svc = _timed_search(svc, X, y)
+                yield _row(ctx, spec, "GridSearchCV(SVC, n_jobs=-1) (sklearn)", t_svc, svc, Xt, yt,
+                           (theirs, t_theirs), n)
+        if ctx.params["n_trace"]:
+            pred = _predicted_gpu_s(spec, X, y, list(cv.split(X, y)), list(ours.cv_results_["params"]),
+                                    ctx.params["n_trace"])
+            ctx.log(f"  {spec['name']:13s} {'GPU (predicted, H100 cost model)':40s} {pred['predicted_s']:8.2f} s  "
+                    f"PREDICTED from {pred['traced_fits']} traced fits of {pred['fits']}")
+            yield ctx.record(method="GPU (predicted)", dataset=spec["data"],
+                             params={"case": spec["name"], **spec["params"]}, fit_s=pred["predicted_s"],
+                             n_train=n, extra={"note": "MODEL PREDICTION (bench/_gpu_cost.py), not a measurement",
+                                               **pred})
+    ctx.log(f"  load average after: {load_average()}")
+
+
+TUNE = register(Case(
+    "tune", run_tune, scales=SCALES,
+    description="GridSearchCV (gpuksvm) vs scikit-learn's over the same estimator and over SVC: time, "
+                "selected parameters, CV scores, test accuracy",
+    figure=None, columns=("best_params", "best_cv", "max_abs_d_mean_test_score", "speedup_vs_same_estimator")))
