@@ -382,3 +382,21 @@ def test_halving_refuses_changing_splits():
     with pytest.raises(ValueError, match="consistent folds"):
         HalvingGridSearchCV(KernelSVC(device="cpu"), {"C": [1.0, 2.0]},
                             cv=StratifiedKFold(3, shuffle=True)).fit(X, y)
+
+
+# --------------------------------------------------------------------------- folds on Dask workers
+def test_folds_run_on_dask_workers():
+    distributed = pytest.importorskip("distributed")
+    X, y = _data()
+    grid = {"gamma": [1.0, 2.0], "C": [1.0, 10.0]}
+    theirs = SkGridSearchCV(KernelSVC(device="cpu"), grid, cv=CV).fit(X, y)
+    with distributed.LocalCluster(n_workers=1, processes=True, threads_per_worker=1, dashboard_address=None,
+                                  silence_logs=40) as cluster, distributed.Client(cluster) as client:
+        with distributed.get_task_stream(client) as stream:
+            ours = GridSearchCV(KernelSVC(device="cpu"), grid, cv=CV, client=client).fit(X, y)
+        units = [t for t in stream.data if t["key"].startswith("_run_unit")]
+        assert len(units) == 4 * 3            # the independent engine: one task per (candidate, split)
+        _same_results(ours, theirs)
+        assert ours.best_params_ == theirs.best_params_
+        foreign = GridSearchCV(SVC(), {"C": [1.0, 10.0]}, cv=CV, client=client).fit(X, y)
+    assert foreign.best_params_ == SkGridSearchCV(SVC(), {"C": [1.0, 10.0]}, cv=CV).fit(X, y).best_params_

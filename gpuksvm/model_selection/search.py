@@ -21,6 +21,9 @@ gpuksvm estimator:
    values (:meth:`~gpuksvm.estimators.calibration.ProbabilityMixin.calibrate_from_folds`)
    instead of a second, internal 5-fold cross-validation.
 
+With ``client=`` (a Dask client) the engine calls run as tasks on its
+workers (:func:`~gpuksvm.model_selection.shared.run_engine`).
+
 Anything else — an estimator not from gpuksvm (scikit-learn's SVC, a
 Pipeline), a precomputed or user-function kernel, a Dask collection, fit
 parameters other than ``sample_weight`` and ``groups`` — is searched by
@@ -37,6 +40,7 @@ from math import ceil, floor, log
 from typing import Any, Callable, Sequence
 
 import numpy as np
+from joblib import parallel_backend
 from numpy.ma import MaskedArray
 from scipy.stats import rankdata
 from sklearn.base import clone, is_classifier
@@ -173,7 +177,10 @@ class _SharedSearch:
         try:
             engine = self._engine(X, params)
             if engine is None:
-                return super().fit(X, y, **params)
+                if self.client is None:
+                    return super().fit(X, y, **params)
+                with parallel_backend("dask", client=self.client):
+                    return super().fit(X, y, **params)
             self._fit_with_engine(engine, X, y, **params)
         except BaseException:
             self.__dict__.clear()
@@ -239,7 +246,8 @@ class _SharedSearch:
         if self.verbose > 0:
             print(f"Fitting {n_splits} folds for each of {len(candidates)} candidates, "
                   f"totalling {n_splits * len(candidates)} fits")
-        fits = run_engine(engine, template, X, y, splits, candidates, sample_weight=sw, n_jobs=self.n_jobs)
+        fits = run_engine(engine, template, X, y, splits, candidates, sample_weight=sw, n_jobs=self.n_jobs,
+                          client=self.client)
         out = _FoldScores(len(candidates), n_splits)
         kept: dict[int, list[SplitFit]] = {}
         for fit in fits:
@@ -462,6 +470,11 @@ class GridSearchCV(_SharedSearch, _SklearnGridSearchCV):
         The score of a fit that fails ('raise': the error propagates).
     return_train_score : bool, default=False
         Also score every fold model on its training rows.
+    client : dask.distributed.Client or None, default=None
+        Run the engine calls (the folds and candidates, grouped as the engine
+        shares work) as tasks on this client's workers, the data scattered
+        to them once; scikit-learn's search of another estimator runs on it
+        through joblib's Dask backend.
 
     Attributes
     ----------
@@ -483,6 +496,16 @@ class GridSearchCV(_SharedSearch, _SklearnGridSearchCV):
     >>> search.cv_results_["shared_work"][0]
     'none'
     """
+
+    _parameter_constraints: dict = {**_SklearnGridSearchCV._parameter_constraints, "client": "no_validation"}
+
+    def __init__(self, estimator: Any, param_grid: Any, *, scoring: Any = None, n_jobs: int | None = None,
+                 refit: Any = True, cv: Any = None, verbose: int = 0, pre_dispatch: Any = "2*n_jobs",
+                 error_score: Any = np.nan, return_train_score: bool = False, client: Any = None) -> None:
+        super().__init__(estimator, param_grid, scoring=scoring, n_jobs=n_jobs, refit=refit, cv=cv,
+                         verbose=verbose, pre_dispatch=pre_dispatch, error_score=error_score,
+                         return_train_score=return_train_score)
+        self.client = client
 
     def _fit_with_engine(self, engine: Callable, X: Any, y: Any, **params: Any) -> None:
         data, scorer, (cv, refit_metric) = self._prepare(X, y, params)
@@ -542,6 +565,8 @@ class HalvingGridSearchCV(_SharedSearch, _SklearnHalvingGridSearchCV):
         Threads for independent engine calls.
     verbose : int, default=0
         Prints each iteration's candidates and resource when > 0.
+    client : dask.distributed.Client or None, default=None
+        Run each iteration's engine calls as tasks on this client's workers.
 
     Attributes
     ----------
@@ -564,6 +589,20 @@ class HalvingGridSearchCV(_SharedSearch, _SklearnHalvingGridSearchCV):
     >>> search.n_resources_[-1] <= 300
     True
     """
+
+    _parameter_constraints: dict = {**_SklearnHalvingGridSearchCV._parameter_constraints, "client": "no_validation"}
+
+    def __init__(self, estimator: Any, param_grid: Any, *, factor: float = 3, resource: str = "n_samples",
+                 max_resources: Any = "auto", min_resources: Any = "exhaust", aggressive_elimination: bool = False,
+                 cv: Any = 5, scoring: Any = None, refit: bool = True, error_score: Any = np.nan,
+                 return_train_score: bool = True, random_state: Any = None, n_jobs: int | None = None,
+                 verbose: int = 0, client: Any = None) -> None:
+        super().__init__(estimator, param_grid, factor=factor, resource=resource, max_resources=max_resources,
+                         min_resources=min_resources, aggressive_elimination=aggressive_elimination, cv=cv,
+                         scoring=scoring, refit=refit, error_score=error_score,
+                         return_train_score=return_train_score, random_state=random_state, n_jobs=n_jobs,
+                         verbose=verbose)
+        self.client = client
 
     def _constant_splits(self, cv: Any, rows: np.ndarray, y: Any, groups: Any) -> bool:
         def once() -> list:

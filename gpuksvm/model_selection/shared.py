@@ -19,7 +19,7 @@ gpuksvm estimator without an entry uses :func:`search_independent`; an
 estimator from elsewhere is searched by scikit-learn itself
 (:func:`engine_for` returns None).
 
-Parallel work (``n_jobs``): an engine may carry ``group_key(estimator,
+Parallel work (``n_jobs`` threads, or the tasks of a Dask client): an engine may carry ``group_key(estimator,
 params) -> hashable``; candidates with equal keys share work and are given
 to one engine call, different groups run on threads.  An engine with
 ``independent = True`` shares nothing: every (candidate, split) is its own
@@ -151,11 +151,38 @@ def _units(engine: Engine, estimator: Any, candidates: Sequence[dict],
     return [(members, every_split) for members in groups.values()]
 
 
+def _run_unit(engine: Engine, estimator: Any, X: Any, y: Any, splits: Sequence[tuple[np.ndarray, np.ndarray]],
+              candidates: Sequence[dict], sample_weight: Any, cands: list[int], spl: list[int]) -> list[SplitFit]:
+    """One engine call on the candidates ``cands`` and splits ``spl``, indices mapped back to the whole
+    grid's (a module-level function: Dask workers run it)."""
+    out = []
+    for fit in engine(estimator, X, y, [splits[s] for s in spl], [candidates[c] for c in cands],
+                      sample_weight=sample_weight):
+        if not (0 <= fit.candidate < len(cands) and 0 <= fit.split < len(spl)):
+            raise RuntimeError(f"search engine {engine_name(engine)} yielded (candidate {fit.candidate}, "
+                               f"split {fit.split}) outside its {len(cands)} candidates × {len(spl)} splits")
+        fit.candidate, fit.split = cands[fit.candidate], spl[fit.split]
+        out.append(fit)
+    return out
+
+
+def _on_dask(client: Any, args: tuple, units: list[tuple[list[int], list[int]]]) -> list[list[SplitFit]]:
+    """The engine calls as tasks of a Dask client, the data scattered to the workers once."""
+    engine, estimator, X, y, splits, candidates, sample_weight = args
+    data = client.scatter([X, y, sample_weight], broadcast=True)
+    futures = [client.submit(_run_unit, engine, estimator, *data[:2], splits, candidates, data[2], cands, spl,
+                             pure=False) for cands, spl in units]
+    return client.gather(futures)
+
+
 def run_engine(engine: Engine, estimator: Any, X: Any, y: Any, splits: Sequence[tuple[np.ndarray, np.ndarray]],
-               candidates: Sequence[dict], *, sample_weight: Any = None, n_jobs: int | None = None) -> list[SplitFit]:
+               candidates: Sequence[dict], *, sample_weight: Any = None, n_jobs: int | None = None,
+               client: Any = None) -> list[SplitFit]:
     """Every (candidate, split) fit, ordered candidate-major (index ``c * n_splits + s``).
 
-    Independent engine calls (see the module docstring) run on ``n_jobs`` threads.
+    Independent engine calls (see the module docstring) run on ``n_jobs`` threads, or as tasks of
+    the Dask ``client`` when one is given (X, y and the weights are scattered to every worker once;
+    the fitted fold models come back to this process).
 
     Raises
     ------
@@ -164,25 +191,15 @@ def run_engine(engine: Engine, estimator: Any, X: Any, y: Any, splits: Sequence[
     """
     n_splits = len(splits)
     units = _units(engine, estimator, candidates, n_splits)
-
-    def call(unit: tuple[list[int], list[int]]) -> list[SplitFit]:
-        cands, spl = unit
-        out = []
-        for fit in engine(estimator, X, y, [splits[s] for s in spl], [candidates[c] for c in cands],
-                          sample_weight=sample_weight):
-            if not (0 <= fit.candidate < len(cands) and 0 <= fit.split < len(spl)):
-                raise RuntimeError(f"search engine {engine_name(engine)} yielded (candidate {fit.candidate}, "
-                                   f"split {fit.split}) outside its {len(cands)} candidates × {len(spl)} splits")
-            fit.candidate, fit.split = cands[fit.candidate], spl[fit.split]
-            out.append(fit)
-        return out
-
+    args = (engine, estimator, X, y, splits, candidates, sample_weight)
     workers = min(effective_n_jobs(n_jobs), len(units))
-    if workers > 1:
+    if client is not None:
+        batches = _on_dask(client, args, units)
+    elif workers > 1:
         with ThreadPoolExecutor(max_workers=workers) as pool:
-            batches = list(pool.map(call, units))
+            batches = list(pool.map(lambda unit: _run_unit(*args, *unit), units))
     else:
-        batches = [call(u) for u in units]
+        batches = [_run_unit(*args, *unit) for unit in units]
     table: list[SplitFit | None] = [None] * (len(candidates) * n_splits)
     for fit in (f for batch in batches for f in batch):
         at = fit.candidate * n_splits + fit.split
