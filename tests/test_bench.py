@@ -269,3 +269,15 @@ def test_converted_sections_left_the_scripts():
         sections = next(ast.literal_eval(n.value) for n in tree.body if isinstance(n, ast.Assign)
                         and getattr(n.targets[0], "id", "") == "SECTIONS")
         assert sections and not gone & set(sections)
+
+
+def test_tune_case_runs_at_tiny_scale(tmp_path):
+    out = tmp_path / "records.jsonl"
+    assert cli.main(["tune", "--scale", "tiny", "--device", "cpu", "--out", str(out)]) == 0
+    ours, same, svc = read_records(out)
+    assert (ours.method, same.method, svc.method) == ("GridSearchCV (gpuksvm)", "GridSearchCV (sklearn) same estimator",
+                                                      "GridSearchCV(SVC, n_jobs=-1) (sklearn)")
+    assert all(r.case == "tune" and r.n_train == 600 and r.fit_s > 0 and 0.85 < r.accuracy <= 1.0
+               for r in (ours, same, svc))
+    assert ours.extra["max_abs_d_mean_test_score"] <= 0.002 and ours.extra["same_best_params"]
+    assert ours.extra["best_params"] == same.extra["best_params"] and ours.extra["candidates"] == 4
