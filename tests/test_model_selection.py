@@ -400,3 +400,16 @@ def test_folds_run_on_dask_workers():
         assert ours.best_params_ == theirs.best_params_
         foreign = GridSearchCV(SVC(), {"C": [1.0, 10.0]}, cv=CV, client=client).fit(X, y)
     assert foreign.best_params_ == SkGridSearchCV(SVC(), {"C": [1.0, 10.0]}, cv=CV).fit(X, y).best_params_
+
+
+# --------------------------------------------------------------------------- device arrays
+@pytest.mark.gpu
+def test_a_search_on_device_arrays_matches_the_host_search(gpu):
+    X, y = _data(n=120)
+    grid = {"C": [1.0, 10.0]}
+    host = GridSearchCV(LinearSVM(device="cpu"), grid, cv=CV).fit(X, y)
+    dev = GridSearchCV(LinearSVM(device="gpu", dtype="float64"), grid, cv=CV).fit(gpu.asarray(X), gpu.asarray(y))
+    assert dev.search_engine_ == host.search_engine_
+    np.testing.assert_allclose(dev.cv_results_["mean_test_score"], host.cv_results_["mean_test_score"], atol=TOL)
+    assert dev.best_params_ == host.best_params_
+    assert type(dev.predict(gpu.asarray(X))).__module__.startswith("cupy")

@@ -177,6 +177,7 @@ class _SharedSearch:
         try:
             engine = self._engine(X, params)
             if engine is None:
+                self.__dict__.pop("search_engine_", None)
                 if self.client is None:
                     return super().fit(X, y, **params)
                 with parallel_backend("dask", client=self.client):
@@ -242,6 +243,9 @@ class _SharedSearch:
         """Fit (through the engine) and score every (candidate, split); the fits of the candidates
         ``keep`` selects are returned too (for the refit model's calibration)."""
         X, y, sw = data
+        # scikit-learn's metrics take host arrays: device rows are scored from a host copy (the
+        # model moves them to its device and answers in NumPy)
+        Xs, ys, ws = (bk.to_host(a) if bk.is_gpu_array(a) else a for a in (X, y, sw))
         n_splits = len(splits)
         if self.verbose > 0:
             print(f"Fitting {n_splits} folds for each of {len(candidates)} candidates, "
@@ -262,11 +266,11 @@ class _SharedSearch:
                 out.failures.append(fit.error)
                 continue
             start = time.perf_counter()
-            out.test[c][s] = self._score(scorer, fit.estimator, take(X, test), take(y, test), take(sw, test))
+            out.test[c][s] = self._score(scorer, fit.estimator, take(Xs, test), take(ys, test), take(ws, test))
             out.score_time[c, s] = time.perf_counter() - start
             if self.return_train_score:
-                out.train[c][s] = self._score(scorer, fit.estimator, take(X, train), take(y, train),
-                                              take(sw, train))
+                out.train[c][s] = self._score(scorer, fit.estimator, take(Xs, train), take(ys, train),
+                                              take(ws, train))
             if keep(c):
                 kept.setdefault(c, []).append(fit)
         self._check_failures(out.failures, len(fits))
@@ -350,7 +354,7 @@ class _SharedSearch:
 
     def _splits(self, cv: Any, X: Any, y: Any, groups: Any) -> list[tuple[np.ndarray, np.ndarray]]:
         yh = None if y is None else np.asarray(bk.to_host(y))
-        rows = np.zeros((bk.to_host(X).shape[0] if bk.is_gpu_array(X) else X.shape[0], 1))
+        rows = np.zeros((X.shape[0], 1))
         splits = [(np.asarray(tr), np.asarray(te)) for tr, te in cv.split(rows, yh, groups)]
         if len(splits) != self.n_splits_:
             raise ValueError("cv.split and cv.get_n_splits return inconsistent results. "
@@ -580,14 +584,13 @@ class HalvingGridSearchCV(_SharedSearch, _SklearnHalvingGridSearchCV):
 
     Examples
     --------
-    >>> from gpuksvm import KernelSVC
-    >>> from gpuksvm.datasets import make_checkerboard
+    >>> from sklearn.datasets import make_classification
+    >>> from gpuksvm import LinearSVM
     >>> from gpuksvm.model_selection import HalvingGridSearchCV
-    >>> X, y = make_checkerboard(300, grid=2, random_state=0)
-    >>> grid = {"gamma": [0.5, 1.0, 2.0], "C": [1.0, 10.0, 100.0]}
-    >>> search = HalvingGridSearchCV(KernelSVC(), grid, cv=3, random_state=0).fit(X, y)
-    >>> search.n_resources_[-1] <= 300
-    True
+    >>> X, y = make_classification(400, n_features=5, random_state=0)
+    >>> halving = HalvingGridSearchCV(LinearSVM(), {"C": [0.01, 0.1, 1.0, 10.0]}, factor=2, random_state=0)
+    >>> halving.fit(X, y).n_candidates_, halving.n_resources_
+    ([4, 2, 1], [100, 200, 400])
     """
 
     _parameter_constraints: dict = {**_SklearnHalvingGridSearchCV._parameter_constraints, "client": "no_validation"}
