@@ -262,6 +262,19 @@ def test_probability_refit_uses_the_out_of_fold_decision_values():
     _same_results(proba, theirs, scores_tol=1e-12)
 
 
+def test_multiclass_probability_refit_and_search_match_sklearn():
+    X, y = zoo_data("multiclass", n=150)
+    grid = {"C": [0.1, 10.0]}
+    ours = GridSearchCV(KernelSVC(device="cpu", probability=True, random_state=0), grid, cv=CV).fit(X, y)
+    theirs = SkGridSearchCV(KernelSVC(device="cpu", probability=True, random_state=0), grid, cv=CV).fit(X, y)
+    _same_results(ours, theirs)
+    assert ours.best_params_ == theirs.best_params_
+    assert ours.best_estimator_.probA_.shape == (3,)          # one sigmoid per one-vs-one pair
+    P = ours.predict_proba(X)
+    np.testing.assert_allclose(P.sum(axis=1), 1.0)
+    assert np.mean(ours.classes_[P.argmax(axis=1)] == y) > 0.8
+
+
 def test_calibrate_from_folds_refuses_other_classes():
     X, y = zoo_data("multiclass", n=150)
     model = KernelSVC(device="cpu").fit(X, y)

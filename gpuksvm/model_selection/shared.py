@@ -103,6 +103,7 @@ def engine_for(estimator: Any) -> Engine | None:
 
 
 def engine_name(engine: Engine) -> str:
+    """``"module:function"`` of an engine (``search_engine_`` and error messages)."""
     return f"{engine.__module__}:{engine.__name__}"
 
 
