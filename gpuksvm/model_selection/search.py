@@ -32,19 +32,15 @@ leaves the search object as it was (the previous search stays usable).
 """
 from __future__ import annotations
 
-import inspect
 import numbers
 import time
 import warnings
 from math import ceil, floor, log
-from typing import Any, Callable, Sequence
+from typing import Any, Callable
 
 import numpy as np
 from joblib import parallel_backend
-from numpy.ma import MaskedArray
-from scipy.stats import rankdata
 from sklearn.base import clone, is_classifier
-from sklearn.exceptions import FitFailedWarning
 from sklearn.experimental import enable_halving_search_cv  # noqa: F401  (makes the class importable)
 from sklearn.metrics import check_scoring, get_scorer
 from sklearn.model_selection import GridSearchCV as _SklearnGridSearchCV
@@ -56,83 +52,12 @@ from sklearn.utils.validation import check_consistent_length
 from gpuksvm.array import backend as bk
 from gpuksvm.estimators.calibration import ProbabilityMixin
 from gpuksvm.estimators.svc_surface import is_precomputed, is_user_callable
+from gpuksvm.model_selection.results import (FoldScores, build_results, check_failures, reads_no_probability,
+                                             takes_weights, top_k)
 from gpuksvm.model_selection.shared import SplitFit, engine_for, engine_name, run_engine, take
 from gpuksvm.scaleout.runtime import is_dask_collection
 
 __all__ = ["GridSearchCV", "HalvingGridSearchCV"]
-
-#: scorers that read ``predict`` or (first) ``decision_function`` only: with them the fold models
-#: of a ``probability=True`` estimator are fitted without Platt scaling (the same scores, without
-#: an internal 5-fold cross-validation per fit)
-_DECISION_SCORERS = ("accuracy", "balanced_accuracy", "f1", "precision", "recall", "jaccard",
-                     "matthews_corrcoef", "roc_auc", "average_precision")
-
-
-def _reads_no_probability(scoring: Any) -> bool:
-    names = [scoring] if scoring is None or isinstance(scoring, str) else \
-        list(scoring.values()) if isinstance(scoring, dict) else \
-        list(scoring) if isinstance(scoring, (list, tuple, set)) else [scoring]
-
-    def plain(name: Any) -> bool:
-        if name is None:
-            return True
-        if not isinstance(name, str):
-            return False
-        return name in ("roc_auc", "average_precision") or (
-            name.startswith(_DECISION_SCORERS) and not name.startswith(("roc_auc_", "average_precision_")))
-
-    return all(plain(n) for n in names)
-
-
-def _takes_weights(scorer: Callable) -> bool:
-    """A scorer (or a user's scoring function) with a ``sample_weight`` or ``**kwargs`` parameter."""
-    try:
-        params = inspect.signature(scorer).parameters.values()
-    except (TypeError, ValueError):
-        return False
-    return any(p.name == "sample_weight" or p.kind is p.VAR_KEYWORD for p in params)
-
-
-class _FoldScores:
-    """Times and scores of every (candidate, split) of one evaluation, candidate-major."""
-
-    def __init__(self, n_candidates: int, n_splits: int) -> None:
-        shape = (n_candidates, n_splits)
-        self.fit_time = np.zeros(shape)
-        self.score_time = np.zeros(shape)
-        self.test: list[list[Any]] = [[None] * n_splits for _ in range(n_candidates)]
-        self.train: list[list[Any]] = [[None] * n_splits for _ in range(n_candidates)]
-        self.shared: list[list[str]] = [[] for _ in range(n_candidates)]
-        self.failures: list[BaseException] = []
-
-
-def _param_columns(candidates: Sequence[dict]) -> dict[str, MaskedArray]:
-    """``param_<name>``: one masked array per parameter (masked where a candidate lacks it), with the
-    dtype NumPy infers from the values, except strings and sequences (object), as scikit-learn's."""
-    values: dict[str, dict[int, Any]] = {}
-    for i, params in enumerate(candidates):
-        for name, value in params.items():
-            values.setdefault(f"param_{name}", {})[i] = value
-    out = {}
-    for key, by_index in values.items():
-        try:
-            arr = np.array(list(by_index.values()))
-            dtype = arr.dtype if arr.dtype.kind != "U" and arr.ndim == 1 else np.dtype(object)
-        except ValueError:
-            dtype = np.dtype(object)
-        col = MaskedArray(np.empty(len(candidates), dtype=dtype), mask=True)
-        for i, value in by_index.items():
-            col[i] = value
-        out[key] = col
-    return out
-
-
-def _rank(means: np.ndarray) -> np.ndarray:
-    """1 = best; NaN means tie with the worst (all NaN: all 1)."""
-    if np.isnan(means).all():
-        return np.ones(means.shape, dtype=np.int32)
-    filled = np.where(np.isnan(means), np.nanmin(means) - 1, means)
-    return rankdata(-filled, method="min").astype(np.int32)
 
 
 class _SharedSearch:
@@ -223,7 +148,7 @@ class _SharedSearch:
         scikit-learn's search does)."""
         def one(s: Callable) -> float:
             args = (est, X) if y is None else (est, X, y)
-            return s(*args, sample_weight=sample_weight) if sample_weight is not None and _takes_weights(s) \
+            return s(*args, sample_weight=sample_weight) if sample_weight is not None and takes_weights(s) \
                 else s(*args)
 
         try:
@@ -239,7 +164,7 @@ class _SharedSearch:
 
     # ---------------------------------------------------------------- evaluation
     def _evaluate(self, engine: Callable, template: Any, data: tuple, splits: list, candidates: list,
-                  scorer: Any, keep: Callable[[int], bool]) -> tuple[_FoldScores, dict[int, list[SplitFit]]]:
+                  scorer: Any, keep: Callable[[int], bool]) -> tuple[FoldScores, dict[int, list[SplitFit]]]:
         """Fit (through the engine) and score every (candidate, split); the fits of the candidates
         ``keep`` selects are returned too (for the refit model's calibration)."""
         X, y, sw = data
@@ -252,7 +177,7 @@ class _SharedSearch:
                   f"totalling {n_splits * len(candidates)} fits")
         fits = run_engine(engine, template, X, y, splits, candidates, sample_weight=sw, n_jobs=self.n_jobs,
                           client=self.client)
-        out = _FoldScores(len(candidates), n_splits)
+        out = FoldScores(len(candidates), n_splits)
         kept: dict[int, list[SplitFit]] = {}
         for fit in fits:
             c, s = fit.candidate, fit.split
@@ -273,71 +198,8 @@ class _SharedSearch:
                                               take(ws, train))
             if keep(c):
                 kept.setdefault(c, []).append(fit)
-        self._check_failures(out.failures, len(fits))
+        check_failures(out.failures, len(fits), self.error_score)
         return out, kept
-
-    def _check_failures(self, failures: list[BaseException], n_fits: int) -> None:
-        if not failures:
-            return
-        kinds: dict[str, int] = {}
-        for exc in failures:
-            text = f"{type(exc).__name__}: {exc}"
-            kinds[text] = kinds.get(text, 0) + 1
-        summary = "\n".join(f"{n} fits failed with the following error:\n{text}" for text, n in kinds.items())
-        if len(failures) == n_fits:
-            raise ValueError(f"\nAll the {n_fits} fits failed.\nIt is very likely that your model is "
-                             "misconfigured.\nYou can try to debug the error by setting error_score='raise'."
-                             f"\n\nBelow are more details about the failures:\n{summary}")
-        warnings.warn(f"\n{len(failures)} fits failed out of a total of {n_fits}.\nThe score on these "
-                      f"train-test partitions for these parameters will be set to {self.error_score!r}.\n"
-                      "If these failures are not expected, you can try to debug them by setting "
-                      f"error_score='raise'.\n\nBelow are more details about the failures:\n{summary}",
-                      FitFailedWarning, stacklevel=3)
-
-    def _results(self, candidates: list, blocks: list[_FoldScores], extra: dict[str, list]) -> dict:
-        """``cv_results_`` of the evaluated candidates (blocks in evaluation order)."""
-        fit_time = np.vstack([b.fit_time for b in blocks])
-        score_time = np.vstack([b.score_time for b in blocks])
-        test = [row for b in blocks for row in b.test]
-        train = [row for b in blocks for row in b.train]
-        names = self._metric_names(test)
-        results: dict[str, Any] = {k: np.asarray(v) for k, v in extra.items()}
-
-        def store(key: str, table: np.ndarray, *, splits: bool = False, rank: bool = False) -> None:
-            if splits:
-                for s in range(table.shape[1]):
-                    results[f"split{s}_{key}"] = table[:, s]
-            means = table.mean(axis=1)
-            results[f"mean_{key}"] = means
-            if key.startswith(("train_", "test_")) and np.any(~np.isfinite(means)):
-                warnings.warn(f"One or more of the {key.split('_')[0]} scores are non-finite: {means}",
-                              UserWarning, stacklevel=4)
-            results[f"std_{key}"] = np.sqrt(((table - means[:, None]) ** 2).mean(axis=1))
-            if rank:
-                results[f"rank_{key}"] = _rank(means)
-
-        store("fit_time", fit_time)
-        store("score_time", score_time)
-        results.update(_param_columns(candidates))
-        results["params"] = list(candidates)
-        for name in names:
-            store(f"test_{name}", self._score_table(test, name), splits=True, rank=True)
-            if self.return_train_score:
-                store(f"train_{name}", self._score_table(train, name), splits=True)
-        shared = [b_shared for b in blocks for b_shared in b.shared]
-        results["shared_work"] = np.array(["; ".join(s) if s else "none" for s in shared], dtype=object)
-        return results
-
-    def _metric_names(self, test: list[list[Any]]) -> list[str]:
-        first = next((v for row in test for v in row if v is not None), None)
-        if isinstance(first, dict):
-            return list(first)
-        return ["score"]
-
-    def _score_table(self, rows: list[list[Any]], name: str) -> np.ndarray:
-        """(n_candidates, n_splits) scores of one metric; a failed fit or score is ``error_score``."""
-        return np.array([[self.error_score if v is None else v[name] if isinstance(v, dict) else v
-                          for v in row] for row in rows], dtype=np.float64)
 
     # ---------------------------------------------------------------- the search
     def _validated(self, X: Any, y: Any, sample_weight: Any) -> tuple[Any, Any, Any]:
@@ -365,7 +227,7 @@ class _SharedSearch:
 
     def _fold_template(self) -> Any:
         est = clone(self.estimator)
-        if getattr(est, "probability", False) and _reads_no_probability(self.scoring):
+        if getattr(est, "probability", False) and reads_no_probability(self.scoring):
             est.set_params(probability=False)
         return est
 
@@ -520,7 +382,8 @@ class GridSearchCV(_SharedSearch, _SklearnGridSearchCV):
         calibrating = self._wants_calibration()
         block, kept = self._evaluate(engine, self._fold_template(), data, splits, candidates, scorer,
                                      keep=lambda c: calibrating)
-        results = self._results(candidates, [block], {})
+        results = build_results(candidates, [block], {}, return_train_score=self.return_train_score,
+                                error_score=self.error_score)
         self.search_engine_ = engine_name(engine)
         self._finish(X, y, params, scorer, refit_metric, results, kept, lambda c: splits, data, None)
 
@@ -669,7 +532,7 @@ class HalvingGridSearchCV(_SharedSearch, _SklearnHalvingGridSearchCV):
         template = self._fold_template()
         self.n_resources_, self.n_candidates_ = [], []
         all_candidates: list[dict] = []
-        blocks: list[_FoldScores] = []
+        blocks: list[FoldScores] = []
         extra: dict[str, list] = {"iter": [], "n_resources": []}
         split_sets: list[list] = []
         kept_all: dict[int, list[SplitFit]] = {}
@@ -700,8 +563,9 @@ class HalvingGridSearchCV(_SharedSearch, _SklearnHalvingGridSearchCV):
             split_sets.extend([splits] * len(candidates))
             extra["iter"].extend([itr] * len(candidates))
             extra["n_resources"].extend([n_res] * len(candidates))
-            results = self._results(all_candidates, blocks, extra)
-            candidates = self._top_k(results, ceil(len(candidates) / self.factor), itr)
+            results = build_results(all_candidates, blocks, extra, return_train_score=self.return_train_score,
+                                    error_score=self.error_score)
+            candidates = top_k(results, ceil(len(candidates) / self.factor), itr)
         self.n_remaining_candidates_ = len(candidates)
         self.n_required_iterations_ = n_required
         self.n_possible_iterations_ = n_possible
@@ -712,11 +576,3 @@ class HalvingGridSearchCV(_SharedSearch, _SklearnHalvingGridSearchCV):
         self.search_engine_ = engine_name(engine)
         self._finish(X, y, params, scorer, refit_metric, results, kept_all, lambda c: split_sets[c], data, best)
         self.best_score_ = results["mean_test_score"][self.best_index_]
-
-    @staticmethod
-    def _top_k(results: dict, k: int, itr: int) -> list[dict]:
-        """The k best candidates of iteration ``itr``, worst first (NaN scores rank lowest)."""
-        rows = np.flatnonzero(np.asarray(results["iter"]) == itr)
-        scores = np.asarray(results["mean_test_score"])[rows]
-        order = np.roll(np.argsort(scores), np.count_nonzero(np.isnan(scores)))
-        return [results["params"][rows[i]] for i in order[-k:]]
