@@ -3,7 +3,9 @@
 Methods: :class:`LLSVM` (low-rank linearization), :class:`CVM` (core vector
 machine), :class:`SVI` (support vector identification), :class:`OKFEB` (online
 kernel features on a budget), and the engines :class:`LinearSVM` and
-:class:`KernelSVC`.  See ``README.md`` and ``SPEC.md``.
+:class:`KernelSVC`; cross-validated search in :mod:`gpuksvm.model_selection`
+(``gpuksvm.model_selection``, imported on first use).  See ``README.md`` and
+``SPEC.md``.
 """
 from __future__ import annotations
 
