@@ -1,0 +1,417 @@
+"""Many C-SVCs on subsets of one data set: the folds × C values of a cross-validated search.
+
+The training sets of the folds of a cross-validation are subsets of the same
+rows ``X``, and the C values of a grid change only the box of the dual, so
+the kernel values of one kernel serve every (fold, C) problem.  Two engines:
+
+:func:`solve_grid` (CPU) — active-set chunking over a shared kernel cache
+    Kernel rows K(xⱼ, X) of the rows that enter any problem are computed once
+    (:class:`KernelRows`: all n rows — the Gram matrix — when n × n fits the
+    memory budget, else an LRU-free block of rows refilled when full).  Each
+    binary problem (every one-vs-one pair of every fold, C ascending) is solved
+    by LIBSVM on a subset A of its rows, with α = 0 outside A, from the cached
+    Gram block K[A, A] (``kernel="precomputed"``; the rows of A themselves
+    when |A|² does not fit the budget); then the *whole* problem's stopping
+    rule is checked exactly as LIBSVM does — F = y − Kα over all its rows from
+    the cached rows of the support vectors, the gap m(α) − M(α) over I_up and
+    I_low including the rows outside A — and the rows outside A that violate
+    it join A, until the gap is below ``tol``.  The result solves the full
+    problem to ``tol`` (the independent fit's tolerance); its intercept is the
+    last subproblem's (LIBSVM's mean of F over the free SVs, all inside A).
+    A is seeded with the support vectors of the previous C of the same fold
+    and pair, plus the rows that solution puts inside or near its margin
+    (y f < 1 + 0.1; alpha seeding, DeCoste & Wagstaff 2000), and the first C
+    of a fold from the first fold's solution at that C (Wen et al., AAAI 2017)
+    — so each LIBSVM call sees only the support vectors and the few rows that
+    change, instead of the whole fold.  Folds run in parallel threads
+    (LIBSVM releases the GIL).
+
+    Why LIBSVM on active sets rather than alpha seeding inside our own SMO:
+    :func:`gpuksvm.solvers.smo.host.solve_smo_host` steps in Python (≈20 µs a
+    two-variable step), and LIBSVM's compiled steps are two orders faster, so
+    a seeded Python SMO loses to a cold LIBSVM on a small active set; LIBSVM
+    takes no initial α, and the active set is how its work is cut.
+
+:func:`solve_grid_batched` (GPU) — every pair × fold × C problem in one call
+    of the batched working-set solver
+    (:func:`gpuksvm.solvers.smo.engines.solve_batched`, per-problem subsets and
+    C), which keeps its kernel rows on the device for all problems.
+"""
+from __future__ import annotations
+
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from itertools import combinations
+from typing import Any, Sequence
+
+import numpy as np
+import scipy.sparse as sp
+
+from gpuksvm.array import backend as bk
+from gpuksvm.array.blas_threads import one_blas_thread
+from gpuksvm.kernels.kernel import Kernel, kernel_block
+from gpuksvm.solvers.multiclass import problem_rows
+from gpuksvm.solvers.smo.engines import _n_workers, solve_batched
+from gpuksvm.solvers.smo.host import _libsvm_fit
+from gpuksvm.solvers.smo.svc import KernelSVCResult, ovo_model
+from gpuksvm.solvers.svc_dual import PRECOMPUTED, SMOResult, intercept_from_F, problem_data
+
+__all__ = ["KernelRows", "GridProblem", "solve_grid", "solve_grid_batched"]
+
+#: rows whose margin y·f under the previous solution is below 1 + this join the seed: the
+#: support vectors of the next C come mostly from there (a wider band only grows A)
+_SEED_MARGIN = 0.0
+_COLD_ROWS = 500
+#: at most max(|A|/2, this) violating rows join A per round, the most violating first
+_MIN_ADD = 256
+_COLD_FRACTION = 4
+#: kernel rows gathered per product when F is recomputed (bounds the temporary to 256 × n)
+_CHUNK = 256
+
+
+class KernelRows:
+    """Kernel rows K(xⱼ, X) of one kernel over all rows of X, computed once each, within a budget.
+
+    When the n × n Gram matrix fits ``budget`` bytes it is computed at once
+    (one large block: the fastest kernel evaluation); otherwise a block of at
+    most ``budget // (8 n)`` rows is filled on demand and emptied when a
+    request does not fit what is left.  Rows asked for beyond the block's
+    capacity are computed for the call and not kept.  Thread-safe.
+
+    Parameters
+    ----------
+    X : (n, d) host array or CSR matrix
+    kernel : Kernel (γ resolved)
+    budget : bytes the cache may hold
+    """
+
+    def __init__(self, X: Any, kernel: Kernel, budget: int) -> None:
+        self.X = X
+        self.kernel = kernel
+        self.n = X.shape[0]
+        self.budget = int(budget)
+        full = 8 * self.n * self.n <= self.budget
+        # without the whole Gram matrix, half the budget holds rows, half the subproblems' blocks
+        self.capacity = self.n if full else min(self.n, self.budget // (16 * max(self.n, 1)))
+        self.slot = np.full(self.n, -1, dtype=np.int64)
+        self.used = 0
+        self.computed = 0      # kernel rows evaluated so far (diagnostics, tests)
+        self.lock = threading.Lock()
+        self.full = full
+        # rows per product in weighted_sum: within the cache's share of the budget
+        self.step = _CHUNK if full else max(1, min(_CHUNK, self.capacity))
+        if full:
+            self.rows = self._compute(np.arange(self.n))
+            self.slot[:] = np.arange(self.n)
+            self.used = self.n
+        else:
+            self.rows = np.empty((self.capacity, self.n))
+
+    def _compute(self, idx: np.ndarray) -> np.ndarray:
+        self.computed += idx.size
+        return np.asarray(bk.to_host(kernel_block(bk.take_rows(self.X, idx), self.X, self.kernel,
+                                                  dtype=np.float64)), dtype=np.float64)
+
+    def _ensure(self, idx: np.ndarray) -> bool:
+        """Whether the rows ``idx`` are (now) in the block; caller holds the lock."""
+        missing = np.unique(idx[self.slot[idx] < 0])
+        if missing.size == 0:
+            return True
+        if missing.size > self.capacity - self.used:
+            if np.unique(idx).size > self.capacity:
+                return False
+            self.slot[:] = -1
+            self.used = 0
+            missing = np.unique(idx)
+        for start in range(0, missing.size, _CHUNK):
+            part = missing[start:start + _CHUNK]
+            self.rows[self.used:self.used + part.size] = self._compute(part)
+            self.slot[part] = np.arange(self.used, self.used + part.size)
+            self.used += part.size
+        return True
+
+    def weighted_sum(self, idx: np.ndarray, coef: np.ndarray) -> np.ndarray:
+        """Σⱼ coefⱼ K(x_{idx_j}, X): the (n,) kernel expansion of the rows ``idx``."""
+        out = np.zeros(self.n)
+        for start in range(0, idx.size, self.step):
+            part, c = idx[start:start + self.step], coef[start:start + self.step]
+            if self.full:
+                out += c @ self.rows[part]
+                continue
+            with self.lock:
+                if self._ensure(part):
+                    out += c @ self.rows[self.slot[part]]
+                    continue
+            out += c @ self._compute(part)
+        return out
+
+    def gram(self, idx: np.ndarray) -> np.ndarray | None:
+        """The Gram block K[idx, idx] (C-contiguous float64), or None when it does not fit."""
+        if self.full:
+            return np.ascontiguousarray(self.rows[np.ix_(idx, idx)])
+        if 16 * idx.size * idx.size > self.budget:
+            return None
+        with self.lock:
+            if not self._ensure(idx):
+                return None
+            return np.ascontiguousarray(self.rows[np.ix_(self.slot[idx], idx)])
+
+
+@dataclass
+class GridProblem:
+    """The data of one fold: its training rows and each row's weight.
+
+    Attributes
+    ----------
+    rows : (n_f,) int64 indices into X of the fold's training rows
+    weight : (n_f,) float64 Cᵢ/C of each of those rows (sample × class weight); rows of
+        weight ≤ 0 are left out of every problem (their αᵢ are 0), as LIBSVM does
+    """
+
+    rows: np.ndarray
+    weight: np.ndarray
+
+
+@dataclass
+class _Binary:
+    """A solved binary problem: global SV rows, their yα, the intercept, Σⱼ yⱼαⱼK(xⱼ, x) at every
+    row x of X (the next problem's seed), the work done."""
+
+    sv: np.ndarray
+    coef: np.ndarray
+    intercept: float
+    expansion: np.ndarray
+    objective: float
+    n_iter: int
+    rounds: int
+    seconds: float
+
+
+def _libsvm_subproblem(cache: KernelRows, R: np.ndarray, y: np.ndarray, w: np.ndarray, C: float,
+                       tol: float, cache_bytes: int) -> tuple[np.ndarray, float, int]:
+    """LIBSVM on the rows R (global): yα of each row of R, the intercept, the iterations."""
+    G = cache.gram(R)
+    data, kern = (G, PRECOMPUTED) if G is not None else (problem_data(cache.X, R, cache.kernel), cache.kernel)
+    svc, _ = _libsvm_fit(data, y, kern, C, tol, None, w, cache_bytes, False)
+    dual = svc.dual_coef_
+    dual = np.asarray(dual.toarray() if sp.issparse(dual) else dual, dtype=np.float64).ravel()
+    coef = np.zeros(R.size)
+    coef[np.asarray(svc.support_, dtype=np.int64)] = dual
+    return coef, float(svc.intercept_[0]), int(np.asarray(svc.n_iter_).ravel()[0])
+
+
+def _solve_binary(cache: KernelRows, R: np.ndarray, y: np.ndarray, w: np.ndarray, C: float,
+                  seed: _Binary | None, tol: float, cache_bytes: int) -> _Binary:
+    """The C-SVC on the rows R (global, labels y = ±1, Cᵢ = C·wᵢ), by active-set chunking."""
+    t0 = time.perf_counter()
+    n = R.size
+    Cv = C * w
+    if seed is None or seed.sv.size == 0:
+        inA = np.zeros(n, dtype=bool)
+        inA[np.linspace(0, n - 1, min(n, max(_COLD_ROWS, n // _COLD_FRACTION))).astype(np.int64)] = True
+        if not ((y[inA] > 0).any() and (y[inA] < 0).any()):
+            inA[:] = True
+    else:
+        f = seed.expansion[R] + seed.intercept
+        inA = (y * f < 1.0 + _SEED_MARGIN) | np.isin(R, seed.sv)
+        if not ((y[inA] > 0).any() and (y[inA] < 0).any()):
+            inA[:] = True
+    n_iter = rounds = 0
+    while True:
+        A = np.flatnonzero(inA)
+        coefA, b, it = _libsvm_subproblem(cache, R[A], y[A], w[A], C, tol, cache_bytes)
+        n_iter += it
+        rounds += 1
+        alpha = np.zeros(n)
+        alpha[A] = np.abs(coefA)
+        sv = np.flatnonzero(alpha > 0)
+        coef = y[sv] * alpha[sv]
+        expansion = cache.weighted_sum(R[sv], coef)
+        f0 = expansion[R]
+        F = y - f0
+        if inA.all():
+            break
+        up = ((y > 0) & (alpha < Cv)) | ((y < 0) & (alpha > 0))
+        low = ((y < 0) & (alpha < Cv)) | ((y > 0) & (alpha > 0))
+        m, M = F[up].max(initial=-np.inf), F[low].min(initial=np.inf)
+        if m - M < tol:
+            break
+        mA = F[up & inA].max(initial=-np.inf)
+        MA = F[low & inA].min(initial=np.inf)
+        # rows outside A have α = 0: +1 rows are in I_up only, −1 rows in I_low only
+        out_up, out_low = ~inA & (y > 0), ~inA & (y < 0)
+        # how far each row outside A violates against A's extreme multipliers
+        viol = np.where(out_up, F - MA, np.where(out_low, mA - F, -np.inf))
+        add = np.flatnonzero(viol >= tol)
+        if add.size == 0:   # the gap is made by rows outside A only: the most violating of each side
+            add = np.array([np.flatnonzero(side)[pick(F[side])] for side, pick in
+                            ((out_up, np.argmax), (out_low, np.argmin)) if side.any()], dtype=np.int64)
+        elif add.size > max(A.size // 2, _MIN_ADD):
+            add = add[np.argsort(-viol[add], kind="stable")[:max(A.size // 2, _MIN_ADD)]]
+        inA[add] = True
+    obj = 0.5 * float(coef @ f0[sv]) - float(alpha[sv].sum())
+    # LIBSVM's ρ over the whole problem: with no free αᵢ it is the middle of bounds that the rows
+    # outside A take part in (with free ones, the mean over them: the subproblem's own, all in A)
+    b = intercept_from_F(F, alpha, y, Cv)
+    return _Binary(sv=R[sv], coef=coef, intercept=b, expansion=expansion, objective=obj, n_iter=n_iter,
+                   rounds=rounds, seconds=time.perf_counter() - t0)
+
+
+def _pairs(n_classes: int) -> list[tuple[int, int]]:
+    return list(combinations(range(n_classes), 2))
+
+
+def _pair_problem(yidx: np.ndarray, fold: GridProblem, lo: int, hi: int) -> tuple[np.ndarray, np.ndarray,
+                                                                                   np.ndarray]:
+    """Global rows, ±1 labels (+1 for ``hi``) and weights of pair (lo, hi) in a fold."""
+    local, lab = problem_rows(yidx[fold.rows], hi, lo)
+    keep = fold.weight[local] > 0
+    local = local[keep]
+    return fold.rows[local], lab[keep], fold.weight[local]
+
+
+def _as_result(b: _Binary, fold_pos: np.ndarray) -> SMOResult:
+    order = np.argsort(fold_pos[b.sv], kind="stable")
+    return SMOResult(support=fold_pos[b.sv][order], dual_coef=b.coef[order], intercept=b.intercept,
+                     objective=b.objective, n_iter=b.n_iter, converged=True, solver="libsvm",
+                     max_iter_reached=False)
+
+
+def solve_grid(X: Any, yidx: np.ndarray, classes: np.ndarray, kernel: Kernel, folds: Sequence[GridProblem],
+               Cs: Sequence[float], *, tol: float = 1e-3, cache_bytes: int = 200 * 2**20,
+               budget: int | None = None, n_jobs: int | None = None
+               ) -> tuple[list[list[KernelSVCResult]], dict[str, Any]]:
+    """The one-vs-one C-SVC of every fold at every C, sharing kernel rows and solutions (CPU).
+
+    Parameters
+    ----------
+    X : (n, d) host array or CSR matrix, all rows (the folds index into it)
+    yidx : (n,) class index of every row, into ``classes``
+    classes : (K,) class labels; every fold must hold every class with a positive weight
+    kernel : Kernel (γ resolved), the same for every fold
+    folds : the folds' training rows and weights
+    Cs : the C values (any order; solved ascending)
+    tol : stopping tolerance of the full problems (LIBSVM's eps)
+    cache_bytes : LIBSVM's own kernel cache for each subproblem
+    budget : bytes for the shared kernel rows (default: the CPU memory budget)
+    n_jobs : threads over folds (default: all cores)
+
+    Returns
+    -------
+    results : results[f][c] — the model of fold f at ``Cs[c]`` (support indices into the
+        fold's rows, as a fit on ``X[folds[f].rows]`` gives)
+    info : {"kernel_seconds", "kernel_rows", "capacity", "seconds" [f][c], "rounds" [f][c]}
+    """
+    yidx = np.asarray(yidx, dtype=np.int64)
+    Xh = bk.to_host(X)
+    budget = bk.memory_budget(bk.CPU) if budget is None else int(budget)
+    t0 = time.perf_counter()
+    cache = KernelRows(Xh, kernel, budget)
+    kernel_seconds = time.perf_counter() - t0
+    order = np.argsort(np.asarray(Cs, dtype=np.float64), kind="stable")
+    pairs = _pairs(classes.shape[0])
+    out: list[list[Any]] = [[None] * len(Cs) for _ in folds]
+    seconds = [[0.0] * len(Cs) for _ in folds]
+    rounds = [[0] * len(Cs) for _ in folds]
+    first: dict[tuple[int, int], _Binary] = {}
+
+    def one(f: int, c: int, seeds: dict) -> dict:
+        fold = folds[f]
+        pos = np.full(yidx.shape[0], -1, dtype=np.int64)
+        pos[fold.rows] = np.arange(fold.rows.size)
+        solved = {}
+        for lo, hi in pairs:
+            R, lab, w = _pair_problem(yidx, fold, lo, hi)
+            solved[lo, hi] = _solve_binary(cache, R, lab, w, float(Cs[c]), seeds.get((lo, hi)), tol,
+                                           cache_bytes)
+        res = [_as_result(solved[p], pos) for p in pairs]
+        out[f][c] = ovo_model(res, bk.take_rows(Xh, fold.rows), yidx[fold.rows], classes, kernel,
+                              bk.CPU, np.float64)
+        seconds[f][c] = sum(s.seconds for s in solved.values())
+        rounds[f][c] = sum(s.rounds for s in solved.values())
+        return solved
+
+    def path(f: int) -> None:
+        seeds = first
+        for k, c in enumerate(order):
+            if f == 0 and k == 0:
+                continue
+            seeds = one(f, c, seeds)
+
+    with one_blas_thread():
+        if folds:
+            first.update(one(0, order[0], {}))
+        jobs = _n_workers(n_jobs, len(folds))
+        if jobs == 1:
+            for f in range(len(folds)):
+                path(f)
+        else:
+            with ThreadPoolExecutor(max_workers=jobs) as pool:
+                list(pool.map(path, range(len(folds))))
+    info = {"kernel_seconds": kernel_seconds, "kernel_rows": cache.computed, "capacity": cache.capacity,
+            "seconds": seconds, "rounds": rounds}
+    return out, info
+
+
+def solve_grid_batched(X: Any, yidx: np.ndarray, classes: np.ndarray, kernel: Kernel,
+                       folds: Sequence[GridProblem], Cs: Sequence[float], *, tol: float = 1e-3,
+                       device: Any = "auto", dtype: Any = None) -> list[list[KernelSVCResult]]:
+    """Every pair × fold × C problem in one batched working-set call (the GPU engine).
+
+    Folds whose row weights disagree on a shared row (``class_weight="balanced"``
+    weighs each fold's classes by its own counts) go to separate calls: the
+    batched solver takes one weight per row.  Parameters and result as
+    :func:`solve_grid` (``device``, ``dtype``: where and in which dtype to solve).
+    """
+    yidx = np.asarray(yidx, dtype=np.int64)
+    dev = bk.device_for(device, X)
+    dt = bk.resolve_dtype(dtype, dev)
+    Xd = bk.gpu_ready(X, dev, dt)
+    pairs = _pairs(classes.shape[0])
+    batches: list[tuple[np.ndarray, list[int]]] = []
+    for f, fold in enumerate(folds):
+        for w, members in batches:
+            known = ~np.isnan(w[fold.rows])
+            if np.array_equal(w[fold.rows][known], fold.weight[known]):
+                w[fold.rows] = fold.weight
+                members.append(f)
+                break
+        else:
+            w = np.full(yidx.shape[0], np.nan)
+            w[fold.rows] = fold.weight
+            batches.append((w, [f]))
+    out: list[list[Any]] = [[None] * len(Cs) for _ in folds]
+    for w, members in batches:
+        subsets, labels, Cp, keys = [], [], [], []
+        for f in members:
+            for lo, hi in pairs:
+                R, lab, _ = _pair_problem(yidx, folds[f], lo, hi)
+                for c, C in enumerate(Cs):
+                    subsets.append(R)
+                    labels.append(lab)
+                    Cp.append(float(C))
+                    keys.append((f, c))
+        weight = np.nan_to_num(w, nan=0.0)
+        res = solve_batched(Xd, labels, subsets, kernel, Cp, tol=tol, device=dev, dtype=dt,
+                            sample_weight=None if np.all(weight == 1.0) else weight,
+                            method="working_set", warn_convergence=False)
+        per: dict[tuple[int, int], list[SMOResult]] = {}
+        for key, r in zip(keys, res):
+            per.setdefault(key, []).append(r)
+        for f in members:
+            rows = folds[f].rows
+            pos = np.full(yidx.shape[0], -1, dtype=np.int64)
+            pos[rows] = np.arange(rows.size)
+            Xf = bk.take_rows(Xd, rows)
+            for c in range(len(Cs)):
+                # results come in pair order for each (fold, C) (keys were appended pair-major)
+                rs = []
+                for r in per[f, c]:
+                    o = np.argsort(pos[r.support], kind="stable")
+                    r.support = pos[r.support][o]
+                    r.dual_coef = np.asarray(bk.to_host(r.dual_coef), dtype=np.float64).ravel()[o]
+                    rs.append(r)
+                out[f][c] = ovo_model(rs, Xf, yidx[rows], classes, kernel, dev, dt)
+    return out
