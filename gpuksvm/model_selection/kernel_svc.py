@@ -6,10 +6,11 @@ every parameter but ``C``; within a group the folds that resolve to the same
 kernel (all of them, unless a data-dependent γ such as ``"scale"`` differs
 between folds) are solved in one call into the solver layer:
 
-* CPU (``solver`` ``"auto"`` or ``"libsvm"``):
-  :func:`gpuksvm.solvers.smo.path.solve_grid` — the kernel rows computed once
-  for all folds and C values, each solve seeded by the previous C's and the
-  first fold's solution, LIBSVM on active sets;
+* CPU (``solver`` ``"auto"`` or ``"libsvm"``): every kernel of every setting
+  in one call of :func:`gpuksvm.solvers.smo.path.solve_grids` — the kernel
+  rows computed once for all folds and C values, each solve seeded by the
+  previous C's and the previous fold's solution, LIBSVM on active sets, the
+  (kernel, fold) paths in parallel threads;
 * GPU (``solver`` ``"auto"`` or ``"working_set"``):
   :func:`gpuksvm.solvers.smo.path.solve_grid_batched` — all folds × C values ×
   pairs in one batched working-set call.
@@ -27,6 +28,7 @@ that lacks a class or a positive weight for one (the fit raises its own error).
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 from typing import Any, Iterator, Sequence
 
 import numpy as np
@@ -38,7 +40,7 @@ from gpuksvm.array.validation import encode_classes
 from gpuksvm.estimators.kernel_svc import KernelSVC
 from gpuksvm.kernels.kernel import make_kernel
 from gpuksvm.model_selection.shared import SplitFit
-from gpuksvm.solvers.smo.path import GridProblem, solve_grid, solve_grid_batched
+from gpuksvm.solvers.smo.path import GridJob, GridProblem, solve_grid_batched, solve_grids
 
 __all__ = ["search_kernel_svc"]
 
@@ -112,7 +114,7 @@ def search_kernel_svc(estimator: KernelSVC, X: Any, y: Any, splits: Sequence[tup
     ------
     SplitFit
         One per (candidate, split), in no particular order; ``fit_time`` is the
-        fit's own solver time plus an equal share of the kernel rows.
+        fit's own solver time plus an equal share of its kernel's rows.
     """
     y = np.asarray(bk.to_host(y))
     sw = None if sample_weight is None else np.asarray(bk.to_host(sample_weight), dtype=np.float64)
@@ -122,6 +124,7 @@ def search_kernel_svc(estimator: KernelSVC, X: Any, y: Any, splits: Sequence[tup
         key = tuple(sorted((k, repr(v)) for k, v in params.items() if k != "C"))
         groups.setdefault(key, []).append(c)
     all_splits = list(range(len(splits)))
+    jobs: list[_Job] = []
     for members in groups.values():
         template = clone(estimator).set_params(**candidates[members[0]])
         reason = _unsupported(template)
@@ -133,19 +136,60 @@ def search_kernel_svc(estimator: KernelSVC, X: Any, y: Any, splits: Sequence[tup
                                     "C is not a finite positive number")
         if reason is not None:
             yield from _independent(estimator, X, y, splits, finite, candidates, sw, all_splits, reason)
+        elif finite:
+            planned, refused = _plan(estimator, template, X, y, splits, finite, candidates, sw)
+            jobs.extend(planned)
+            if refused:
+                yield from _independent(estimator, X, y, splits, finite, candidates, sw, refused,
+                                        "a fold lacks a class of positive weight")
+    if not jobs:
+        return
+    classes, yidx = encode_classes(y)
+    cpu = [j for j in jobs if not j.device.is_gpu]
+    if cpu:   # every CPU job in one call: its threads balance folds of all kernels
+        # LIBSVM computes in float64 whatever the dtype parameter (so does the CPU fit)
+        sols = solve_grids(X, yidx, classes, [j.grid for j in cpu])
+        for job, sol in zip(cpu, sols):
+            share = sol.kernel_seconds / (len(job.splits) * len(job.members))
+            own = [[t + share for t in row] for row in sol.seconds]
+            yield from _wrap(estimator, X, y, splits, candidates, sw, job, sol.results, own, sol.error,
+                             SHARED_CPU)
+    for job in jobs:
+        if not job.device.is_gpu:
             continue
-        if finite:
-            yield from _shared_group(estimator, template, X, y, splits, finite, candidates, sw)
+        t0 = time.perf_counter()
+        results, error = None, None
+        try:
+            results = solve_grid_batched(X, yidx, classes, job.grid.kernel, job.grid.folds, job.grid.Cs,
+                                         tol=job.grid.tol, device=job.device, dtype=job.dtype)
+        except Exception as exc:  # e.g. parameters the fit refuses: the fits say so themselves
+            error = exc
+        share = (time.perf_counter() - t0) / (len(job.splits) * len(job.members))
+        yield from _wrap(estimator, X, y, splits, candidates, sw, job, results,
+                         [[share] * len(job.members) for _ in job.splits], error, SHARED_GPU)
 
 
-def _shared_group(estimator: Any, template: KernelSVC, X: Any, y: np.ndarray, splits: Sequence,
-                  members: list[int], candidates: Sequence[dict], sw: np.ndarray | None) -> Iterator[SplitFit]:
-    """The candidates ``members`` (one setting but C) on every split, through the solver layer."""
+@dataclass
+class _Job:
+    """The candidates ``members`` (one setting but C) on the splits ``splits`` that resolve to one kernel."""
+
+    template: KernelSVC
+    members: list[int]
+    splits: list[int]
+    grid: GridJob
+    device: bk.Device
+    dtype: Any
+
+
+def _plan(estimator: Any, template: KernelSVC, X: Any, y: np.ndarray, splits: Sequence, members: list[int],
+          candidates: Sequence[dict], sw: np.ndarray | None) -> tuple[list[_Job], list[int]]:
+    """The jobs of one setting (one per kernel its folds resolve to) and the splits it refuses."""
     classes, yidx = encode_classes(y)
     dev = bk.resolve_device(template.device)
     dt = bk.resolve_dtype(template.dtype, dev)
+    Cs = [float(clone(estimator).set_params(**candidates[c]).C) for c in members]
     by_kernel: dict[Any, list[int]] = {}
-    refused = []
+    refused: list[int] = []
     folds: dict[int, GridProblem] = {}
     for s, (tr, _) in enumerate(splits):
         tr = np.asarray(tr, dtype=np.int64)
@@ -157,39 +201,28 @@ def _shared_group(estimator: Any, template: KernelSVC, X: Any, y: np.ndarray, sp
         Xk = bk.take_rows(X, tr) if isinstance(template.gamma, str) else None
         kern = make_kernel(template.kernel, template.gamma, template.degree, template.coef0, Xk)
         by_kernel.setdefault(kern, []).append(s)
-    if refused:
-        yield from _independent(estimator, X, y, splits, members, candidates, sw, refused,
-                                "a fold lacks a class of positive weight")
-    Cs = [float(clone(estimator).set_params(**candidates[c]).C) for c in members]
-    for kern, split_ids in by_kernel.items():
-        t0 = time.perf_counter()
-        problems = [folds[s] for s in split_ids]
-        try:
-            if dev.is_gpu:
-                results = solve_grid_batched(X, yidx, classes, kern, problems, Cs, tol=float(template.tol),
-                                             device=dev, dtype=dt)
-                share = (time.perf_counter() - t0) / (len(problems) * len(Cs))
-                own = [[share] * len(Cs) for _ in problems]
-                shared = SHARED_GPU
-            else:
-                results, info = solve_grid(bk.gpu_ready(X, dev, dt), yidx, classes, kern, problems, Cs,
-                                           tol=float(template.tol),
-                                           cache_bytes=int(float(template.cache_size) * 2**20))
-                share = info["kernel_seconds"] / (len(problems) * len(Cs))
-                own = [[t + share for t in row] for row in info["seconds"]]
-                shared = SHARED_CPU
-        except Exception as exc:  # e.g. parameters the fit refuses: the fits say so themselves
-            yield from _independent(estimator, X, y, splits, members, candidates, sw, split_ids,
-                                    f"the shared engine failed ({type(exc).__name__}: {exc})")
-            continue
-        for f, s in enumerate(split_ids):
-            Xtr = bk.take_rows(X, problems[f].rows)
-            for k, c in enumerate(members):
-                params = clone(estimator).set_params(**candidates[c]).get_params(deep=False)
-                est, err = None, None
-                try:
-                    est = type(template).from_result(results[f][k], Xtr, kern, **params)
-                except Exception as exc:
-                    err = exc
-                yield SplitFit(candidate=c, split=s, estimator=est, fit_time=own[f][k], error=err,
-                               shared=shared)
+    jobs = [_Job(template=template, members=members, splits=ids, device=dev, dtype=dt,
+                 grid=GridJob(kern, [folds[s] for s in ids], Cs, float(template.tol),
+                              int(float(template.cache_size) * 2**20)))
+            for kern, ids in by_kernel.items()]
+    return jobs, refused
+
+
+def _wrap(estimator: Any, X: Any, y: np.ndarray, splits: Sequence, candidates: Sequence[dict],
+          sw: np.ndarray | None, job: _Job, results: list | None, own: list, error: BaseException | None,
+          shared: str) -> Iterator[SplitFit]:
+    """The SplitFits of a solved job (independent fits when its solve failed)."""
+    if error is not None or results is None:
+        yield from _independent(estimator, X, y, splits, job.members, candidates, sw, job.splits,
+                                f"the shared engine failed ({type(error).__name__}: {error})")
+        return
+    for f, s in enumerate(job.splits):
+        Xtr = bk.take_rows(X, job.grid.folds[f].rows)
+        for k, c in enumerate(job.members):
+            params = clone(estimator).set_params(**candidates[c]).get_params(deep=False)
+            est, err = None, None
+            try:
+                est = type(job.template).from_result(results[f][k], Xtr, job.grid.kernel, **params)
+            except Exception as exc:   # e.g. a parameter the fit refuses
+                err = exc
+            yield SplitFit(candidate=c, split=s, estimator=est, fit_time=own[f][k], error=err, shared=shared)

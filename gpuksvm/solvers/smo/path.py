@@ -4,27 +4,29 @@ The training sets of the folds of a cross-validation are subsets of the same
 rows ``X``, and the C values of a grid change only the box of the dual, so
 the kernel values of one kernel serve every (fold, C) problem.  Two engines:
 
-:func:`solve_grid` (CPU) — active-set chunking over a shared kernel cache
+:func:`solve_grids` (CPU) — active-set chunking over a shared kernel cache
     Kernel rows K(xⱼ, X) of the rows that enter any problem are computed once
     (:class:`KernelRows`: all n rows — the Gram matrix — when n × n fits the
-    memory budget, else an LRU-free block of rows refilled when full).  Each
-    binary problem (every one-vs-one pair of every fold, C ascending) is solved
-    by LIBSVM on a subset A of its rows, with α = 0 outside A, from the cached
+    memory budget, else a block of rows refilled when full).  Each binary
+    problem (every one-vs-one pair of every fold, C ascending) is solved by
+    LIBSVM on a subset A of its rows, with α = 0 outside A, from the cached
     Gram block K[A, A] (``kernel="precomputed"``; the rows of A themselves
     when |A|² does not fit the budget); then the *whole* problem's stopping
     rule is checked exactly as LIBSVM does — F = y − Kα over all its rows from
     the cached rows of the support vectors, the gap m(α) − M(α) over I_up and
     I_low including the rows outside A — and the rows outside A that violate
-    it join A, until the gap is below ``tol``.  The result solves the full
-    problem to ``tol`` (the independent fit's tolerance); its intercept is the
-    last subproblem's (LIBSVM's mean of F over the free SVs, all inside A).
-    A is seeded with the support vectors of the previous C of the same fold
-    and pair, plus the rows that solution puts inside or near its margin
-    (y f < 1 + 0.1; alpha seeding, DeCoste & Wagstaff 2000), and the first C
-    of a fold from the first fold's solution at that C (Wen et al., AAAI 2017)
-    — so each LIBSVM call sees only the support vectors and the few rows that
-    change, instead of the whole fold.  Folds run in parallel threads
-    (LIBSVM releases the GIL).
+    it (the most violating, at most max(|A|/2, 256) a round) join A, until the
+    gap is below ``tol``.  The result solves the full problem to ``tol`` (the
+    independent fit's tolerance); its intercept is LIBSVM's rule applied to
+    the full problem (the mean of F over the free SVs, all inside A; with none
+    free, the middle of the bounds over all rows).  A is seeded with the
+    support vectors of the previous C of the same fold and pair, the rows that
+    solution puts inside its margin, and the nearest rows outside it (alpha
+    seeding, DeCoste & Wagstaff 2000); the first C of a fold from the first C
+    of the fold solved before it (Wen et al., AAAI 2017); the very first
+    problem from an evenly spaced quarter of its rows.  So each LIBSVM call
+    sees about the support vectors instead of the whole fold.  (fold, kernel)
+    paths run in parallel threads (LIBSVM releases the GIL).
 
     Why LIBSVM on active sets rather than alpha seeding inside our own SMO:
     :func:`gpuksvm.solvers.smo.host.solve_smo_host` steps in Python (≈20 µs a
@@ -58,11 +60,13 @@ from gpuksvm.solvers.smo.host import _libsvm_fit
 from gpuksvm.solvers.smo.svc import KernelSVCResult, ovo_model
 from gpuksvm.solvers.svc_dual import PRECOMPUTED, SMOResult, intercept_from_F, problem_data
 
-__all__ = ["KernelRows", "GridProblem", "solve_grid", "solve_grid_batched"]
+__all__ = ["KernelRows", "GridProblem", "GridJob", "GridSolution", "solve_grid", "solve_grids", "solve_grid_batched"]
 
-#: rows whose margin y·f under the previous solution is below 1 + this join the seed: the
-#: support vectors of the next C come mostly from there (a wider band only grows A)
-_SEED_MARGIN = 0.0
+#: rows whose margin y·f under the previous solution is below 1 + this join the seed, at most
+#: 1/_SEED_SHARE of the seed's size of them (the closest first): the support vectors of the
+#: next C come mostly from there; at small C the band holds most rows, hence the cap
+_SEED_MARGIN = 0.1
+_SEED_SHARE = 4
 _COLD_ROWS = 500
 #: at most max(|A|/2, this) violating rows join A per round, the most violating first
 _MIN_ADD = 256
@@ -214,8 +218,14 @@ def _solve_binary(cache: KernelRows, R: np.ndarray, y: np.ndarray, w: np.ndarray
         if not ((y[inA] > 0).any() and (y[inA] < 0).any()):
             inA[:] = True
     else:
-        f = seed.expansion[R] + seed.intercept
-        inA = (y * f < 1.0 + _SEED_MARGIN) | np.isin(R, seed.sv)
+        margin = y * (seed.expansion[R] + seed.intercept)
+        inA = (margin < 1.0) | np.isin(R, seed.sv)
+        # and the rows closest to the margin outside it: most new support vectors come from there
+        near = np.flatnonzero(~inA & (margin < 1.0 + _SEED_MARGIN))
+        extra = max(int(inA.sum()) // _SEED_SHARE, _MIN_ADD // 8)
+        if near.size > extra:
+            near = near[np.argsort(margin[near], kind="stable")[:extra]]
+        inA[near] = True
         if not ((y[inA] > 0).any() and (y[inA] < 0).any()):
             inA[:] = True
     n_iter = rounds = 0
@@ -279,80 +289,158 @@ def _as_result(b: _Binary, fold_pos: np.ndarray) -> SMOResult:
                      max_iter_reached=False)
 
 
-def solve_grid(X: Any, yidx: np.ndarray, classes: np.ndarray, kernel: Kernel, folds: Sequence[GridProblem],
-               Cs: Sequence[float], *, tol: float = 1e-3, cache_bytes: int = 200 * 2**20,
-               budget: int | None = None, n_jobs: int | None = None
-               ) -> tuple[list[list[KernelSVCResult]], dict[str, Any]]:
-    """The one-vs-one C-SVC of every fold at every C, sharing kernel rows and solutions (CPU).
+@dataclass
+class GridJob:
+    """One kernel's folds × C values: what :func:`solve_grids` solves with one kernel cache.
+
+    Attributes
+    ----------
+    kernel : Kernel (γ resolved), the same for every fold
+    folds : the folds' training rows and weights
+    Cs : the C values (any order; each fold solves them ascending)
+    tol : stopping tolerance of the full problems (LIBSVM's eps)
+    cache_bytes : LIBSVM's own kernel cache for each subproblem
+    """
+
+    kernel: Kernel
+    folds: Sequence[GridProblem]
+    Cs: Sequence[float]
+    tol: float = 1e-3
+    cache_bytes: int = 200 * 2**20
+
+
+@dataclass
+class GridSolution:
+    """What :func:`solve_grids` returns for a job.
+
+    Attributes
+    ----------
+    results : results[f][c] — the model of fold f at ``Cs[c]`` (support indices into the
+        fold's rows, as a fit on ``X[folds[f].rows]`` gives); None after an error
+    seconds : seconds[f][c] — solver time of that model (its own LIBSVM calls and checks)
+    rounds : rounds[f][c] — LIBSVM calls it took, all pairs
+    kernel_seconds : time spent computing the job's kernel rows (shared by all its models)
+    kernel_rows : kernel rows computed
+    error : the exception that stopped the job, if any
+    """
+
+    results: list
+    seconds: list
+    rounds: list
+    kernel_seconds: float = 0.0
+    kernel_rows: int = 0
+    error: BaseException | None = None
+
+
+class _JobState:
+    """A job being solved: its kernel cache (built by the first task that needs it, dropped after
+    the last), the first C's solution of the fold solved first (the others' seed)."""
+
+    def __init__(self, job: GridJob) -> None:
+        self.job = job
+        k = len(job.Cs)
+        self.out = GridSolution(results=[[None] * k for _ in job.folds], seconds=[[0.0] * k for _ in job.folds],
+                                rounds=[[0] * k for _ in job.folds])
+        self.cache: KernelRows | None = None
+        self.first: dict[tuple[int, int], _Binary] | None = None
+        self.left = len(job.folds)
+        self.lock = threading.Lock()
+
+
+def _fold_path(st: _JobState, f: int, X: Any, yidx: np.ndarray, classes: np.ndarray, budget: int) -> None:
+    """Fold f of a job at every C, ascending, each solve seeded by the previous one."""
+    job = st.job
+    with st.lock:
+        if st.out.error is not None:
+            return
+        if st.cache is None:
+            t0 = time.perf_counter()
+            st.cache = KernelRows(X, job.kernel, budget)
+            st.out.kernel_seconds = time.perf_counter() - t0
+        cache = st.cache
+    fold = job.folds[f]
+    pos = np.full(yidx.shape[0], -1, dtype=np.int64)
+    pos[fold.rows] = np.arange(fold.rows.size)
+    pairs = _pairs(classes.shape[0])
+    problems = [_pair_problem(yidx, fold, lo, hi) for lo, hi in pairs]
+    Xf = bk.take_rows(X, fold.rows)
+    seeds = st.first or {}
+    for k, c in enumerate(np.argsort(np.asarray(job.Cs, dtype=np.float64), kind="stable")):
+        solved = {p: _solve_binary(cache, R, lab, w, float(job.Cs[c]), seeds.get(p), job.tol, job.cache_bytes)
+                  for p, (R, lab, w) in zip(pairs, problems)}
+        st.out.results[f][c] = ovo_model([_as_result(solved[p], pos) for p in pairs], Xf, yidx[fold.rows],
+                                         classes, job.kernel, bk.CPU, np.float64)
+        st.out.seconds[f][c] = sum(b.seconds for b in solved.values())
+        st.out.rounds[f][c] = sum(b.rounds for b in solved.values())
+        if k == 0 and st.first is None:
+            st.first = solved      # a later fold's first C starts from here (Wen et al. 2017)
+        seeds = solved
+
+
+def solve_grids(X: Any, yidx: np.ndarray, classes: np.ndarray, jobs: Sequence[GridJob], *,
+                budget: int | None = None, n_jobs: int | None = None) -> list[GridSolution]:
+    """The one-vs-one C-SVC of every fold of every job at every C, sharing kernel rows and
+    solutions within a job (CPU).
+
+    The (job, fold) paths run in ``n_jobs`` threads, job by job: a job's kernel
+    rows are computed by the first of its paths that starts and dropped after
+    its last, so at most ``min(n_jobs, len(jobs))`` caches live at once, each
+    within an equal share of ``budget``.  Paths of the same job overlap: a fold
+    that starts while no fold of its job has solved its first C yet starts cold.
 
     Parameters
     ----------
     X : (n, d) host array or CSR matrix, all rows (the folds index into it)
     yidx : (n,) class index of every row, into ``classes``
     classes : (K,) class labels; every fold must hold every class with a positive weight
-    kernel : Kernel (γ resolved), the same for every fold
-    folds : the folds' training rows and weights
-    Cs : the C values (any order; solved ascending)
-    tol : stopping tolerance of the full problems (LIBSVM's eps)
-    cache_bytes : LIBSVM's own kernel cache for each subproblem
-    budget : bytes for the shared kernel rows (default: the CPU memory budget)
-    n_jobs : threads over folds (default: all cores)
+    jobs : the kernels, folds and C values
+    budget : bytes for the shared kernel rows of all jobs (default: the CPU memory budget)
+    n_jobs : threads (default: all cores)
 
     Returns
     -------
-    results : results[f][c] — the model of fold f at ``Cs[c]`` (support indices into the
-        fold's rows, as a fit on ``X[folds[f].rows]`` gives)
-    info : {"kernel_seconds", "kernel_rows", "capacity", "seconds" [f][c], "rounds" [f][c]}
+    list of GridSolution, one per job (an error stops its job only)
     """
     yidx = np.asarray(yidx, dtype=np.int64)
     Xh = bk.to_host(X)
     budget = bk.memory_budget(bk.CPU) if budget is None else int(budget)
-    t0 = time.perf_counter()
-    cache = KernelRows(Xh, kernel, budget)
-    kernel_seconds = time.perf_counter() - t0
-    order = np.argsort(np.asarray(Cs, dtype=np.float64), kind="stable")
-    pairs = _pairs(classes.shape[0])
-    out: list[list[Any]] = [[None] * len(Cs) for _ in folds]
-    seconds = [[0.0] * len(Cs) for _ in folds]
-    rounds = [[0] * len(Cs) for _ in folds]
-    first: dict[tuple[int, int], _Binary] = {}
+    states = [_JobState(j) for j in jobs]
+    tasks = [(st, f) for st in states for f in range(len(st.job.folds))]
+    workers = _n_workers(n_jobs, max(len(tasks), 1))
+    share = budget // max(min(workers, len(states)), 1)
 
-    def one(f: int, c: int, seeds: dict) -> dict:
-        fold = folds[f]
-        pos = np.full(yidx.shape[0], -1, dtype=np.int64)
-        pos[fold.rows] = np.arange(fold.rows.size)
-        solved = {}
-        for lo, hi in pairs:
-            R, lab, w = _pair_problem(yidx, fold, lo, hi)
-            solved[lo, hi] = _solve_binary(cache, R, lab, w, float(Cs[c]), seeds.get((lo, hi)), tol,
-                                           cache_bytes)
-        res = [_as_result(solved[p], pos) for p in pairs]
-        out[f][c] = ovo_model(res, bk.take_rows(Xh, fold.rows), yidx[fold.rows], classes, kernel,
-                              bk.CPU, np.float64)
-        seconds[f][c] = sum(s.seconds for s in solved.values())
-        rounds[f][c] = sum(s.rounds for s in solved.values())
-        return solved
-
-    def path(f: int) -> None:
-        seeds = first
-        for k, c in enumerate(order):
-            if f == 0 and k == 0:
-                continue
-            seeds = one(f, c, seeds)
+    def run(task: tuple[_JobState, int]) -> None:
+        st, f = task
+        try:
+            _fold_path(st, f, Xh, yidx, classes, share)
+        except Exception as exc:  # the job's models are refused; the caller decides what follows
+            with st.lock:
+                st.out.error = exc
+        with st.lock:
+            st.left -= 1
+            if st.left == 0 and st.cache is not None:
+                st.out.kernel_rows = st.cache.computed
+                st.cache = None
 
     with one_blas_thread():
-        if folds:
-            first.update(one(0, order[0], {}))
-        jobs = _n_workers(n_jobs, len(folds))
-        if jobs == 1:
-            for f in range(len(folds)):
-                path(f)
+        if workers == 1:
+            for t in tasks:
+                run(t)
         else:
-            with ThreadPoolExecutor(max_workers=jobs) as pool:
-                list(pool.map(path, range(len(folds))))
-    info = {"kernel_seconds": kernel_seconds, "kernel_rows": cache.computed, "capacity": cache.capacity,
-            "seconds": seconds, "rounds": rounds}
-    return out, info
+            with ThreadPoolExecutor(max_workers=workers) as pool:
+                list(pool.map(run, tasks))
+    return [st.out for st in states]
+
+
+def solve_grid(X: Any, yidx: np.ndarray, classes: np.ndarray, kernel: Kernel, folds: Sequence[GridProblem],
+               Cs: Sequence[float], *, tol: float = 1e-3, cache_bytes: int = 200 * 2**20,
+               budget: int | None = None, n_jobs: int | None = None) -> GridSolution:
+    """:func:`solve_grids` of one job (one kernel); raises the job's error."""
+    out = solve_grids(X, yidx, classes, [GridJob(kernel, folds, Cs, tol, cache_bytes)], budget=budget,
+                      n_jobs=n_jobs)[0]
+    if out.error is not None:
+        raise out.error
+    return out
 
 
 def solve_grid_batched(X: Any, yidx: np.ndarray, classes: np.ndarray, kernel: Kernel,
