@@ -60,6 +60,11 @@ from gpuksvm.solvers.smo.host import _libsvm_fit
 from gpuksvm.solvers.smo.svc import KernelSVCResult, ovo_model
 from gpuksvm.solvers.svc_dual import PRECOMPUTED, SMOResult, intercept_from_F, problem_data
 
+try:   # LIBSVM's entry point in scikit-learn (see _libsvm_subproblem)
+    from sklearn.svm import _libsvm as _LIBSVM
+except ImportError:  # pragma: no cover - a scikit-learn without it: SVC.fit instead
+    _LIBSVM = None
+
 __all__ = ["KernelRows", "GridProblem", "GridJob", "GridSolution", "solve_grid", "solve_grids", "solve_grid_batched"]
 
 #: rows whose margin y·f under the previous solution is below 1 + this join the seed, at most
@@ -187,23 +192,78 @@ class _Binary:
     coef: np.ndarray
     intercept: float
     expansion: np.ndarray
+    bound: "_BoundSum"
     objective: float
     n_iter: int
     rounds: int
     seconds: float
 
 
+@dataclass
+class _BoundSum:
+    """S = Σ_{j∈B} yⱼwⱼ K(xⱼ, ·) over the bounded support vectors B (αⱼ = C·wⱼ), over all rows of X.
+
+    The expansion of a solution is C·S plus the free SVs' terms.  At small C
+    most SVs are bounded and stay so from one LIBSVM round to the next, from
+    one C to the next and from fold to fold, so S is updated by the rows that
+    join or leave B (or change yⱼwⱼ) instead of summed again: the kernel rows
+    read per check fall from all SVs to the free ones and the changes.
+    """
+
+    rows: np.ndarray
+    coef: np.ndarray
+    total: np.ndarray
+
+    @classmethod
+    def empty(cls, n: int) -> "_BoundSum":
+        return cls(np.zeros(0, dtype=np.int64), np.zeros(0), np.zeros(n))
+
+    def copy(self) -> "_BoundSum":
+        return _BoundSum(self.rows, self.coef, self.total.copy())
+
+    def update(self, cache: KernelRows, rows: np.ndarray, coef: np.ndarray) -> None:
+        """Make B the global ``rows`` with yⱼwⱼ = ``coef``."""
+        union = np.union1d(self.rows, rows)
+        old = np.zeros(union.size)
+        old[np.searchsorted(union, self.rows)] = self.coef
+        new = np.zeros(union.size)
+        new[np.searchsorted(union, rows)] = coef
+        diff = new - old
+        changed = np.flatnonzero(diff)
+        if changed.size:
+            self.total += cache.weighted_sum(union[changed], diff[changed])
+        order = np.argsort(rows, kind="stable")
+        self.rows, self.coef = rows[order], coef[order]
+
+
 def _libsvm_subproblem(cache: KernelRows, R: np.ndarray, y: np.ndarray, w: np.ndarray, C: float,
-                       tol: float, cache_bytes: int) -> tuple[np.ndarray, float, int]:
-    """LIBSVM on the rows R (global): yα of each row of R, the intercept, the iterations."""
+                       tol: float, cache_bytes: int) -> tuple[np.ndarray, int]:
+    """LIBSVM on the rows R (global): αᵢ of each row of R, the iterations.
+
+    With the Gram block in the cache, LIBSVM's own entry point is called
+    directly (scikit-learn's ``sklearn.svm._libsvm.fit``, what ``SVC.fit``
+    calls after its checks): ``SVC.fit``'s validation of the |A|² block cost
+    ≈5 ms a call, a third of the engine's time on ijcnn1 (cProfile, 75 calls
+    per γ).  Where that module is missing, and for the rows themselves,
+    scikit-learn's SVC runs (:func:`gpuksvm.solvers.smo.host._libsvm_fit`).
+    The intercept is recomputed by the caller over the whole problem.
+    """
     G = cache.gram(R)
-    data, kern = (G, PRECOMPUTED) if G is not None else (problem_data(cache.X, R, cache.kernel), cache.kernel)
-    svc, _ = _libsvm_fit(data, y, kern, C, tol, None, w, cache_bytes, False)
-    dual = svc.dual_coef_
-    dual = np.asarray(dual.toarray() if sp.issparse(dual) else dual, dtype=np.float64).ravel()
-    coef = np.zeros(R.size)
-    coef[np.asarray(svc.support_, dtype=np.int64)] = dual
-    return coef, float(svc.intercept_[0]), int(np.asarray(svc.n_iter_).ravel()[0])
+    if G is not None and _LIBSVM is not None:
+        _LIBSVM.set_verbosity_wrap(0)   # as SVC.fit(verbose=False) sets it before every call
+        out = _LIBSVM.fit(G, (y > 0).astype(np.float64), svm_type=0, sample_weight=np.ascontiguousarray(w),
+                          class_weight=np.empty(0), kernel=PRECOMPUTED, C=float(C), nu=0.5, probability=0,
+                          degree=3, shrinking=1, tol=float(tol), cache_size=max(cache_bytes / 2**20, 1.0),
+                          coef0=0.0, gamma=0.0, epsilon=0.1, max_iter=-1, random_seed=0)
+        support, coef, n_iter = out[0], out[3], out[8]
+    else:
+        data, kern = (G, PRECOMPUTED) if G is not None else (problem_data(cache.X, R, cache.kernel), cache.kernel)
+        svc, _ = _libsvm_fit(data, y, kern, C, tol, None, w, cache_bytes, False)
+        support, coef, n_iter = svc.support_, svc.dual_coef_, svc.n_iter_
+    coef = np.asarray(coef.toarray() if sp.issparse(coef) else coef, dtype=np.float64).ravel()
+    alpha = np.zeros(R.size)
+    alpha[np.asarray(support, dtype=np.int64)] = np.abs(coef)
+    return alpha, int(np.asarray(n_iter).ravel()[0])
 
 
 def _solve_binary(cache: KernelRows, R: np.ndarray, y: np.ndarray, w: np.ndarray, C: float,
@@ -229,16 +289,20 @@ def _solve_binary(cache: KernelRows, R: np.ndarray, y: np.ndarray, w: np.ndarray
         if not ((y[inA] > 0).any() and (y[inA] < 0).any()):
             inA[:] = True
     n_iter = rounds = 0
+    bound = _BoundSum.empty(cache.n) if seed is None else seed.bound.copy()
     while True:
         A = np.flatnonzero(inA)
-        coefA, b, it = _libsvm_subproblem(cache, R[A], y[A], w[A], C, tol, cache_bytes)
+        alphaA, it = _libsvm_subproblem(cache, R[A], y[A], w[A], C, tol, cache_bytes)
         n_iter += it
         rounds += 1
         alpha = np.zeros(n)
-        alpha[A] = np.abs(coefA)
+        alpha[A] = alphaA
         sv = np.flatnonzero(alpha > 0)
         coef = y[sv] * alpha[sv]
-        expansion = cache.weighted_sum(R[sv], coef)
+        at_c = alpha >= Cv * (1.0 - 1e-12)
+        free = sv[~at_c[sv]]
+        bound.update(cache, R[at_c & (alpha > 0)], (y * w)[at_c & (alpha > 0)])
+        expansion = C * bound.total + cache.weighted_sum(R[free], y[free] * alpha[free])
         f0 = expansion[R]
         F = y - f0
         if inA.all():
@@ -265,8 +329,8 @@ def _solve_binary(cache: KernelRows, R: np.ndarray, y: np.ndarray, w: np.ndarray
     # LIBSVM's ρ over the whole problem: with no free αᵢ it is the middle of bounds that the rows
     # outside A take part in (with free ones, the mean over them: the subproblem's own, all in A)
     b = intercept_from_F(F, alpha, y, Cv)
-    return _Binary(sv=R[sv], coef=coef, intercept=b, expansion=expansion, objective=obj, n_iter=n_iter,
-                   rounds=rounds, seconds=time.perf_counter() - t0)
+    return _Binary(sv=R[sv], coef=coef, intercept=b, expansion=expansion, bound=bound, objective=obj,
+                   n_iter=n_iter, rounds=rounds, seconds=time.perf_counter() - t0)
 
 
 def _pairs(n_classes: int) -> list[tuple[int, int]]:
