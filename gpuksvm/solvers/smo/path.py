@@ -25,14 +25,21 @@ the kernel values of one kernel serve every (fold, C) problem.  Two engines:
     seeding, DeCoste & Wagstaff 2000); the first C of a fold from the first C
     of the fold solved before it (Wen et al., AAAI 2017); the very first
     problem from an evenly spaced quarter of its rows.  So each LIBSVM call
-    sees about the support vectors instead of the whole fold.  (fold, kernel)
+    sees about the support vectors instead of the whole fold.  The check reads
+    the kernel rows of the free SVs and of the rows that join or leave the
+    bounded set (:class:`_BoundSum`), and LIBSVM is called through its entry
+    point on the cached block (see :func:`_libsvm_subproblem`).  (kernel, fold)
     paths run in parallel threads (LIBSVM releases the GIL).
 
     Why LIBSVM on active sets rather than alpha seeding inside our own SMO:
-    :func:`gpuksvm.solvers.smo.host.solve_smo_host` steps in Python (≈20 µs a
-    two-variable step), and LIBSVM's compiled steps are two orders faster, so
-    a seeded Python SMO loses to a cold LIBSVM on a small active set; LIBSVM
-    takes no initial α, and the active set is how its work is cut.
+    LIBSVM takes no initial α, and our SMO
+    (:func:`gpuksvm.solvers.smo.host.solve_smo_host`) costs 314 µs a step
+    against LIBSVM's 111 µs (4,000 ijcnn1 rows, γ = 1, C = 10, cold, CPU time
+    on the 2-core development host), each step on the whole fold; the
+    active-set LIBSVM calls here take 3–15 ms (|A| ≈ 100–1,000 rows, cProfile
+    on the ijcnn1 grid of ``bench/studies/tune_kernel_svc.py``), so a seeded
+    SMO would have to finish a fold in 10–50 steps to compete.  A seeded SMO
+    was not built.
 
 :func:`solve_grid_batched` (GPU) — every pair × fold × C problem in one call
     of the batched working-set solver
@@ -65,17 +72,25 @@ try:   # LIBSVM's entry point in scikit-learn (see _libsvm_subproblem)
 except ImportError:  # pragma: no cover - a scikit-learn without it: SVC.fit instead
     _LIBSVM = None
 
-__all__ = ["KernelRows", "GridProblem", "GridJob", "GridSolution", "solve_grid", "solve_grids", "solve_grid_batched"]
+__all__ = ["KernelRows", "GridProblem", "GridJob", "GridSolution", "solve_grid", "solve_grids",
+           "solve_grid_batched"]
 
 #: rows whose margin y·f under the previous solution is below 1 + this join the seed, at most
-#: 1/_SEED_SHARE of the seed's size of them (the closest first): the support vectors of the
-#: next C come mostly from there; at small C the band holds most rows, hence the cap
+#: 1/_SEED_SHARE of the seed's size of them (the closest first).  Measured on the ijcnn1 grid of
+#: bench/studies/tune_kernel_svc.py (5,000 rows, γ ∈ {0.5, 2}): the SVs and margin violators
+#: alone took 86 and 101 LIBSVM calls for 40 problems, with this band 70 and 77; without the cap
+#: the band holds nearly every row at small C (|A| = 4,000 of 4,000, 0.2–0.4 s a call).  Other
+#: settings tried (band 0.3, share 2; at most 64 or 1,024 rows added a round) were within the
+#: noise of the shared 2-core host (1.9–2.3 s CPU for the two γ)
 _SEED_MARGIN = 0.1
 _SEED_SHARE = 4
+#: the first problem of a job starts from an evenly spaced quarter of its rows (at least 500):
+#: its solution grows A to the SVs in 3–5 rounds of a few hundred to 2,000 rows, where the whole
+#: fold (4,000 rows) took 0.2–0.4 s in one call
 _COLD_ROWS = 500
+_COLD_FRACTION = 4
 #: at most max(|A|/2, this) violating rows join A per round, the most violating first
 _MIN_ADD = 256
-_COLD_FRACTION = 4
 #: kernel rows gathered per product when F is recomputed (bounds the temporary to 256 × n)
 _CHUNK = 256
 
