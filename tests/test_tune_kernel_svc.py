@@ -105,9 +105,9 @@ def test_small_budget_never_builds_the_whole_gram(monkeypatch):
         _check_equivalent(KernelSVC(device="cpu", gamma=1.0), X, y, splits, _grid(gammas=(1.0,)))
     assert shapes and max(r for r, _ in shapes) < n and max(r * c for r, c in shapes) < n * n // 4
     shapes.clear()
-    with bk.config_context(cpu_memory_budget=n * n * 8 * 4):   # the whole Gram fits: computed once
+    with bk.config_context(cpu_memory_budget=n * n * 8 * 4):   # the whole Gram fits: each row once
         list(engine.search_kernel_svc(KernelSVC(device="cpu", gamma=1.0), X, y, splits, _grid(gammas=(1.0,))))
-    assert shapes == [(n, n)]
+    assert shapes and all(c == n for _, c in shapes) and sum(r for r, _ in shapes) <= n
 
 
 def test_kernel_rows_cache_evicts_and_computes_each_row_once():

@@ -6,8 +6,9 @@ the kernel values of one kernel serve every (fold, C) problem.  Two engines:
 
 :func:`solve_grids` (CPU) — active-set chunking over a shared kernel cache
     Kernel rows K(xⱼ, X) of the rows that enter any problem are computed once
-    (:class:`KernelRows`: all n rows — the Gram matrix — when n × n fits the
-    memory budget, else a block of rows refilled when full).  Each binary
+    (:class:`KernelRows`: the Gram matrix, filled row by row as rows are
+    used, when n × n fits the memory budget, else a block of rows refilled
+    when full).  Each binary
     problem (every one-vs-one pair of every fold, C ascending) is solved by
     LIBSVM on a subset A of its rows, with α = 0 outside A, from the cached
     Gram block K[A, A] (``kernel="precomputed"``; the rows of A themselves
@@ -98,11 +99,14 @@ _CHUNK = 256
 class KernelRows:
     """Kernel rows K(xⱼ, X) of one kernel over all rows of X, computed once each, within a budget.
 
-    When the n × n Gram matrix fits ``budget`` bytes it is computed at once
-    (one large block: the fastest kernel evaluation); otherwise a block of at
-    most ``budget // (8 n)`` rows is filled on demand and emptied when a
-    request does not fit what is left.  Rows asked for beyond the block's
-    capacity are computed for the call and not kept.  Thread-safe.
+    When the n × n Gram matrix fits ``budget`` bytes, its rows are computed
+    the first time they are asked for (in blocks of 256) and kept: a search
+    reads about half the rows — 2,331–2,464 of 5,000 on the ijcnn1 grid of
+    ``bench/studies/tune_kernel_svc.py`` — so half the kernel evaluations are
+    never made.  Otherwise a block of at most ``budget // (16 n)`` rows is
+    filled on demand and emptied when a request does not fit what is left;
+    rows asked for beyond its capacity are computed for the call and not
+    kept.  Thread-safe.
 
     Parameters
     ----------
@@ -126,17 +130,24 @@ class KernelRows:
         self.full = full
         # rows per product in weighted_sum: within the cache's share of the budget
         self.step = _CHUNK if full else max(1, min(_CHUNK, self.capacity))
-        if full:
-            self.rows = self._compute(np.arange(self.n))
-            self.slot[:] = np.arange(self.n)
-            self.used = self.n
-        else:
-            self.rows = np.empty((self.capacity, self.n))
+        # full: row i in row i, written on first use (np.empty: pages untouched until then)
+        self.rows = np.empty((self.capacity, self.n))
 
     def _compute(self, idx: np.ndarray) -> np.ndarray:
         self.computed += idx.size
         return np.asarray(bk.to_host(kernel_block(bk.take_rows(self.X, idx), self.X, self.kernel,
                                                   dtype=np.float64)), dtype=np.float64)
+
+    def _ensure_full(self, idx: np.ndarray) -> None:
+        """The rows ``idx`` of the whole Gram matrix, computed if not yet."""
+        if (self.slot[idx] >= 0).all():
+            return
+        with self.lock:
+            missing = np.unique(idx[self.slot[idx] < 0])
+            for start in range(0, missing.size, _CHUNK):
+                part = missing[start:start + _CHUNK]
+                self.rows[part] = self._compute(part)
+                self.slot[part] = part
 
     def _ensure(self, idx: np.ndarray) -> bool:
         """Whether the rows ``idx`` are (now) in the block; caller holds the lock."""
@@ -162,6 +173,7 @@ class KernelRows:
         for start in range(0, idx.size, self.step):
             part, c = idx[start:start + self.step], coef[start:start + self.step]
             if self.full:
+                self._ensure_full(part)
                 out += c @ self.rows[part]
                 continue
             with self.lock:
@@ -174,6 +186,7 @@ class KernelRows:
     def gram(self, idx: np.ndarray) -> np.ndarray | None:
         """The Gram block K[idx, idx] (C-contiguous float64), or None when it does not fit."""
         if self.full:
+            self._ensure_full(idx)
             return np.ascontiguousarray(self.rows[np.ix_(idx, idx)])
         if 16 * idx.size * idx.size > self.budget:
             return None
