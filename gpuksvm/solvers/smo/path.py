@@ -60,7 +60,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from gpuksvm.array import backend as bk
-from gpuksvm.array.blas_threads import one_blas_thread
+from gpuksvm.array.blas_threads import host_busy, one_blas_thread
 from gpuksvm.kernels.kernel import Kernel, kernel_block
 from gpuksvm.solvers.multiclass import problem_rows
 from gpuksvm.solvers.smo.engines import _n_workers, solve_batched
@@ -487,7 +487,8 @@ def solve_grids(X: Any, yidx: np.ndarray, classes: np.ndarray, jobs: Sequence[Gr
     classes : (K,) class labels; every fold must hold every class with a positive weight
     jobs : the kernels, folds and C values
     budget : bytes for the shared kernel rows of all jobs (default: the CPU memory budget)
-    n_jobs : threads (default: all cores)
+    n_jobs : threads (default: all cores; one when the load average already fills them,
+        :func:`gpuksvm.array.blas_threads.host_busy`)
 
     Returns
     -------
@@ -498,7 +499,10 @@ def solve_grids(X: Any, yidx: np.ndarray, classes: np.ndarray, jobs: Sequence[Gr
     budget = bk.memory_budget(bk.CPU) if budget is None else int(budget)
     states = [_JobState(j) for j in jobs]
     tasks = [(st, f) for st in states for f in range(len(st.job.folds))]
-    workers = _n_workers(n_jobs, max(len(tasks), 1))
+    # a host whose load already fills its cores runs the paths in one thread: at load 5 on 2
+    # cores two threads took 6.2 and 8.4 s for the 3-γ ijcnn1 grid, one thread 5.3 and 5.7 s
+    # (the threads' CPU time grew by 15–30 %: they only contend there)
+    workers = 1 if n_jobs is None and host_busy() else _n_workers(n_jobs, max(len(tasks), 1))
     share = budget // max(min(workers, len(states)), 1)
 
     def run(task: tuple[_JobState, int]) -> None:
