@@ -131,7 +131,7 @@ def test_fallbacks_and_errors():
     X, y = _data(n=120, seed=5)
     splits = list(StratifiedKFold(3, shuffle=True, random_state=0).split(X, y))
     cands = [{"C": 1.0, "probability": True, "random_state": 0}, {"C": -1.0}, {"C": 2.0, "solver": "smo"},
-             {"C": 1.0, "kernel": lambda A, B: A @ B.T}]
+             {"C": 1.0, "kernel": lambda A, B: A @ B.T}, {"C": 1.0, "gamma": -2.0}, {"C": np.int64(3)}]
     fits = {(f.candidate, f.split): f for f in
             engine.search_kernel_svc(KernelSVC(device="cpu", gamma=1.0), X, y, splits, cands)}
     assert len(fits) == len(cands) * len(splits)
@@ -140,6 +140,8 @@ def test_fallbacks_and_errors():
         assert fits[1, s].estimator is None and fits[1, s].error is not None   # the fit's own error
         assert fits[2, s].shared.startswith("none: solver") and fits[2, s].estimator.solver_ == "smo"
         assert fits[3, s].shared.startswith("none: kernel") and fits[3, s].error is None
+        assert fits[4, s].estimator is None and fits[4, s].error is not None   # γ < 0: the fit's error
+        assert fits[5, s].shared == engine.SHARED_CPU and fits[5, s].error is None
     # a fold without a class: the fit raises, and the search gets that error for that split only
     y2 = y.copy()
     y2[:] = 0

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
+from numbers import Real
 from typing import Any, Iterator, Sequence
 
 import numpy as np
@@ -127,17 +128,24 @@ def search_kernel_svc(estimator: KernelSVC, X: Any, y: Any, splits: Sequence[tup
     jobs: list[_Job] = []
     for members in groups.values():
         template = clone(estimator).set_params(**candidates[members[0]])
-        reason = _unsupported(template)
         Cs = [clone(estimator).set_params(**candidates[c]).C for c in members]
-        finite = [c for c, C in zip(members, Cs) if isinstance(C, (int, float)) and 0 < C < np.inf]
+        finite = [c for c, C in zip(members, Cs)
+                  if isinstance(C, Real) and not isinstance(C, bool) and 0 < C < np.inf]
         other = [c for c in members if c not in finite]
         if other:
             yield from _independent(estimator, X, y, splits, other, candidates, sw, all_splits,
                                     "C is not a finite positive number")
+        if not finite:
+            continue
+        try:
+            reason = _unsupported(template)
+            planned, refused = ([], []) if reason else _plan(estimator, template, X, y, splits, finite,
+                                                               candidates, sw)
+        except Exception as exc:  # e.g. a device or γ the fit refuses: the fits say so themselves
+            reason = f"{type(exc).__name__}: {exc}"
         if reason is not None:
             yield from _independent(estimator, X, y, splits, finite, candidates, sw, all_splits, reason)
-        elif finite:
-            planned, refused = _plan(estimator, template, X, y, splits, finite, candidates, sw)
+        else:
             jobs.extend(planned)
             if refused:
                 yield from _independent(estimator, X, y, splits, finite, candidates, sw, refused,
