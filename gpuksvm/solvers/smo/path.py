@@ -32,6 +32,13 @@ the kernel values of one kernel serve every (fold, C) problem.  Two engines:
     point on the cached block (see :func:`_libsvm_subproblem`).  (kernel, fold)
     paths run in parallel threads (LIBSVM releases the GIL).
 
+    Out of its depth where nearly every row is a support vector: A is then
+    the whole pair and only the kernel evaluations are saved (LIBSVM takes no
+    initial α).  Measured: a 4-class ``make_classification`` set (3,000 rows,
+    20 features, γ ∈ {0.02, 0.1} × 6 C values, 5 folds; 88–99 % of a pair's
+    rows are SVs) ran 1.9× faster than ``GridSearchCV(SVC, n_jobs=-1)``
+    (25.5 s against 48.3 s, load average 8.6), against 4.3× on ijcnn1.
+
     Why LIBSVM on active sets rather than alpha seeding inside our own SMO:
     LIBSVM takes no initial α, and our SMO
     (:func:`gpuksvm.solvers.smo.host.solve_smo_host`) costs 314 µs a step
