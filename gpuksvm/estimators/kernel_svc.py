@@ -348,6 +348,32 @@ class KernelSVC(DeviceMixin, SVCSurfaceMixin, ProbabilityMixin, ClassifierMixin,
             self._fit_probability(X, y, sample_weight=sample_weight)
         return self
 
+    @classmethod
+    def from_result(cls, result: KernelSVCResult, X: Any, kernel_: Any, **params: Any) -> "KernelSVC":
+        """A fitted KernelSVC with parameters ``params`` holding a problem solved outside
+        :meth:`fit` (e.g. by the cross-validated search's shared engine,
+        :mod:`gpuksvm.model_selection.kernel_svc`).
+
+        Parameters
+        ----------
+        result : KernelSVCResult
+            The solved one-vs-one C-SVC (:func:`gpuksvm.solvers.smo.svc.solve_svc` or
+            :func:`gpuksvm.solvers.smo.path.solve_grid`), support indices into ``X``'s rows.
+        X : the validated training data it was solved on (its shape, and whether it is sparse)
+        kernel_ : the resolved kernel (``Kernel``, ``"precomputed"`` or the callable)
+        **params : the estimator's parameters (checked as :meth:`fit` checks them)
+
+        Returns
+        -------
+        KernelSVC
+        """
+        svc = cls(**params)
+        svc._check_params()
+        svc._store(result, kernel_=kernel_, X=X)
+        if not is_user_callable(kernel_):
+            svc.n_features_in_ = shape_of(X)[1]
+        return svc
+
     def _store(self, result: KernelSVCResult, *, kernel_: Any, X: Any) -> None:
         """The one writer of the fitted state: a solved one-vs-one C-SVC, with SVC's conventions
         for the training data ``X`` the model was fitted on and the kernel ``kernel_`` it keeps

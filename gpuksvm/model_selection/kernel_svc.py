@@ -1,0 +1,236 @@
+"""The shared-work search engine of KernelSVC: every fold and C value of a kernel solved together.
+
+:func:`search_kernel_svc` is the engine the cross-validated searches use for
+:class:`~gpuksvm.estimators.kernel_svc.KernelSVC`.  Candidates are grouped by
+every parameter but ``C``; within a group the folds that resolve to the same
+kernel (all of them, unless a data-dependent γ such as ``"scale"`` differs
+between folds) are solved in one call into the solver layer:
+
+* CPU (``solver`` ``"auto"`` or ``"libsvm"``): every kernel of every setting
+  in one call of :func:`gpuksvm.solvers.smo.path.solve_grids` — the kernel
+  rows computed once for all folds and C values, each solve seeded by the
+  previous C's and the previous fold's solution, LIBSVM on active sets, the
+  (kernel, fold) paths in parallel threads;
+* GPU (``solver`` ``"auto"`` or ``"working_set"``):
+  :func:`gpuksvm.solvers.smo.path.solve_grid_batched` — all folds × C values ×
+  pairs in one batched working-set call.
+
+Each model equals ``clone(estimator).set_params(**candidate).fit(X[train],
+y[train], sample_weight=sw[train])`` to the solver tolerance (same dual
+problem, same stopping rule).  Anything else falls back to independent fits,
+said in the :class:`~gpuksvm.model_selection.shared.SplitFit`'s ``shared``:
+``probability=True`` (Platt scaling runs its own internal CV; the search
+calibrates from out-of-fold values itself), callable and precomputed kernels,
+``max_iter`` ≠ −1 (an iteration cap counts another solver's steps),
+``solver="smo"`` or the working-set solver on the CPU, C = inf, and a fold
+that lacks a class or a positive weight for one (the fit raises its own error).
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from numbers import Real
+from typing import Any, Iterator, Sequence
+
+import numpy as np
+from sklearn.base import clone
+from sklearn.utils.class_weight import compute_class_weight
+
+from gpuksvm.array import backend as bk
+from gpuksvm.array.validation import encode_classes
+from gpuksvm.estimators.kernel_svc import KernelSVC
+from gpuksvm.kernels.kernel import make_kernel
+from gpuksvm.model_selection.shared import SplitFit
+from gpuksvm.solvers.smo.path import GridJob, GridProblem, solve_grid_batched, solve_grids
+
+__all__ = ["search_kernel_svc"]
+
+_KERNELS = ("linear", "poly", "rbf", "sigmoid")
+SHARED_CPU = "kernel rows; alpha seeding along C and across folds"
+SHARED_GPU = "kernel rows; all folds and C values in one batched working-set call"
+
+
+def _unsupported(est: KernelSVC) -> str | None:
+    """Why this parameter setting cannot use the shared engine (None: it can)."""
+    if est.probability:
+        return "probability=True (Platt scaling's internal CV)"
+    if not (isinstance(est.kernel, str) and est.kernel in _KERNELS):
+        return f"kernel={est.kernel!r}"
+    if est.max_iter != -1:
+        return "max_iter is set"
+    gpu = bk.resolve_device(est.device).is_gpu
+    if est.solver not in (("auto", "working_set") if gpu else ("auto", "libsvm")):
+        return f"solver={est.solver!r} on the {'GPU' if gpu else 'CPU'}"
+    return None
+
+
+def _independent(estimator: Any, X: Any, y: np.ndarray, splits: Sequence, cands: Sequence[int],
+                 candidates: Sequence[dict], sample_weight: np.ndarray | None, split_ids: Sequence[int],
+                 reason: str) -> Iterator[SplitFit]:
+    for c in cands:
+        for s in split_ids:
+            tr = np.asarray(splits[s][0])
+            t0 = time.perf_counter()
+            est, err = clone(estimator).set_params(**candidates[c]), None
+            try:
+                kw = {} if sample_weight is None else {"sample_weight": sample_weight[tr]}
+                est.fit(bk.take_rows(X, tr), y[tr], **kw)
+            except Exception as exc:  # the search applies error_score
+                est, err = None, exc
+            yield SplitFit(candidate=c, split=s, estimator=est, fit_time=time.perf_counter() - t0, error=err,
+                           shared=f"none: {reason}")
+
+
+def _fold_weights(est: KernelSVC, y: np.ndarray, yidx: np.ndarray, classes: np.ndarray, tr: np.ndarray,
+                  sample_weight: np.ndarray | None) -> np.ndarray | None:
+    """Cᵢ/C of the fold's rows as KernelSVC.fit sets them; None when the fit would refuse the fold."""
+    if np.unique(yidx[tr]).size != classes.size:
+        return None
+    w = np.ones(tr.size) if sample_weight is None else np.maximum(sample_weight[tr], 0.0)
+    if est.class_weight is not None:
+        try:
+            w = w * compute_class_weight(est.class_weight, classes=classes, y=y[tr])[yidx[tr]]
+        except ValueError:
+            return None
+    if np.unique(yidx[tr][w > 0]).size != classes.size:
+        return None
+    return w
+
+
+def search_kernel_svc(estimator: KernelSVC, X: Any, y: Any, splits: Sequence[tuple[np.ndarray, np.ndarray]],
+                      candidates: Sequence[dict], *, sample_weight: Any = None) -> Iterator[SplitFit]:
+    """One fitted KernelSVC per (candidate, split), sharing kernel rows and solutions.
+
+    Parameters
+    ----------
+    estimator : KernelSVC
+        The unfitted template (not modified).
+    X : (n, d) validated array or CSR matrix, all rows
+    y : (n,) labels
+    splits : list of (train_idx, test_idx)
+    candidates : list of parameter dicts
+    sample_weight : (n,) array, optional
+
+    Yields
+    ------
+    SplitFit
+        One per (candidate, split), in no particular order; ``fit_time`` is the
+        fit's own solver time plus an equal share of its kernel's rows.
+    """
+    y = np.asarray(bk.to_host(y))
+    sw = None if sample_weight is None else np.asarray(bk.to_host(sample_weight), dtype=np.float64)
+    groups: dict[tuple, list[int]] = {}
+    for c, cand in enumerate(candidates):
+        params = clone(estimator).set_params(**cand).get_params(deep=False)
+        key = tuple(sorted((k, repr(v)) for k, v in params.items() if k != "C"))
+        groups.setdefault(key, []).append(c)
+    all_splits = list(range(len(splits)))
+    jobs: list[_Job] = []
+    for members in groups.values():
+        template = clone(estimator).set_params(**candidates[members[0]])
+        Cs = [clone(estimator).set_params(**candidates[c]).C for c in members]
+        finite = [c for c, C in zip(members, Cs)
+                  if isinstance(C, Real) and not isinstance(C, bool) and 0 < C < np.inf]
+        other = [c for c in members if c not in finite]
+        if other:
+            yield from _independent(estimator, X, y, splits, other, candidates, sw, all_splits,
+                                    "C is not a finite positive number")
+        if not finite:
+            continue
+        try:
+            reason = _unsupported(template)
+            planned, refused = ([], []) if reason else _plan(estimator, template, X, y, splits, finite,
+                                                               candidates, sw)
+        except Exception as exc:  # e.g. a device or γ the fit refuses: the fits say so themselves
+            reason = f"{type(exc).__name__}: {exc}"
+        if reason is not None:
+            yield from _independent(estimator, X, y, splits, finite, candidates, sw, all_splits, reason)
+        else:
+            jobs.extend(planned)
+            if refused:
+                yield from _independent(estimator, X, y, splits, finite, candidates, sw, refused,
+                                        "a fold lacks a class of positive weight")
+    if not jobs:
+        return
+    classes, yidx = encode_classes(y)
+    cpu = [j for j in jobs if not j.device.is_gpu]
+    if cpu:   # every CPU job in one call: its threads balance folds of all kernels
+        # LIBSVM computes in float64 whatever the dtype parameter (so does the CPU fit)
+        sols = solve_grids(X, yidx, classes, [j.grid for j in cpu])
+        for job, sol in zip(cpu, sols):
+            share = sol.kernel_seconds / (len(job.splits) * len(job.members))
+            own = [[t + share for t in row] for row in sol.seconds]
+            yield from _wrap(estimator, X, y, splits, candidates, sw, job, sol.results, own, sol.error,
+                             SHARED_CPU)
+    for job in jobs:
+        if not job.device.is_gpu:
+            continue
+        t0 = time.perf_counter()
+        results, error = None, None
+        try:
+            results = solve_grid_batched(X, yidx, classes, job.grid.kernel, job.grid.folds, job.grid.Cs,
+                                         tol=job.grid.tol, device=job.device, dtype=job.dtype)
+        except Exception as exc:  # e.g. parameters the fit refuses: the fits say so themselves
+            error = exc
+        share = (time.perf_counter() - t0) / (len(job.splits) * len(job.members))
+        yield from _wrap(estimator, X, y, splits, candidates, sw, job, results,
+                         [[share] * len(job.members) for _ in job.splits], error, SHARED_GPU)
+
+
+@dataclass
+class _Job:
+    """The candidates ``members`` (one setting but C) on the splits ``splits`` that resolve to one kernel."""
+
+    template: KernelSVC
+    members: list[int]
+    splits: list[int]
+    grid: GridJob
+    device: bk.Device
+    dtype: Any
+
+
+def _plan(estimator: Any, template: KernelSVC, X: Any, y: np.ndarray, splits: Sequence, members: list[int],
+          candidates: Sequence[dict], sw: np.ndarray | None) -> tuple[list[_Job], list[int]]:
+    """The jobs of one setting (one per kernel its folds resolve to) and the splits it refuses."""
+    classes, yidx = encode_classes(y)
+    dev = bk.resolve_device(template.device)
+    dt = bk.resolve_dtype(template.dtype, dev)
+    Cs = [float(clone(estimator).set_params(**candidates[c]).C) for c in members]
+    by_kernel: dict[Any, list[int]] = {}
+    refused: list[int] = []
+    folds: dict[int, GridProblem] = {}
+    for s, (tr, _) in enumerate(splits):
+        tr = np.asarray(tr, dtype=np.int64)
+        w = _fold_weights(template, y, yidx, classes, tr, sw)
+        if w is None:
+            refused.append(s)
+            continue
+        folds[s] = GridProblem(rows=tr, weight=w)
+        Xk = bk.take_rows(X, tr) if isinstance(template.gamma, str) else None
+        kern = make_kernel(template.kernel, template.gamma, template.degree, template.coef0, Xk)
+        by_kernel.setdefault(kern, []).append(s)
+    jobs = [_Job(template=template, members=members, splits=ids, device=dev, dtype=dt,
+                 grid=GridJob(kern, [folds[s] for s in ids], Cs, float(template.tol),
+                              int(float(template.cache_size) * 2**20)))
+            for kern, ids in by_kernel.items()]
+    return jobs, refused
+
+
+def _wrap(estimator: Any, X: Any, y: np.ndarray, splits: Sequence, candidates: Sequence[dict],
+          sw: np.ndarray | None, job: _Job, results: list | None, own: list, error: BaseException | None,
+          shared: str) -> Iterator[SplitFit]:
+    """The SplitFits of a solved job (independent fits when its solve failed)."""
+    if error is not None or results is None:
+        yield from _independent(estimator, X, y, splits, job.members, candidates, sw, job.splits,
+                                f"the shared engine failed ({type(error).__name__}: {error})")
+        return
+    for f, s in enumerate(job.splits):
+        Xtr = bk.take_rows(X, job.grid.folds[f].rows)
+        for k, c in enumerate(job.members):
+            params = clone(estimator).set_params(**candidates[c]).get_params(deep=False)
+            est, err = None, None
+            try:
+                est = type(job.template).from_result(results[f][k], Xtr, job.grid.kernel, **params)
+            except Exception as exc:   # e.g. a parameter the fit refuses
+                err = exc
+            yield SplitFit(candidate=c, split=s, estimator=est, fit_time=own[f][k], error=err, shared=shared)

@@ -1,0 +1,608 @@
+"""Many C-SVCs on subsets of one data set: the folds × C values of a cross-validated search.
+
+The training sets of the folds of a cross-validation are subsets of the same
+rows ``X``, and the C values of a grid change only the box of the dual, so
+the kernel values of one kernel serve every (fold, C) problem.  Two engines:
+
+:func:`solve_grids` (CPU) — active-set chunking over a shared kernel cache
+    Kernel rows K(xⱼ, X) of the rows that enter any problem are computed once
+    (:class:`KernelRows`: the Gram matrix, filled row by row as rows are
+    used, when n × n fits the memory budget, else a block of rows refilled
+    when full).  Each binary
+    problem (every one-vs-one pair of every fold, C ascending) is solved by
+    LIBSVM on a subset A of its rows, with α = 0 outside A, from the cached
+    Gram block K[A, A] (``kernel="precomputed"``; the rows of A themselves
+    when |A|² does not fit the budget); then the *whole* problem's stopping
+    rule is checked exactly as LIBSVM does — F = y − Kα over all its rows from
+    the cached rows of the support vectors, the gap m(α) − M(α) over I_up and
+    I_low including the rows outside A — and the rows outside A that violate
+    it (the most violating, at most max(|A|/2, 256) a round) join A, until the
+    gap is below ``tol``.  The result solves the full problem to ``tol`` (the
+    independent fit's tolerance); its intercept is LIBSVM's rule applied to
+    the full problem (the mean of F over the free SVs, all inside A; with none
+    free, the middle of the bounds over all rows).  A is seeded with the
+    support vectors of the previous C of the same fold and pair, the rows that
+    solution puts inside its margin, and the nearest rows outside it (alpha
+    seeding, DeCoste & Wagstaff 2000); the first C of a fold from the first C
+    of the fold solved before it (Wen et al., AAAI 2017); the very first
+    problem from an evenly spaced quarter of its rows.  So each LIBSVM call
+    sees about the support vectors instead of the whole fold.  The check reads
+    the kernel rows of the free SVs and of the rows that join or leave the
+    bounded set (:class:`_BoundSum`), and LIBSVM is called through its entry
+    point on the cached block (see :func:`_libsvm_subproblem`).  (kernel, fold)
+    paths run in parallel threads (LIBSVM releases the GIL).
+
+    Out of its depth where nearly every row is a support vector: A is then
+    the whole pair and only the kernel evaluations are saved (LIBSVM takes no
+    initial α).  Measured: a 4-class ``make_classification`` set (3,000 rows,
+    20 features, γ ∈ {0.02, 0.1} × 6 C values, 5 folds; 88–99 % of a pair's
+    rows are SVs) ran 1.9× faster than ``GridSearchCV(SVC, n_jobs=-1)``
+    (25.5 s against 48.3 s, load average 8.6), against 4.3× on ijcnn1.
+
+    Why LIBSVM on active sets rather than alpha seeding inside our own SMO:
+    LIBSVM takes no initial α, and our SMO
+    (:func:`gpuksvm.solvers.smo.host.solve_smo_host`) costs 314 µs a step
+    against LIBSVM's 111 µs (4,000 ijcnn1 rows, γ = 1, C = 10, cold, CPU time
+    on the 2-core development host), each step on the whole fold; the
+    active-set LIBSVM calls here take 3–15 ms (|A| ≈ 100–1,000 rows, cProfile
+    on the ijcnn1 grid of ``bench/studies/tune_kernel_svc.py``), so a seeded
+    SMO would have to finish a fold in 10–50 steps to compete.  A seeded SMO
+    was not built.
+
+:func:`solve_grid_batched` (GPU) — every pair × fold × C problem in one call
+    of the batched working-set solver
+    (:func:`gpuksvm.solvers.smo.engines.solve_batched`, per-problem subsets and
+    C), which keeps its kernel rows on the device for all problems.
+"""
+from __future__ import annotations
+
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from itertools import combinations
+from typing import Any, Sequence
+
+import numpy as np
+import scipy.sparse as sp
+
+from gpuksvm.array import backend as bk
+from gpuksvm.array.blas_threads import host_busy, one_blas_thread
+from gpuksvm.kernels.kernel import Kernel, kernel_block
+from gpuksvm.solvers.multiclass import problem_rows
+from gpuksvm.solvers.smo.engines import _n_workers, solve_batched
+from gpuksvm.solvers.smo.host import _libsvm_fit
+from gpuksvm.solvers.smo.svc import KernelSVCResult, ovo_model
+from gpuksvm.solvers.svc_dual import PRECOMPUTED, SMOResult, intercept_from_F, problem_data
+
+try:   # LIBSVM's entry point in scikit-learn (see _libsvm_subproblem)
+    from sklearn.svm import _libsvm as _LIBSVM
+except ImportError:  # pragma: no cover - a scikit-learn without it: SVC.fit instead
+    _LIBSVM = None
+
+__all__ = ["KernelRows", "GridProblem", "GridJob", "GridSolution", "solve_grid", "solve_grids",
+           "solve_grid_batched"]
+
+#: rows whose margin y·f under the previous solution is below 1 + this join the seed, at most
+#: 1/_SEED_SHARE of the seed's size of them (the closest first).  Measured on the ijcnn1 grid of
+#: bench/studies/tune_kernel_svc.py (5,000 rows, γ ∈ {0.5, 2}): the SVs and margin violators
+#: alone took 86 and 101 LIBSVM calls for 40 problems, with this band 70 and 77; without the cap
+#: the band holds nearly every row at small C (|A| = 4,000 of 4,000, 0.2–0.4 s a call).  Other
+#: settings tried (band 0.3, share 2; at most 64 or 1,024 rows added a round) were within the
+#: noise of the shared 2-core host (1.9–2.3 s CPU for the two γ)
+_SEED_MARGIN = 0.1
+_SEED_SHARE = 4
+#: the first problem of a job starts from an evenly spaced quarter of its rows (at least 500):
+#: its solution grows A to the SVs in 3–5 rounds of a few hundred to 2,000 rows, where the whole
+#: fold (4,000 rows) took 0.2–0.4 s in one call
+_COLD_ROWS = 500
+_COLD_FRACTION = 4
+#: at most max(|A|/2, this) violating rows join A per round, the most violating first
+_MIN_ADD = 256
+#: kernel rows gathered per product when F is recomputed (bounds the temporary to 256 × n)
+_CHUNK = 256
+
+
+class KernelRows:
+    """Kernel rows K(xⱼ, X) of one kernel over all rows of X, computed once each, within a budget.
+
+    When the n × n Gram matrix fits ``budget`` bytes, its rows are computed
+    the first time they are asked for (in blocks of 256) and kept: a search
+    reads about half the rows — 2,331–2,464 of 5,000 on the ijcnn1 grid of
+    ``bench/studies/tune_kernel_svc.py`` — so half the kernel evaluations are
+    never made.  Otherwise a block of at most ``budget // (16 n)`` rows is
+    filled on demand and emptied when a request does not fit what is left;
+    rows asked for beyond its capacity are computed for the call and not
+    kept.  Thread-safe.
+
+    Parameters
+    ----------
+    X : (n, d) host array or CSR matrix
+    kernel : Kernel (γ resolved)
+    budget : bytes the cache may hold
+    """
+
+    def __init__(self, X: Any, kernel: Kernel, budget: int) -> None:
+        self.X = X
+        self.kernel = kernel
+        self.n = X.shape[0]
+        self.budget = int(budget)
+        full = 8 * self.n * self.n <= self.budget
+        # without the whole Gram matrix, half the budget holds rows, half the subproblems' blocks
+        self.capacity = self.n if full else min(self.n, self.budget // (16 * max(self.n, 1)))
+        self.slot = np.full(self.n, -1, dtype=np.int64)
+        self.used = 0
+        self.computed = 0      # kernel rows evaluated so far (diagnostics, tests)
+        self.lock = threading.Lock()
+        self.full = full
+        # rows per product in weighted_sum: within the cache's share of the budget
+        self.step = _CHUNK if full else max(1, min(_CHUNK, self.capacity))
+        # full: row i in row i, written on first use (np.empty: pages untouched until then)
+        self.rows = np.empty((self.capacity, self.n))
+
+    def _compute(self, idx: np.ndarray) -> np.ndarray:
+        self.computed += idx.size
+        return np.asarray(bk.to_host(kernel_block(bk.take_rows(self.X, idx), self.X, self.kernel,
+                                                  dtype=np.float64)), dtype=np.float64)
+
+    def _ensure_full(self, idx: np.ndarray) -> None:
+        """The rows ``idx`` of the whole Gram matrix, computed if not yet."""
+        if (self.slot[idx] >= 0).all():
+            return
+        with self.lock:
+            missing = np.unique(idx[self.slot[idx] < 0])
+            for start in range(0, missing.size, _CHUNK):
+                part = missing[start:start + _CHUNK]
+                self.rows[part] = self._compute(part)
+                self.slot[part] = part
+
+    def _ensure(self, idx: np.ndarray) -> bool:
+        """Whether the rows ``idx`` are (now) in the block; caller holds the lock."""
+        missing = np.unique(idx[self.slot[idx] < 0])
+        if missing.size == 0:
+            return True
+        if missing.size > self.capacity - self.used:
+            if np.unique(idx).size > self.capacity:
+                return False
+            self.slot[:] = -1
+            self.used = 0
+            missing = np.unique(idx)
+        for start in range(0, missing.size, _CHUNK):
+            part = missing[start:start + _CHUNK]
+            self.rows[self.used:self.used + part.size] = self._compute(part)
+            self.slot[part] = np.arange(self.used, self.used + part.size)
+            self.used += part.size
+        return True
+
+    def weighted_sum(self, idx: np.ndarray, coef: np.ndarray) -> np.ndarray:
+        """Σⱼ coefⱼ K(x_{idx_j}, X): the (n,) kernel expansion of the rows ``idx``."""
+        out = np.zeros(self.n)
+        for start in range(0, idx.size, self.step):
+            part, c = idx[start:start + self.step], coef[start:start + self.step]
+            if self.full:
+                self._ensure_full(part)
+                out += c @ self.rows[part]
+                continue
+            with self.lock:
+                if self._ensure(part):
+                    out += c @ self.rows[self.slot[part]]
+                    continue
+            out += c @ self._compute(part)
+        return out
+
+    def gram(self, idx: np.ndarray) -> np.ndarray | None:
+        """The Gram block K[idx, idx] (C-contiguous float64), or None when it does not fit."""
+        if self.full:
+            self._ensure_full(idx)
+            return np.ascontiguousarray(self.rows[np.ix_(idx, idx)])
+        if 16 * idx.size * idx.size > self.budget:
+            return None
+        with self.lock:
+            if not self._ensure(idx):
+                return None
+            return np.ascontiguousarray(self.rows[np.ix_(self.slot[idx], idx)])
+
+
+@dataclass
+class GridProblem:
+    """The data of one fold: its training rows and each row's weight.
+
+    Attributes
+    ----------
+    rows : (n_f,) int64 indices into X of the fold's training rows
+    weight : (n_f,) float64 Cᵢ/C of each of those rows (sample × class weight); rows of
+        weight ≤ 0 are left out of every problem (their αᵢ are 0), as LIBSVM does
+    """
+
+    rows: np.ndarray
+    weight: np.ndarray
+
+
+@dataclass
+class _Binary:
+    """A solved binary problem: global SV rows, their yα, the intercept, Σⱼ yⱼαⱼK(xⱼ, x) at every
+    row x of X (the next problem's seed), the work done."""
+
+    sv: np.ndarray
+    coef: np.ndarray
+    intercept: float
+    expansion: np.ndarray
+    bound: "_BoundSum"
+    objective: float
+    n_iter: int
+    rounds: int
+    seconds: float
+
+
+@dataclass
+class _BoundSum:
+    """S = Σ_{j∈B} yⱼwⱼ K(xⱼ, ·) over the bounded support vectors B (αⱼ = C·wⱼ), over all rows of X.
+
+    The expansion of a solution is C·S plus the free SVs' terms.  At small C
+    most SVs are bounded and stay so from one LIBSVM round to the next, from
+    one C to the next and from fold to fold, so S is updated by the rows that
+    join or leave B (or change yⱼwⱼ) instead of summed again: the kernel rows
+    read per check fall from all SVs to the free ones and the changes.
+    """
+
+    rows: np.ndarray
+    coef: np.ndarray
+    total: np.ndarray
+
+    @classmethod
+    def empty(cls, n: int) -> "_BoundSum":
+        return cls(np.zeros(0, dtype=np.int64), np.zeros(0), np.zeros(n))
+
+    def copy(self) -> "_BoundSum":
+        return _BoundSum(self.rows, self.coef, self.total.copy())
+
+    def update(self, cache: KernelRows, rows: np.ndarray, coef: np.ndarray) -> None:
+        """Make B the global ``rows`` with yⱼwⱼ = ``coef``."""
+        union = np.union1d(self.rows, rows)
+        old = np.zeros(union.size)
+        old[np.searchsorted(union, self.rows)] = self.coef
+        new = np.zeros(union.size)
+        new[np.searchsorted(union, rows)] = coef
+        diff = new - old
+        changed = np.flatnonzero(diff)
+        if changed.size:
+            self.total += cache.weighted_sum(union[changed], diff[changed])
+        order = np.argsort(rows, kind="stable")
+        self.rows, self.coef = rows[order], coef[order]
+
+
+def _libsvm_subproblem(cache: KernelRows, R: np.ndarray, y: np.ndarray, w: np.ndarray, C: float,
+                       tol: float, cache_bytes: int) -> tuple[np.ndarray, int]:
+    """LIBSVM on the rows R (global): αᵢ of each row of R, the iterations.
+
+    With the Gram block in the cache, LIBSVM's own entry point is called
+    directly (scikit-learn's ``sklearn.svm._libsvm.fit``, what ``SVC.fit``
+    calls after its checks): ``SVC.fit``'s validation of the |A|² block cost
+    ≈5 ms a call, a third of the engine's time on ijcnn1 (cProfile, 75 calls
+    per γ).  Where that module is missing, and for the rows themselves,
+    scikit-learn's SVC runs (:func:`gpuksvm.solvers.smo.host._libsvm_fit`).
+    The intercept is recomputed by the caller over the whole problem.
+    """
+    G = cache.gram(R)
+    if G is not None and _LIBSVM is not None:
+        _LIBSVM.set_verbosity_wrap(0)   # as SVC.fit(verbose=False) sets it before every call
+        out = _LIBSVM.fit(G, (y > 0).astype(np.float64), svm_type=0, sample_weight=np.ascontiguousarray(w),
+                          class_weight=np.empty(0), kernel=PRECOMPUTED, C=float(C), nu=0.5, probability=0,
+                          degree=3, shrinking=1, tol=float(tol), cache_size=max(cache_bytes / 2**20, 1.0),
+                          coef0=0.0, gamma=0.0, epsilon=0.1, max_iter=-1, random_seed=0)
+        support, coef, n_iter = out[0], out[3], out[8]
+    else:
+        data, kern = (G, PRECOMPUTED) if G is not None else (problem_data(cache.X, R, cache.kernel), cache.kernel)
+        svc, _ = _libsvm_fit(data, y, kern, C, tol, None, w, cache_bytes, False)
+        support, coef, n_iter = svc.support_, svc.dual_coef_, svc.n_iter_
+    coef = np.asarray(coef.toarray() if sp.issparse(coef) else coef, dtype=np.float64).ravel()
+    alpha = np.zeros(R.size)
+    alpha[np.asarray(support, dtype=np.int64)] = np.abs(coef)
+    return alpha, int(np.asarray(n_iter).ravel()[0])
+
+
+def _solve_binary(cache: KernelRows, R: np.ndarray, y: np.ndarray, w: np.ndarray, C: float,
+                  seed: _Binary | None, tol: float, cache_bytes: int) -> _Binary:
+    """The C-SVC on the rows R (global, labels y = ±1, Cᵢ = C·wᵢ), by active-set chunking."""
+    t0 = time.perf_counter()
+    n = R.size
+    Cv = C * w
+    if seed is None or seed.sv.size == 0:
+        inA = np.zeros(n, dtype=bool)
+        inA[np.linspace(0, n - 1, min(n, max(_COLD_ROWS, n // _COLD_FRACTION))).astype(np.int64)] = True
+        if not ((y[inA] > 0).any() and (y[inA] < 0).any()):
+            inA[:] = True
+    else:
+        margin = y * (seed.expansion[R] + seed.intercept)
+        inA = (margin < 1.0) | np.isin(R, seed.sv)
+        # and the rows closest to the margin outside it: most new support vectors come from there
+        near = np.flatnonzero(~inA & (margin < 1.0 + _SEED_MARGIN))
+        extra = max(int(inA.sum()) // _SEED_SHARE, _MIN_ADD // 8)
+        if near.size > extra:
+            near = near[np.argsort(margin[near], kind="stable")[:extra]]
+        inA[near] = True
+        if not ((y[inA] > 0).any() and (y[inA] < 0).any()):
+            inA[:] = True
+    n_iter = rounds = 0
+    bound = _BoundSum.empty(cache.n) if seed is None else seed.bound.copy()
+    while True:
+        A = np.flatnonzero(inA)
+        alphaA, it = _libsvm_subproblem(cache, R[A], y[A], w[A], C, tol, cache_bytes)
+        n_iter += it
+        rounds += 1
+        alpha = np.zeros(n)
+        alpha[A] = alphaA
+        sv = np.flatnonzero(alpha > 0)
+        coef = y[sv] * alpha[sv]
+        at_c = alpha >= Cv * (1.0 - 1e-12)
+        free = sv[~at_c[sv]]
+        bound.update(cache, R[at_c & (alpha > 0)], (y * w)[at_c & (alpha > 0)])
+        expansion = C * bound.total + cache.weighted_sum(R[free], y[free] * alpha[free])
+        f0 = expansion[R]
+        F = y - f0
+        if inA.all():
+            break
+        up = ((y > 0) & (alpha < Cv)) | ((y < 0) & (alpha > 0))
+        low = ((y < 0) & (alpha < Cv)) | ((y > 0) & (alpha > 0))
+        m, M = F[up].max(initial=-np.inf), F[low].min(initial=np.inf)
+        if m - M < tol:
+            break
+        mA = F[up & inA].max(initial=-np.inf)
+        MA = F[low & inA].min(initial=np.inf)
+        # rows outside A have α = 0: +1 rows are in I_up only, −1 rows in I_low only
+        out_up, out_low = ~inA & (y > 0), ~inA & (y < 0)
+        # how far each row outside A violates against A's extreme multipliers
+        viol = np.where(out_up, F - MA, np.where(out_low, mA - F, -np.inf))
+        add = np.flatnonzero(viol >= tol)
+        if add.size == 0:   # the gap is made by rows outside A only: the most violating of each side
+            add = np.array([np.flatnonzero(side)[pick(F[side])] for side, pick in
+                            ((out_up, np.argmax), (out_low, np.argmin)) if side.any()], dtype=np.int64)
+        elif add.size > max(A.size // 2, _MIN_ADD):
+            add = add[np.argsort(-viol[add], kind="stable")[:max(A.size // 2, _MIN_ADD)]]
+        inA[add] = True
+    obj = 0.5 * float(coef @ f0[sv]) - float(alpha[sv].sum())
+    # LIBSVM's ρ over the whole problem: with no free αᵢ it is the middle of bounds that the rows
+    # outside A take part in (with free ones, the mean over them: the subproblem's own, all in A)
+    b = intercept_from_F(F, alpha, y, Cv)
+    return _Binary(sv=R[sv], coef=coef, intercept=b, expansion=expansion, bound=bound, objective=obj,
+                   n_iter=n_iter, rounds=rounds, seconds=time.perf_counter() - t0)
+
+
+def _pairs(n_classes: int) -> list[tuple[int, int]]:
+    return list(combinations(range(n_classes), 2))
+
+
+def _pair_problem(yidx: np.ndarray, fold: GridProblem, lo: int, hi: int) -> tuple[np.ndarray, np.ndarray,
+                                                                                   np.ndarray]:
+    """Global rows, ±1 labels (+1 for ``hi``) and weights of pair (lo, hi) in a fold."""
+    local, lab = problem_rows(yidx[fold.rows], hi, lo)
+    keep = fold.weight[local] > 0
+    local = local[keep]
+    return fold.rows[local], lab[keep], fold.weight[local]
+
+
+def _as_result(b: _Binary, fold_pos: np.ndarray) -> SMOResult:
+    order = np.argsort(fold_pos[b.sv], kind="stable")
+    return SMOResult(support=fold_pos[b.sv][order], dual_coef=b.coef[order], intercept=b.intercept,
+                     objective=b.objective, n_iter=b.n_iter, converged=True, solver="libsvm",
+                     max_iter_reached=False)
+
+
+@dataclass
+class GridJob:
+    """One kernel's folds × C values: what :func:`solve_grids` solves with one kernel cache.
+
+    Attributes
+    ----------
+    kernel : Kernel (γ resolved), the same for every fold
+    folds : the folds' training rows and weights
+    Cs : the C values (any order; each fold solves them ascending)
+    tol : stopping tolerance of the full problems (LIBSVM's eps)
+    cache_bytes : LIBSVM's own kernel cache for each subproblem
+    """
+
+    kernel: Kernel
+    folds: Sequence[GridProblem]
+    Cs: Sequence[float]
+    tol: float = 1e-3
+    cache_bytes: int = 200 * 2**20
+
+
+@dataclass
+class GridSolution:
+    """What :func:`solve_grids` returns for a job.
+
+    Attributes
+    ----------
+    results : results[f][c] — the model of fold f at ``Cs[c]`` (support indices into the
+        fold's rows, as a fit on ``X[folds[f].rows]`` gives); None after an error
+    seconds : seconds[f][c] — solver time of that model (its own LIBSVM calls and checks)
+    rounds : rounds[f][c] — LIBSVM calls it took, all pairs
+    kernel_seconds : time spent computing the job's kernel rows (shared by all its models)
+    kernel_rows : kernel rows computed
+    error : the exception that stopped the job, if any
+    """
+
+    results: list
+    seconds: list
+    rounds: list
+    kernel_seconds: float = 0.0
+    kernel_rows: int = 0
+    error: BaseException | None = None
+
+
+class _JobState:
+    """A job being solved: its kernel cache (built by the first task that needs it, dropped after
+    the last), the first C's solution of the fold solved first (the others' seed)."""
+
+    def __init__(self, job: GridJob) -> None:
+        self.job = job
+        k = len(job.Cs)
+        self.out = GridSolution(results=[[None] * k for _ in job.folds], seconds=[[0.0] * k for _ in job.folds],
+                                rounds=[[0] * k for _ in job.folds])
+        self.cache: KernelRows | None = None
+        self.first: dict[tuple[int, int], _Binary] | None = None
+        self.left = len(job.folds)
+        self.lock = threading.Lock()
+
+
+def _fold_path(st: _JobState, f: int, X: Any, yidx: np.ndarray, classes: np.ndarray, budget: int) -> None:
+    """Fold f of a job at every C, ascending, each solve seeded by the previous one."""
+    job = st.job
+    with st.lock:
+        if st.out.error is not None:
+            return
+        if st.cache is None:
+            t0 = time.perf_counter()
+            st.cache = KernelRows(X, job.kernel, budget)
+            st.out.kernel_seconds = time.perf_counter() - t0
+        cache = st.cache
+    fold = job.folds[f]
+    pos = np.full(yidx.shape[0], -1, dtype=np.int64)
+    pos[fold.rows] = np.arange(fold.rows.size)
+    pairs = _pairs(classes.shape[0])
+    problems = [_pair_problem(yidx, fold, lo, hi) for lo, hi in pairs]
+    Xf = bk.take_rows(X, fold.rows)
+    seeds = st.first or {}
+    for k, c in enumerate(np.argsort(np.asarray(job.Cs, dtype=np.float64), kind="stable")):
+        solved = {p: _solve_binary(cache, R, lab, w, float(job.Cs[c]), seeds.get(p), job.tol, job.cache_bytes)
+                  for p, (R, lab, w) in zip(pairs, problems)}
+        st.out.results[f][c] = ovo_model([_as_result(solved[p], pos) for p in pairs], Xf, yidx[fold.rows],
+                                         classes, job.kernel, bk.CPU, np.float64)
+        st.out.seconds[f][c] = sum(b.seconds for b in solved.values())
+        st.out.rounds[f][c] = sum(b.rounds for b in solved.values())
+        if k == 0 and st.first is None:
+            st.first = solved      # a later fold's first C starts from here (Wen et al. 2017)
+        seeds = solved
+
+
+def solve_grids(X: Any, yidx: np.ndarray, classes: np.ndarray, jobs: Sequence[GridJob], *,
+                budget: int | None = None, n_jobs: int | None = None) -> list[GridSolution]:
+    """The one-vs-one C-SVC of every fold of every job at every C, sharing kernel rows and
+    solutions within a job (CPU).
+
+    The (job, fold) paths run in ``n_jobs`` threads, job by job: a job's kernel
+    rows are computed by the first of its paths that starts and dropped after
+    its last, so at most ``min(n_jobs, len(jobs))`` caches live at once, each
+    within an equal share of ``budget``.  Paths of the same job overlap: a fold
+    that starts while no fold of its job has solved its first C yet starts cold.
+
+    Parameters
+    ----------
+    X : (n, d) host array or CSR matrix, all rows (the folds index into it)
+    yidx : (n,) class index of every row, into ``classes``
+    classes : (K,) class labels; every fold must hold every class with a positive weight
+    jobs : the kernels, folds and C values
+    budget : bytes for the shared kernel rows of all jobs (default: the CPU memory budget)
+    n_jobs : threads (default: all cores; one when the load average already fills them,
+        :func:`gpuksvm.array.blas_threads.host_busy`)
+
+    Returns
+    -------
+    list of GridSolution, one per job (an error stops its job only)
+    """
+    yidx = np.asarray(yidx, dtype=np.int64)
+    Xh = bk.to_host(X)
+    budget = bk.memory_budget(bk.CPU) if budget is None else int(budget)
+    states = [_JobState(j) for j in jobs]
+    tasks = [(st, f) for st in states for f in range(len(st.job.folds))]
+    # a host whose load already fills its cores runs the paths in one thread: at load 5 on 2
+    # cores two threads took 6.2 and 8.4 s for the 3-γ ijcnn1 grid, one thread 5.3 and 5.7 s
+    # (the threads' CPU time grew by 15–30 %: they only contend there)
+    workers = 1 if n_jobs is None and host_busy() else _n_workers(n_jobs, max(len(tasks), 1))
+    share = budget // max(min(workers, len(states)), 1)
+
+    def run(task: tuple[_JobState, int]) -> None:
+        st, f = task
+        try:
+            _fold_path(st, f, Xh, yidx, classes, share)
+        except Exception as exc:  # the job's models are refused; the caller decides what follows
+            with st.lock:
+                st.out.error = exc
+        with st.lock:
+            st.left -= 1
+            if st.left == 0 and st.cache is not None:
+                st.out.kernel_rows = st.cache.computed
+                st.cache = None
+
+    with one_blas_thread():
+        if workers == 1:
+            for t in tasks:
+                run(t)
+        else:
+            with ThreadPoolExecutor(max_workers=workers) as pool:
+                list(pool.map(run, tasks))
+    return [st.out for st in states]
+
+
+def solve_grid(X: Any, yidx: np.ndarray, classes: np.ndarray, kernel: Kernel, folds: Sequence[GridProblem],
+               Cs: Sequence[float], *, tol: float = 1e-3, cache_bytes: int = 200 * 2**20,
+               budget: int | None = None, n_jobs: int | None = None) -> GridSolution:
+    """:func:`solve_grids` of one job (one kernel); raises the job's error."""
+    out = solve_grids(X, yidx, classes, [GridJob(kernel, folds, Cs, tol, cache_bytes)], budget=budget,
+                      n_jobs=n_jobs)[0]
+    if out.error is not None:
+        raise out.error
+    return out
+
+
+def solve_grid_batched(X: Any, yidx: np.ndarray, classes: np.ndarray, kernel: Kernel,
+                       folds: Sequence[GridProblem], Cs: Sequence[float], *, tol: float = 1e-3,
+                       device: Any = "auto", dtype: Any = None) -> list[list[KernelSVCResult]]:
+    """Every pair × fold × C problem in one batched working-set call (the GPU engine).
+
+    Folds whose row weights disagree on a shared row (``class_weight="balanced"``
+    weighs each fold's classes by its own counts) go to separate calls: the
+    batched solver takes one weight per row.  Parameters and result as
+    :func:`solve_grid` (``device``, ``dtype``: where and in which dtype to solve).
+    """
+    yidx = np.asarray(yidx, dtype=np.int64)
+    dev = bk.device_for(device, X)
+    dt = bk.resolve_dtype(dtype, dev)
+    Xd = bk.gpu_ready(X, dev, dt)
+    pairs = _pairs(classes.shape[0])
+    batches: list[tuple[np.ndarray, list[int]]] = []
+    for f, fold in enumerate(folds):
+        for w, members in batches:
+            known = ~np.isnan(w[fold.rows])
+            if np.array_equal(w[fold.rows][known], fold.weight[known]):
+                w[fold.rows] = fold.weight
+                members.append(f)
+                break
+        else:
+            w = np.full(yidx.shape[0], np.nan)
+            w[fold.rows] = fold.weight
+            batches.append((w, [f]))
+    out: list[list[Any]] = [[None] * len(Cs) for _ in folds]
+    for w, members in batches:
+        subsets, labels, Cp, keys = [], [], [], []
+        for f in members:
+            for lo, hi in pairs:
+                R, lab, _ = _pair_problem(yidx, folds[f], lo, hi)
+                for c, C in enumerate(Cs):
+                    subsets.append(R)
+                    labels.append(lab)
+                    Cp.append(float(C))
+                    keys.append((f, c))
+        weight = np.nan_to_num(w, nan=0.0)
+        res = solve_batched(Xd, labels, subsets, kernel, Cp, tol=tol, device=dev, dtype=dt,
+                            sample_weight=None if np.all(weight == 1.0) else weight,
+                            method="working_set", warn_convergence=False)
+        per: dict[tuple[int, int], list[SMOResult]] = {}
+        for key, r in zip(keys, res):
+            per.setdefault(key, []).append(r)
+        for f in members:
+            rows = folds[f].rows
+            pos = np.full(yidx.shape[0], -1, dtype=np.int64)
+            pos[rows] = np.arange(rows.size)
+            Xf = bk.take_rows(Xd, rows)
+            for c in range(len(Cs)):
+                # results come in pair order for each (fold, C) (keys were appended pair-major)
+                rs = []
+                for r in per[f, c]:
+                    o = np.argsort(pos[r.support], kind="stable")
+                    r.support = pos[r.support][o]
+                    r.dual_coef = np.asarray(bk.to_host(r.dual_coef), dtype=np.float64).ravel()[o]
+                    rs.append(r)
+                out[f][c] = ovo_model(rs, Xf, yidx[rows], classes, kernel, dev, dt)
+    return out

@@ -1,0 +1,182 @@
+"""The KernelSVC shared-work search engine against independent fits, (candidate, split) by split."""
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from sklearn.base import clone
+from sklearn.model_selection import KFold, StratifiedKFold
+
+from gpuksvm.array import backend as bk
+from gpuksvm.array.validation import encode_classes
+from gpuksvm.estimators.kernel_svc import KernelSVC
+from gpuksvm.kernels.kernel import Kernel
+from gpuksvm.model_selection import kernel_svc as engine
+from gpuksvm.solvers.smo import path
+from gpuksvm.solvers.smo.svc import solve_svc
+
+
+def _data(n=240, classes=2, seed=0):
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n, 4))
+    y = (X[:, 0] * X[:, 1] + 0.4 * rng.normal(size=n) > 0).astype(int)
+    if classes == 3:
+        y[X[:, 2] > 0.8] = 2
+    return X, y
+
+
+def _grid(gammas=(0.5, 2.0), Cs=(0.1, 1.0, 10.0, 100.0)):
+    return [{"gamma": g, "C": C} for g in gammas for C in Cs]
+
+
+def _host(a):
+    return np.asarray(bk.to_host(a))
+
+
+def _check_equivalent(est, X, y, splits, cands, sample_weight=None, shared=engine.SHARED_CPU):
+    """Every SplitFit equals the independent fit to the solver tolerance; returns the fits."""
+    fits = list(engine.search_kernel_svc(est, X, y, splits, cands, sample_weight=sample_weight))
+    assert sorted((f.candidate, f.split) for f in fits) == [(c, s) for c in range(len(cands))
+                                                          for s in range(len(splits))]
+    for f in fits:
+        assert f.error is None and f.shared == shared and f.fit_time > 0
+        tr, te = splits[f.split]
+        kw = {} if sample_weight is None else {"sample_weight": sample_weight[tr]}
+        ref = clone(est).set_params(**cands[f.candidate]).fit(bk.take_rows(X, tr), y[tr], **kw)
+        got = f.estimator
+        assert got.get_params() == ref.get_params()
+        np.testing.assert_array_equal(got.classes_, ref.classes_)
+        Xte = bk.take_rows(X, te)
+        d_got, d_ref = _host(got.decision_function(Xte)), _host(ref.decision_function(Xte))
+        scale = max(1.0, float(np.abs(d_ref).max()))
+        tol = est.tol * 10 * scale
+        # two solutions within the gap tolerance: their α differ by O(tol), which far from the
+        # boundary (|f| ≫ 1, large C, a polynomial kernel) shows as a relative difference
+        np.testing.assert_allclose(d_got, d_ref, atol=tol, rtol=0.05)
+        differ = _host(got.predict(Xte)) != _host(ref.predict(Xte))
+        # a different label only for a row within the tolerance of a boundary
+        near = np.abs(d_ref).min(axis=1) < tol if d_ref.ndim == 2 else np.abs(d_ref) < tol
+        assert not (differ & ~near).any()
+        obj_got, obj_ref = np.asarray(got.objective_), np.asarray(ref.objective_)
+        assert np.all(np.abs(obj_got - obj_ref) <= 10 * est.tol * (1 + np.abs(obj_ref))), (obj_got, obj_ref)
+        assert got.support_vectors_.shape[1] == ref.support_vectors_.shape[1]
+    return fits
+
+
+def test_binary_grid_matches_independent_fits():
+    X, y = _data()
+    splits = list(StratifiedKFold(4, shuffle=True, random_state=0).split(X, y))
+    _check_equivalent(KernelSVC(device="cpu"), X, y, splits, _grid())
+
+
+def test_three_classes_sample_and_class_weight():
+    X, y = _data(classes=3, seed=1)
+    sw = np.random.default_rng(2).uniform(0.2, 3.0, size=y.size)
+    sw[:5] = 0.0                       # rows of weight 0 are left out, as LIBSVM does
+    splits = list(StratifiedKFold(3, shuffle=True, random_state=1).split(X, y))
+    cands = _grid(gammas=(1.0,), Cs=(0.5, 5.0, 50.0))
+    _check_equivalent(KernelSVC(device="cpu", class_weight="balanced"), X, y, splits, cands, sample_weight=sw)
+    _check_equivalent(KernelSVC(device="cpu", class_weight={0: 1.0, 1: 2.0, 2: 0.5}), X, y, splits, cands)
+
+
+def test_sparse_float32_poly_and_scale_gamma():
+    X, y = _data(seed=3)
+    X[np.abs(X) < 0.6] = 0.0
+    splits = list(KFold(3, shuffle=True, random_state=0).split(X, y))
+    cands = [{"C": C} for C in (0.3, 3.0, 30.0)]
+    _check_equivalent(KernelSVC(device="cpu"), sp.csr_matrix(X), y, splits, cands)   # γ="scale" per fold
+    _check_equivalent(KernelSVC(device="cpu", gamma=0.7), X.astype(np.float32), y, splits, cands)
+    _check_equivalent(KernelSVC(device="cpu", kernel="poly", degree=2, gamma=0.5, coef0=1.0), X, y, splits,
+                      cands)
+
+
+def test_small_budget_never_builds_the_whole_gram(monkeypatch):
+    X, y = _data(n=300, seed=4)
+    n = X.shape[0]
+    shapes = []
+    real = path.kernel_block
+
+    def recording(A, B=None, *args, **kwargs):
+        out = real(A, B, *args, **kwargs)
+        shapes.append(out.shape)
+        return out
+
+    monkeypatch.setattr(path, "kernel_block", recording)
+    splits = list(StratifiedKFold(3, shuffle=True, random_state=0).split(X, y))
+    with bk.config_context(cpu_memory_budget=n * n * 8 // 4):
+        _check_equivalent(KernelSVC(device="cpu", gamma=1.0), X, y, splits, _grid(gammas=(1.0,)))
+    assert shapes and max(r for r, _ in shapes) < n and max(r * c for r, c in shapes) < n * n // 4
+    shapes.clear()
+    with bk.config_context(cpu_memory_budget=n * n * 8 * 4):   # the whole Gram fits: each row once
+        list(engine.search_kernel_svc(KernelSVC(device="cpu", gamma=1.0), X, y, splits, _grid(gammas=(1.0,))))
+    assert shapes and all(c == n for _, c in shapes) and sum(r for r, _ in shapes) <= n
+
+
+def test_kernel_rows_cache_evicts_and_computes_each_row_once():
+    X, _ = _data(n=400)
+    k = Kernel("rbf", gamma=0.5)
+    cache = path.KernelRows(X, k, budget=16 * 400 * 10)     # ten rows of 400
+    assert not cache.full and cache.capacity == 10
+    coef = np.arange(1.0, 8.0)
+    idx = np.arange(3, 10)
+    full = np.exp(-0.5 * ((X[:, None, :] - X[None, :, :]) ** 2).sum(-1))
+    np.testing.assert_allclose(cache.weighted_sum(idx, coef), coef @ full[idx], atol=1e-12)
+    cache.weighted_sum(idx, coef)
+    assert cache.computed == 7                                   # cached: not computed again
+    np.testing.assert_allclose(cache.weighted_sum(np.arange(20, 40), np.ones(20)), full[20:40].sum(0),
+                               atol=1e-12)                       # beyond capacity: computed, not kept
+    assert cache.gram(np.arange(50)) is None
+    np.testing.assert_allclose(cache.gram(np.arange(4)), full[:4, :4], atol=1e-12)
+
+
+def test_fallbacks_and_errors():
+    X, y = _data(n=120, seed=5)
+    splits = list(StratifiedKFold(3, shuffle=True, random_state=0).split(X, y))
+    cands = [{"C": 1.0, "probability": True, "random_state": 0}, {"C": -1.0}, {"C": 2.0, "solver": "smo"},
+             {"C": 1.0, "kernel": lambda A, B: A @ B.T}, {"C": 1.0, "gamma": -2.0}, {"C": np.int64(3)}]
+    fits = {(f.candidate, f.split): f for f in
+            engine.search_kernel_svc(KernelSVC(device="cpu", gamma=1.0), X, y, splits, cands)}
+    assert len(fits) == len(cands) * len(splits)
+    for s in range(len(splits)):
+        assert fits[0, s].shared.startswith("none: probability") and fits[0, s].estimator.probA_.size == 1
+        assert fits[1, s].estimator is None and fits[1, s].error is not None   # the fit's own error
+        assert fits[2, s].shared.startswith("none: solver") and fits[2, s].estimator.solver_ == "smo"
+        assert fits[3, s].shared.startswith("none: kernel") and fits[3, s].error is None
+        assert fits[4, s].estimator is None and fits[4, s].error is not None   # γ < 0: the fit's error
+        assert fits[5, s].shared == engine.SHARED_CPU and fits[5, s].error is None
+    # a fold without a class: the fit raises, and the search gets that error for that split only
+    y2 = y.copy()
+    y2[:] = 0
+    y2[:10] = 1
+    bad = [(np.arange(10, 120), np.arange(10)), splits[0]]
+    out = {f.split: f for f in engine.search_kernel_svc(KernelSVC(device="cpu"), X, y2, bad, [{"C": 1.0}])}
+    assert out[0].error is not None and out[0].shared.startswith("none: a fold")
+    assert out[1].error is None and out[1].shared == engine.SHARED_CPU
+
+
+def test_from_result_equals_fit():
+    X, y = _data(classes=3, seed=6)
+    est = KernelSVC(C=3.0, gamma=0.8, device="cpu").fit(X, y)
+    classes, yidx = encode_classes(y)
+    k = Kernel("rbf", gamma=0.8)
+    res = solve_svc(X, yidx, classes, k, 3.0, method="libsvm")
+    made = KernelSVC.from_result(res, X, k, **est.get_params())
+    np.testing.assert_allclose(made.decision_function(X), est.decision_function(X))
+    assert made.n_features_in_ == 4 and made.solver_ == "libsvm" and made.fitted_device_ == "cpu"
+    with pytest.raises(ValueError):
+        KernelSVC.from_result(res, X, k, C=-1.0)
+
+
+@pytest.mark.gpu
+def test_gpu_one_batched_call_per_kernel(gpu, monkeypatch):
+    X, y = _data(n=90, classes=3, seed=7)
+    splits = list(StratifiedKFold(3, shuffle=True, random_state=0).split(X, y))
+    calls = []
+    real = path.solve_batched
+
+    def counting(*args, **kwargs):
+        calls.append(len(args[2]))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(path, "solve_batched", counting)
+    est = KernelSVC(device="cuda", gamma=0.5, dtype="float64")
+    _check_equivalent(est, X, y, splits, [{"C": C} for C in (0.5, 5.0)], shared=engine.SHARED_GPU)
+    assert calls[0] == 3 * 3 * 2       # folds × pairs × C values in the first (shared) call
