@@ -57,9 +57,9 @@ class SplitFit:
 Engine = Callable[..., Iterator[SplitFit]]
 
 #: estimator class ("module.ClassName") -> engine ("module:function" or the function).
-#: KernelSVC's and LLSVM's engines (gpuksvm.model_selection.kernel_svc:search_kernel_svc and
-#: gpuksvm.model_selection.llsvm:search_llsvm) are added with their modules.
-ENGINES: dict[str, str | Engine] = {}
+ENGINES: dict[str, str | Engine] = {
+    "gpuksvm.estimators.llsvm.LLSVM": "gpuksvm.model_selection.llsvm:search_llsvm",
+}
 
 
 def _class_key(cls: type) -> str:
