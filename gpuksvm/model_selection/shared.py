@@ -59,6 +59,7 @@ Engine = Callable[..., Iterator[SplitFit]]
 #: estimator class ("module.ClassName") -> engine ("module:function" or the function).
 ENGINES: dict[str, str | Engine] = {
     "gpuksvm.estimators.kernel_svc.KernelSVC": "gpuksvm.model_selection.kernel_svc:search_kernel_svc",
+    "gpuksvm.estimators.llsvm.LLSVM": "gpuksvm.model_selection.llsvm:search_llsvm",
 }
 
 

@@ -1,0 +1,127 @@
+"""The shared-work search engine of LLSVM: landmarks once per fold, maps and features once per (fold, γ).
+
+:func:`search_llsvm` is the engine the cross-validated searches use for
+:class:`~gpuksvm.estimators.llsvm.LLSVM`.  Candidates are grouped by every
+parameter but ``gamma`` and ``C``; within a group, for every fold, one call of
+:func:`~gpuksvm.estimators.llsvm.fit_llsvm_grid` on the fold's training rows
+fits all its (γ, C) settings: k-means (which does not depend on γ or C) runs
+once, the Nyström maps of all γ come from one batched eigendecomposition, the
+features are formed once per γ, and only the linear SVM runs per (γ, C).  With
+the template's ``random_state`` the landmarks, maps and LLSVM2's labelled
+subset are those an independent fit draws, so each model equals
+``clone(estimator).set_params(**candidate).fit(X[train], y[train])`` (the same
+linear problem on the same features, solved from the same start).
+
+Settings ``fit_llsvm_grid`` does not take fall back to independent fits, said
+in the :class:`~gpuksvm.model_selection.shared.SplitFit`'s ``shared``: a
+kernel given as a :class:`~gpuksvm.kernels.kernel.Kernel` or ``"linear"``, and
+a γ that is not a number (``"scale"``, ``"auto"``: resolved per fold by the fit).
+"""
+from __future__ import annotations
+
+import time
+from numbers import Real
+from typing import Any, Iterator, Sequence
+
+import numpy as np
+from sklearn.base import clone
+
+from gpuksvm.estimators.llsvm import LLSVM, fit_llsvm_grid
+from gpuksvm.model_selection.shared import SplitFit, search_independent, take
+
+__all__ = ["search_llsvm"]
+
+SHARED = "landmarks per fold; maps and features per (fold, γ)"
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, Real) and not isinstance(value, bool) and 0 < value < np.inf
+
+
+def _unsupported(template: LLSVM, gammas: Sequence[Any], Cs: Sequence[Any]) -> str | None:
+    """Why a group cannot share work (None: it can)."""
+    if not (isinstance(template.kernel, str) and template.kernel in ("rbf", "poly")):
+        return f"kernel={template.kernel!r}"
+    if not all(_is_number(g) for g in gammas):
+        return "gamma is not a positive number"
+    if not all(_is_number(c) for c in Cs):
+        return "C is not a finite positive number"
+    return None
+
+
+def _independent(estimator: LLSVM, X: Any, y: Any, splits: Sequence, cands: Sequence[int],
+                 candidates: Sequence[dict], split_ids: Sequence[int], sample_weight: Any,
+                 reason: str) -> Iterator[SplitFit]:
+    """The independent-fit engine on some candidates and splits, indices mapped back."""
+    for fit in search_independent(estimator, X, y, [splits[s] for s in split_ids],
+                                  [candidates[c] for c in cands], sample_weight=sample_weight):
+        fit.candidate, fit.split = cands[fit.candidate], split_ids[fit.split]
+        fit.shared = f"none: {reason}"
+        yield fit
+
+
+def _batches(members: Sequence[int], settings: dict[int, tuple[float, float]]) -> list[list[int]]:
+    """The candidates of a group as γ × C products: γ values with the same set of C values go together."""
+    by_gamma: dict[float, list[int]] = {}
+    for c in members:
+        by_gamma.setdefault(settings[c][0], []).append(c)
+    by_Cs: dict[tuple[float, ...], list[int]] = {}
+    for cands in by_gamma.values():
+        by_Cs.setdefault(tuple(sorted({settings[c][1] for c in cands})), []).extend(cands)
+    return list(by_Cs.values())
+
+
+def search_llsvm(estimator: LLSVM, X: Any, y: Any, splits: Sequence[tuple[np.ndarray, np.ndarray]],
+                 candidates: Sequence[dict], *, sample_weight: Any = None) -> Iterator[SplitFit]:
+    """One fitted LLSVM per (candidate, split), sharing landmarks, maps and features.
+
+    Parameters
+    ----------
+    estimator : LLSVM
+        The unfitted template (not modified).
+    X : (n, d) validated array or CSR matrix, all rows
+    y : (n,) labels
+    splits : list of (train_idx, test_idx)
+    candidates : list of parameter dicts
+    sample_weight : (n,) array, optional
+
+    Yields
+    ------
+    SplitFit
+        One per (candidate, split), in no particular order; ``fit_time`` is an
+        equal share of the fold's grid fit among the settings it fitted.
+    """
+    groups: dict[tuple, list[int]] = {}
+    settings: dict[int, tuple[Any, Any]] = {}
+    for c, cand in enumerate(candidates):
+        params = clone(estimator).set_params(**cand).get_params(deep=False)
+        settings[c] = (params["gamma"], params["C"])
+        key = tuple(sorted((k, repr(v)) for k, v in params.items() if k not in ("gamma", "C")))
+        groups.setdefault(key, []).append(c)
+    all_splits = list(range(len(splits)))
+    for members in groups.values():
+        template = clone(estimator).set_params(**candidates[members[0]])
+        reason = _unsupported(template, [settings[c][0] for c in members], [settings[c][1] for c in members])
+        if reason is not None:
+            yield from _independent(estimator, X, y, splits, members, candidates, all_splits, sample_weight,
+                                    reason)
+            continue
+        for batch in _batches(members, settings):
+            gammas = sorted({float(settings[c][0]) for c in batch})
+            Cs = sorted({float(settings[c][1]) for c in batch})
+            for s, (train, _) in enumerate(splits):
+                start = time.perf_counter()
+                try:
+                    models = fit_llsvm_grid(take(X, train), take(y, train), gammas=gammas, Cs=Cs,
+                                            estimator=template, sample_weight=take(sample_weight, train))
+                except Exception as exc:  # noqa: BLE001 - each fit reports its own error
+                    yield from _independent(estimator, X, y, splits, batch, candidates, [s], sample_weight,
+                                            f"the shared fit failed ({type(exc).__name__})")
+                    continue
+                share = (time.perf_counter() - start) / len(models)
+                fitted = {(g, C): m for (g, C), m in zip([(g, C) for g in gammas for C in Cs], models)}
+                for c in batch:
+                    model = fitted[(float(settings[c][0]), float(settings[c][1]))]
+                    # the candidate's own values (an int C stays an int, as set_params would leave it)
+                    model.set_params(gamma=settings[c][0], C=settings[c][1])
+                    yield SplitFit(candidate=c, split=s, estimator=model, fit_time=share, shared=SHARED)
