@@ -40,7 +40,7 @@ from gpuksvm.array import backend as bk
 from gpuksvm.array.validation import encode_classes
 from gpuksvm.estimators.kernel_svc import KernelSVC
 from gpuksvm.kernels.kernel import make_kernel
-from gpuksvm.model_selection.shared import SplitFit
+from gpuksvm.model_selection.shared import SplitFit, group_candidates, independent_fits
 from gpuksvm.solvers.smo.path import GridJob, GridProblem, solve_grid_batched, solve_grids
 
 __all__ = ["search_kernel_svc"]
@@ -62,23 +62,6 @@ def _unsupported(est: KernelSVC) -> str | None:
     if est.solver not in (("auto", "working_set") if gpu else ("auto", "libsvm")):
         return f"solver={est.solver!r} on the {'GPU' if gpu else 'CPU'}"
     return None
-
-
-def _independent(estimator: Any, X: Any, y: np.ndarray, splits: Sequence, cands: Sequence[int],
-                 candidates: Sequence[dict], sample_weight: np.ndarray | None, split_ids: Sequence[int],
-                 reason: str) -> Iterator[SplitFit]:
-    for c in cands:
-        for s in split_ids:
-            tr = np.asarray(splits[s][0])
-            t0 = time.perf_counter()
-            est, err = clone(estimator).set_params(**candidates[c]), None
-            try:
-                kw = {} if sample_weight is None else {"sample_weight": sample_weight[tr]}
-                est.fit(bk.take_rows(X, tr), y[tr], **kw)
-            except Exception as exc:  # the search applies error_score
-                est, err = None, exc
-            yield SplitFit(candidate=c, split=s, estimator=est, fit_time=time.perf_counter() - t0, error=err,
-                           shared=f"none: {reason}")
 
 
 def _fold_weights(est: KernelSVC, y: np.ndarray, yidx: np.ndarray, classes: np.ndarray, tr: np.ndarray,
@@ -119,21 +102,15 @@ def search_kernel_svc(estimator: KernelSVC, X: Any, y: Any, splits: Sequence[tup
     """
     y = np.asarray(bk.to_host(y))
     sw = None if sample_weight is None else np.asarray(bk.to_host(sample_weight), dtype=np.float64)
-    groups: dict[tuple, list[int]] = {}
-    for c, cand in enumerate(candidates):
-        params = clone(estimator).set_params(**cand).get_params(deep=False)
-        key = tuple(sorted((k, repr(v)) for k, v in params.items() if k != "C"))
-        groups.setdefault(key, []).append(c)
     all_splits = list(range(len(splits)))
     jobs: list[_Job] = []
-    for members in groups.values():
-        template = clone(estimator).set_params(**candidates[members[0]])
+    for template, members in group_candidates(estimator, candidates, ("C",)):
         Cs = [clone(estimator).set_params(**candidates[c]).C for c in members]
         finite = [c for c, C in zip(members, Cs)
                   if isinstance(C, Real) and not isinstance(C, bool) and 0 < C < np.inf]
         other = [c for c in members if c not in finite]
         if other:
-            yield from _independent(estimator, X, y, splits, other, candidates, sw, all_splits,
+            yield from independent_fits(estimator, X, y, splits, candidates, other, all_splits, sw,
                                     "C is not a finite positive number")
         if not finite:
             continue
@@ -144,11 +121,11 @@ def search_kernel_svc(estimator: KernelSVC, X: Any, y: Any, splits: Sequence[tup
         except Exception as exc:  # e.g. a device or γ the fit refuses: the fits say so themselves
             reason = f"{type(exc).__name__}: {exc}"
         if reason is not None:
-            yield from _independent(estimator, X, y, splits, finite, candidates, sw, all_splits, reason)
+            yield from independent_fits(estimator, X, y, splits, candidates, finite, all_splits, sw, reason)
         else:
             jobs.extend(planned)
             if refused:
-                yield from _independent(estimator, X, y, splits, finite, candidates, sw, refused,
+                yield from independent_fits(estimator, X, y, splits, candidates, finite, refused, sw,
                                         "a fold lacks a class of positive weight")
     if not jobs:
         return
@@ -221,7 +198,7 @@ def _wrap(estimator: Any, X: Any, y: np.ndarray, splits: Sequence, candidates: S
           shared: str) -> Iterator[SplitFit]:
     """The SplitFits of a solved job (independent fits when its solve failed)."""
     if error is not None or results is None:
-        yield from _independent(estimator, X, y, splits, job.members, candidates, sw, job.splits,
+        yield from independent_fits(estimator, X, y, splits, candidates, job.members, job.splits, sw,
                                 f"the shared engine failed ({type(error).__name__}: {error})")
         return
     for f, s in enumerate(job.splits):

@@ -24,10 +24,9 @@ from numbers import Real
 from typing import Any, Iterator, Sequence
 
 import numpy as np
-from sklearn.base import clone
 
 from gpuksvm.estimators.llsvm import LLSVM, fit_llsvm_grid
-from gpuksvm.model_selection.shared import SplitFit, search_independent, take
+from gpuksvm.model_selection.shared import SplitFit, group_candidates, independent_fits, take
 
 __all__ = ["search_llsvm"]
 
@@ -47,17 +46,6 @@ def _unsupported(template: LLSVM, gammas: Sequence[Any], Cs: Sequence[Any]) -> s
     if not all(_is_number(c) for c in Cs):
         return "C is not a finite positive number"
     return None
-
-
-def _independent(estimator: LLSVM, X: Any, y: Any, splits: Sequence, cands: Sequence[int],
-                 candidates: Sequence[dict], split_ids: Sequence[int], sample_weight: Any,
-                 reason: str) -> Iterator[SplitFit]:
-    """The independent-fit engine on some candidates and splits, indices mapped back."""
-    for fit in search_independent(estimator, X, y, [splits[s] for s in split_ids],
-                                  [candidates[c] for c in cands], sample_weight=sample_weight):
-        fit.candidate, fit.split = cands[fit.candidate], split_ids[fit.split]
-        fit.shared = f"none: {reason}"
-        yield fit
 
 
 def _batches(members: Sequence[int], settings: dict[int, tuple[float, float]]) -> list[list[int]]:
@@ -91,20 +79,15 @@ def search_llsvm(estimator: LLSVM, X: Any, y: Any, splits: Sequence[tuple[np.nda
         One per (candidate, split), in no particular order; ``fit_time`` is an
         equal share of the fold's grid fit among the settings it fitted.
     """
-    groups: dict[tuple, list[int]] = {}
-    settings: dict[int, tuple[Any, Any]] = {}
-    for c, cand in enumerate(candidates):
-        params = clone(estimator).set_params(**cand).get_params(deep=False)
-        settings[c] = (params["gamma"], params["C"])
-        key = tuple(sorted((k, repr(v)) for k, v in params.items() if k not in ("gamma", "C")))
-        groups.setdefault(key, []).append(c)
+    groups = group_candidates(estimator, candidates, ("gamma", "C"))
+    settings = {c: (cand.get("gamma", estimator.gamma), cand.get("C", estimator.C))
+                for c, cand in enumerate(candidates)}
     all_splits = list(range(len(splits)))
-    for members in groups.values():
-        template = clone(estimator).set_params(**candidates[members[0]])
+    for template, members in groups:
         reason = _unsupported(template, [settings[c][0] for c in members], [settings[c][1] for c in members])
         if reason is not None:
-            yield from _independent(estimator, X, y, splits, members, candidates, all_splits, sample_weight,
-                                    reason)
+            yield from independent_fits(estimator, X, y, splits, candidates, members, all_splits, sample_weight,
+                                        reason)
             continue
         for batch in _batches(members, settings):
             gammas = sorted({float(settings[c][0]) for c in batch})
@@ -115,8 +98,8 @@ def search_llsvm(estimator: LLSVM, X: Any, y: Any, splits: Sequence[tuple[np.nda
                     models = fit_llsvm_grid(take(X, train), take(y, train), gammas=gammas, Cs=Cs,
                                             estimator=template, sample_weight=take(sample_weight, train))
                 except Exception as exc:  # noqa: BLE001 - each fit reports its own error
-                    yield from _independent(estimator, X, y, splits, batch, candidates, [s], sample_weight,
-                                            f"the shared fit failed ({type(exc).__name__})")
+                    yield from independent_fits(estimator, X, y, splits, candidates, batch, [s], sample_weight,
+                                                f"the shared fit failed ({type(exc).__name__})")
                     continue
                 share = (time.perf_counter() - start) / len(models)
                 fitted = {(g, C): m for (g, C), m in zip([(g, C) for g in gammas for C in Cs], models)}

@@ -40,7 +40,7 @@ from sklearn.base import clone
 from gpuksvm.array import backend as bk
 
 __all__ = ["SplitFit", "ENGINES", "register_engine", "engine_for", "is_gpuksvm_estimator",
-           "search_independent", "run_engine", "take", "engine_name"]
+           "search_independent", "independent_fits", "group_candidates", "run_engine", "take", "engine_name"]
 
 
 @dataclass
@@ -136,6 +136,34 @@ def search_independent(estimator: Any, X: Any, y: Any, splits: Sequence[tuple[np
 
 
 search_independent.independent = True
+
+
+def independent_fits(estimator: Any, X: Any, y: Any, splits: Sequence[tuple[np.ndarray, np.ndarray]],
+                     candidates: Sequence[dict], cands: Sequence[int], split_ids: Sequence[int],
+                     sample_weight: Any, reason: str) -> Iterator[SplitFit]:
+    """:func:`search_independent` on some candidates and splits of a shared-work engine's grid,
+    indices mapped back and ``shared`` saying why these fits share nothing (``"none: <reason>"``)."""
+    for fit in search_independent(estimator, X, y, [splits[s] for s in split_ids],
+                                  [candidates[c] for c in cands], sample_weight=sample_weight):
+        fit.candidate, fit.split = cands[fit.candidate], split_ids[fit.split]
+        fit.shared = f"none: {reason}"
+        yield fit
+
+
+def group_candidates(estimator: Any, candidates: Sequence[dict],
+                     shared: Sequence[str]) -> list[tuple[Any, list[int]]]:
+    """The candidates grouped by every parameter but ``shared`` (those an engine shares work along).
+
+    Returns
+    -------
+    list of (template, candidate indices): the template is the estimator with the group's first
+    candidate set (its parameters outside ``shared`` are the whole group's).
+    """
+    groups: dict[tuple, list[int]] = {}
+    for c, cand in enumerate(candidates):
+        params = clone(estimator).set_params(**cand).get_params(deep=False)
+        groups.setdefault(tuple(sorted((k, repr(v)) for k, v in params.items() if k not in shared)), []).append(c)
+    return [(clone(estimator).set_params(**candidates[members[0]]), members) for members in groups.values()]
 
 
 def _units(engine: Engine, estimator: Any, candidates: Sequence[dict],
