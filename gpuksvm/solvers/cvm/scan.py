@@ -319,6 +319,23 @@ class HostScanner(ScannerBase):
         return best, besti
 
 
+#: Blocks the first pass of the GPU search aims at: two per SM of a 132-SM H100 (the kernel's
+#: __launch_bounds__(256, 2)); fewer candidate blocks than this split the core set.
+SPLIT_TARGET_BLOCKS = 264
+#: Core rows per tile of kernels_cuda/cvm.cu (CVM_ZROWS): a slice of the core set is whole tiles.
+CVM_ZROWS = 16
+
+
+def core_split(candidate_blocks: int, m: int) -> tuple[int, int]:
+    """(slices, core rows per slice) of the core set for ``candidate_blocks`` blocks of candidates:
+    enough slices of whole tiles that the grid reaches :data:`SPLIT_TARGET_BLOCKS` blocks (the
+    sampled search's few hundred candidates are two blocks: unsplit, 2 of 132 SMs work)."""
+    tiles = max(1, -(-int(m) // CVM_ZROWS))
+    want = max(1, -(-SPLIT_TARGET_BLOCKS // max(int(candidate_blocks), 1)))
+    per = -(-tiles // min(tiles, want))
+    return -(-tiles // per), per * CVM_ZROWS
+
+
 class GpuScanner(ScannerBase):
     """Furthest-point search with the fused CUDA kernel of ``kernels_cuda/cvm.cu``."""
 
@@ -332,7 +349,8 @@ class GpuScanner(ScannerBase):
         self.Xc = xp.ascontiguousarray(self.X, dtype=self.dtype)
         self._xscale_dev = None if self.xscale is None else xp.ascontiguousarray(self.xscale, dtype=self.dtype)
         suffix = "f32" if self.dtype == np.float32 else "f64"
-        self._kernel_names = {False: f"cvm_furthest_{suffix}", True: f"cvm_scores_{suffix}"}
+        self._kernel_names = {False: f"cvm_furthest_{suffix}", True: f"cvm_scores_{suffix}",
+                              "partial": f"cvm_partial_{suffix}"}
         for name in self._kernel_names.values():
             _cuda.get_function("cvm", name)            # compile now: a failure names the source
         self._idx_key = None                           # (host idx, its device copy) of the exact scans
@@ -347,16 +365,22 @@ class GpuScanner(ScannerBase):
     def _launch(self, cand, n_cand: int, group_size: int, n_groups: int, coef, b: float,
                 final: bool, scores: Any = None):
         xp = self.xp
+        k = self.kernel
+        # pass 1: partial sums over slices of the core set (grid: candidate blocks x slices)
+        blocks = -(-n_cand // self._BLOCK)
+        n_split, rows_per_split = core_split(blocks, self.m)
+        partial = xp.empty(n_split * n_cand, dtype=xp.float64)
+        _cuda.launch("cvm", self._kernel_names["partial"], (blocks, n_split), (self._BLOCK,),
+                     (self.Xc, self.d, cand, n_cand, self._Z, xp.ascontiguousarray(coef, dtype=self.dtype),
+                      self.m, rows_per_split, k.code, k.gamma, k.coef0, k.degree, partial))
+        # pass 2: s, the group minima (and every s for cvm_scores)
         part_s = xp.empty(n_groups, dtype=xp.float64)
         part_i = xp.empty(n_groups, dtype=xp.int64)
-        k = self.kernel
-        args = (self.Xc, self.d, cand, n_cand, group_size, self._Z,
-                xp.ascontiguousarray(coef, dtype=self.dtype), self.m, float(b), self.y,
-                self.self_term, self._xscale_dev, k.code, k.gamma, k.coef0, k.degree, part_s, part_i,
-                self._counter if final else None, self._out_s, self._out_i)
+        args = (partial, n_split, cand, n_cand, group_size, float(b), self.y, self.self_term, self._xscale_dev,
+                part_s, part_i, self._counter if final else None, self._out_s, self._out_i)
         if scores is not None:
             args += (scores,)
-        # the kernel's tiles (core rows, candidate chunks) are static shared memory
+        # the kernels' tiles (core rows, candidate chunks) are static shared memory
         _cuda.launch("cvm", self._kernel_names[scores is not None], (n_groups,), (self._BLOCK,), args)
         return part_s, part_i
 
