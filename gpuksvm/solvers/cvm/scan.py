@@ -332,12 +332,14 @@ def core_split(candidate_blocks: int, m: int) -> tuple[int, int]:
     sampled search's few hundred candidates are two blocks: unsplit, 2 of 132 SMs work)."""
     tiles = max(1, -(-int(m) // CVM_ZROWS))
     want = max(1, -(-SPLIT_TARGET_BLOCKS // max(int(candidate_blocks), 1)))
-    per = -(-tiles // min(tiles, want))
+    per = max(1, tiles // want)   # at least `want` slices where there are tiles enough
     return -(-tiles // per), per * CVM_ZROWS
 
 
 class GpuScanner(ScannerBase):
-    """Furthest-point search with the fused CUDA kernel of ``kernels_cuda/cvm.cu``."""
+    """Furthest-point search with the fused CUDA kernels of ``kernels_cuda/cvm.cu``: ``cvm_partial``
+    (the kernel sums over slices of the core set, :func:`core_split`), then ``cvm_furthest`` or
+    ``cvm_scores`` (s, the group minima)."""
 
     _BLOCK = 256
     _MAX_D = 1024
@@ -345,7 +347,7 @@ class GpuScanner(ScannerBase):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, xp=bk.get_namespace("cuda"), **kwargs)
         xp = self.xp
-        # every array argument of cvm_furthest/cvm_scores in the scanner's dtype, C-contiguous (const T*)
+        # every array argument of cvm_partial in the scanner's dtype, C-contiguous (const T*)
         self.Xc = xp.ascontiguousarray(self.X, dtype=self.dtype)
         self._xscale_dev = None if self.xscale is None else xp.ascontiguousarray(self.xscale, dtype=self.dtype)
         suffix = "f32" if self.dtype == np.float32 else "f64"
@@ -385,7 +387,7 @@ class GpuScanner(ScannerBase):
         return part_s, part_i
 
     def _all_scores(self, cand, n: int, coef, b: float):
-        """s of every candidate (device float64): one launch of ``cvm_scores``."""
+        """s of every candidate (device float64): ``cvm_partial`` then ``cvm_scores``."""
         out = self.xp.empty(n, dtype=self.xp.float64)
         n_groups = int(min(max(1, -(-n // self._BLOCK)), 4096))
         self._launch(cand, n, -(-n // n_groups), n_groups, coef, b, final=False, scores=out)
