@@ -220,3 +220,16 @@ template <typename T>
 __device__ __forceinline__ T gk_dist2(T xx, T zz, T dot) {
     return xx + zz - T(2) * dot;
 }
+
+// The tile's kernel values: parks part[] in the thread's slot (gk_park_part) and calls
+// use(r, k(x, z_r)) for r < rows in a rolled loop (one inlined copy of gk_kernel_value).
+template <typename T, int R, typename Use>
+__device__ __forceinline__ void gk_tile_values(const T (&part)[R], T* slot, int rows, T xx, const T* zz, int ktype,
+                                               T gamma, T coef0, T degree, Use use) {
+    gk_park_part<T, R>(part, slot);
+#pragma unroll 1
+    for (int r = 0; r < rows; ++r) {
+        const T dot = slot[r];
+        use(r, gk_kernel_value<T>(ktype, dot, gk_dist2<T>(xx, zz[r], dot), gamma, coef0, degree));
+    }
+}

@@ -61,13 +61,8 @@ __device__ void cvm_partial(const T* __restrict__ X, int d, const long long* __r
         gk_tile_dots<T, CVM_BLOCK, CVM_ZROWS, CVM_DC>(rowptr, d, Z, t0, rows, coef, 1, 1, xs, zt, zz, cs, part, xx);
         // rows of the tile beyond z1: zero in zt, not staged in zz and cs
         T* const parked = xs + tid * (CVM_DC + 1);   // this thread's slot; the next staging waits at a barrier
-        gk_park_part<T, CVM_ZROWS>(part, parked);
-#pragma unroll 1
-        for (int r = 0; r < rows; ++r) {
-            const T dot = parked[r];
-            const T kv = gk_kernel_value<T>(ktype, dot, gk_dist2<T>(xx, zz[r], dot), gamma, coef0, degree);
-            acc += (double)kv * (double)cs[r];
-        }
+        gk_tile_values<T, CVM_ZROWS>(part, parked, rows, xx, zz, ktype, gamma, coef0, degree,
+                                     [&](int r, T kv) { acc += (double)kv * (double)cs[r]; });
     }
     if (active) partial[(long long)blockIdx.y * n_cand + c] = acc;
 }

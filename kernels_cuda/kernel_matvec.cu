@@ -44,16 +44,12 @@ __device__ void kernel_matvec(const T* __restrict__ X, const T* __restrict__ Z, 
         gk_tile_dots<T, GK_BLOCK, GK_ZROWS, GK_DC>(rowptr, d, Z, t0, rows, V, m, GK_MAXM, xs, zt, zz, vs, part, xx);
         // rows of the tile beyond k: zero in zt, not staged in zz and vs
         T* const parked = xs + tid * (GK_DC + 1);   // this thread's slot; the next staging waits at a barrier
-        gk_park_part<T, GK_ZROWS>(part, parked);
-#pragma unroll 1
-        for (int r = 0; r < rows; ++r) {
-            const T dot = parked[r];
-            const T kv = gk_kernel_value<T>(ktype, dot, gk_dist2<T>(xx, zz[r], dot), gamma, coef0, degree);
+        gk_tile_values<T, GK_ZROWS>(part, parked, rows, xx, zz, ktype, gamma, coef0, degree, [&](int r, T kv) {
 #pragma unroll
             for (int c = 0; c < GK_MAXM; ++c) {
                 if (c < m) acc[c] += kv * vs[r * GK_MAXM + c];
             }
-        }
+        });
     }
     if (i < n) {
 #pragma unroll

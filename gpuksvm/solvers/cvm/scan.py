@@ -9,8 +9,9 @@
   kernels, 1 otherwise; one-class: y ≡ 1, b = 0).  :class:`HostScanner` is the
   NumPy path (row blocks through :func:`gpuksvm.kernels.kernel.kernel_block`, never an
   n×|S| matrix beyond one block) and the oracle of :class:`GpuScanner`, which
-  runs the fused CUDA kernel ``kernels_cuda/cvm.cu`` (every candidate's s, or
-  per-group minima and the arg-min, in one launch).  The scanners also hold the
+  runs the fused CUDA kernels of ``kernels_cuda/cvm.cu`` (every candidate's s, or
+  per-group minima and the arg-min, in two launches: the kernel sums over slices of
+  the core set, then their reduction).  The scanners also hold the
   core rows and give the core-set QP its K̃ rows (:meth:`ScannerBase.core_block`).
 
 The core-set loop that uses it is :func:`gpuksvm.solvers.cvm.meb.fit_core_set`.
