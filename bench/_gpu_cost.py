@@ -659,8 +659,8 @@ def _twin_round_finish(grid, block, args) -> None:
 
 #: kernel family -> NumPy twin run in place of the CPU emulator when tracing at scale
 TWINS = {"kernel_epilogue": _twin_epilogue, "kernel_block_tiled": _twin_tiled, "kernel_matvec": _twin_matvec,
-         "cvm_partial": _twin_cvm_partial, "cvm_furthest": _twin_cvm, "cvm_scores": _twin_cvm, "smo_subproblem": _twin_smo,
-         "smo_round_keys": _twin_round_keys, "smo_round_finish": _twin_round_finish}
+         "cvm_partial": _twin_cvm_partial, "cvm_furthest": _twin_cvm, "cvm_scores": _twin_cvm,
+         "smo_subproblem": _twin_smo, "smo_round_keys": _twin_round_keys, "smo_round_finish": _twin_round_finish}
 
 
 def twin_substitutes() -> dict[str, Callable]:
