@@ -430,31 +430,46 @@ def _tiled_cost(grid, block, shared, args) -> dict:
 
 @_kernel_cost("kernel_matvec")
 def _matvec_cost(grid, block, shared, args) -> dict:
-    """One thread per row streams Z and V through shared memory: n·k·(3d + kernel function + 2m)
-    FLOPs at the raw-kernel rate; reads X, Z, V once (Z, V re-reads per block hit L2), writes n·m."""
+    """One thread per row streams Z and V through shared memory: n·k·(2d + kernel function + 2m)
+    FLOPs (one FMA per feature: the RBF distance from the dot product and the norms) at the
+    kernel's rate (its static efficiency covers the staging in its hot loop, so memory overlaps);
+    reads X, Z, V once (Z, V re-reads per block hit L2), writes n·m."""
     n, k, d, m = (int(a) for a in args[4:8])
     it = args[0]._a.itemsize
-    return {"flops": n * k * (3.0 * d + _epi_flops(args[8]) + 2.0 * m), "bytes_read": (n * d + k * (d + m)) * it,
-            "bytes_written": n * m * it, "rate": _raw_rate("kernel_matvec", it), "serial": True}
+    return {"flops": n * k * (2.0 * d + _epi_flops(args[8]) + 2.0 * m), "bytes_read": (n * d + k * (d + m)) * it,
+            "bytes_written": n * m * it, "rate": _raw_rate("kernel_matvec", it)}
+
+
+@_kernel_cost("cvm_partial")
+def _cvm_partial_cost(grid, block, shared, args) -> dict:
+    """Pass 1 of the CVM search, grid (candidate blocks, core slices): per candidate and core vector
+    2d FLOPs (one FMA per feature), the kernel function and an FP64 FMA into the double accumulator
+    (4 FP32 FLOPs: FP64 runs at half rate), at the kernel's rate; reads each candidate row once per
+    slice (re-reads hit L2: counted once) and the core rows; writes one double per candidate and
+    slice.  A grid of fewer blocks than the H100's 132 SMs computes at that share of the peak."""
+    d, n_cand, m = int(args[1]), int(args[3]), int(args[6])
+    it = args[0]._a.itemsize
+    blocks = int(grid[0]) * int(grid[1])
+    flops = n_cand * m * (2.0 * d + _epi_flops(args[8]) + 4.0)
+    return {"flops": _sm_share(flops, blocks), "bytes_read": n_cand * (d * it + 8) + m * (d + 1) * it,
+            "bytes_written": int(grid[1]) * n_cand * 8, "rate": _raw_rate("cvm_partial", it)}
 
 
 @_kernel_cost("cvm_furthest")
 @_kernel_cost("cvm_scores")
 def _cvm_cost(grid, block, shared, args) -> dict:
-    """Per candidate and core vector: 3d FLOPs for the distance, the kernel function and an FP64
-    FMA into the double accumulator (counted as 4 FP32 FLOPs: FP64 runs at half rate); reads
-    each candidate row once (its index, its d features, y, self term, scale); a 256-wide tree
-    reduction per block (8 barrier levels, latency); the last block reduces the group minima.
-    ``cvm_scores`` (one more argument, ``scores``) also writes every candidate's s as a double."""
-    d, n_cand, m = int(args[1]), int(args[3]), int(args[7])
-    it = args[0]._a.itemsize
+    """Pass 2 of the CVM search: sums each candidate's slice partials (n_split doubles), its index,
+    y, self term and scale; a 256-wide tree reduction per block (8 barrier levels, latency); the
+    last block reduces the group minima.  ``cvm_scores`` (one more argument, ``scores``) also
+    writes every candidate's s as a double."""
+    n_split, n_cand = int(args[1]), int(args[3])
+    it = 8 if args[6] is None else args[6]._a.itemsize
     levels = 2 * (int(np.log2(max(int(block[0]), 2))) + 1)
     latency = levels * const("BARRIER_LEVEL_CYCLES") / const("CLOCK_HZ")
-    scores = args[21] if len(args) > 21 else None
-    return {"flops": n_cand * m * (3.0 * d + _epi_flops(args[12]) + 4.0),
-            "bytes_read": n_cand * (d * it + 3 * it + 8) + m * (d + 1) * it,
+    scores = args[14] if len(args) > 14 else None
+    return {"flops": n_cand * (n_split + 4.0), "bytes_read": n_cand * (8 * n_split + 3 * it + 8),
             "bytes_written": int(grid[0]) * 16 + (n_cand * 8 if scores is not None else 0),
-            "rate": _raw_rate("cvm_furthest", it), "serial": True, "latency_s": latency}
+            "rate": _raw_rate("cvm_furthest", 8), "latency_s": latency}
 
 
 @_kernel_cost("smo_subproblem")
@@ -551,30 +566,36 @@ def _twin_matvec(grid, block, args) -> None:
 _TWIN_CVM_ROWS = 1 << 15
 
 
-def _twin_cvm(grid, block, args) -> None:
-    """``cvm_furthest`` and ``cvm_scores`` (its 22nd argument, ``scores``, gets every candidate's s)."""
+def _twin_cvm_partial(grid, block, args) -> None:
+    """``cvm_partial``: per core slice (grid y), every candidate's Σ coef_i k(z_i, x) over it."""
     from gpuksvm.solvers.cvm.meb import candidate_scores
-    X, d, cand, n_cand, group = _host(args[0]), int(args[1]), _host(args[2]), int(args[3]), int(args[4])
-    Z, coef, m = _host(args[5]), _host(args[6]), int(args[7])
-    b, y, self_term, xscale = float(args[8]), _host(args[9]), _host(args[10]), _host(args[11])
-    kern = _kernel_of(*args[12:16])
-    part_s, part_i, counter, out_s, out_i = (_host(a) for a in args[16:21])
-    scores = _host(args[21]) if len(args) > 21 else None
+    X, d, cand, n_cand = _host(args[0]), int(args[1]), _host(args[2]), int(args[3])
+    Z, coef, m, per = _host(args[4]), _host(args[5]), int(args[6]), int(args[7])
+    kern = _kernel_of(*args[8:12])
+    partial = _host(args[12]).reshape(int(grid[1]), n_cand)
     rows = np.arange(n_cand) if cand is None else cand[:n_cand].astype(np.int64)
-    s = np.empty(rows.size, dtype=np.float64)
-    for lo in range(0, rows.size, _TWIN_CVM_ROWS):
-        r = rows[lo:lo + _TWIN_CVM_ROWS]
-        if m:
-            s[lo:lo + r.size] = candidate_scores(X[r], Z[:m], coef[:m], kern, b=b, y=None if y is None else y[r],
-                                                 self_term=None if self_term is None else self_term[r],
-                                                 xscale=None if xscale is None else xscale[r])
-        else:
-            sr = np.full(r.size, b, dtype=np.float64)
-            if y is not None:
-                sr *= y[r]
-            if self_term is not None:
-                sr += self_term[r]
-            s[lo:lo + r.size] = sr
+    for p in range(int(grid[1])):
+        z0, z1 = p * per, min(m, (p + 1) * per)
+        for lo in range(0, rows.size, _TWIN_CVM_ROWS):
+            r = rows[lo:lo + _TWIN_CVM_ROWS]
+            partial[p, lo:lo + r.size] = candidate_scores(X[r], Z[z0:z1], coef[z0:z1], kern) if z1 > z0 else 0.0
+
+
+def _twin_cvm(grid, block, args) -> None:
+    """``cvm_furthest`` and ``cvm_scores`` (its 15th argument, ``scores``, gets every candidate's s)."""
+    partial, n_split, cand, n_cand, group = _host(args[0]), int(args[1]), _host(args[2]), int(args[3]), int(args[4])
+    b, y, self_term, xscale = float(args[5]), _host(args[6]), _host(args[7]), _host(args[8])
+    part_s, part_i, counter, out_s, out_i = (_host(a) for a in args[9:14])
+    scores = _host(args[14]) if len(args) > 14 else None
+    rows = np.arange(n_cand) if cand is None else cand[:n_cand].astype(np.int64)
+    s = partial[:n_split * n_cand].reshape(n_split, n_cand).sum(axis=0)
+    if xscale is not None:
+        s *= xscale[rows]
+    s += b
+    if y is not None:
+        s *= y[rows]
+    if self_term is not None:
+        s += self_term[rows]
     if scores is not None:
         scores[:n_cand] = s
     n_groups = int(grid[0])
@@ -638,8 +659,8 @@ def _twin_round_finish(grid, block, args) -> None:
 
 #: kernel family -> NumPy twin run in place of the CPU emulator when tracing at scale
 TWINS = {"kernel_epilogue": _twin_epilogue, "kernel_block_tiled": _twin_tiled, "kernel_matvec": _twin_matvec,
-         "cvm_furthest": _twin_cvm, "cvm_scores": _twin_cvm, "smo_subproblem": _twin_smo,
-         "smo_round_keys": _twin_round_keys, "smo_round_finish": _twin_round_finish}
+         "cvm_partial": _twin_cvm_partial, "cvm_furthest": _twin_cvm, "cvm_scores": _twin_cvm,
+         "smo_subproblem": _twin_smo, "smo_round_keys": _twin_round_keys, "smo_round_finish": _twin_round_finish}
 
 
 def twin_substitutes() -> dict[str, Callable]:

@@ -127,9 +127,45 @@ def measure_kernels(scale: str, emulated: bool) -> list[dict]:
             rows.append(_measured_row("kernel_block_tiled_f32", f"d={d}", t, flops, nbytes, dev, static))
             t = _timed(cp, lambda: K._epilogue_gpu(out, xn, zn, rbf), repeats)
             rows.append(_measured_row("kernel_epilogue_f32", f"d={d}", t, 0.0, 2 * n * k * it, dev, static))
+        for d in ks.DS:   # the fused mat-vec: one right-hand side
+            X = cp.asarray(rng.random((n, d), dtype=dt))
+            Z = cp.asarray(rng.random((k, d), dtype=dt))
+            V = cp.asarray(rng.random((k, 1), dtype=dt))
+            out = cp.empty((n, 1), dtype=dt)
+            t = _timed(cp, lambda: K._fused_matvec_gpu(X, Z, V, out, rbf), repeats)
+            rows.append(_measured_row("kernel_matvec_f32", f"d={d}", t, 2.0 * n * k * d, (n + k) * d * it, dev,
+                                      static))
+        rows += _measure_cvm_search(cp, np.dtype(dt), n, ks.CVM_CORE if scale == "paper" else 64, repeats, dev,
+                                    static, rng)
     launches = _cuda.launch_counts() if hasattr(_cuda, "launch_counts") else {}
     for r in rows:
         r["launches_in_process"] = int(launches.get(r["kernel"], 0)) if isinstance(launches, dict) else None
+    return rows
+
+
+def _measure_cvm_search(cp, dt, n: int, m: int, repeats: int, dev, static: dict, rng) -> list[dict]:
+    """The CVM search (``cvm_partial`` + ``cvm_scores``, the scanner's ``scores``: both passes and
+    the copy of the scores to the host) with ``m`` core vectors, over the sampled search's 413
+    candidates and over every row, at d = 2 and 784 (the shapes of bench/kernel_static.py, whose
+    prediction is of ``cvm_partial`` alone)."""
+    import numpy as np
+
+    from gpuksvm.kernels.kernel import Kernel
+    from gpuksvm.solvers.cvm import meb
+
+    rows = []
+    it = dt.itemsize
+    for d in (2, 784):
+        X = cp.asarray(rng.random((n, d), dtype=dt))
+        sc = meb.GpuScanner(X, None, Kernel("rbf", gamma=0.5), None, 1.0, dt)
+        for i in range(m):
+            sc.append(i)
+        coef, b = sc.set_alpha(np.full(m, 1.0 / m))
+        for label, nc in [("sampled 413", min(413, n)), ("exact 1M", n)]:
+            idx = rng.choice(n, size=nc, replace=False).astype(np.int64)
+            t = _timed(cp, lambda: sc.scores(idx, coef, b), repeats)
+            rows.append(_measured_row("cvm_partial_f32", f"{label} d={d}", t, 2.0 * nc * m * d, nc * d * it, dev,
+                                      static))
     return rows
 
 
@@ -146,10 +182,10 @@ def _measured_row(kernel: str, label: str, t: float, flops: float, nbytes: float
 def print_kernel_table(rows: list[dict], emulated: bool) -> None:
     print(f"\n# Kernels: measured ({'EMULATED: meaningless' if emulated else 'this GPU'}) against predicted "
           "(bench/kernel_static.py, H100 SXM, n=1M x k=4,000; a MODEL PREDICTION)")
-    print(f"{'kernel':<24} {'shape':<7} {'measured':>10} {'GB/s':>8} {'TFLOP/s':>8} {'fraction':>9} {'predicted':>9}")
+    print(f"{'kernel':<24} {'shape':<18} {'measured':>10} {'GB/s':>8} {'TFLOP/s':>8} {'fraction':>9} {'predicted':>9}")
     for r in rows:
         pred = r["roofline_fraction_predicted"]
-        print(f"{r['kernel']:<24} {r['shape']:<7} {r['measured_s'] * 1e3:>8.3f}ms {r['achieved_gb_s']:>8.1f} "
+        print(f"{r['kernel']:<24} {r['shape']:<18} {r['measured_s'] * 1e3:>8.3f}ms {r['achieved_gb_s']:>8.1f} "
               f"{r['achieved_tflop_s']:>8.2f} {r['roofline_fraction_measured']:>9.2f} "
               f"{'-' if pred is None else f'{pred:.2f}':>9}")
 

@@ -54,6 +54,7 @@ for _p in (ROOT, ROOT / "tests"):
 
 from gpuemu import nvrtc  # noqa: E402
 from gpuksvm.array import cuda_sources as _cuda  # noqa: E402
+from gpuksvm.solvers.cvm.scan import core_split  # noqa: E402
 
 ARCHS = (80, 90)
 RESULTS = ROOT / "bench" / "results" / "kernel_static.json"
@@ -472,6 +473,17 @@ def predict(shape: Shape, m: dict, dev: Device, shared_distinct: float, tail: di
 N_BLOCK, K_BLOCK = 1_000_000, 4_000        # an LLSVM / Nyström block, n x k
 DS = (2, 22, 64, 784)
 CVM_CANDIDATES = (("sampled 413", 413), ("exact 1M", 1_000_000))
+CVM_CORE = 1_000
+"""Core vectors of the CVM shapes."""
+
+
+def fused_chunks(d: int) -> float:
+    """Hot-loop iterations per tile of the fused kernels (kernel_matvec, cvm_partial) at ``d``
+    features: d // 16 full chunks, and the last d % 16 columns as a chunk of their power-of-two
+    width (common.cuh: gk_chunk_width), counted as that share of a full chunk's loop."""
+    rest = d % 16
+    width = 0 if rest == 0 else max(2, 1 << (rest - 1).bit_length())
+    return d // 16 + width / 16
 EPI_CYCLES_PER_OUTPUT = 12 / 4.0
 """Issue cycles per warp of 32 outputs for the rbf kernel value and its store outside a hot loop
 (FADD, FFMA, FMNMX, FMUL, MUFU.EX2, FMUL, two address IMAD/LEA, STG, ISETP, ~12 instructions at 4
@@ -510,19 +522,28 @@ def shapes_for(family: str, it: int, threads: int, src_text: str, remainder_loop
                              tail_iters=warps * rest))
     elif family == "kernel_matvec":
         for d in DS:   # one m=1 mat-vec of an n x k kernel block; hot loop: one 16-row x 16-column chunk
-            iters = (n / 32) * _ceil(k, 16) * _ceil(d, 16)
+            iters = (n / 32) * _ceil(k, 16) * fused_chunks(d)
             out.append(Shape(f"d={d}", iters, 2.0 * n * k * d, (n * d + k * d) * it, (n * d + k * d) * it,
                              extra_cycles=n * k / 32 * EPI_CYCLES_PER_OUTPUT, fp64=fp64))
-    elif family in ("cvm_furthest", "cvm_scores"):
-        m = 1_000   # core vectors
+    elif family == "cvm_partial":
+        m = CVM_CORE   # core vectors
         for label, nc in CVM_CANDIDATES:
             for d in (2, 784):
-                iters = _ceil(nc, 32) * _ceil(m, 16) * _ceil(d, 16)
-                blocks = max(1, _ceil(nc, 59)) if nc < 1000 else _ceil(nc, threads)
-                sms = min(blocks, H100_SXM.sms)   # a block runs on one SM
-                out.append(Shape(f"{label} d={d}", iters, 2.0 * nc * m * d, nc * d * it, nc * d * it * 16 / 16,
+                blocks = _ceil(nc, threads)
+                n_split, per = core_split(blocks, m)
+                # every block runs its threads / 32 warps over its slice's tiles (idle slots included)
+                iters = blocks * n_split * (threads / 32) * _ceil(per, 16) * fused_chunks(d)
+                out.append(Shape(f"{label} d={d}", iters, 2.0 * nc * m * d, nc * d * it,
+                                 nc * d * it + m * d * it + n_split * nc * 8,
                                  extra_cycles=nc * m / 32 * EPI_CYCLES_PER_OUTPUT, fp64=fp64,
-                                 active_sms=sms if label.startswith("sampled") else None))
+                                 active_sms=blocks * n_split))
+    elif family in ("cvm_furthest", "cvm_scores"):
+        for label, nc in CVM_CANDIDATES:   # pass 2: the slice partials summed, the group minima
+            blocks = _ceil(nc, threads)
+            n_split = core_split(blocks, CVM_CORE)[0]
+            nbytes = nc * (8 * n_split + 8 + 3 * it) + (nc * 8 if family == "cvm_scores" else 0)
+            groups = max(1, _ceil(nc, 59)) if nc < 1000 else min(blocks, 4096)
+            out.append(Shape(label, _ceil(nc, 32), 0.0, nbytes, nbytes, fp64=fp64, active_sms=groups))
     elif family == "smo_subproblem":
         ws = 1024
         # one block per problem: one SM; the working-set kernel rows are read per step
@@ -548,10 +569,12 @@ def launch_blocks() -> dict[str, tuple[int, int]]:
     return {name: (tkr.launch_block(name, r), r.dynamic_shared) for name, r in rec.items()}
 
 
-SHARED_DISTINCT = {"kernel_block_tiled": 16.0, "kernel_matvec": 1.0, "cvm_furthest": 1.0, "cvm_scores": 1.0}
+SHARED_DISTINCT = {"kernel_block_tiled": 16.0, "kernel_matvec": 1.0, "cvm_partial": 1.0, "cvm_furthest": 1.0,
+                   "cvm_scores": 1.0}
 """Distinct addresses a warp's shared load of the hot loop touches (the rest are broadcasts), by the
 kernel's indexing: the tiled block's warp reads 16 columns (and 2 rows) per load; the fused mat-vec and
-the CVM read the tile chunk at one address per warp (the thread's own row is one LDS per column)."""
+the CVM's first pass read the tile chunk at one address per warp (the thread's own row is one LDS per
+column, 32 distinct words: one wavefront, as a broadcast)."""
 
 
 def analyze(src_dir: Path | None = None, archs: tuple[int, ...] = ARCHS, tools: Path | None = None,

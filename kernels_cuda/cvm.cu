@@ -1,4 +1,4 @@
-// CVM furthest-point search (Tsang et al. 2005, eq. 12-13), fused.
+// CVM furthest-point search (Tsang et al. 2005, eq. 12-13), in two passes.
 //
 // For every candidate row l (all rows, or a list of row indices) it computes
 //
@@ -10,31 +10,62 @@
 // kernel).  The squared distance of phi~(z_l) to the ball centre is
 // kappa~ + alpha'K~alpha - 2 s_l (eq. 12), so the furthest candidate is the
 // arg-min of s (eq. 13: the worst violator of the margin constraint).
-// Nothing of size n x |S| is stored: one thread per candidate keeps one
-// accumulator (double) and CVM_ZROWS partial sums in registers; the block
-// takes the core set in tiles of CVM_ZROWS rows and d in chunks of CVM_DC
-// columns, staging its candidates' chunk (a warp reads runs of up to CVM_DC
-// consecutive values of a row: coalesced) and the tile's chunk in shared
-// memory (gk_chunk_update of common.cuh: a chunk narrower than CVM_DC is
-// computed at its power-of-two width).  The tile's kernel values are taken in
-// a rolled loop over the partial sums parked in the thread's own row of the
-// staging buffer (gk_park_part).
+// Nothing of size n x |S| is stored.
 //
-// Each block reduces its group of candidates [g*group_size, (g+1)*group_size)
-// to (min s, row) -- per-group minima serve the sampled search (one group per
-// random sample of 59).  When `counter` is non-null the last block to finish
-// also reduces all group minima to a single (min s, row) -- the exact scan is
-// then one launch.  Ties go to the smallest row index (deterministic).
-// When `scores` is non-null every candidate's s is also written to
-// scores[candidate position] (cvm_scores_*: the core-set loop's sampled search
-// adds every violator of a sample, and its stop rule sums the violations).
+// Pass 1, cvm_partial_*: block (bx, by) takes candidates [bx*CVM_BLOCK, (bx+1)*CVM_BLOCK), one
+// per thread, against the core rows [by*rows_per_split, (by+1)*rows_per_split) and writes
+// partial[by * n_cand + c] = sum_i coef_i k(z_i, x_c) over them (double).  Splitting the core
+// set over blockIdx.y fills the device when there are few candidates (the sampled search: a few
+// hundred candidates are two blocks, 132 SMs).  A block takes its core rows in tiles of
+// CVM_ZROWS (gk_tile_dots of common.cuh: column chunks of 16 staged through shared memory, a
+// warp loading 64-byte runs of rows; one FFMA per feature and core row) and the tile's kernel
+// values in a rolled loop over the dot products parked in the thread's staging row.
+//
+// Pass 2, cvm_furthest_* / cvm_scores_*: s from the n_split partial sums (added in split order:
+// deterministic), then each block reduces its group of candidates [g*group_size,
+// (g+1)*group_size) to (min s, row) -- per-group minima serve the sampled search (one group per
+// random sample of 59).  When `counter` is non-null the last block to finish also reduces all
+// group minima to a single (min s, row) -- the exact scan is then two launches.  Ties go to the
+// smallest row index (deterministic).  cvm_scores_* also writes every candidate's s to
+// scores[candidate position] (the core-set loop's sampled search adds every violator of a
+// sample, and its stop rule sums the violations).
 // NumPy twin: gpuksvm.solvers.cvm.meb.candidate_scores / HostScanner.
 #include "common.cuh"
 
-#define CVM_BLOCK 256   // threads (candidates) per block: the launch's block size, at most this
-#define CVM_ZROWS 16    // core rows per tile
+#define CVM_BLOCK 256   // threads per block: pass 1 exactly this, pass 2 at most this
+#define CVM_ZROWS 16    // core rows per tile (a slice of the core set is whole tiles)
 #define CVM_DC 16       // columns per chunk
 static_assert(CVM_ZROWS <= CVM_DC + 1, "a thread's row of xs holds its parked partial sums");
+
+template <typename T>
+__device__ void cvm_partial(const T* __restrict__ X, int d, const long long* __restrict__ cand, long long n_cand,
+                            const T* __restrict__ Z, const T* __restrict__ coef, int m, int rows_per_split,
+                            int ktype, T gamma, T coef0, T degree, double* __restrict__ partial) {
+    __shared__ T xs[CVM_BLOCK * (CVM_DC + 1)];   // candidate chunk of slot j at j * (CVM_DC + 1)
+    __shared__ T zt[CVM_DC * CVM_ZROWS];                 // tile chunk, zt[c * CVM_ZROWS + r]
+    __shared__ T zz[CVM_ZROWS];                          // squared norms of the tile's rows
+    __shared__ T cs[CVM_ZROWS];                          // tile coefficients
+    __shared__ const T* rowptr[CVM_BLOCK];       // slot j's candidate row of X (no candidate: the last one's)
+    const int tid = threadIdx.x;
+    const long long c = (long long)blockIdx.x * CVM_BLOCK + tid;
+    const bool active = c < n_cand;
+    const long long cl = active ? c : n_cand - 1;
+    rowptr[tid] = X + (cand != nullptr ? cand[cl] : cl) * d;   // read after gk_tile_dots' first barrier
+    const int z0 = blockIdx.y * rows_per_split;
+    const int z1 = min(m, z0 + rows_per_split);
+    double acc = 0.0;
+    for (int t0 = z0; t0 < z1; t0 += CVM_ZROWS) {
+        const int rows = min(CVM_ZROWS, z1 - t0);
+        T part[CVM_ZROWS];
+        T xx;
+        gk_tile_dots<T, CVM_BLOCK, CVM_ZROWS, CVM_DC>(rowptr, d, Z, t0, rows, coef, 1, 1, xs, zt, zz, cs, part, xx);
+        // rows of the tile beyond z1: zero in zt, not staged in zz and cs
+        T* const parked = xs + tid * (CVM_DC + 1);   // this thread's slot; the next staging waits at a barrier
+        gk_tile_values<T, CVM_ZROWS>(part, parked, rows, xx, zz, ktype, gamma, coef0, degree,
+                                     [&](int r, T kv) { acc += (double)kv * (double)cs[r]; });
+    }
+    if (active) partial[(long long)blockIdx.y * n_cand + c] = acc;
+}
 
 template <typename T>
 __device__ __forceinline__ void cvm_better(double s, long long r, double& bs, long long& br) {
@@ -58,78 +89,32 @@ __device__ __forceinline__ void cvm_block_argmin(double* red_s, long long* red_i
 }
 
 template <typename T>
-__device__ void cvm_furthest(const T* __restrict__ X, int d, const long long* __restrict__ cand,
-                             long long n_cand, long long group_size,
-                             const T* __restrict__ Z, const T* __restrict__ coef, int m,
-                             double b, const T* __restrict__ y, const T* __restrict__ self_term,
-                             const T* __restrict__ xscale, int ktype, T gamma, T coef0, T degree,
+__device__ void cvm_furthest(const double* __restrict__ partial, int n_split, const long long* __restrict__ cand,
+                             long long n_cand, long long group_size, double b, const T* __restrict__ y,
+                             const T* __restrict__ self_term, const T* __restrict__ xscale,
                              double* part_s, long long* part_idx, unsigned int* counter,
                              double* out_s, long long* out_idx, double* scores) {
-    __shared__ T xs[CVM_BLOCK * (CVM_DC + 1)];   // candidate chunk of slot j at j * (CVM_DC + 1)
-    __shared__ T zt[CVM_DC * CVM_ZROWS];         // tile chunk, zt[c * CVM_ZROWS + r]
-    __shared__ T cs[CVM_ZROWS];                  // tile coefficients
     __shared__ double red_s[CVM_BLOCK];
     __shared__ long long red_i[CVM_BLOCK];
     __shared__ bool am_last;
 
     const int tid = threadIdx.x;
-    const bool rbf = ktype == GPUKSVM_RBF;
     const long long g0 = (long long)blockIdx.x * group_size;
     long long g1 = g0 + group_size;
     if (g1 > n_cand) g1 = n_cand;
 
     double best = 1.0 / 0.0;
     long long besti = -1;
-    for (long long base = g0; base < g1; base += blockDim.x) {   // uniform trip count in the block
-        const long long c = base + tid;
-        const bool active = c < g1;
-        const long long row = active ? (cand != nullptr ? cand[c] : c) : -1;
-        double acc = 0.0;
-        for (int t0 = 0; t0 < m; t0 += CVM_ZROWS) {
-            const int rows = min(CVM_ZROWS, m - t0);
-            T part[CVM_ZROWS];
-#pragma unroll
-            for (int r = 0; r < CVM_ZROWS; ++r) part[r] = T(0);
-            for (int c0 = 0; c0 < d; c0 += CVM_DC) {
-                const int cols = min(CVM_DC, d - c0);
-                const int w = gk_chunk_width<CVM_DC>(cols);   // columns staged and computed (zero beyond cols)
-                __syncthreads();   // the previous chunk is read by every thread
-                for (int e = tid; e < (int)blockDim.x * w; e += blockDim.x) {
-                    const int j = e / w, k = e % w;
-                    const long long cj = base + j;   // slot j's candidate
-                    xs[j * (CVM_DC + 1) + k] = (cj < g1 && k < cols)
-                        ? X[(cand != nullptr ? cand[cj] : cj) * d + c0 + k] : T(0);
-                }
-                for (int e = tid; e < rows * w; e += blockDim.x) {
-                    const int r = e / w, k = e % w;
-                    zt[k * CVM_ZROWS + r] = k < cols ? Z[(long long)(t0 + r) * d + c0 + k] : T(0);
-                }
-                if (c0 == 0) {
-                    for (int e = tid; e < rows; e += blockDim.x) cs[e] = coef[t0 + e];
-                }
-                __syncthreads();
-                gk_chunk_update<T, CVM_ZROWS, CVM_DC>(rbf, w, xs + tid * (CVM_DC + 1), zt, part);
-            }
-            // rows of the tile beyond m were not staged (zt, cs hold stale values there)
-            if (active) {
-                T* const parked = xs + tid * (CVM_DC + 1);   // this thread's slot; the next staging waits at a barrier
-                gk_park_part<T, CVM_ZROWS>(part, parked);
-#pragma unroll 1
-                for (int r = 0; r < rows; ++r) {
-                    const T kv = gk_kernel_value<T>(ktype, parked[r], parked[r], gamma, coef0, degree);
-                    acc += (double)kv * (double)cs[r];
-                }
-            }
-        }
-        if (active) {
-            double s = acc;
-            if (xscale != nullptr) s *= (double)xscale[row];
-            s += b;
-            if (y != nullptr) s *= (double)y[row];
-            if (self_term != nullptr) s += (double)self_term[row];
-            if (scores != nullptr) scores[c] = s;
-            cvm_better<T>(s, row, best, besti);
-        }
+    for (long long c = g0 + tid; c < g1; c += blockDim.x) {
+        const long long row = cand != nullptr ? cand[c] : c;
+        double s = 0.0;
+        for (int p = 0; p < n_split; ++p) s += partial[(long long)p * n_cand + c];
+        if (xscale != nullptr) s *= (double)xscale[row];
+        s += b;
+        if (y != nullptr) s *= (double)y[row];
+        if (self_term != nullptr) s += (double)self_term[row];
+        if (scores != nullptr) scores[c] = s;
+        cvm_better<T>(s, row, best, besti);
     }
 
     // block reduction of (s, row)
@@ -171,42 +156,50 @@ __device__ void cvm_furthest(const T* __restrict__ X, int d, const long long* __
 }
 
 extern "C" __global__ void __launch_bounds__(CVM_BLOCK, 2)
-cvm_furthest_f32(const float* X, int d, const long long* cand, long long n_cand, long long group_size,
-                 const float* Z, const float* coef, int m, double b, const float* y,
-                 const float* self_term, const float* xscale, int ktype, float gamma, float coef0,
-                 float degree, double* part_s, long long* part_idx, unsigned int* counter,
-                 double* out_s, long long* out_idx) {
-    cvm_furthest<float>(X, d, cand, n_cand, group_size, Z, coef, m, b, y, self_term, xscale,
-                        ktype, gamma, coef0, degree, part_s, part_idx, counter, out_s, out_idx, nullptr);
+cvm_partial_f32(const float* X, int d, const long long* cand, long long n_cand, const float* Z, const float* coef,
+               int m, int rows_per_split, int ktype, float gamma, float coef0, float degree, double* partial) {
+    cvm_partial<float>(X, d, cand, n_cand, Z, coef, m, rows_per_split, ktype, gamma, coef0, degree, partial);
 }
 
 extern "C" __global__ void __launch_bounds__(CVM_BLOCK, 2)
-cvm_furthest_f64(const double* X, int d, const long long* cand, long long n_cand, long long group_size,
-                 const double* Z, const double* coef, int m, double b, const double* y,
-                 const double* self_term, const double* xscale, int ktype, double gamma, double coef0,
-                 double degree, double* part_s, long long* part_idx, unsigned int* counter,
-                 double* out_s, long long* out_idx) {
-    cvm_furthest<double>(X, d, cand, n_cand, group_size, Z, coef, m, b, y, self_term, xscale,
-                         ktype, gamma, coef0, degree, part_s, part_idx, counter, out_s, out_idx, nullptr);
+cvm_partial_f64(const double* X, int d, const long long* cand, long long n_cand, const double* Z, const double* coef,
+               int m, int rows_per_split, int ktype, double gamma, double coef0, double degree, double* partial) {
+    cvm_partial<double>(X, d, cand, n_cand, Z, coef, m, rows_per_split, ktype, gamma, coef0, degree, partial);
+}
+
+extern "C" __global__ void __launch_bounds__(CVM_BLOCK)
+cvm_furthest_f32(const double* partial, int n_split, const long long* cand, long long n_cand,
+               long long group_size, double b, const float* y, const float* self_term, const float* xscale,
+               double* part_s, long long* part_idx, unsigned int* counter, double* out_s,
+               long long* out_idx) {
+    cvm_furthest<float>(partial, n_split, cand, n_cand, group_size, b, y, self_term, xscale, part_s, part_idx,
+                      counter, out_s, out_idx, nullptr);
+}
+
+extern "C" __global__ void __launch_bounds__(CVM_BLOCK)
+cvm_furthest_f64(const double* partial, int n_split, const long long* cand, long long n_cand,
+               long long group_size, double b, const double* y, const double* self_term, const double* xscale,
+               double* part_s, long long* part_idx, unsigned int* counter, double* out_s,
+               long long* out_idx) {
+    cvm_furthest<double>(partial, n_split, cand, n_cand, group_size, b, y, self_term, xscale, part_s, part_idx,
+                      counter, out_s, out_idx, nullptr);
 }
 
 // As cvm_furthest_*, also writing every candidate's s to `scores` (n_cand doubles).
-extern "C" __global__ void __launch_bounds__(CVM_BLOCK, 2)
-cvm_scores_f32(const float* X, int d, const long long* cand, long long n_cand, long long group_size,
-               const float* Z, const float* coef, int m, double b, const float* y,
-               const float* self_term, const float* xscale, int ktype, float gamma, float coef0,
-               float degree, double* part_s, long long* part_idx, unsigned int* counter,
-               double* out_s, long long* out_idx, double* scores) {
-    cvm_furthest<float>(X, d, cand, n_cand, group_size, Z, coef, m, b, y, self_term, xscale,
-                        ktype, gamma, coef0, degree, part_s, part_idx, counter, out_s, out_idx, scores);
+extern "C" __global__ void __launch_bounds__(CVM_BLOCK)
+cvm_scores_f32(const double* partial, int n_split, const long long* cand, long long n_cand,
+               long long group_size, double b, const float* y, const float* self_term, const float* xscale,
+               double* part_s, long long* part_idx, unsigned int* counter, double* out_s,
+               long long* out_idx, double* scores) {
+    cvm_furthest<float>(partial, n_split, cand, n_cand, group_size, b, y, self_term, xscale, part_s, part_idx,
+                      counter, out_s, out_idx, scores);
 }
 
-extern "C" __global__ void __launch_bounds__(CVM_BLOCK, 2)
-cvm_scores_f64(const double* X, int d, const long long* cand, long long n_cand, long long group_size,
-               const double* Z, const double* coef, int m, double b, const double* y,
-               const double* self_term, const double* xscale, int ktype, double gamma, double coef0,
-               double degree, double* part_s, long long* part_idx, unsigned int* counter,
-               double* out_s, long long* out_idx, double* scores) {
-    cvm_furthest<double>(X, d, cand, n_cand, group_size, Z, coef, m, b, y, self_term, xscale,
-                         ktype, gamma, coef0, degree, part_s, part_idx, counter, out_s, out_idx, scores);
+extern "C" __global__ void __launch_bounds__(CVM_BLOCK)
+cvm_scores_f64(const double* partial, int n_split, const long long* cand, long long n_cand,
+               long long group_size, double b, const double* y, const double* self_term, const double* xscale,
+               double* part_s, long long* part_idx, unsigned int* counter, double* out_s,
+               long long* out_idx, double* scores) {
+    cvm_furthest<double>(partial, n_split, cand, n_cand, group_size, b, y, self_term, xscale, part_s, part_idx,
+                      counter, out_s, out_idx, scores);
 }

@@ -1,20 +1,21 @@
 // Fused kernel mat-vec  out = K(X, Z) V  without storing K(X, Z) (KeOps style).
 //
-// One thread per row x_i (a block of GK_BLOCK rows).  Z is taken in tiles of GK_ZROWS rows and d
-// in chunks of GK_DC columns (a narrower last chunk at its power-of-two width): the block stages
-// its rows' chunk (coalesced: a warp reads runs of consecutive values of a row) and the tile's
-// chunk in shared memory, and each thread adds the chunk to its GK_ZROWS partial dot products /
-// squared distances (gk_chunk_update of common.cuh, registers).  After the last chunk the thread
-// parks them in its own row of the staging buffer and takes the tile's kernel values in a rolled
-// loop (gk_park_part), which multiply the tile's rows of V into the thread's m <= GK_MAXM sums.  Every index
-// into part[] and acc[] is a compile-time constant of an unrolled loop, so both stay in registers
-// (a run-time index would put them in local memory).
+// One thread per row x_i, a block of exactly GK_BLOCK rows.  Z is taken in tiles of GK_ZROWS rows
+// (gk_tile_dots of common.cuh): d in chunks of GK_DC columns staged through shared memory (a
+// warp's loads are runs of 16 consecutive values of a row: whole 32-byte sectors), full chunks in
+// a loop of their own and the last d % 16 columns at their power-of-two width; each thread adds
+// a chunk to its GK_ZROWS dot products and its row's squared norm (one FFMA per feature and core
+// row; the RBF distance is ||x||^2 + ||z||^2 - 2<x,z>).  After the last chunk the thread parks the
+// dot products in its own row of the staging buffer and takes the tile's kernel values in a
+// rolled loop (gk_park_part), which multiply the tile's rows of V into the thread's m <= GK_MAXM
+// sums.  Every index into part[] and acc[] is a compile-time constant of an unrolled loop, so
+// both stay in registers (a run-time index would put them in local memory).
 // Worth it for small d only (Falkon: d < 50); for large d the GEMM-based
 // block path of gpuksvm.kernels.kernel is faster.
 // NumPy twin: gpuksvm.kernels.kernel.kernel_matvec(..., method="blocked").
 #include "common.cuh"
 
-#define GK_BLOCK 128   // threads (rows) per block: the launch's block size, at most this
+#define GK_BLOCK 128   // threads (rows) per block: the launch's block size, exactly
 #define GK_MAXM 16
 #define GK_ZROWS 16    // core rows per tile
 #define GK_DC 16       // columns per chunk
@@ -25,12 +26,13 @@ __device__ void kernel_matvec(const T* __restrict__ X, const T* __restrict__ Z, 
                               T* __restrict__ out, int n, int k, int d, int m, int ktype,
                               T gamma, T coef0, T degree) {
     __shared__ T xs[GK_BLOCK * (GK_DC + 1)];   // row chunk of slot j at j * (GK_DC + 1): no bank conflicts
-    __shared__ T zt[GK_DC * GK_ZROWS];         // tile chunk, zt[c * GK_ZROWS + r]
-    __shared__ T vs[GK_ZROWS * GK_MAXM];       // tile rows of V, vs[r * GK_MAXM + c]
+    __shared__ T zt[GK_DC * GK_ZROWS];                // tile chunk, zt[c * GK_ZROWS + r]
+    __shared__ T zz[GK_ZROWS];                        // squared norms of the tile's rows
+    __shared__ T vs[GK_ZROWS * GK_MAXM];              // tile rows of V, vs[r * GK_MAXM + c]
+    __shared__ const T* rowptr[GK_BLOCK];      // slot j's row of X (beyond n: row n - 1, unused)
     const int tid = threadIdx.x;
-    const int i0 = blockIdx.x * blockDim.x;
-    const int i = i0 + tid;
-    const bool rbf = ktype == GPUKSVM_RBF;
+    const int i = blockIdx.x * GK_BLOCK + tid;
+    rowptr[tid] = X + (long long)min(i, n - 1) * d;   // read after gk_tile_dots' first barrier
     T acc[GK_MAXM];
 #pragma unroll
     for (int c = 0; c < GK_MAXM; ++c) acc[c] = T(0);
@@ -38,37 +40,16 @@ __device__ void kernel_matvec(const T* __restrict__ X, const T* __restrict__ Z, 
     for (int t0 = 0; t0 < k; t0 += GK_ZROWS) {
         const int rows = min(GK_ZROWS, k - t0);
         T part[GK_ZROWS];
-#pragma unroll
-        for (int r = 0; r < GK_ZROWS; ++r) part[r] = T(0);
-        for (int c0 = 0; c0 < d; c0 += GK_DC) {
-            const int cols = min(GK_DC, d - c0);
-            const int w = gk_chunk_width<GK_DC>(cols);   // columns staged and computed (zero beyond cols)
-            __syncthreads();   // the previous chunk (and tile of V) is read by every thread
-            for (int e = tid; e < (int)blockDim.x * w; e += blockDim.x) {
-                const int j = e / w, c = e % w, gi = i0 + j;
-                xs[j * (GK_DC + 1) + c] = (gi < n && c < cols) ? X[(long long)gi * d + c0 + c] : T(0);
-            }
-            for (int e = tid; e < rows * w; e += blockDim.x) {
-                const int r = e / w, c = e % w;
-                zt[c * GK_ZROWS + r] = c < cols ? Z[(long long)(t0 + r) * d + c0 + c] : T(0);
-            }
-            if (c0 == 0) {
-                for (int e = tid; e < rows * m; e += blockDim.x) vs[(e / m) * GK_MAXM + e % m] = V[(long long)t0 * m + e];
-            }
-            __syncthreads();
-            gk_chunk_update<T, GK_ZROWS, GK_DC>(rbf, w, xs + tid * (GK_DC + 1), zt, part);
-        }
-        // rows of the tile beyond k were not staged (zt, vs hold stale values there)
+        T xx;
+        gk_tile_dots<T, GK_BLOCK, GK_ZROWS, GK_DC>(rowptr, d, Z, t0, rows, V, m, GK_MAXM, xs, zt, zz, vs, part, xx);
+        // rows of the tile beyond k: zero in zt, not staged in zz and vs
         T* const parked = xs + tid * (GK_DC + 1);   // this thread's slot; the next staging waits at a barrier
-        gk_park_part<T, GK_ZROWS>(part, parked);
-#pragma unroll 1
-        for (int r = 0; r < rows; ++r) {
-            const T kv = gk_kernel_value<T>(ktype, parked[r], parked[r], gamma, coef0, degree);
+        gk_tile_values<T, GK_ZROWS>(part, parked, rows, xx, zz, ktype, gamma, coef0, degree, [&](int r, T kv) {
 #pragma unroll
             for (int c = 0; c < GK_MAXM; ++c) {
                 if (c < m) acc[c] += kv * vs[r * GK_MAXM + c];
             }
-        }
+        });
     }
     if (i < n) {
 #pragma unroll

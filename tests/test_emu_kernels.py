@@ -246,9 +246,9 @@ class Mutant:
 
 
 def _barrier_mutants() -> list[Mutant]:
-    """One mutant per __syncthreads() in every source: the barrier removed."""
+    """One mutant per __syncthreads() in every source and header: the barrier removed."""
     out = []
-    for src in _cuda.cuda_sources():
+    for src in _cuda.cuda_sources() + sorted(_cuda.cuda_source_dir().glob("*.cuh")):
         text = src.read_text()
         for i, mt in enumerate(re.finditer(r"__syncthreads\(\);", text)):
             line = text.count("\n", 0, mt.start()) + 1
@@ -266,14 +266,17 @@ BOUND_MUTANTS = [
            "(!tail || k0 + cl + 8 * h < d)", "true"),
     Mutant("kernel_block: tiled store bound i < n", "kernel_block.cu", "if (i >= n) continue;", ""),
     Mutant("kernel_block: tiled store bound j < k", "kernel_block.cu", "if (j >= k) continue;", ""),
-    Mutant("kernel_matvec: row bound on load", "kernel_matvec.cu", "(gi < n && c < cols)", "(c < cols)"),
-    Mutant("kernel_matvec: column bound on load of X", "kernel_matvec.cu", "(gi < n && c < cols)", "(gi < n)"),
-    Mutant("kernel_matvec: column bound on load of Z", "kernel_matvec.cu", "c < cols ? Z", "true ? Z"),
+    Mutant("kernel_matvec: row clamp of the row pointers", "kernel_matvec.cu", "min(i, n - 1)", "i"),
     Mutant("kernel_matvec: row bound on store", "kernel_matvec.cu", "if (i < n) {", "{"),
     Mutant("kernel_matvec: column bound on store", "kernel_matvec.cu", "if (c < m) out", "out"),
     Mutant("kernel_matvec: tile remainder clamp", "kernel_matvec.cu", "min(GK_ZROWS, k - t0)", "GK_ZROWS"),
-    Mutant("kernel_matvec: chunk remainder clamp", "kernel_matvec.cu", "min(GK_DC, d - c0)", "GK_DC"),
-    Mutant("kernel_matvec: tile row bound r < rows", "kernel_matvec.cu", "r < rows; ++r", "r < GK_ZROWS; ++r"),
+    Mutant("common: full chunks end at d", "common.cuh", "c0 + DC <= d", "c0 < d"),
+    Mutant("common: tile row bound on load of Z (full chunk)", "common.cuh", "r < rows ? zc", "true ? zc"),
+    Mutant("common: column bound on load of X (last chunk)", "common.cuh", "c < cols ? rowptr", "true ? rowptr"),
+    Mutant("common: column bound on load of Z (last chunk)", "common.cuh", "(r < rows && c < cols) ? zc",
+           "(r < rows) ? zc"),
+    Mutant("common: tile row bound on staging V", "common.cuh", "e < rows * vcols", "e < R * vcols"),
+    Mutant("common: tile row bound of the kernel values r < rows", "common.cuh", "r < rows; ++r", "r < R; ++r"),
     Mutant("smo: thread bound tid < ws", "smo.cu", "const bool valid = tid < ws;", "const bool valid = true;"),
     Mutant("smo: warp reduction skips its last shuffle", "smo.cu", "o > 0; o >>= 1", "o > 1; o >>= 1"),
     Mutant("smo: block reduction stops at the warp with two warps", "smo.cu", "if (nwarps == 1) {",
@@ -283,14 +286,13 @@ BOUND_MUTANTS = [
     Mutant("smo: round keys reduction bound tid < w", "smo.cu", "if (tid < w) {", "{"),
     Mutant("smo: round finish kept-row bound j < n_keep", "smo.cu", "j < n_keep;", "j < n_keep + 1;"),
     Mutant("smo: round finish chunk bound c < n_chunks", "smo.cu", "c < n_chunks;", "c < n_chunks + 1;"),
-    Mutant("cvm: candidate bound c < g1", "cvm.cu", "const bool active = c < g1;", "const bool active = true;"),
+    Mutant("cvm: candidate clamp of the row pointers", "cvm.cu", "active ? c : n_cand - 1", "c"),
+    Mutant("cvm: partial store bound", "cvm.cu", "if (active) partial", "partial"),
+    Mutant("cvm: slice end clamp z1 <= m", "cvm.cu", "min(m, z0 + rows_per_split)", "z0 + rows_per_split"),
+    Mutant("cvm: tile remainder clamp", "cvm.cu", "min(CVM_ZROWS, z1 - t0)", "CVM_ZROWS"),
+    Mutant("cvm: candidate bound c < g1", "cvm.cu", "c < g1;", "c <= g1;"),
     Mutant("cvm: group end clamp g1 <= n_cand", "cvm.cu", "if (g1 > n_cand) g1 = n_cand;", ""),
-    Mutant("cvm: tile remainder clamp", "cvm.cu", "min(CVM_ZROWS, m - t0)", "CVM_ZROWS"),
-    Mutant("cvm: chunk remainder clamp", "cvm.cu", "min(CVM_DC, d - c0)", "CVM_DC"),
-    Mutant("cvm: slot bound on load of X", "cvm.cu", "(cj < g1 && k < cols)", "(k < cols)"),
-    Mutant("cvm: column bound on load of X", "cvm.cu", "(cj < g1 && k < cols)", "(cj < g1)"),
-    Mutant("cvm: column bound on load of Z", "cvm.cu", "k < cols ? Z", "true ? Z"),
-    Mutant("cvm: tile row bound r < rows", "cvm.cu", "r < rows; ++r", "r < CVM_ZROWS; ++r"),
+    Mutant("cvm: slice bound p < n_split", "cvm.cu", "p < n_split;", "p <= n_split;"),
     Mutant("cvm: reduction bound tid < w", "cvm.cu", "if (tid < w) {", "{"),
 ]
 
@@ -312,6 +314,12 @@ PROBES = {
         ("smo f64 P=4 ws=64 pad 3", lambda cp: check_smo(cp, np.float64, 4, 64, 3)),
         ("round keys f64 P=3 n1=300 keep 17", lambda cp: check_round_keys(cp, np.float64, 3, 300, 17)),
         ("round keys f64 P=2 n1=1025 keep 512", lambda cp: check_round_keys(cp, np.float64, 2, 1025, 512)),
+    ],
+    "common.cuh": [
+        ("matvec f64 rbf 127x63 d=17 m=3", lambda cp: check_matvec(cp, np.float64, KERNELS[0], 127, 63, 17, 3)),
+        ("matvec f64 poly 129x65 d=64 m=16", lambda cp: check_matvec(cp, np.float64, KERNELS[1], 129, 65, 64, 16)),
+        ("cvm f64 poly n=2000 m=130 subset",
+         lambda cp: check_cvm(cp, np.float64, KERNELS[1], 2000, 33, 130, False, True, True)),
     ],
     "cvm.cu": [
         ("cvm f64 rbf n=300 m=7", lambda cp: check_cvm(cp, np.float64, KERNELS[0], 300, 5, 7, True, False, False)),

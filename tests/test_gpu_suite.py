@@ -31,7 +31,9 @@ def test_gpu_suite_runs_emulated_at_tiny_scale(tmp_path):
     assert rows["kernel"].startswith("kernel roofline") and rows["kernel"].endswith("ok"), rows
     measured = json.loads((tmp_path / "kernel_measured.json").read_text())
     assert measured["emulated"] and {(r["kernel"], r["shape"]) for r in measured["rows"]} == {
-        (k, f"d={d}") for k in ("kernel_block_tiled_f32", "kernel_epilogue_f32") for d in (2, 22, 64)}
+        (k, f"d={d}") for k in ("kernel_block_tiled_f32", "kernel_epilogue_f32") for d in (2, 22, 64)} | {
+        ("kernel_matvec_f32", f"d={d}") for d in (2, 22, 64, 784)} | {
+        ("cvm_partial_f32", f"{s} d={d}") for s in ("sampled 413", "exact 1M") for d in (2, 784)}
     assert all(r["measured_s"] > 0 and r["roofline_fraction_predicted"] is not None for r in measured["rows"])
     kern = json.loads((tmp_path / "kernels.json").read_text())   # the kernels_rbf case's records
     assert {r["method"] for r in kern["records"]} == {"cupy-plain", "gemm+epilogue", "tiled"}

@@ -156,3 +156,17 @@ def test_out_of_line_division_is_counted_in_the_loop(tools):
     inside = [i for i in instrs if lo <= i.addr <= hi]
     assert any(i.base == "CALL" for i in inside), "expected ptxas to call its 64-bit division"
     assert ks.mix(body)["int"] >= ks.mix(inside)["int"] + 10 and any(i.base == "RET" for i in body)
+
+
+def test_cvm_core_split_fills_the_device_with_whole_tiles():
+    """The CVM search's first pass: few candidate blocks split the core set into slices of whole
+    16-row tiles until the grid reaches SPLIT_TARGET_BLOCKS; the slices cover every core row once."""
+    from gpuksvm.solvers.cvm.scan import CVM_ZROWS, SPLIT_TARGET_BLOCKS, core_split
+
+    assert core_split(2, 1000) == (63, 16)            # the sampled search: 413 candidates, 126 blocks
+    assert core_split(4000, 1000) == (1, 1008)        # the exact scan of 1M rows: enough blocks already
+    assert core_split(1, 0) == (1, 16)                # no core vectors yet
+    for blocks, m in [(1, 1), (2, 17), (3, 5000), (100, 700), (300, 64)]:
+        n_split, per = core_split(blocks, m)
+        assert per % CVM_ZROWS == 0 and (n_split - 1) * per < m <= n_split * per
+        assert blocks * n_split >= min(SPLIT_TARGET_BLOCKS, blocks * -(-m // CVM_ZROWS))

@@ -195,15 +195,16 @@ class BlockRule:
 
 #: Kernel family (name without _f32/_f64) -> its block assumptions, from the sources:
 #: kernel_block.cu's tiled kernel indexes a 16×16 block (tid = ty*16 + tx, loads strided by 256);
-#: kernel_matvec.cu stages one row per thread in static shared arrays of GK_BLOCK = 128 rows
-#: (and __launch_bounds__(128));
-#: cvm.cu (cvm_furthest_*, cvm_scores_*) stages candidates and reduces in static shared arrays of
-#: CVM_BLOCK = 256 (and __launch_bounds__(256, 2));
+#: kernel_matvec.cu stages one row per thread in static shared arrays of GK_BLOCK = 128 rows, each
+#: thread a fixed 16 of the block's chunk (an unrolled loop over exactly GK_BLOCK threads);
+#: cvm.cu's first pass (cvm_partial_*) stages candidates the same way with CVM_BLOCK = 256; its
+#: second (cvm_furthest_*, cvm_scores_*) reduces in static shared arrays of CVM_BLOCK;
 #: smo.cu reduces over blockDim.x slots of dynamic shared memory (<= 1024 threads); its round
 #: kernels reduce in static shared arrays of SMO_RK_BLOCK = 256 and stride rows by it.
 BLOCK_RULES = {
     "kernel_block_tiled": BlockRule(shape=(16, 16, 1)),
-    "kernel_matvec": BlockRule(max_threads=128),
+    "kernel_matvec": BlockRule(shape=(128, 1, 1)),
+    "cvm_partial": BlockRule(shape=(256, 1, 1)),
     "cvm_furthest": BlockRule(power_of_two=True, max_threads=256),
     "cvm_scores": BlockRule(power_of_two=True, max_threads=256),
     "smo_subproblem": BlockRule(power_of_two=True, max_threads=1024),

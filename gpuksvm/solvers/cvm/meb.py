@@ -116,7 +116,7 @@ def _sampled_search(scanner: "ScannerBase", rows: np.ndarray, rs: np.random.Rand
     """One iteration of the sampled furthest-point search.
 
     ``n_tries`` fresh samples of ``sample_size`` positions in ``rows`` at once
-    (one kernel block; on a GPU one launch).  Each sample estimates the other
+    (one kernel block; on a GPU one pair of launches).  Each sample estimates the other
     rows' part of the gap, ``scale`` · mean over its rows outside the core set of max(0, q − s)²
     (``scale`` = C·(n − |S|)); the violators (s < q) of the samples above
     ``budget`` are returned, most violating first (equal violations: the

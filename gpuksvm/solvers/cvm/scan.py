@@ -9,8 +9,9 @@
   kernels, 1 otherwise; one-class: y ≡ 1, b = 0).  :class:`HostScanner` is the
   NumPy path (row blocks through :func:`gpuksvm.kernels.kernel.kernel_block`, never an
   n×|S| matrix beyond one block) and the oracle of :class:`GpuScanner`, which
-  runs the fused CUDA kernel ``kernels_cuda/cvm.cu`` (every candidate's s, or
-  per-group minima and the arg-min, in one launch).  The scanners also hold the
+  runs the fused CUDA kernels of ``kernels_cuda/cvm.cu`` (every candidate's s, or
+  per-group minima and the arg-min, in two launches: the kernel sums over slices of
+  the core set, then their reduction).  The scanners also hold the
   core rows and give the core-set QP its K̃ rows (:meth:`ScannerBase.core_block`).
 
 The core-set loop that uses it is :func:`gpuksvm.solvers.cvm.meb.fit_core_set`.
@@ -319,8 +320,27 @@ class HostScanner(ScannerBase):
         return best, besti
 
 
+#: Blocks the first pass of the GPU search aims at: two per SM of a 132-SM H100 (the kernel's
+#: __launch_bounds__(256, 2)); fewer candidate blocks than this split the core set.
+SPLIT_TARGET_BLOCKS = 264
+#: Core rows per tile of kernels_cuda/cvm.cu (CVM_ZROWS): a slice of the core set is whole tiles.
+CVM_ZROWS = 16
+
+
+def core_split(candidate_blocks: int, m: int) -> tuple[int, int]:
+    """(slices, core rows per slice) of the core set for ``candidate_blocks`` blocks of candidates:
+    enough slices of whole tiles that the grid reaches :data:`SPLIT_TARGET_BLOCKS` blocks (the
+    sampled search's few hundred candidates are two blocks: unsplit, 2 of 132 SMs work)."""
+    tiles = max(1, -(-int(m) // CVM_ZROWS))
+    want = max(1, -(-SPLIT_TARGET_BLOCKS // max(int(candidate_blocks), 1)))
+    per = max(1, tiles // want)   # at least `want` slices where there are tiles enough
+    return -(-tiles // per), per * CVM_ZROWS
+
+
 class GpuScanner(ScannerBase):
-    """Furthest-point search with the fused CUDA kernel of ``kernels_cuda/cvm.cu``."""
+    """Furthest-point search with the fused CUDA kernels of ``kernels_cuda/cvm.cu``: ``cvm_partial``
+    (the kernel sums over slices of the core set, :func:`core_split`), then ``cvm_furthest`` or
+    ``cvm_scores`` (s, the group minima)."""
 
     _BLOCK = 256
     _MAX_D = 1024
@@ -328,11 +348,12 @@ class GpuScanner(ScannerBase):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, xp=bk.get_namespace("cuda"), **kwargs)
         xp = self.xp
-        # every array argument of cvm_furthest/cvm_scores in the scanner's dtype, C-contiguous (const T*)
+        # every array argument of cvm_partial in the scanner's dtype, C-contiguous (const T*)
         self.Xc = xp.ascontiguousarray(self.X, dtype=self.dtype)
         self._xscale_dev = None if self.xscale is None else xp.ascontiguousarray(self.xscale, dtype=self.dtype)
         suffix = "f32" if self.dtype == np.float32 else "f64"
-        self._kernel_names = {False: f"cvm_furthest_{suffix}", True: f"cvm_scores_{suffix}"}
+        self._kernel_names = {False: f"cvm_furthest_{suffix}", True: f"cvm_scores_{suffix}",
+                              "partial": f"cvm_partial_{suffix}"}
         for name in self._kernel_names.values():
             _cuda.get_function("cvm", name)            # compile now: a failure names the source
         self._idx_key = None                           # (host idx, its device copy) of the exact scans
@@ -347,21 +368,27 @@ class GpuScanner(ScannerBase):
     def _launch(self, cand, n_cand: int, group_size: int, n_groups: int, coef, b: float,
                 final: bool, scores: Any = None):
         xp = self.xp
+        k = self.kernel
+        # pass 1: partial sums over slices of the core set (grid: candidate blocks x slices)
+        blocks = -(-n_cand // self._BLOCK)
+        n_split, rows_per_split = core_split(blocks, self.m)
+        partial = xp.empty(n_split * n_cand, dtype=xp.float64)
+        _cuda.launch("cvm", self._kernel_names["partial"], (blocks, n_split), (self._BLOCK,),
+                     (self.Xc, self.d, cand, n_cand, self._Z, xp.ascontiguousarray(coef, dtype=self.dtype),
+                      self.m, rows_per_split, k.code, k.gamma, k.coef0, k.degree, partial))
+        # pass 2: s, the group minima (and every s for cvm_scores)
         part_s = xp.empty(n_groups, dtype=xp.float64)
         part_i = xp.empty(n_groups, dtype=xp.int64)
-        k = self.kernel
-        args = (self.Xc, self.d, cand, n_cand, group_size, self._Z,
-                xp.ascontiguousarray(coef, dtype=self.dtype), self.m, float(b), self.y,
-                self.self_term, self._xscale_dev, k.code, k.gamma, k.coef0, k.degree, part_s, part_i,
-                self._counter if final else None, self._out_s, self._out_i)
+        args = (partial, n_split, cand, n_cand, group_size, float(b), self.y, self.self_term, self._xscale_dev,
+                part_s, part_i, self._counter if final else None, self._out_s, self._out_i)
         if scores is not None:
             args += (scores,)
-        # the kernel's tiles (core rows, candidate chunks) are static shared memory
+        # the kernels' tiles (core rows, candidate chunks) are static shared memory
         _cuda.launch("cvm", self._kernel_names[scores is not None], (n_groups,), (self._BLOCK,), args)
         return part_s, part_i
 
     def _all_scores(self, cand, n: int, coef, b: float):
-        """s of every candidate (device float64): one launch of ``cvm_scores``."""
+        """s of every candidate (device float64): ``cvm_partial`` then ``cvm_scores``."""
         out = self.xp.empty(n, dtype=self.xp.float64)
         n_groups = int(min(max(1, -(-n // self._BLOCK)), 4096))
         self._launch(cand, n, -(-n // n_groups), n_groups, coef, b, final=False, scores=out)
