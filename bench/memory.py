@@ -26,9 +26,10 @@ Grid (``--scale``): every estimator of the registry's demo (``LinearSVM``, ``Ker
 parameters) × budget {default, 256 MB, 64 MB} × data {``ijcnn1``: its 49,990 training rows,
 predicting its 91,701 test rows; ``synthetic``: 22 Gaussian features, y = sign(x₀x₁ + noise),
 fitted on 50,000 rows (an exact kernel SVM of 1M rows is hours on a CPU), predicting 1,000,000
-rows (176 MB as float64)}.  ``small`` (< 3 minutes on a quiet 2-core box): ijcnn1 10,000
-training rows, synthetic 10,000 / 200,000 rows; ``tiny``: synthetic 2,000 / 5,000 rows,
-``LLSVM`` with 100 landmarks.  Fit times are relative to the same estimator's default-budget
+rows (176 MB as float64)}.  ``small`` (< 3 minutes on a 2-core box): ijcnn1's 10,000
+training rows, all its test rows, budgets default and 64 MB (``--datasets synthetic``: 10,000 /
+200,000 rows); ``tiny``: synthetic 2,000 / 5,000 rows, budgets default and 64 MB, ``LLSVM``
+with 100 landmarks.  Fit times are relative to the same estimator's default-budget
 fit of the same run (times on a shared machine: the load average is printed).
 
 ``--device emulated`` runs on the emulated GPU of ``tests/gpuemu`` (slow: tiny scale) and adds
@@ -50,6 +51,7 @@ import sys
 import time
 import warnings
 from pathlib import Path
+from types import ModuleType
 from typing import Any, Iterator
 
 import numpy as np
@@ -81,9 +83,10 @@ DATASETS = ("ijcnn1", "synthetic")
 ROWS = {"tiny": {"ijcnn1": (2000, 5000), "synthetic": (2000, 5000)},
         "small": {"ijcnn1": (10000, None), "synthetic": (10000, 200000)},
         "paper": {"ijcnn1": (None, None), "synthetic": (50000, 1000000)}}
-#: the grid at each scale (the registered case ``memory`` runs these)
+#: the grid at each scale (the registered case ``memory`` runs these); each point is a fresh
+#: process (about 5 s of imports on a loaded 2-core box), so ``small`` runs two budgets on ijcnn1
 SCALES = {"tiny": {"datasets": ["synthetic"], "budgets": ["default", "64MB"]},
-          "small": {"datasets": list(DATASETS), "budgets": list(BUDGETS)},
+          "small": {"datasets": ["ijcnn1"], "budgets": ["default", "64MB"]},
           "paper": {"datasets": list(DATASETS), "budgets": list(BUDGETS)}}
 
 
@@ -117,7 +120,7 @@ def model_nbytes(est: Any, exclude: tuple = ()) -> int:
     stack = [est]
     while stack:
         obj = stack.pop()
-        if id(obj) in seen or isinstance(obj, (str, bytes, int, float, bool, type, type(None))):
+        if id(obj) in seen or isinstance(obj, (str, bytes, int, float, bool, type, type(None), ModuleType)):
             continue
         seen.add(id(obj))
         if isinstance(obj, np.ndarray):
@@ -272,12 +275,13 @@ def grid(scale: str, *, estimators: Any = ESTIMATORS, datasets: Any = None, budg
                        "params": estimator_params(name, scale, params), "device": device, "scale": scale}
 
 
-def measure_grid(specs: Any, *, log: Any = print) -> list[dict]:
-    """Run each spec's child; each row: the spec, its result and the fit time against the default's."""
+def measure_grid(specs: Any, *, log: Any = print, timeout: float | None = None) -> list[dict]:
+    """Run each spec's child (at most ``timeout`` seconds each; a failure is a row with its error);
+    each row: the spec, its result and the fit time against the default budget's."""
     rows: list[dict] = []
     for spec in specs:
         try:
-            r = run_child(spec)
+            r = run_child(spec, timeout=timeout)
         except (RuntimeError, subprocess.TimeoutExpired) as exc:
             r = {"error": str(exc).strip().splitlines()[-1]}
         row = {**spec, **r, "load": load_average()}
@@ -377,6 +381,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--params", default="demo", choices=("demo", "defaults"),
                     help="the registry demo's parameters, or the constructors' defaults")
     ap.add_argument("--constant", action="store_true", help="measure the growth of a trivial fit and predict")
+    ap.add_argument("--timeout", type=float, default=None, help="seconds per point (default: none)")
     ap.add_argument("--json", default=None, help="also write the rows here")
     ap.add_argument("--child", default=None, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
@@ -397,7 +402,7 @@ def main(argv: list[str] | None = None) -> int:
         print(HEADER, flush=True)
         rows = measure_grid(grid(args.scale, estimators=split(args.estimators), datasets=split(args.datasets),
                                  budgets=split(args.budgets), device=args.device, params=args.params),
-                            log=lambda s: print(s, flush=True))
+                            log=lambda s: print(s, flush=True), timeout=args.timeout)
         print(f"MB = 10^6 bytes; bound = budget + inputs + model (fit) / result (predict) + "
               f"{CONSTANT_BYTES / MB:.0f} MB; ×def: fit time / the default budget's")
     print(f"load average after: {load_average()}")

@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 
 import gpuksvm
-from bench.memory import CONSTANT_BYTES, MB, bound_bytes, estimator_params, run_child, synthetic
+from bench.memory import CONSTANT_BYTES, MB, bound_bytes, estimator_params, model_nbytes, run_child, synthetic
 from gpuksvm.cli.demo import _can_reset_hwm
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux") or not _can_reset_hwm(),
@@ -87,6 +87,20 @@ def test_decision_function_within_the_bound(name):
 def test_the_bound_adds_its_terms():
     assert bound_bytes(16_000_000, 1_000, 2_000, 3_000) == 16_006_000 + CONSTANT_BYTES
     assert bound_bytes(1, 0, constant=0) == 1
+
+
+def test_model_size_counts_each_buffer_once_and_not_the_inputs():
+    X = np.zeros((100, 10))
+
+    class Model:
+        pass
+
+    m = Model()
+    m.coef_ = np.zeros(50)
+    m.view_ = m.coef_[:10]                                    # the same buffer: counted once
+    m.parts_ = [X[:5], {"w": np.zeros(3, np.float32)}]        # a view of the input: not the model's
+    m.xp = np                                                 # a module: not followed
+    assert model_nbytes(m, exclude=(X,)) == 50 * 8 + 3 * 4
 
 
 # --------------------------------------------------------------------------- a budget below one block
