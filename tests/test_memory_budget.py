@@ -20,7 +20,11 @@ import numpy as np
 import pytest
 
 import gpuksvm
-from bench.memory import CONSTANT_BYTES, MB, bound_bytes, estimator_params, model_nbytes, run_child, synthetic
+from bench import cases  # noqa: F401  (registers the cases)
+from bench.harness import REGISTRY
+from bench.memory import ESTIMATORS as BENCHED
+from bench.memory import (CONSTANT_BYTES, MB, SCALES, bound_bytes, estimator_params, grid, model_nbytes, run_child,
+                          synthetic)
 from gpuksvm.cli.demo import _can_reset_hwm
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux") or not _can_reset_hwm(),
@@ -122,3 +126,14 @@ def test_a_budget_below_one_row_block_is_an_error_naming_the_minimum(name):
     with gpuksvm.config_context(cpu_memory_budget=info.value.minimum):   # the minimum itself is accepted
         gpuksvm.array.backend.plan_rows(10, info.value.minimum)
     np.testing.assert_array_equal(est.decision_function(X), before)      # the failed fit kept the model
+
+
+def test_the_memory_case_is_registered_and_measures_the_default_budget_first():
+    assert set(REGISTRY["memory"].scales) == {"tiny", "small", "paper"} and set(BENCHED) == set(ESTIMATORS)
+    specs = list(grid("paper"))
+    assert len(specs) == 6 * 3 * 2 == len(ESTIMATORS) * len(SCALES["paper"]["budgets"]) * 2
+    for i in range(0, len(specs), 3):     # each (data set, estimator) starts at the default budget
+        assert [s["budget"] for s in specs[i:i + 3]] == ["default", "256MB", "64MB"]
+    assert {(s["dataset"], s["n_train"], s["n_test"]) for s in specs} == {("ijcnn1", None, None),
+                                                                          ("synthetic", 20000, 1000000)}
+    assert next(s for s in specs if s["estimator"] == "LLSVM")["params"]["n_landmarks"] == 1000
