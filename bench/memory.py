@@ -26,9 +26,9 @@ Grid (``--scale``): every estimator of the registry's demo (``LinearSVM``, ``Ker
 ``LLSVM`` with ``n_landmarks=1000``, ``CVM``, ``SVI``, ``OKFEBClassifier``, at the demo's
 parameters) × budget {default, 256 MB, 64 MB} × data {``ijcnn1``: its 49,990 training rows,
 predicting its 91,701 test rows; ``synthetic``: 22 features, an XOR of two of them and noise
-(:func:`synthetic`), fitted on 20,000 rows (the exact kernel methods' fit time grows
-faster than the rows squared: 1M rows are out of a CPU benchmark's reach), predicting 1,000,000
-rows (176 MB as float64)}.  ``small`` (< 3 minutes on a 2-core box): ijcnn1's 10,000
+(:func:`synthetic`), fitted on 20,000 rows (``KernelSVC`` took 93 s there on a loaded
+2-core CPU; 1M rows are out of a CPU benchmark's reach), predicting 1,000,000 rows (176 MB as
+float64)}.  ``small`` (< 3 minutes on a 2-core box): ijcnn1's 10,000
 training rows, all its test rows, budgets default and 64 MB (``--datasets synthetic``: 10,000 /
 200,000 rows); ``tiny``: synthetic 2,000 / 5,000 rows, budgets default and 64 MB, ``LLSVM``
 with 100 landmarks.  Fit times are relative to the same estimator's default-budget
