@@ -18,6 +18,7 @@ import numpy as np
 import gpuksvm
 from gpuksvm.datasets import load_dataset, make_checkerboard, subsample
 
+from . import memory as _memory
 from .harness import RESULTS, Case, Context, Record, accuracy, measure, register, run_script, to_host
 
 HERE = Path(__file__).resolve().parent
@@ -804,6 +805,10 @@ register(Case(
             "paper": {"datasets": ["ijcnn1", "adult", "two_sines", "digits", "digits_x5"],
                       "taus": [0.02, 0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0], "seeds": [0, 1, 2]}},
     description="study: SVI accuracy and margin SVs vs the margin band τ, with the exact-SVM oracle"))
+
+
+# --------------------------------------------------------------------------- memory
+register(_memory.CASE)   # bench/memory.py: peak RSS of every estimator × budget, against the bound
 
 
 # --------------------------------------------------------------------------- whole scripts

@@ -6,7 +6,7 @@ loads the data first; the figures are growths above that point.
 ``peak``
     Linux VmHWM (the resident-set high-water mark, reset by writing ``5`` to
     ``/proc/self/clear_refs``; :class:`gpuksvm.cli.demo.PeakMemory`) over ``fit``,
-    and reset again over ``decision_function`` of the test rows: exact, and
+    and reset again over ``predict`` of the test rows: exact, and
     no tracing overhead.  Also the feature matrix F's size (n × k in the
     working dtype), the inputs' size, the fit's objective and time.
 ``stages``
@@ -16,27 +16,30 @@ loads the data first; the figures are growths above that point.
     memory when the fit (or predict) started.  Nested stages are indented.
     Tracing slows Python-level code; the figures are bytes, not times.
 
-    python bench/memory_llsvm.py [--dataset ijcnn1] [--n-landmarks 1000] [--device cpu]
+    python -m bench.memory_llsvm [--dataset ijcnn1] [--n-landmarks 1000] [--device cpu]
                                  [--save-decision D.npy] [--json out.json]
 
-``--synthetic N`` uses N rows of a 22-feature Gaussian problem instead of a
-dataset file (no data directory needed).
+``--synthetic N`` uses N training and N/2 test rows of ``bench/memory.py``'s 22-feature
+synthetic problem instead of a dataset file (no data directory needed).  The whole-fit peak of
+every estimator under every budget, against the bound: ``bench/memory.py``, whose loaders,
+fit/predict meter and child runner this script uses.
 """
 from __future__ import annotations
 
 import argparse
 import importlib
 import json
-import subprocess
 import sys
-import time
 import tracemalloc
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-MB = 1e6
+if __package__ in (None, ""):          # run as a file: the repository root, not bench/, goes first
+    sys.path[0] = str(Path(__file__).resolve().parents[1])
+
+from bench.memory import MB, load_data, peak_fit_predict, run_module  # noqa: E402
 
 # (module, attribute[, method]) of the stages the ``stages`` child wraps; missing ones are skipped
 STAGES = [
@@ -64,16 +67,8 @@ STAGES = [
 
 def _load(args: argparse.Namespace) -> tuple[Any, Any, Any, Any]:
     if args.synthetic:
-        rng = np.random.default_rng(0)
-        n, nt = int(args.synthetic), int(args.synthetic) // 2
-        X = rng.normal(size=(n + nt, 22))
-        y = np.where(X[:, 0] * X[:, 1] + 0.3 * rng.normal(size=n + nt) > 0, 1, -1)
-        return X[:n], y[:n], X[n:], y[n:]
-    from gpuksvm.datasets import load_dataset
-
-    X, y = load_dataset(args.dataset, "train")
-    Xt, yt = load_dataset(args.dataset, "test")
-    return X, y, Xt, yt
+        return load_data("synthetic", int(args.synthetic), int(args.synthetic) // 2)
+    return load_data(args.dataset, None, None)
 
 
 def _estimator(args: argparse.Namespace) -> Any:
@@ -85,27 +80,20 @@ def _estimator(args: argparse.Namespace) -> Any:
 # --------------------------------------------------------------------------- children
 def child_peak(args: argparse.Namespace) -> dict:
     """Fit, then predict, each under its own reset VmHWM (:class:`gpuksvm.cli.demo.PeakMemory`)."""
-    from gpuksvm.cli.demo import PeakMemory
-
     X, y, Xt, yt = _load(args)
     est = _estimator(args)
-    t0 = time.perf_counter()
-    with PeakMemory("vmhwm") as fit_mem:
-        est.fit(X, y)
-    fit_s = time.perf_counter() - t0
-    with PeakMemory("vmhwm") as pred_mem:
-        D = est.decision_function(Xt)
+    m = peak_fit_predict(est, X, y, Xt)
     if args.save_decision:
-        np.save(args.save_decision, np.asarray(D))
+        np.save(args.save_decision, np.asarray(est.decision_function(Xt)))
     k = int(est.n_landmarks_)
     itemsize = np.dtype(est.map_.dtype).itemsize
     return {"n": int(X.shape[0]), "n_test": int(Xt.shape[0]), "k": k, "dtype": str(est.map_.dtype),
             "F_MB": X.shape[0] * k * itemsize / MB, "inputs_MB": (X.nbytes + y.nbytes) / MB,
             "test_inputs_MB": Xt.nbytes / MB,
-            "fit_peak_MB": fit_mem.peak_bytes / MB, "predict_peak_MB": pred_mem.peak_bytes / MB,
-            "fit_s": fit_s, "objective": [float(v) for v in est.svm_.objective_],
+            "fit_peak_MB": m["fit"].peak_bytes / MB, "predict_peak_MB": m["predict"].peak_bytes / MB,
+            "fit_s": m["fit_s"], "objective": [float(v) for v in est.svm_.objective_],
             "n_iter": int(est.n_iter_), "solver": est.svm_.solver_,
-            "accuracy": float(np.mean(np.asarray(est.predict(Xt)) == yt))}
+            "accuracy": float(np.mean(np.asarray(m["pred"]) == yt))}
 
 
 class _TracedMeter:
@@ -246,11 +234,7 @@ def child_stages(args: argparse.Namespace) -> dict:
 
 # --------------------------------------------------------------------------- driver
 def _run_child(mode: str, argv: list[str]) -> dict:
-    cmd = [sys.executable, str(Path(__file__).resolve()), "--child", mode] + argv
-    proc = subprocess.run(cmd, capture_output=True, text=True)
-    if proc.returncode != 0:
-        raise RuntimeError(f"the {mode} child failed:\n{proc.stderr[-4000:]}")
-    return json.loads(proc.stdout.strip().splitlines()[-1])
+    return run_module("bench.memory_llsvm", ["--child", mode] + argv)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -17,6 +17,7 @@ from gpuksvm.array.backend import (
     Device,
     DeviceUnavailableError,
     GpuUnavailableWarning,
+    MemoryBudgetError,
     config_context,
     cuda_available,
     get_config,
@@ -50,7 +51,7 @@ def __getattr__(name: str):
     raise AttributeError(f"module 'gpuksvm' has no attribute {name!r}")
 
 
-__all__ = ["__version__", "Device", "DeviceUnavailableError", "GpuUnavailableWarning", "Kernel", "config_context",
+__all__ = ["__version__", "Device", "DeviceUnavailableError", "GpuUnavailableWarning", "Kernel", "MemoryBudgetError", "config_context",
            "cuda_available", "doctor",
            "get_config", "kernel_block", "kernel_diag", "kernel_matvec", "make_kernel",
            "resolve_device", "set_config", *_LAZY]

@@ -74,9 +74,24 @@ def test_parse_bytes_and_config():
 
 def test_plan_rows_bounds():
     assert bk.plan_rows(0, 8) == 0
-    assert bk.plan_rows(10, 8, budget=1) == 1
+    assert bk.plan_rows(10, 8, budget=8) == 1
+    assert bk.plan_rows(10, 8, budget=64, min_rows=4) == 8
     assert bk.plan_rows(10**6, 8, budget=8 * 1000, multiple=64) == 960
     assert bk.plan_rows(50, 8, budget=10**9) == 50
+
+
+def test_plan_rows_refuses_a_budget_below_one_block():
+    """A budget smaller than one block (min_rows rows) is an error naming the minimum in bytes."""
+    with pytest.raises(bk.MemoryBudgetError, match="needs 800 bytes") as info:
+        bk.plan_rows(10, 800, budget=799, what="a kernel block")
+    assert (info.value.budget, info.value.minimum) == (799, 800)
+    assert "a kernel block" in str(info.value) and isinstance(info.value, ValueError)
+    with pytest.raises(bk.MemoryBudgetError, match="at least 3,200 bytes"):
+        bk.plan_rows(10, 800, budget=3199, min_rows=4)
+    with bk.config_context(cpu_memory_budget=100):
+        with pytest.raises(bk.MemoryBudgetError, match="budget of 100 bytes"):
+            bk.plan_rows(10, 800, "cpu")
+    assert not bk.is_out_of_memory(info.value)     # not retried with smaller blocks
 
 
 def test_map_row_blocks_retries_on_oom():

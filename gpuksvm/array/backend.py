@@ -54,6 +54,7 @@ __all__ = [
     "Device",
     "DeviceUnavailableError",
     "GpuUnavailableWarning",
+    "MemoryBudgetError",
     "GpuStatus",
     "gpu_status",
     "MemoryFallbackWarning",
@@ -91,6 +92,30 @@ class GpuUnavailableWarning(UserWarning):
 
     Issued once per process; the message names the reason and the fix.
     """
+
+
+class MemoryBudgetError(ValueError):
+    """The memory budget is smaller than one row block of an operation sized from it.
+
+    Raised by :func:`plan_rows` before anything is allocated; the message names the
+    operation, the budget and the minimum.  A ``ValueError`` (a setting to change), not a
+    ``MemoryError``: a smaller block cannot help, so :func:`map_row_blocks` does not retry it.
+
+    Attributes
+    ----------
+    budget : int
+        The budget the block was planned in, bytes.
+    minimum : int
+        The smallest budget that holds one block (``min_rows`` rows of ``bytes_per_row``), bytes.
+    """
+
+    def __init__(self, budget: int, minimum: int, what: str = "a block operation") -> None:
+        self.budget = int(budget)
+        self.minimum = int(minimum)
+        super().__init__(
+            f"the memory budget of {self.budget:,} bytes is smaller than one row block of {what}, "
+            f"which needs {self.minimum:,} bytes: raise the budget to at least {self.minimum:,} bytes "
+            "(gpuksvm.set_config(cpu_memory_budget=...) on the CPU)")
 
 
 class MemoryFallbackWarning(ResourceWarning):
@@ -673,7 +698,7 @@ def memory_budget(device: str | Device) -> int:
 
 def plan_rows(n_rows: int, bytes_per_row: int, device: str | Device = "cpu", *,
               budget: int | None = None, min_rows: int = 1, max_rows: int | None = None,
-              multiple: int = 1) -> int:
+              multiple: int = 1, what: str = "a block operation") -> int:
     """How many rows of a block operation fit in the memory budget.
 
     Parameters
@@ -685,13 +710,36 @@ def plan_rows(n_rows: int, bytes_per_row: int, device: str | Device = "cpu", *,
         against ``k`` landmarks).
     budget : int, optional
         Overrides :func:`memory_budget`.
+    min_rows : int
+        The smallest block the operation can work in.
     multiple : int
         Round the block size down to a multiple of this (tile alignment).
+    what : str
+        The operation, as the error names it.
+
+    Raises
+    ------
+    MemoryBudgetError
+        When the budget is smaller than ``min_rows`` rows of ``bytes_per_row`` (the block
+        could only be planned by exceeding the budget).
+
+    Examples
+    --------
+    >>> plan_rows(10_000, 800, budget=80_000)
+    100
+    >>> plan_rows(10_000, 800, budget=500, what="a kernel block")
+    Traceback (most recent call last):
+    ...
+    gpuksvm.array.backend.MemoryBudgetError: the memory budget of 500 bytes is smaller than one row block of a kernel block, which needs 800 bytes: raise the budget to at least 800 bytes (gpuksvm.set_config(cpu_memory_budget=...) on the CPU)
     """
     if n_rows <= 0:
         return 0
     budget = memory_budget(device) if budget is None else int(budget)
-    rows = max(int(budget // max(int(bytes_per_row), 1)), min_rows)
+    per_row = max(int(bytes_per_row), 1)
+    minimum = per_row * max(int(min_rows), 1)
+    if budget < minimum:
+        raise MemoryBudgetError(budget, minimum, what)
+    rows = max(int(budget // per_row), min_rows)
     if multiple > 1 and rows >= multiple:
         rows -= rows % multiple
     if max_rows is not None:

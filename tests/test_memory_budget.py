@@ -1,0 +1,139 @@
+"""The memory budget is a bound: every estimator's fit, predict and decision_function stays within it.
+
+Each estimator runs once in a fresh process (:func:`bench.memory.run_child`, the child of
+``bench/memory.py``) on 5,000 synthetic training rows of 22 features and predicts 20,000 rows,
+under ``cpu_memory_budget="16MB"``: small enough that it binds (an n × n kernel of the
+training rows is 200 MB, LLSVM's 1,000-landmark feature matrix 20 MB, one kernel block of the
+test rows against 1,000 support vectors 160 MB).  The figure is Linux's VmHWM growth
+(exact, reset through ``/proc/self/clear_refs``; the same on a loaded machine), held to
+:func:`bench.memory.bound_bytes`: the budget + the inputs + the fitted model (fit) or the
+result (predict) + ``CONSTANT_BYTES``.  No timings.
+
+A budget smaller than one row block of an operation is an error naming the minimum
+(:class:`gpuksvm.MemoryBudgetError`), and the failed fit keeps the previous model.
+"""
+from __future__ import annotations
+
+import sys
+
+import numpy as np
+import pytest
+
+import gpuksvm
+from bench import cases  # noqa: F401  (registers the cases)
+from bench.harness import REGISTRY
+from bench.memory import ESTIMATORS as BENCHED
+from bench.memory import (CONSTANT_BYTES, MB, SCALES, bound_bytes, estimator_params, grid, model_nbytes, run_child,
+                          synthetic)
+from gpuksvm.cli.demo import _can_reset_hwm
+
+pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux") or not _can_reset_hwm(),
+                                reason="needs Linux's resettable VmHWM")
+
+N_TRAIN, N_TEST, BUDGET = 5000, 20000, "16MB"
+ESTIMATORS = ("LinearSVM", "KernelSVC", "LLSVM", "CVM", "SVI", "OKFEBClassifier")
+
+#: (estimator, stage) that exceed the bound today, with the figure measured here (MB = 10^6 bytes)
+#: (5,000 rows, budget 16 MB, CONSTANT_BYTES 24 MB; the model and inputs under 5 MB)
+OVER = {
+    ("KernelSVC", "fit"): "fit grows 46.3 MB against the bound's 41.3 MB",
+    ("LLSVM", "fit"): "fit grows 85.1 MB (4.3 x its 20 MB feature matrix F, which the 16 MB budget "
+                      "does not hold) against the bound's 45.0 MB",
+    ("CVM", "fit"): "fit grows 263.9 MB against the bound's 41.4 MB",
+    ("SVI", "fit"): "fit grows 59.9 MB against the bound's 41.3 MB (it falls back to the exact SVM here)",
+}
+
+
+def _over(name: str, stage: str) -> list:
+    reason = OVER.get((name, stage))
+    return [pytest.mark.xfail(strict=True, reason=reason)] if reason else []
+
+
+_RESULTS: dict[str, dict] = {}
+
+
+def _measured(name: str) -> dict:
+    """The child's figures for ``name`` (one fresh process per estimator, shared by its tests)."""
+    if name not in _RESULTS:
+        _RESULTS[name] = run_child({"estimator": name, "dataset": "synthetic", "budget": BUDGET,
+                                    "n_train": N_TRAIN, "n_test": N_TEST, "decision": True, "device": "cpu",
+                                    "params": estimator_params(name, "paper"), "scale": "test"}, timeout=300)
+    return _RESULTS[name]
+
+
+def _cases(stage: str) -> list:
+    return [pytest.param(name, id=name, marks=_over(name, stage)) for name in ESTIMATORS]
+
+
+@pytest.mark.parametrize("name", _cases("fit"))
+def test_fit_within_the_bound(name):
+    r = _measured(name)
+    assert r["budget_bytes"] == 16_000_000
+    assert r["fit_bound"] == bound_bytes(r["budget_bytes"], r["inputs"], r["model"])
+    assert r["fit_peak"] <= r["fit_bound"], (f"fit grew {r['fit_peak'] / MB:.1f} MB, bound "
+                                             f"{r['fit_bound'] / MB:.1f} MB")
+
+
+@pytest.mark.parametrize("name", _cases("predict"))
+def test_predict_within_the_bound(name):
+    r = _measured(name)
+    assert r["predict_peak"] <= r["predict_bound"], (f"predict grew {r['predict_peak'] / MB:.1f} MB, bound "
+                                                     f"{r['predict_bound'] / MB:.1f} MB")
+
+
+@pytest.mark.parametrize("name", _cases("decision_function"))
+def test_decision_function_within_the_bound(name):
+    r = _measured(name)
+    assert r["decision_peak"] <= r["decision_bound"], (f"decision_function grew {r['decision_peak'] / MB:.1f} MB, "
+                                                       f"bound {r['decision_bound'] / MB:.1f} MB")
+
+
+def test_the_bound_adds_its_terms():
+    assert bound_bytes(16_000_000, 1_000, 2_000, 3_000) == 16_006_000 + CONSTANT_BYTES
+    assert bound_bytes(1, 0, constant=0) == 1
+
+
+def test_model_size_counts_each_buffer_once_and_not_the_inputs():
+    X = np.zeros((100, 10))
+
+    class Model:
+        pass
+
+    m = Model()
+    m.coef_ = np.zeros(50)
+    m.view_ = m.coef_[:10]                                    # the same buffer: counted once
+    m.parts_ = [X[:5], {"w": np.zeros(3, np.float32)}]        # a view of the input: not the model's
+    m.xp = np                                                 # a module: not followed
+    assert model_nbytes(m, exclude=(X,)) == 50 * 8 + 3 * 4
+
+
+# --------------------------------------------------------------------------- a budget below one block
+#: the estimators whose fit sizes its row blocks from the budget
+PLANNED = ("KernelSVC", "LLSVM", "CVM", "SVI", "OKFEBClassifier")
+
+
+@pytest.mark.filterwarnings("ignore:SVI solved")       # 400 rows: SVI's exact fallback (expected)
+@pytest.mark.parametrize("name", PLANNED)
+def test_a_budget_below_one_row_block_is_an_error_naming_the_minimum(name):
+    X, y = synthetic(400, 0)
+    params = dict(estimator_params(name, "paper"), **({"n_landmarks": 50} if name == "LLSVM" else {}))
+    est = getattr(gpuksvm, name)(**params, device="cpu", random_state=0).fit(X, y)
+    before = est.decision_function(X)
+    with gpuksvm.config_context(cpu_memory_budget=64):
+        with pytest.raises(gpuksvm.MemoryBudgetError, match=r"budget of 64 bytes .* at least [\d,]+ bytes") as info:
+            est.fit(X[:300], -y[:300])
+    assert info.value.budget == 64 and info.value.minimum > 64
+    with gpuksvm.config_context(cpu_memory_budget=info.value.minimum):   # the minimum itself is accepted
+        gpuksvm.array.backend.plan_rows(10, info.value.minimum)
+    np.testing.assert_array_equal(est.decision_function(X), before)      # the failed fit kept the model
+
+
+def test_the_memory_case_is_registered_and_measures_the_default_budget_first():
+    assert set(REGISTRY["memory"].scales) == {"tiny", "small", "paper"} and set(BENCHED) == set(ESTIMATORS)
+    specs = list(grid("paper"))
+    assert len(specs) == 6 * 3 * 2 == len(ESTIMATORS) * len(SCALES["paper"]["budgets"]) * 2
+    for i in range(0, len(specs), 3):     # each (data set, estimator) starts at the default budget
+        assert [s["budget"] for s in specs[i:i + 3]] == ["default", "256MB", "64MB"]
+    assert {(s["dataset"], s["n_train"], s["n_test"]) for s in specs} == {("ijcnn1", None, None),
+                                                                          ("synthetic", 20000, 1000000)}
+    assert next(s for s in specs if s["estimator"] == "LLSVM")["params"]["n_landmarks"] == 1000
