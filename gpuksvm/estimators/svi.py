@@ -238,7 +238,8 @@ class SVI(DeviceMixin, SVCSurfaceMixin, ProbabilityMixin, ClassifierMixin, BaseE
         Per binary problem: ``n_rows``, ``subset_rate`` (θ after sizing, None
         when too small), the sub-SVM summaries (``n_support``, ``objective``,
         ``n_iter``, ``converged``, ``subsets`` kept), the margin statistics
-        (``n_candidates``, ``n_selected``, ``guard``), the ensemble's training
+        (``n_candidates``, ``n_selected``, ``guard``: ``"memory"`` where the memory
+        budget cut the band, see ``memory_fallback_``), the ensemble's training
         accuracy, the ``check`` (``disagreement``, ``accuracy_model``,
         ``accuracy_ensemble``, ``passed``, ``reasons``) and ``exact``: None,
         or why the exact SVM solved the problem (``"too_small"``,
