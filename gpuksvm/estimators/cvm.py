@@ -229,6 +229,12 @@ class CVM(ClassifierMixin, CVMBase, SVCSurfaceMixin):
         ``prepare`` (the device copy, gamma, kernel scales), ``row_order``
         (the rows' content hash and its sort), ``core_sets`` (the core-set
         loops of every problem), ``model`` (the stored model).
+    memory_fallback_ : str or None
+        ``"kernel_cache"`` when a core set outgrew the dense QP and
+        ``cpu_memory_budget`` cut the K̃ row cache below ``cache_size`` (to
+        half the budget; one ``MemoryFallbackWarning``), else None.  The dense
+        QP itself ends where its six s×s float64 matrices would exceed the
+        budget (3,072 core vectors at the default 512 MiB, 2,041 at 200 MB).
     kernel_ : Kernel
     n_features_in_ : int
 

@@ -27,6 +27,7 @@ from gpuksvm.estimators.params import DEVICE_PARAMS, KERNEL_PARAMS, count, depre
 from gpuksvm.scaleout.cvm import DaskRows
 from gpuksvm.solvers.cvm.algorithm import ArrayRows, CVMParams, CVMResult, CVMRows, check_kernel, solve_cvm
 from gpuksvm.solvers.cvm.scan import kernel_scale
+from gpuksvm.solvers.smo.memory import warn_memory_fallback
 
 __all__ = ["CVMBase"]
 
@@ -193,6 +194,11 @@ class CVMBase(DeviceMixin, BaseEstimator):
         self.core_set_size_ = np.array([r.core.shape[0] for r in results], dtype=np.int64)
         self.history_ = [r.history for r in results]
         self.fit_times_ = {**(times or {}), **result.times}
+        self.memory_fallback_ = result.memory_fallback
+        if result.memory_fallback:
+            warn_memory_fallback(type(self).__name__, f"the core-set QP's K̃ row cache was cut from "
+                                 f"cache_size={float(self.cache_size):g} MB to half the budget",
+                                 stacklevel=5)
         if dask_info is not None:
             self.dask_info_ = dask_info
         self._set_fitted_device(dev)

@@ -63,6 +63,7 @@ from gpuksvm.estimators.params import (
     positive,
 )
 from gpuksvm.solvers.progress import report
+from gpuksvm.solvers.smo.memory import cache_within_budget, warn_memory_fallback
 from gpuksvm.solvers.smo.svc import KernelSVCResult, solve_svc
 from gpuksvm.solvers.svc_dual import PRECOMPUTED
 from gpuksvm.estimators.svc_surface import (
@@ -129,7 +130,10 @@ class KernelSVC(DeviceMixin, SVCSurfaceMixin, ProbabilityMixin, ClassifierMixin,
         rounds) per binary problem; -1 for none.  A problem stopped by it
         raises a ``ConvergenceWarning`` (SVC's message) and shows in ``converged_``.
     cache_size : float, default=200
-        Kernel-row cache in MB (``solver="libsvm"`` and ``"smo"``).
+        Kernel-row cache in MB (``solver="libsvm"`` and ``"smo"``).  It counts
+        against ``cpu_memory_budget``: at most half the budget (the rest is
+        the solver's other working memory), else the cache is made smaller,
+        recorded in ``memory_fallback_`` with a ``MemoryFallbackWarning``.
     shrinking : bool, default=True
         Shrinking heuristic (``"smo"``; LIBSVM always shrinks here).
     class_weight : dict, "balanced" or None, default=None
@@ -183,6 +187,9 @@ class KernelSVC(DeviceMixin, SVCSurfaceMixin, ProbabilityMixin, ClassifierMixin,
     converged_ : ndarray of bool (n_pairs,)
     solver_ : str
         Engine that ran: "libsvm", "smo", "working_set-cpu" or "working_set-cuda".
+    memory_fallback_ : str or None
+        What the memory budget made smaller than asked (``"kernel_cache"``:
+        ``cache_size`` was cut to half of ``cpu_memory_budget``), None if nothing.
     shape_fit_ : tuple
         Shape of the training X.
     probA_, probB_ : ndarray
@@ -207,7 +214,7 @@ class KernelSVC(DeviceMixin, SVCSurfaceMixin, ProbabilityMixin, ClassifierMixin,
     #: ``coef_`` is a read-only property derived from ``dual_coef_``, not stored.
     _FITTED_ATTRIBUTES = ("classes_", "kernel_", "support_", "support_vectors_", "n_support_",
                           "dual_coef_", "intercept_", "n_iter_", "objective_", "converged_",
-                          "solver_", "shape_fit_", "X_fit_", "probA_", "probB_", "n_features_in_",
+                          "solver_", "shape_fit_", "X_fit_", "probA_", "probB_", "n_features_in_", "memory_fallback_",
                           "feature_names_in_", "_fitted_on")
 
     def __init__(self, C: float = 1.0, kernel: Any = "rbf", gamma: Any = "scale", degree: int = 3,
@@ -339,6 +346,11 @@ class KernelSVC(DeviceMixin, SVCSurfaceMixin, ProbabilityMixin, ClassifierMixin,
                            class_weight=cw, method=self.solver, shrinking=bool(self.shrinking),
                            cache_bytes=int(float(self.cache_size) * 2**20))
         self._store(result, kernel_=kernel_, X=X)
+        cache, capped = cache_within_budget(int(float(self.cache_size) * 2**20))
+        self.memory_fallback_ = "kernel_cache" if capped and result.solver in ("libsvm", "smo") else None
+        if self.memory_fallback_:
+            warn_memory_fallback("KernelSVC", f"the kernel cache was cut from cache_size="
+                                 f"{float(self.cache_size):g} MB to {cache / 2**20:.0f} MB")
         warn_unconverged(result.converged.tolist(), result.max_iter_reached.tolist(), max_iter,
                          float(self.tol), "KernelSVC")
         report("KernelSVC", f"solver={self.solver_}, {result.converged.size} binary problem(s), "

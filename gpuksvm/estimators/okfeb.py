@@ -42,7 +42,7 @@ from gpuksvm.solvers.okfeb.learners import (
     exact_ridge,
     warn_if_too_small,
 )
-from gpuksvm.solvers.okfeb.training import OKFEBLearnerResult, fit_learner, transform_rows
+from gpuksvm.solvers.okfeb.training import OKFEBLearnerResult, fit_learner, map_outputs
 from gpuksvm.solvers.linear.online import Pegasos, RegularizedLMS
 from gpuksvm.array.validation import (
     check_allocation,
@@ -130,12 +130,13 @@ class _OKFEBLearner(DeviceMixin, BaseEstimator):
         self.capacity_check_ = result.capacity_check
         self.budget_too_small_ = result.budget_too_small
 
-    def _features(self, X: Any) -> tuple[np.ndarray, str]:
-        """(host features of X, the caller's array kind)."""
+    def _on_features(self, X: Any, fn: Any) -> tuple[np.ndarray, str]:
+        """(``fn`` of the host features of X, in row blocks of the memory budget; the caller's
+        array kind)."""
         check_is_fitted(self, "extractor_")
         X, kind = validate_X(self, X, reset=False)     # checked once, here
         fe = self.extractor_
-        return transform_rows(fe.subspace_, X, fe.output, float(fe.reg)), kind
+        return map_outputs(fe.subspace_, X, fe.output, float(fe.reg), fn), kind
 
     @property
     def n_seen_(self) -> int:
@@ -293,8 +294,7 @@ class OKFEBClassifier(ClassifierMixin, _OKFEBLearner):
         return w[-1] if self.fit_intercept else np.zeros(w.shape[1])
 
     def _decisions(self, X: Any) -> tuple[np.ndarray, str]:
-        F, kind = self._features(X)
-        D = self._learner.decision_function(F)
+        D, kind = self._on_features(X, self._learner.decision_function)
         return (D[:, 0] if D.shape[1] == 1 else D), kind
 
     def decision_function(self, X: Any) -> Any:
@@ -467,8 +467,8 @@ class OKFEBRegressor(RegressorMixin, _OKFEBLearner):
 
     def predict(self, X: Any) -> Any:
         """Predicted targets, in the caller's kind of array."""
-        F, kind = self._features(X)
-        return bk.as_kind(self._learner.predict(F), kind)
+        P, kind = self._on_features(X, self._learner.predict)
+        return bk.as_kind(P, kind)
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()

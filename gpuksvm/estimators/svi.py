@@ -41,6 +41,7 @@ from gpuksvm.solvers.svi.algorithm import (
     SVIParams,
     SVIResult,
 )
+from gpuksvm.solvers.smo.memory import warn_memory_fallback
 from gpuksvm.solvers.svi.steps import closed_form_beta, draw_subsets, select_margin_rows
 from gpuksvm.estimators.svc_surface import SVCSurfaceMixin, shape_of, sparse_like
 from gpuksvm.array.validation import encode_classes, validate_X_y
@@ -54,7 +55,7 @@ __all__ = ["SVI", "FITTED_ATTRIBUTES", "ExactFallbackWarning", "MarginCapWarning
 FITTED_ATTRIBUTES = ("classes_", "n_features_in_", "kernel_", "support_", "support_vectors_",
                      "n_support_", "dual_coef_", "intercept_", "margin_support_", "problems_",
                      "subsets_", "sub_models_", "solved_exactly_", "margin_capped_", "n_iter_",
-                     "converged_", "fit_times_", "probA_", "probB_")
+                     "converged_", "fit_times_", "memory_fallback_", "probA_", "probB_")
 
 
 def fit_svi(estimator: "SVI", X: Any, y: Any, *, client: Any = None) -> "SVI":
@@ -237,7 +238,8 @@ class SVI(DeviceMixin, SVCSurfaceMixin, ProbabilityMixin, ClassifierMixin, BaseE
         Per binary problem: ``n_rows``, ``subset_rate`` (θ after sizing, None
         when too small), the sub-SVM summaries (``n_support``, ``objective``,
         ``n_iter``, ``converged``, ``subsets`` kept), the margin statistics
-        (``n_candidates``, ``n_selected``, ``guard``), the ensemble's training
+        (``n_candidates``, ``n_selected``, ``guard``: ``"memory"`` where the memory
+        budget cut the band, see ``memory_fallback_``), the ensemble's training
         accuracy, the ``check`` (``disagreement``, ``accuracy_model``,
         ``accuracy_ensemble``, ``passed``, ``reasons``) and ``exact``: None,
         or why the exact SVM solved the problem (``"too_small"``,
@@ -247,6 +249,12 @@ class SVI(DeviceMixin, SVCSurfaceMixin, ProbabilityMixin, ClassifierMixin, BaseE
     margin_capped_ : (n_problems,) bool array
         True where ``max_margin_sv`` cut the margin band of a problem whose
         closed-form model was kept.
+    memory_fallback_ : str or None
+        What ``cpu_memory_budget`` made smaller than the in-memory path needs
+        (one :class:`~gpuksvm.array.backend.MemoryFallbackWarning`):
+        ``"float32_margin_solve"`` (step 5's s×s system solved in float32, half
+        the memory), ``"margin_rows"`` (fewer margin rows than the band holds,
+        as many as a float32 system in the budget takes); None if nothing.
     probA_, probB_ : (n_problems,) arrays
         Platt sigmoid parameters (``probability=True`` only).
     n_iter_ : (n_problems,) int64 array
@@ -438,6 +446,10 @@ class SVI(DeviceMixin, SVCSurfaceMixin, ProbabilityMixin, ClassifierMixin, BaseE
         self.n_iter_ = result.n_iter
         self.converged_ = result.converged
         self.fit_times_ = result.times
+        self.memory_fallback_ = result.memory_fallback
+        if result.memory_fallback:
+            warn_memory_fallback("SVI", "step 5's margin system was made smaller "
+                                 f"({result.memory_fallback})", stacklevel=4)
         if dask_info is not None:
             self.dask_info_ = dask_info
         self._set_fitted_device(dev)

@@ -590,7 +590,10 @@ def kernel_matvec(X: Any, Z: Any, V: Any, kernel: Kernel | str = "rbf", *, dtype
         if not (bk.is_sparse(X) and xp is np):
             X = _as_2d(X, xp, dt)
         if block_rows is None:
-            block_rows = bk.plan_rows(n, (k + X.shape[1]) * dt.itemsize, bk.device_of(out))
+            # the output counts against the budget too (a million rows' decisions: 8 MB per column)
+            budget = bk.memory_budget(bk.device_of(out))
+            block_rows = bk.plan_rows(n, (k + X.shape[1]) * dt.itemsize, bk.device_of(out),
+                                      budget=max(budget - out.nbytes, budget // 4))
 
         def run(s: int, e: int) -> None:
             Kb = kernel_block(X[s:e], Z, kernel, dtype=dt, block_rows=e - s)

@@ -129,7 +129,9 @@ def _common(extra: dict[str, Spec]) -> dict[str, Spec]:
     out = {"n_features_in_": Int(low=1, high=INT64_RANGE[1], dim="n_features_in_"),
            "feature_names_in_": Strings(("n_features_in_",)),
            "_fitted_on": DeviceSpec(),
-           "dask_info_": Info()}
+           "dask_info_": Info(),
+           # what the memory budget made smaller than asked (None: nothing)
+           "memory_fallback_": Opt(Str())}
     out.update(extra)
     return out
 

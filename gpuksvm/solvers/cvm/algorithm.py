@@ -25,11 +25,13 @@ from sklearn.exceptions import ConvergenceWarning
 
 from gpuksvm.array import backend as bk
 from gpuksvm.kernels.kernel import Kernel
+from gpuksvm.solvers.cvm.ktilde_cache import DENSE_MAX
 from gpuksvm.solvers.cvm.meb import CoreSetResult, fit_core_set
 from gpuksvm.solvers.cvm.scan import ScannerBase, make_scanner
 from gpuksvm.solvers.multiclass import binary_problems, problem_rows
 from gpuksvm.solvers.progress import report
 from gpuksvm.solvers.row_order import RowHasher, smallest_keys
+from gpuksvm.solvers.smo.memory import cache_within_budget
 from gpuksvm.solvers.svc_dual import svc_max_iter_message
 
 __all__ = ["CVMRows", "ArrayRows", "CVMParams", "CVMResult", "solve_cvm", "check_kernel",
@@ -123,6 +125,30 @@ class CVMResult:
     threshold: float | None
     kernel: Kernel
     times: dict
+    memory_fallback: str | None = None
+
+
+#: The dense regime of the core-set QP holds about this many float64 s×s matrices at its
+#: peak (K̃_S, its active-set inverse, and the Cholesky factorization's three while it
+#: rebuilds the inverse).
+_DENSE_COPIES = 6
+
+
+def qp_memory(params: CVMParams) -> tuple[int, int, bool]:
+    """The core-set QP's K̃ row cache (bytes) and largest dense core set within the memory
+    budget, and whether the budget cut the cache below ``cache_size``.
+
+    The row cache is ``cache_size`` within half of ``cpu_memory_budget``
+    (:func:`gpuksvm.solvers.smo.memory.cache_within_budget`); the dense regime
+    (:data:`~gpuksvm.solvers.cvm.ktilde_cache.DENSE_MAX` core vectors) holds
+    :data:`_DENSE_COPIES` float64 s×s matrices at its peak, so it ends where
+    they would exceed the budget (2,041 core vectors at 200 MB; the default
+    512 MiB keeps 3,072).
+    """
+    cache, capped = cache_within_budget(int(float(params.cache_size) * 2**20))
+    budget = bk.memory_budget(bk.CPU)
+    dense_max = int(min(DENSE_MAX, max(64, np.sqrt(budget / (_DENSE_COPIES * 8.0)))))
+    return cache, dense_max, capped
 
 
 def check_kernel(kernel: Kernel, normalize: bool) -> Kernel:
@@ -156,11 +182,12 @@ def _core_set(rows: CVMRows, y: np.ndarray | None, order: np.ndarray, kernel: Ke
     ``y`` (None = one-class)."""
     C = float(params.C)
     scanner = rows.scanner(y, kernel, xscale, C, dtype, device)
+    cache, dense_max, _ = qp_memory(params)
     return fit_core_set(scanner, y, order, C=C, tol=float(params.tol), sample_size=params.sample_size,
                         n_tries=int(params.n_tries), max_iter=int(params.max_iter),
-                        max_core_size=int(params.max_core_size),
-                        cache_bytes=int(float(params.cache_size) * 2**20), shrinking=bool(params.shrinking),
-                        rs=rs, finish_kkt=THRESHOLD_KKT if y is None else None)
+                        max_core_size=int(params.max_core_size), cache_bytes=cache,
+                        shrinking=bool(params.shrinking), rs=rs,
+                        finish_kkt=THRESHOLD_KKT if y is None else None, dense_max=dense_max)
 
 
 def _expansion(rows: CVMRows, results: list[CoreSetResult], signed: bool, xscale: Any,
@@ -259,4 +286,13 @@ def solve_cvm(rows: CVMRows, y: np.ndarray | None, *, n_classes: int = 2, kernel
     _warn_early_stops(results, params)
     return CVMResult(support=support, support_vectors=SV, dual_coef=D, intercept=intercept,
                      sv_scale=scale, problems=problems, core_sets=tuple(results), threshold=threshold,
-                     kernel=kernel, times=times)
+                     kernel=kernel, times=times, memory_fallback=memory_fallback(results, params))
+
+
+def memory_fallback(results: list[CoreSetResult], params: CVMParams) -> str | None:
+    """What the memory budget made smaller in a fit whose core sets are ``results``:
+    ``"kernel_cache"`` when a core set outgrew the dense regime (the row cache then
+    works) and the budget cut the cache below ``cache_size``; else None."""
+    _cache, dense_max, capped = qp_memory(params)
+    grown = any(r.core.shape[0] > dense_max for r in results)
+    return "kernel_cache" if capped and grown else None

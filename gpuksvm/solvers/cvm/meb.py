@@ -51,6 +51,7 @@ from gpuksvm.solvers.cvm.scan import (
     make_scanner,
     merge_top,
 )
+from gpuksvm.solvers.cvm.ktilde_cache import DENSE_MAX
 from gpuksvm.solvers.cvm.simplex_qp import CoreSetQP
 
 # the search's names are re-exported: callers and tests import them from this module
@@ -149,7 +150,8 @@ def _sampled_search(scanner: "ScannerBase", rows: np.ndarray, rs: np.random.Rand
 def fit_core_set(scanner: "ScannerBase", y: np.ndarray | None, rows: np.ndarray | None, *, C: float,
                  tol: float, sample_size: int | None, n_tries: int, max_iter: int, max_core_size: int,
                  cache_bytes: int, shrinking: bool, rs: np.random.RandomState,
-                 max_add: int | None = None, finish_kkt: float | None = None) -> CoreSetResult:
+                 max_add: int | None = None, finish_kkt: float | None = None,
+                 dense_max: int = DENSE_MAX) -> CoreSetResult:
     """The CVM core-set algorithm on one MEB problem, stopped on the relative duality gap.
 
     Parameters
@@ -180,6 +182,8 @@ def fit_core_set(scanner: "ScannerBase", y: np.ndarray | None, rows: np.ndarray 
         At the end, solve the core set's QP on to a KKT gap ≤ ``finish_kkt``·ρ
         (the one-class task: its outlier threshold is a median over the
         support vectors, and the gap stop leaves many small-α ones at 0).
+    dense_max : int
+        Largest core set whose K̃ the QP keeps dense (:class:`KtildeCache`).
 
     Returns
     -------
@@ -199,7 +203,7 @@ def fit_core_set(scanner: "ScannerBase", y: np.ndarray | None, rows: np.ndarray 
     cand_idx = None if rows is None else rows_arr
     if max_add is None:
         max_add = 4 * int(sample_size) if sample_size is not None else 64
-    qp = CoreSetQP(kt, scanner.core_block, cache_bytes)
+    qp = CoreSetQP(kt, scanner.core_block, cache_bytes, dense_max=int(dense_max))
     ylab = None if y is None else np.asarray(y, dtype=np.float64)
 
     def add(idx: np.ndarray) -> np.ndarray:

@@ -9,6 +9,7 @@ The operations the estimators of :mod:`gpuksvm.estimators.okfeb` run on an
 * :func:`fit_passes` — ``fit``'s passes over all rows, in the order of
   :func:`~gpuksvm.solvers.okfeb.learners.stream_order`;
 * :func:`transform_rows` — the outputs of rows under the current state;
+  :func:`map_outputs` — a function of them, in row blocks of the memory budget;
 * :func:`fit_learner` — the epoch loop of :class:`~gpuksvm.OKFEBClassifier` and
   :class:`~gpuksvm.OKFEBRegressor`: the extractor's passes and the linear
   learner (solved exactly on the final features, or online in the same pass),
@@ -37,7 +38,7 @@ from gpuksvm.solvers.okfeb.subspace import OnlineSubspace
 from gpuksvm.solvers.progress import progress
 
 __all__ = ["OKFEBLearnerResult", "new_subspace", "rows_on_device", "stream_rows", "fit_passes",
-           "transform_rows", "fit_learner", "dense_rows"]
+           "transform_rows", "map_outputs", "fit_learner", "dense_rows"]
 
 
 @dataclass(frozen=True)
@@ -119,6 +120,25 @@ def fit_passes(subspace: OnlineSubspace, X: Any, Xd: Any, params: SubspaceParams
 def transform_rows(subspace: OnlineSubspace, X: Any, output: str, reg: float) -> np.ndarray:
     """Host outputs (``output``: "features" or "kernel") of the rows of X under the current state."""
     return bk.to_host(subspace.transform(rows_on_device(X, subspace), output, reg))
+
+
+def map_outputs(subspace: OnlineSubspace, X: Any, output: str, reg: float,
+                fn: Callable[[np.ndarray], np.ndarray]) -> np.ndarray:
+    """``fn`` of the host outputs of the rows of X (:func:`transform_rows`), in row blocks sized
+    from ``cpu_memory_budget``, results concatenated: the outputs of all rows are never held at
+    once (a million rows' float64 features of a 150-vector state are 1.2 GB).
+
+    ``fn`` maps (b, q) outputs to (b, ...) results, row for row.
+    """
+    n = X.shape[0]
+    m = max(int(subspace.m), 1)
+    # per row: the kernel block against the state, its outputs (float64 and the working dtype),
+    # the row itself
+    step = bk.plan_rows(n, (3 * m + X.shape[1]) * 8, bk.CPU, min_rows=64)
+    if n == 0:
+        return fn(transform_rows(subspace, X, output, reg))
+    return np.concatenate([np.asarray(fn(transform_rows(subspace, X[s:s + step], output, reg)))
+                           for s in range(0, n, step)])
 
 
 def fit_learner(X: Any, targets: np.ndarray, subspace: OnlineSubspace, params: SubspaceParams, *,

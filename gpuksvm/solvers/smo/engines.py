@@ -53,12 +53,17 @@ from gpuksvm.kernels.kernel import Kernel
 from gpuksvm.solvers.multiclass import problem_rows
 from gpuksvm.array.blas_threads import host_blas_threads, one_blas_thread
 from gpuksvm.solvers.smo.host import _solve_libsvm, _solve_ovo_libsvm, solve_smo_host
+from gpuksvm.solvers.smo.memory import cache_within_budget
 from gpuksvm.solvers.smo.working_set import solve_working_set
 from gpuksvm.solvers.svc_dual import PRECOMPUTED, SMOResult, is_precomputed
 
 # SMOResult and PRECOMPUTED live in gpuksvm.solvers.svc_dual; re-exported here as the result
 # type and the kernel constant of this module's functions
-__all__ = ["solve", "solve_batched", "solve_ovo", "METHODS", "SMOResult", "PRECOMPUTED"]
+__all__ = ["solve", "solve_batched", "solve_ovo", "METHODS", "SMOResult", "PRECOMPUTED", "DEFAULT_CACHE_BYTES"]
+
+#: The kernel cache when none is asked for (LIBSVM's 200 MB of scikit-learn's SVC), within
+#: the memory budget (:func:`gpuksvm.solvers.smo.memory.cache_within_budget`).
+DEFAULT_CACHE_BYTES = 200 * 2**20
 
 METHODS = ("auto", "libsvm", "smo", "working_set")
 
@@ -177,7 +182,8 @@ def solve(X: Any, y: Any, kernel: Kernel | str, C: float, *, tol: float = 1e-3,
         Per-row weights: Cᵢ = C·wᵢ.
     device, dtype : see :mod:`gpuksvm.array.backend`
     cache_bytes : int, optional
-        Kernel-row cache of ``method="smo"`` / LIBSVM's cache (default 200 MiB).
+        Kernel-row cache of ``method="smo"`` / LIBSVM's cache (default 200 MiB); the caches
+        of the problems solved at once hold at most half of ``cpu_memory_budget`` together.
     method : {"auto", "libsvm", "smo", "working_set"}
     shrinking : bool
         Shrinking heuristic of ``method="smo"``.
@@ -269,6 +275,10 @@ def solve_batched(X: Any, y: Any, subsets: Sequence[Any], kernel: Kernel | str,
             return solve_working_set(X, ys, subs, kernel, Cs, tol=float(tol), max_iter=mi, device=dev,
                                      dtype=dtype, sample_weight=w, working_set_size=working_set_size,
                                      warn=bool(warn_convergence))
+    jobs = _n_workers(n_jobs, len(subs))
+    # the caches of the problems solved at once share the memory budget
+    cache_bytes, _ = cache_within_budget(DEFAULT_CACHE_BYTES if cache_bytes is None else cache_bytes,
+                                         n_parallel=jobs)
     if meth == "smo":
         def one(p: int) -> SMOResult:
             return solve_smo_host(X, ys[p], subs[p], kernel, Cs[p], tol=float(tol), max_iter=mi,
@@ -279,7 +289,6 @@ def solve_batched(X: Any, y: Any, subsets: Sequence[Any], kernel: Kernel | str,
             return _solve_libsvm(X, ys[p], subs[p], kernel, Cs[p], float(tol), mi, w, cache_bytes,
                                  bool(warn_convergence))
 
-    jobs = _n_workers(n_jobs, len(subs))
     # LIBSVM is single-threaded C and our SMO's BLAS calls are single kernel rows:
     # one BLAS thread each, so that no spinning BLAS worker competes with the
     # solvers (or with the parallel problems) for the cores (gpuksvm.array.blas_threads)
@@ -368,6 +377,7 @@ def solve_ovo(X: Any, yidx: Any, kernel: Kernel | str, C: float, *, n_classes: i
         raise ValueError(f"class(es) {missing.tolist()} have no row of positive weight")
     dev = bk.device_for(device, X)
     if _resolve_method(method, dev) == "libsvm":
+        cache_bytes, _ = cache_within_budget(DEFAULT_CACHE_BYTES if cache_bytes is None else cache_bytes)
         with one_blas_thread():
             res = _solve_ovo_libsvm(X, yidx, K, kernel, float(C), float(tol), mi, sw, cw, cache_bytes,
                                     bool(warn_convergence))

@@ -120,6 +120,8 @@ from gpuksvm.solvers.svi.steps import (
     check_rows,
     class_orders,
     ensemble_check,
+    margin_solve_dtype,
+    max_margin_rows,
     problem_subsets,
     select_margin_rows,
     solve_margin_problem,
@@ -197,6 +199,7 @@ class SVIResult:
     support_vectors: Any = None
     n_support: np.ndarray | None = None
     kernel: Kernel | None = None
+    memory_fallback: str | None = None
 
 
 def solve_record(r: Any) -> dict:
@@ -573,13 +576,24 @@ def margin_stage(ens: SVIEnsemble, margin_tol: float | None = None, *,
     t0 = time.perf_counter()
     margin_rows: list[np.ndarray | None] = [None] * P
     labels_sel: list[np.ndarray | None] = [None] * P
+    # step 5's s×s system must fit the memory budget, in float32 at least
+    budget = bk.memory_budget(getattr(source, "device", bk.CPU))
+    mem_cap = max_margin_rows(int(source.shape[1]), budget)
+    max_sv = None if params.max_margin_sv is None else int(params.max_margin_sv)
+    by_memory = max_sv is None or mem_cap < max_sv
+    memory: dict[int, set[str]] = {}          # per problem: what the budget made smaller
     for p in range(P):                               # step 4, every ensemble problem
         if ens.F[p] is None:
             continue
         cand = source.margin_candidates(ens, p, tau)
         sel, info = select_margin_rows(cand.margin, cand.y, tau, min_sv=int(params.min_margin_sv),
-                                       max_sv=None if params.max_margin_sv is None
-                                       else int(params.max_margin_sv))
+                                       max_sv=mem_cap if by_memory else max_sv)
+        if by_memory and info["guard"] == "max":
+            info["guard"] = "memory"
+            memory.setdefault(p, set()).add("margin_rows")
+        if margin_solve_dtype(int(sel.shape[0]), int(source.shape[1]), getattr(source, "dtype", np.float64),
+                              budget)[1]:
+            memory.setdefault(p, set()).add("float32_margin_solve")
         if cand.n_band is not None:
             info["n_candidates"] = int(cand.n_band)
         order = np.argsort(cand.rows[sel], kind="stable")     # ascending rows
@@ -624,7 +638,9 @@ def margin_stage(ens: SVIEnsemble, margin_tol: float | None = None, *,
             sup, coef, b = _host_model(exact[p])
             margin_rows[p], betas[p], intercepts[p] = sup, coef, b
     result = assemble(ens.problems, ens.subsets, sub_info, margin_rows, betas, intercepts, params, times)
+    kept = set().union(*[what for p, what in memory.items() if exact[p] is None])   # closed-form models
     return replace(result, support_vectors=source.take(result.support), kernel=ens.kernel,
+                   memory_fallback=", ".join(sorted(kept)) or None,
                    n_support=np.bincount(ens.yidx[result.support],
                                          minlength=int(ens.yidx.max()) + 1).astype(np.int32))
 

@@ -20,6 +20,7 @@ from itertools import combinations
 from typing import Any
 
 import numpy as np
+import scipy.linalg as sla
 from sklearn.utils import check_random_state
 
 from gpuksvm.array import backend as bk
@@ -29,7 +30,8 @@ from gpuksvm.solvers.multiclass import problem_rows
 from gpuksvm.solvers.row_order import RowHasher
 
 __all__ = ["row_order_keys", "class_orders", "take_blocks",
-           "draw_subsets", "plan_problem", "problem_subsets", "check_rows", "select_margin_rows", "closed_form_beta",
+           "draw_subsets", "plan_problem", "problem_subsets", "check_rows", "select_margin_rows", "closed_form_beta", "margin_solve_dtype", "margin_solve_bytes",
+           "max_margin_rows",
            "solve_margin_problem", "stack_submodels", "average_submodels", "submodel_values",
            "ensemble_check", "stack_margin_models", "DEFAULT_MARGIN_TOL", "DEFAULT_MAX_MARGIN_SV",
            "DEFAULT_MIN_MARGIN_SV", "DEFAULT_MIN_SUBSET_ROWS", "MAX_SUBMODEL_DISAGREEMENT",
@@ -59,6 +61,9 @@ CHECK_MAX_ROWS = 10_000
 #: Largest s for which the closed-form system is solved in float64 whatever the
 #: working dtype (an s×s float64 matrix of 8192² entries is 512 MiB).
 _FLOAT64_SOLVE_MAX = 8192
+#: Rows of kernel values step 5 computes at once beside its s×s system when the memory budget
+#: leaves no more (512 × 5,000 float64: 20 MB, a GEMM still large enough for BLAS).
+_MARGIN_BLOCK_ROWS = 512
 
 
 # --------------------------------------------------------------------------- step 1
@@ -262,21 +267,28 @@ def select_margin_rows(margin: np.ndarray, y: np.ndarray, margin_tol: float, *,
 
 
 # --------------------------------------------------------------------------- step 5
-def closed_form_beta(K: Any, y: Any, C: float) -> tuple[Any, float]:
+def closed_form_beta(K: Any, y: Any, C: float, *, overwrite_k: bool = False) -> tuple[Any, float]:
     """β and b minimizing eq. (5): ½βᵀKβ + C‖y − Kβ − 1b‖².
 
-    β = (I/(2C) + ΠK)⁻¹ Πy  (eq. 9, Π = I − 11ᵀ/s, so ΠK subtracts the mean row)
-    b = (1/s) 1ᵀ(y − Kβ)    (eq. 7, from ∂Q/∂b = 0, eq. 6)
+    β = (I/(2C) + ΠK)⁻¹ Πy  (eq. 9, Π = I − 11ᵀ/s)
+    b = (1/s) 1ᵀ(y − Kβ) = ȳ − mᵀβ  (eq. 7, m the column means of K)
 
-    The system matrix is not symmetric; it is solved by LU
-    (:func:`gpuksvm.array.linalg.solve`), never by an explicit inverse.  Any
-    solution of (9) also zeroes the β-gradient of eq. (8), and 1ᵀβ = 0.
+    Any solution of (9) has 1ᵀβ = 0 (1ᵀ of the left side is 1ᵀβ/(2C), of the
+    right side 0), so β = Πβ and (9) is the symmetric positive definite system
+    (I/(2C) + ΠKΠ) β = Πy (eigenvalues ≥ 1/(2C)).  It is formed in the memory
+    of K (ΠKΠ = K − m1ᵀ − 1mᵀ + μ11ᵀ) and factorized there by Cholesky: one
+    s×s matrix in all, where forming ΠK beside K and solving it by LU held
+    three (845 MB of peak growth on ijcnn1, s = 5,000).  If the factorization
+    fails (rounding in float32 at large s), the general system (9) is solved
+    by LU on a fresh ΠK.
 
     Parameters
     ----------
-    K : (s, s) kernel matrix of the margin SVs (NumPy or CuPy)
+    K : (s, s) symmetric kernel matrix of the margin SVs (NumPy or CuPy)
     y : (s,) labels in {−1, +1} on the same device
     C : float > 0
+    overwrite_k : bool
+        Use K's memory for the system (K is then destroyed).
 
     Returns
     -------
@@ -284,23 +296,88 @@ def closed_form_beta(K: Any, y: Any, C: float) -> tuple[Any, float]:
     """
     xp = bk.namespace_of(K)
     s = K.shape[0]
-    A = K - K.mean(axis=0, keepdims=True)          # K̄ = Π K
-    A[xp.arange(s), xp.arange(s)] += 1.0 / (2.0 * C)  # I/(2C) + K̄
-    ybar = y - y.mean()                            # ȳ = Π y
-    beta = linalg.solve(A, ybar)                   # eq. (9)
-    b = float((y - K @ beta).mean())               # eq. (7)
+    m = K.mean(axis=0)
+    ybar = y - y.mean()
+    A = K if overwrite_k else K.copy()
+    A -= m[None, :]
+    A -= m[:, None]
+    A += m.mean()
+    A[xp.arange(s), xp.arange(s)] += 1.0 / (2.0 * C)
+    try:
+        beta = _solve_spd_inplace(A, ybar)
+    except np.linalg.LinAlgError:
+        if overwrite_k:
+            raise
+        A = K - m[None, :]
+        A[xp.arange(s), xp.arange(s)] += 1.0 / (2.0 * C)
+        beta = linalg.solve(A, ybar)
+    b = float(y.mean() - m @ beta)
     return beta, b
+
+
+def _solve_spd_inplace(A: Any, b: Any) -> Any:
+    """Solve A x = b for symmetric positive definite ``A``, factorized in A's memory on the
+    CPU (``A`` is destroyed; its transpose is the Fortran-ordered matrix LAPACK works in)."""
+    if bk.namespace_of(A) is not np:
+        return linalg.solve_spd(A, b)
+    F = A.T if A.flags.c_contiguous else A
+    factor = sla.cho_factor(F, lower=True, overwrite_a=True, check_finite=False)
+    return sla.cho_solve(factor, b, check_finite=False)
+
+
+def margin_solve_bytes(s: int, d: int, itemsize: int) -> int:
+    """Working bytes of step 5 on s margin rows of d features: the s×s system and the row
+    block of kernel values computed into it (:data:`_MARGIN_BLOCK_ROWS` rows)."""
+    return s * s * itemsize + min(s, _MARGIN_BLOCK_ROWS) * (s + d) * itemsize
+
+
+def margin_solve_dtype(s: int, d: int, dtype: Any, budget: int) -> tuple[np.dtype, bool]:
+    """The dtype of step 5's s×s system and whether the memory budget chose it.
+
+    float64 up to s = ``_FLOAT64_SOLVE_MAX`` (beyond, with a float64 working
+    ``dtype``) when :func:`margin_solve_bytes` fits ``budget``; else float32,
+    which halves the matrix (the second value: True when float64 was wanted
+    and only the budget ruled it out).
+    """
+    wanted = s <= _FLOAT64_SOLVE_MAX or np.dtype(dtype) == np.float64
+    if wanted and margin_solve_bytes(s, d, 8) <= budget:
+        return np.dtype(np.float64), False
+    return np.dtype(np.float32), wanted
+
+
+def max_margin_rows(d: int, budget: int) -> int:
+    """The most margin rows whose float32 step 5 (:func:`margin_solve_bytes`) fits ``budget``."""
+    lo, hi = 1, int(np.sqrt(max(int(budget), 0) / 4.0)) + 1
+    while lo < hi:                                   # the largest s that fits (bisection)
+        mid = (lo + hi + 1) // 2
+        lo, hi = (mid, hi) if margin_solve_bytes(mid, d, 4) <= budget else (lo, mid - 1)
+    return lo
 
 
 def solve_margin_problem(Xs: Any, ys: np.ndarray, kernel: Kernel, C: float,
                          dtype: np.dtype) -> tuple[np.ndarray, float]:
     """SVI step 5 on the margin rows ``Xs`` (on their device): β (host float64) and b.
 
-    The s×s system is formed and solved in float64 up to s = ``_FLOAT64_SOLVE_MAX``.
+    The s×s system is formed and solved in float64 up to s = ``_FLOAT64_SOLVE_MAX``
+    when it fits the memory budget (:func:`margin_solve_dtype`), in one s×s
+    matrix (:func:`closed_form_beta`) filled in row blocks of the budget left
+    beside it; a failed float32 factorization is retried in float64.
     """
-    sdt = np.float64 if Xs.shape[0] <= _FLOAT64_SOLVE_MAX else dtype
-    K = kernel_block(Xs, None, kernel, dtype=sdt)
-    beta, b = closed_form_beta(K, bk.to_device(ys, bk.device_of(K), sdt), float(C))
+    s, d = int(Xs.shape[0]), int(Xs.shape[1])
+    budget = bk.memory_budget(bk.device_of(Xs))
+    sdt, _ = margin_solve_dtype(s, d, dtype, budget)
+    for dt in ((sdt,) if sdt == np.float64 else (sdt, np.dtype(np.float64))):
+        rows = bk.plan_rows(s, (s + d) * dt.itemsize, budget=max(budget - s * s * dt.itemsize, 0),
+                            min_rows=min(s, _MARGIN_BLOCK_ROWS))
+        K = kernel_block(Xs, None, kernel, dtype=dt, block_rows=rows)
+        try:
+            beta, b = closed_form_beta(K, bk.to_device(ys, bk.device_of(Xs), dt), float(C), overwrite_k=True)
+            break
+        except np.linalg.LinAlgError:
+            if dt == np.float64:
+                raise
+        finally:
+            del K
     return np.asarray(bk.to_host(beta), dtype=np.float64), float(b)
 
 
