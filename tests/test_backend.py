@@ -86,7 +86,7 @@ def test_plan_rows_refuses_a_budget_below_one_block():
         bk.plan_rows(10, 800, budget=799, what="a kernel block")
     assert (info.value.budget, info.value.minimum) == (799, 800)
     assert "a kernel block" in str(info.value) and isinstance(info.value, ValueError)
-    with pytest.raises(bk.MemoryBudgetError, match="at least 3,200 bytes"):
+    with pytest.raises(bk.MemoryBudgetError, match="at least 3,200 bytes"):   # a part of the budget
         bk.plan_rows(10, 800, budget=3199, min_rows=4)
     with bk.config_context(cpu_memory_budget=100):
         with pytest.raises(bk.MemoryBudgetError, match="budget of 100 bytes"):

@@ -155,7 +155,7 @@ def test_okfeb_predicts_in_blocks_of_the_budget():
     X, y = _two_class(3000)
     est = OKFEBClassifier(device="cpu", random_state=0).fit(X, y)
     ref = est.decision_function(X)
-    with gpuksvm.config_context(cpu_memory_budget="200KB"):
+    with gpuksvm.config_context(cpu_memory_budget="2MB"):
         np.testing.assert_allclose(est.decision_function(X), ref, rtol=1e-10, atol=1e-12)
         np.testing.assert_array_equal(est.predict(X), est.classes_[(ref > 0).astype(int)])
 

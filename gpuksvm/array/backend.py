@@ -104,18 +104,28 @@ class MemoryBudgetError(ValueError):
     Attributes
     ----------
     budget : int
-        The budget the block was planned in, bytes.
+        The budget the block was planned in, bytes (an operation may be given a part of the
+        configured budget).
+    configured : int
+        The configured memory budget of the device, bytes.
     minimum : int
         The smallest budget that holds one block (``min_rows`` rows of ``bytes_per_row``), bytes.
     """
 
-    def __init__(self, budget: int, minimum: int, what: str = "a block operation") -> None:
+    def __init__(self, budget: int, minimum: int, what: str = "a block operation",
+                 configured: int | None = None) -> None:
         self.budget = int(budget)
         self.minimum = int(minimum)
-        super().__init__(
-            f"the memory budget of {self.budget:,} bytes is smaller than one row block of {what}, "
-            f"which needs {self.minimum:,} bytes: raise the budget to at least {self.minimum:,} bytes "
-            "(gpuksvm.set_config(cpu_memory_budget=...) on the CPU)")
+        self.configured = self.budget if configured is None else int(configured)
+        if self.configured == self.budget:
+            head = f"the memory budget of {self.budget:,} bytes is smaller than one row block of {what}"
+            ask = f"raise the budget to at least {self.minimum:,} bytes"
+        else:   # the operation was given a part of the budget (the rest holds other working memory)
+            head = (f"the {self.budget:,} bytes left for {what} of the memory budget ({int(configured):,} "
+                    "bytes) are smaller than one row block")
+            ask = f"raise the budget so that at least {self.minimum:,} bytes are left for it"
+        super().__init__(f"{head}, which needs {self.minimum:,} bytes: {ask} "
+                         "(gpuksvm.set_config(cpu_memory_budget=...) on the CPU)")
 
 
 class MemoryFallbackWarning(ResourceWarning):
@@ -727,18 +737,20 @@ def plan_rows(n_rows: int, bytes_per_row: int, device: str | Device = "cpu", *,
     --------
     >>> plan_rows(10_000, 800, budget=80_000)
     100
-    >>> plan_rows(10_000, 800, budget=500, what="a kernel block")
+    >>> with config_context(cpu_memory_budget=500):
+    ...     plan_rows(10_000, 800, what="a kernel block")
     Traceback (most recent call last):
     ...
     gpuksvm.array.backend.MemoryBudgetError: the memory budget of 500 bytes is smaller than one row block of a kernel block, which needs 800 bytes: raise the budget to at least 800 bytes (gpuksvm.set_config(cpu_memory_budget=...) on the CPU)
     """
     if n_rows <= 0:
         return 0
-    budget = memory_budget(device) if budget is None else int(budget)
+    configured = memory_budget(device)
+    budget = configured if budget is None else int(budget)
     per_row = max(int(bytes_per_row), 1)
     minimum = per_row * max(int(min_rows), 1)
     if budget < minimum:
-        raise MemoryBudgetError(budget, minimum, what)
+        raise MemoryBudgetError(budget, minimum, what, configured=configured)
     rows = max(int(budget // per_row), min_rows)
     if multiple > 1 and rows >= multiple:
         rows -= rows % multiple
