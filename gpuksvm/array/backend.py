@@ -129,7 +129,9 @@ class MemoryBudgetError(ValueError):
 
 
 class MemoryFallbackWarning(ResourceWarning):
-    """A block ran out of device memory and was retried with smaller blocks."""
+    """Working memory made smaller than asked: a block that ran out of device memory and was retried
+    with smaller blocks, or an in-memory path (a kernel cache, a solve) cut to the memory budget
+    (the estimator's ``memory_fallback_`` says what)."""
 
 
 # --------------------------------------------------------------------------- config
