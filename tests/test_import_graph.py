@@ -130,7 +130,7 @@ def test_algorithm_layers_never_import_an_estimator(layer):
 
 # --------------------------------------------------------------------------- the layers
 #: the layers, bottom first: a module imports only from its own layer and the layers below
-LAYERS = ("array", "data", "kernels", "solvers", "scaleout", "estimators", "persistence", "cli")
+LAYERS = ("array", "data", "kernels", "solvers", "scaleout", "estimators", "model_selection", "persistence", "cli")
 #: modules directly under gpuksvm/ and the layer they belong to (None: above every layer, imported by none)
 TOP_LEVEL = {"gpuksvm._version": "array",      # the version string: every layer may read it
              "gpuksvm.datasets": "data",       # SVMlight files and the papers' generators

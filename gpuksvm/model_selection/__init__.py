@@ -1,0 +1,1 @@
+"""Cross-validated model selection that shares work across folds and settings."""
