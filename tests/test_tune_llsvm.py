@@ -87,3 +87,18 @@ def test_template_not_modified():
     list(search_llsvm(est, X, y, [(np.arange(300), np.arange(300, 600))], GRID[:1]))
     assert est.get_params() == before and not hasattr(est, "landmarks_")
     np.testing.assert_array_equal(X, X0)
+
+
+def test_linear_svm_fit_from_equals_cold_fit():
+    from gpuksvm.estimators.linear_svm import LinearSVM
+    rng = np.random.RandomState(0)
+    X = rng.normal(size=(3000, 20)).astype(np.float32)
+    y = np.sign(X[:, 0] + 0.3 * X[:, 1] + 0.2 * rng.normal(size=3000))
+    y3 = np.digitize(X[:, 0] + 0.2 * rng.normal(size=3000), [-0.5, 0.5])
+    for labels in (y, y3):
+        prev = LinearSVM(C=1.0, solver="newton", device="cpu", dtype="float64").fit(X, labels)
+        cold = LinearSVM(C=64.0, solver="newton", device="cpu", dtype="float64").fit(X, labels)
+        warm = LinearSVM(C=64.0, solver="newton", device="cpu", dtype="float64").fit_from(prev, X, labels)
+        np.testing.assert_allclose(warm.objective_, cold.objective_, rtol=1e-4)
+        np.testing.assert_allclose(warm.decision_function(X), cold.decision_function(X), atol=1e-2)
+        assert warm.n_iter_ <= cold.n_iter_ + 1
