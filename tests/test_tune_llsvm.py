@@ -6,6 +6,7 @@ from sklearn.base import clone
 from sklearn.model_selection import StratifiedKFold
 
 from gpuksvm.array import backend as bk
+from gpuksvm.estimators.linear_svm import LinearSVM
 from gpuksvm.estimators.llsvm import LLSVM
 from gpuksvm.model_selection import llsvm as engine
 from gpuksvm.model_selection.shared import engine_for
@@ -122,3 +123,18 @@ def test_an_integer_C_stays_as_the_candidate_gave_it(C):
     fits = list(engine.search_llsvm(LLSVM(n_landmarks=20, device="cpu", random_state=0), X, y, splits,
                                     [{"gamma": 1.0, "C": C}]))
     assert all(type(f.estimator.C) is int for f in fits)
+
+
+def test_linear_svm_fit_from_equals_cold_fit():
+    """The warm start along C (LinearSVM.fit_from): a cold solve's solution to the tolerance, no more steps."""
+    rng = np.random.RandomState(0)
+    X = rng.normal(size=(3000, 20)).astype(np.float32)
+    y = np.sign(X[:, 0] + 0.3 * X[:, 1] + 0.2 * rng.normal(size=3000))
+    y3 = np.digitize(X[:, 0] + 0.2 * rng.normal(size=3000), [-0.5, 0.5])
+    for labels in (y, y3):
+        prev = LinearSVM(C=1.0, solver="newton", device="cpu", dtype="float64").fit(X, labels)
+        cold = LinearSVM(C=64.0, solver="newton", device="cpu", dtype="float64").fit(X, labels)
+        warm = LinearSVM(C=64.0, solver="newton", device="cpu", dtype="float64").fit_from(prev, X, labels)
+        np.testing.assert_allclose(warm.objective_, cold.objective_, rtol=1e-4)
+        np.testing.assert_allclose(warm.decision_function(X), cold.decision_function(X), atol=1e-2)
+        assert warm.n_iter_ <= cold.n_iter_ + 1

@@ -250,12 +250,30 @@ class LinearSVM(DeviceMixin, ProbabilityMixin, ClassifierMixin, BaseEstimator):
         """
         if is_block_input(X) or self.solver == "sbm":
             return self._fit_blocks(X, y, sample_weight)
+        return self._fit_arrays(X, y, sample_weight, None)
+
+    @fit_context()
+    def fit_from(self, start: "LinearSVM", X: Any, y: Any, sample_weight: Any = None) -> "LinearSVM":
+        """Fit on arrays starting from ``start``'s weights (a fitted model of the same problem at
+        another C: a warm start along a C path).
+
+        The in-memory Newton engine starts from them and stops by the same rule as a cold fit
+        (relative to the gradient at zero), so the model is :meth:`fit`'s to the tolerance;
+        the other engines start from zero.
+        """
+        if is_block_input(X) or self.solver == "sbm":
+            raise ValueError("fit_from takes arrays (in memory); use fit for block input or solver='sbm'")
+        check_is_fitted(start, "coef_")
+        return self._fit_arrays(X, y, sample_weight, (start.coef_, start.intercept_))
+
+    def _fit_arrays(self, X: Any, y: Any, sample_weight: Any, start: Any) -> "LinearSVM":
+        """The in-memory fit of :meth:`fit` and :meth:`fit_from`."""
         X, y, _ = validate_X_y(self, X, y)
         sw = None if sample_weight is None else check_sample_weight(sample_weight, X)
         dev = self._device()
         self._store(solve_linear_svm(X, y, self._solver_params(), device=dev, dtype=self.dtype,
-                                     sample_weight=sw, stacklevel=2))
-        self._warn_unconverged(stacklevel=3)
+                                     sample_weight=sw, stacklevel=3, start=start))
+        self._warn_unconverged(stacklevel=4)
         if self.probability:
             self._fit_probability(X, y, sample_weight)
         return self

@@ -482,7 +482,8 @@ def fit_llsvm_grid(X: Any, y: Any, *, gammas: Sequence[float], Cs: Sequence[floa
     The landmarks (k-means does not depend on γ) are computed once, the maps of
     all γ come from one batched eigendecomposition (:func:`nystrom_maps`), the
     feature map F is computed once per γ, and only the linear SVM is trained per
-    (γ, C).  With ``estimator.spectrum == "supervised"`` each map gets LLSVM2's
+    (γ, C), each C after the first starting from the previous C's weights
+    (:meth:`LinearSVM.fit_from`; give ``Cs`` ascending for the shortest path).  With ``estimator.spectrum == "supervised"`` each map gets LLSVM2's
     spectrum (the same labelled subset for every γ).
 
     Parameters
@@ -527,7 +528,7 @@ def fit_llsvm_grid(X: Any, y: Any, *, gammas: Sequence[float], Cs: Sequence[floa
     dev = proto._device()
     kerns = [Kernel(base.kernel, gamma=g, degree=base.degree, coef0=base.coef0) for g in gammas]
     results = fit_llsvm_path(ArrayRows(X, y, sw), kernels=kerns, Cs=Cs, params=proto._map_params(),
-                             spec=proto._linear_spec(), linear=_LinearSVMStage(proto), device=dev,
+                             spec=proto._linear_spec(), linear=_LinearSVMStage(proto, warm_start=True), device=dev,
                              dtype=bk.resolve_dtype(proto.dtype, dev), random_state=proto.random_state)
     models = []
     for (g, c), result in zip([(g, c) for g in gammas for c in Cs], results):
@@ -543,11 +544,23 @@ class _LinearSVMStage:
     estimator's parameters and the stage's C (the :class:`~gpuksvm.solvers.nystrom.llsvm.LinearStage`
     of :func:`~gpuksvm.solvers.nystrom.llsvm.fit_llsvm_path`)."""
 
-    def __init__(self, estimator: LLSVM):
+    def __init__(self, estimator: LLSVM, warm_start: bool = False):
         self.estimator = estimator
+        self.warm_start = warm_start
+        self._last: tuple[Any, LinearSVM] | None = None     # (features, model) of the previous C
 
     def fit(self, spec: LinearSpec, X: Any, y: Any = None, sample_weight: Any = None) -> LinearSVM:
-        return self.estimator._linear_svm(spec.C).fit(X, y, sample_weight=sample_weight)
+        """With ``warm_start``, the second and later C on the same features start from the previous
+        C's weights (:meth:`LinearSVM.fit_from`; Newton: a cold fit's model to the tolerance)."""
+        svm = self.estimator._linear_svm(spec.C)
+        last = self._last
+        if (self.warm_start and last is not None and last[0] is X and not self.estimator.probability
+                and not is_block_input(X)):
+            model = svm.fit_from(last[1], X, y, sample_weight=sample_weight)
+        else:
+            model = svm.fit(X, y, sample_weight=sample_weight)
+        self._last = (X, model) if self.warm_start else None
+        return model
 
     def from_newton(self, spec: LinearSpec, solution: Any, classes: np.ndarray, n_features: int, engine: str,
                     device: bk.Device, dtype: Any, log_scale: float, n_passes: int) -> LinearSVM:

@@ -166,7 +166,7 @@ def class_weights(class_weight: Any, classes: np.ndarray, y_idx: np.ndarray,
 
 def solve_linear_svm(X: Any, y: np.ndarray, params: LinearSVMParams, *, device: bk.Device,
                      dtype: Any = None, sample_weight: np.ndarray | None = None,
-                     stacklevel: int = 2) -> LinearSVMResult:
+                     stacklevel: int = 2, start: tuple[Any, Any] | None = None) -> LinearSVMResult:
     """Solve the one-vs-rest linear SVM on validated arrays.
 
     Parameters
@@ -179,6 +179,10 @@ def solve_linear_svm(X: Any, y: np.ndarray, params: LinearSVMParams, *, device: 
     sample_weight : (n,) checked non-negative multipliers of C, or None
     stacklevel : of the :class:`~gpuksvm.solvers.cost_scaling.ScaledProblemWarning`, counted
         from the caller of this function
+    start : (coef, intercept), optional
+        Weights of a solution of the same problem at another C (a warm start along a C path).
+        The Newton engine starts from them; its stopping rule is relative to ‖∇f(0)‖, so the
+        solution is a cold solve's to the tolerance.  The other engines start from zero.
 
     Returns
     -------
@@ -199,8 +203,9 @@ def solve_linear_svm(X: Any, y: np.ndarray, params: LinearSVMParams, *, device: 
     Xd = bk.to_device(X, device, dt)
     if engine == "newton":
         xp = bk.get_namespace(device)
+        W0 = _start_weights(start, Y.reshape(Y.shape[0], -1).shape[1], X.shape[1], s, device, dt)
         sol = newton_squared_hinge(Xd, xp.asarray(Y, dtype=dt), C, sample_weight=xp.asarray(S, dtype=dt),
-                                   intercept_scaling=s, tol=float(params.tol), max_iter=int(params.max_iter),
+                                   intercept_scaling=s, W0=W0, tol=float(params.tol), max_iter=int(params.max_iter),
                                    random_state=params.random_state, verbose=params.verbose)
         if sol.info["method"] == "cg":
             engine = "newton-cg"
@@ -211,6 +216,22 @@ def solve_linear_svm(X: Any, y: np.ndarray, params: LinearSVMParams, *, device: 
                            objective=np.asarray(sol.objective, dtype=np.float64), n_iter=int(sol.n_iter),
                            converged=bool(sol.converged), solver=engine, cost_scale=math.exp(log_scale),
                            device=device, dual_coef=sol.alpha)
+
+
+def _start_weights(start: tuple[Any, Any] | None, m: int, d: int, scale: float | None,
+                   device: bk.Device, dt: Any) -> Any:
+    """W (dim, m) of Newton's design from ``(coef, intercept)``: coefᵀ, then intercept / scale for
+    the constant column; None without a start or when its shape is another problem's."""
+    if start is None:
+        return None
+    xp = bk.get_namespace(device)
+    coef = bk.to_device(start[0], device, dt)
+    if tuple(coef.shape) != (m, d):
+        return None
+    if not scale:
+        return coef.T.copy()
+    b = bk.to_device(start[1], device, dt).reshape(1, m) / float(scale)
+    return xp.concatenate([coef.T, b.astype(dt)], axis=0)
 
 
 def solve_liblinear(X: Any, y: np.ndarray, params: LinearSVMParams, Y: np.ndarray, S: np.ndarray, C: float,
