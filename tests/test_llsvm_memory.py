@@ -205,3 +205,17 @@ def test_streamed_fit_reaches_the_in_memory_solution():
     np.testing.assert_allclose(est.intercept_, ref.intercept_, atol=1e-3)
     assert est.svm_.objective_[0] == pytest.approx(ref.svm_.objective_[0], rel=1e-6)
     assert np.mean(est.predict(X) == ref.predict(X)) > 0.999
+
+
+def test_predict_proba_holds_one_block_of_features(monkeypatch):
+    """predict_proba maps and scores one capped row block at a time: the same probabilities as
+    the linear SVM on all of F, without F (20,000 × 100 float32, 8 MB) in memory."""
+    X = np.random.default_rng(6).normal(size=(20000, 5)).astype(np.float32)
+    y = (X[:, 0] + 0.5 * X[:, 1] > 0).astype(int)
+    est = LLSVM(n_landmarks=100, kmeans_sample=2000, probability=True, device="cpu",
+                random_state=0).fit(X[:2000], y[:2000])
+    P_ref = est.svm_.predict_proba(est.transform(X))
+    monkeypatch.setattr(nystrom, "KERNEL_BLOCK_BYTES", 1 << 20)      # 2,621 rows of 100 landmarks
+    P, peak = _traced_peak(lambda: est.predict_proba(X))
+    np.testing.assert_allclose(P, P_ref, rtol=1e-5, atol=1e-6)
+    assert peak <= P.nbytes * 2 + 4 * (1 << 20) + 1.5 * MB, peak / MB
