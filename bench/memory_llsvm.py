@@ -17,6 +17,7 @@ loads the data first; the figures are growths above that point.
     Tracing slows Python-level code; the figures are bytes, not times.
 
     python bench/memory_llsvm.py [--dataset ijcnn1] [--n-landmarks 1000] [--device cpu] [--budget 200MB]
+                                 [--spectrum supervised]
                                  [--save-decision D.npy] [--json out.json]
 
 ``--synthetic N`` uses N rows of a 22-feature Gaussian problem instead of a
@@ -81,7 +82,7 @@ def _estimator(args: argparse.Namespace) -> Any:
 
     if args.budget:
         set_config(cpu_memory_budget=args.budget)
-    return LLSVM(n_landmarks=args.n_landmarks, device=args.device, random_state=0)
+    return LLSVM(n_landmarks=args.n_landmarks, spectrum=args.spectrum, device=args.device, random_state=0)
 
 
 # --------------------------------------------------------------------------- children
@@ -261,6 +262,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--synthetic", type=int, default=None, help="rows of a synthetic set instead")
     ap.add_argument("--n-landmarks", type=int, default=1000)
     ap.add_argument("--device", default="cpu")
+    ap.add_argument("--spectrum", default="nystrom", help='"supervised": LLSVM2')
     ap.add_argument("--budget", default=None, help='set_config(cpu_memory_budget=...), e.g. "200MB"')
     ap.add_argument("--only", default="peak,stages", help="peak, stages or both (comma separated)")
     ap.add_argument("--save-decision", default=None, help="save the test decision values (.npy)")
