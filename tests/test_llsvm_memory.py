@@ -219,3 +219,14 @@ def test_predict_proba_holds_one_block_of_features(monkeypatch):
     P, peak = _traced_peak(lambda: est.predict_proba(X))
     np.testing.assert_allclose(P, P_ref, rtol=1e-5, atol=1e-6)
     assert peak <= P.nbytes * 2 + 4 * (1 << 20) + 1.5 * MB, peak / MB
+
+
+def test_a_fit_that_cannot_stream_says_so():
+    """The hinge loss (dual coordinate descent) has no streamed twin here: over the budget it keeps
+    F in memory, with a warning, and ``streamed_`` stays False."""
+    rng = np.random.default_rng(7)
+    X = rng.normal(size=(4000, 5))
+    y = np.where(X[:, 0] > 0, 1, -1)
+    with config_context(cpu_memory_budget="1MB"), pytest.warns(UserWarning, match="F is kept in memory"):
+        est = LLSVM(n_landmarks=100, loss="hinge", kmeans_sample=1000, device="cpu", random_state=0).fit(X, y)
+    assert est.streamed_ is False

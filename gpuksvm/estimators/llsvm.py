@@ -238,7 +238,7 @@ class LLSVM(DeviceMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin, Clas
         ``set_config(cpu_memory_budget=...)`` (or the GPU's): the kernel blocks
         were recomputed in every Newton pass, as out of core, to the same
         solution (one ``UserWarning``).  Only the squared hinge without
-        ``sample_weight`` streams; the others keep F in memory.
+        ``sample_weight`` streams; the others keep F in memory (with a warning).
 
     Examples
     --------

@@ -174,7 +174,13 @@ class ArrayRows(LLSVMRows):
         dev = bk.device_of(self._Xd)
         need = 2 * int(self.X.shape[0]) * k * np.dtype(nmap.map.dtype).itemsize
         budget = bk.memory_budget(dev)
-        if need <= budget or self.sample_weight is not None or spec.loss != "squared_hinge":
+        if need <= budget:
+            return nmap.transform(self._Xd)
+        if self.sample_weight is not None or spec.loss != "squared_hinge":
+            warnings.warn(f"LLSVM: the feature matrix F ({self.X.shape[0]} x {k}) and the solver's scratch need "
+                          f"{need / 1e6:.0f} MB, more than the memory budget ({budget / 1e6:.0f} MB), but only "
+                          "the squared hinge without sample_weight can stream F: F is kept in memory",
+                          UserWarning, stacklevel=2)
             return nmap.transform(self._Xd)
         if not self.streamed:
             warnings.warn(f"LLSVM: the feature matrix F ({self.X.shape[0]} x {k}) and the Newton solver's "
