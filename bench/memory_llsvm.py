@@ -16,7 +16,8 @@ loads the data first; the figures are growths above that point.
     memory when the fit (or predict) started.  Nested stages are indented.
     Tracing slows Python-level code; the figures are bytes, not times.
 
-    python -m bench.memory_llsvm [--dataset ijcnn1] [--n-landmarks 1000] [--device cpu]
+    python -m bench.memory_llsvm [--dataset ijcnn1] [--n-landmarks 1000] [--device cpu] [--budget 200MB]
+                                 [--spectrum supervised]
                                  [--save-decision D.npy] [--json out.json]
 
 ``--synthetic N`` uses N training and N/2 test rows of ``bench/memory.py``'s 22-feature
@@ -72,9 +73,11 @@ def _load(args: argparse.Namespace) -> tuple[Any, Any, Any, Any]:
 
 
 def _estimator(args: argparse.Namespace) -> Any:
-    from gpuksvm import LLSVM
+    from gpuksvm import LLSVM, set_config
 
-    return LLSVM(n_landmarks=args.n_landmarks, device=args.device, random_state=0)
+    if args.budget:
+        set_config(cpu_memory_budget=args.budget)
+    return LLSVM(n_landmarks=args.n_landmarks, spectrum=args.spectrum, device=args.device, random_state=0)
 
 
 # --------------------------------------------------------------------------- children
@@ -92,7 +95,7 @@ def child_peak(args: argparse.Namespace) -> dict:
             "test_inputs_MB": Xt.nbytes / MB,
             "fit_peak_MB": m["fit"].peak_bytes / MB, "predict_peak_MB": m["predict"].peak_bytes / MB,
             "fit_s": m["fit_s"], "objective": [float(v) for v in est.svm_.objective_],
-            "n_iter": int(est.n_iter_), "solver": est.svm_.solver_,
+            "n_iter": int(est.n_iter_), "solver": est.svm_.solver_, "streamed": bool(est.streamed_),
             "accuracy": float(np.mean(np.asarray(m["pred"]) == yt))}
 
 
@@ -243,6 +246,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--synthetic", type=int, default=None, help="rows of a synthetic set instead")
     ap.add_argument("--n-landmarks", type=int, default=1000)
     ap.add_argument("--device", default="cpu")
+    ap.add_argument("--spectrum", default="nystrom", help='"supervised": LLSVM2')
+    ap.add_argument("--budget", default=None, help='set_config(cpu_memory_budget=...), e.g. "200MB"')
     ap.add_argument("--only", default="peak,stages", help="peak, stages or both (comma separated)")
     ap.add_argument("--save-decision", default=None, help="save the test decision values (.npy)")
     ap.add_argument("--json", default=None, help="write the results here")
@@ -261,7 +266,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{args.synthetic or args.dataset}: n={r['n']:,} k={r['k']} {r['dtype']}  F = {r['F_MB']:.0f} MB, "
               f"inputs {r['inputs_MB']:.1f} MB (2F + inputs = {bound:.0f} MB)")
         print(f"  fit peak growth (VmHWM)      {r['fit_peak_MB']:8.0f} MB  = {r['fit_peak_MB'] / r['F_MB']:.2f} F"
-              f"  [{r['solver']}, {r['n_iter']} iterations, objective {r['objective']}, {r['fit_s']:.1f} s]")
+              f"  [{r['solver']}{', streamed' if r['streamed'] else ''}, {r['n_iter']} iterations, objective {r['objective']}, {r['fit_s']:.1f} s]")
         print(f"  predict {r['n_test']:,} rows (VmHWM)  {r['predict_peak_MB']:8.0f} MB"
               f"  [test inputs {r['test_inputs_MB']:.1f} MB, accuracy {r['accuracy']:.4%}]")
     if "stages" in only:

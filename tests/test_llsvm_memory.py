@@ -11,12 +11,13 @@ import subprocess
 import sys
 import textwrap
 import tracemalloc
+import warnings
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from gpuksvm import LLSVM
+from gpuksvm import LLSVM, config_context
 from gpuksvm.solvers.nystrom import maps as nystrom
 from gpuksvm.cli.demo import _can_reset_hwm
 from gpuksvm.solvers.linear.problem import Design
@@ -143,3 +144,89 @@ def test_newton_frees_the_warm_start_rows_before_the_full_solve():
     sol, peak = _traced_peak(lambda: newton_squared_hinge(F, y, 1.0, random_state=0))
     assert sol.info["method"] == "cholesky"
     assert peak <= 8192 * 200 * 4 + 2.5 * MB, peak / MB
+
+
+_STREAM_CHILD = textwrap.dedent("""
+    import json, warnings
+    import numpy as np
+    from gpuksvm import LLSVM, set_config
+    from gpuksvm.cli.demo import PeakMemory
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(60000, 22))
+    y = np.where(X[:, 0] * X[:, 1] + 0.3 * rng.normal(size=X.shape[0]) > 0, 1, -1)
+    set_config(cpu_memory_budget="48MB")
+    est = LLSVM(n_landmarks=400, device="cpu", random_state=0)
+    with warnings.catch_warnings(record=True) as caught, PeakMemory("vmhwm") as fit:
+        warnings.simplefilter("always")
+        est.fit(X, y)
+    with PeakMemory("vmhwm") as pred:
+        est.decision_function(X)
+    print(json.dumps({"fit": fit.peak_bytes, "predict": pred.peak_bytes, "F": X.shape[0] * 400 * 4,
+                      "inputs": X.nbytes + y.nbytes, "streamed": est.streamed_,
+                      "warnings": [str(w.message) for w in caught]}))
+""")
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux") or not _can_reset_hwm(),
+                    reason="needs Linux's resettable VmHWM")
+def test_budget_smaller_than_F_streams_within_the_budget():
+    """60,000 × 22 rows, k = 400: F is 96 MB (float32), twice the 48 MB budget.  The fit streams
+    the kernel blocks per Newton pass (``streamed_``, one warning) and its peak stays within the
+    budget + the inputs + 64 MB of libraries' resident memory (a copy of F alone would exceed it);
+    prediction holds one budget-sized kernel block.  Measured: fit 91 MB against the bound's
+    123 MB, predict 32 MB against 80 MB."""
+    proc = subprocess.run([sys.executable, "-c", _STREAM_CHILD], capture_output=True, text=True, cwd=ROOT,
+                          timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    r = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert r["streamed"] is True
+    assert len([w for w in r["warnings"] if "memory budget" in w]) == 1, r["warnings"]
+    bound = 48e6 + r["inputs"] + 64 * MB
+    assert bound < r["F"] + r["inputs"] + 64 * MB
+    assert r["fit"] <= bound, (r["fit"] / MB, bound / MB)
+    assert r["predict"] <= 48e6 + 32 * MB, r["predict"] / MB
+
+
+def test_streamed_fit_reaches_the_in_memory_solution():
+    """The switch changes where F lives, not the model: the same coefficients to the solver's
+    tolerance; the default budget keeps F in memory (``streamed_`` False, no warning)."""
+    rng = np.random.default_rng(5)
+    X = rng.normal(size=(12000, 8))
+    y = np.where(X[:, 0] * X[:, 1] + 0.3 * rng.normal(size=12000) > 0, 1, -1)
+    kw = dict(n_landmarks=150, kmeans_sample=2000, tol=1e-6, device="cpu", random_state=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        ref = LLSVM(**kw).fit(X, y)
+    assert ref.streamed_ is False
+    with config_context(cpu_memory_budget="8MB"), pytest.warns(UserWarning, match="memory budget"):
+        est = LLSVM(**kw).fit(X, y)
+    assert est.streamed_ is True
+    np.testing.assert_allclose(est.coef_, ref.coef_, rtol=0, atol=1e-3 * float(np.abs(ref.coef_).max()))
+    np.testing.assert_allclose(est.intercept_, ref.intercept_, atol=1e-3)
+    assert est.svm_.objective_[0] == pytest.approx(ref.svm_.objective_[0], rel=1e-6)
+    assert np.mean(est.predict(X) == ref.predict(X)) > 0.999
+
+
+def test_predict_proba_holds_one_block_of_features(monkeypatch):
+    """predict_proba maps and scores one capped row block at a time: the same probabilities as
+    the linear SVM on all of F, without F (20,000 × 100 float32, 8 MB) in memory."""
+    X = np.random.default_rng(6).normal(size=(20000, 5)).astype(np.float32)
+    y = (X[:, 0] + 0.5 * X[:, 1] > 0).astype(int)
+    est = LLSVM(n_landmarks=100, kmeans_sample=2000, probability=True, device="cpu",
+                random_state=0).fit(X[:2000], y[:2000])
+    P_ref = est.svm_.predict_proba(est.transform(X))
+    monkeypatch.setattr(nystrom, "KERNEL_BLOCK_BYTES", 1 << 20)      # 2,621 rows of 100 landmarks
+    P, peak = _traced_peak(lambda: est.predict_proba(X))
+    np.testing.assert_allclose(P, P_ref, rtol=1e-5, atol=1e-6)
+    assert peak <= P.nbytes * 2 + 4 * (1 << 20) + 1.5 * MB, peak / MB
+
+
+def test_a_fit_that_cannot_stream_says_so():
+    """The hinge loss (dual coordinate descent) has no streamed twin here: over the budget it keeps
+    F in memory, with a warning, and ``streamed_`` stays False."""
+    rng = np.random.default_rng(7)
+    X = rng.normal(size=(4000, 5))
+    y = np.where(X[:, 0] > 0, 1, -1)
+    with config_context(cpu_memory_budget="1MB"), pytest.warns(UserWarning, match="F is kept in memory"):
+        est = LLSVM(n_landmarks=100, loss="hinge", kmeans_sample=1000, device="cpu", random_state=0).fit(X, y)
+    assert est.streamed_ is False

@@ -233,6 +233,12 @@ class LLSVM(DeviceMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin, Clas
     n_landmarks_ : int
     n_features_in_ : int
     fit_times_ : dict of seconds per stage (landmarks, map, features, svm)
+    streamed_ : bool
+        True when F and the Newton solver's scratch (2·n·k values) did not fit
+        ``set_config(cpu_memory_budget=...)`` (or the GPU's): the kernel blocks
+        were recomputed in every Newton pass, as out of core, to the same
+        solution (one ``UserWarning``).  Only the squared hinge without
+        ``sample_weight`` streams; the others keep F in memory (with a warning).
 
     Examples
     --------
@@ -359,6 +365,7 @@ class LLSVM(DeviceMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin, Clas
         self.n_features_in_ = int(result.n_features)
         self._n_features_out = self.n_landmarks_
         self.fit_times_ = dict(result.fit_times)
+        self.streamed_ = bool(result.streamed)
         if "dask" in result.diagnostics:
             self.dask_info_ = dict(result.diagnostics["dask"])
         self._set_fitted_device(result.device)
@@ -451,15 +458,23 @@ class LLSVM(DeviceMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin, Clas
         The sigmoids are fitted by ``svm_`` on 5-fold out-of-fold decision
         values of the linear SVM on the fixed map (:mod:`gpuksvm.estimators.calibration`).
         """
-        check_is_fitted(self, "dual_coef_")
-        return self.svm_.predict_proba(self.transform(X))
+        return self._linear_in_blocks(X, self.svm_.predict_proba)
 
     @available_if(probability_enabled)
     @dask_dispatch()
     def predict_log_proba(self, X: Any) -> Any:
         """Logarithm of :meth:`predict_proba`."""
-        check_is_fitted(self, "dual_coef_")
-        return self.svm_.predict_log_proba(self.transform(X))
+        return self._linear_in_blocks(X, self.svm_.predict_log_proba)
+
+    def _linear_in_blocks(self, X: Any, method: Any) -> Any:
+        """``method`` of the linear SVM on F = K(X, Z) M, one budget-sized row block of F at a time
+        (:func:`~gpuksvm.solvers.nystrom.maps.kernel_block_rows`): F of all rows is never held."""
+        Xd, kind = self._prepare(X)
+        n = Xd.shape[0]
+        rows = kernel_block_rows(n, self.landmarks_, Xd.shape[1], self.map_.dtype, self._fitted_device())
+        parts = [bk.to_host(method(feature_map(Xd[a:a + rows], self.landmarks_, self.map_, self.kernel_)))
+                 for a in range(0, max(n, 1), rows)]
+        return bk.as_kind(np.concatenate(parts, axis=0), kind)
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()

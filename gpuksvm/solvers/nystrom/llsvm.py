@@ -24,6 +24,7 @@ the landmarks; both return :class:`LLSVMResult`.
 """
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Protocol, Sequence
 
@@ -47,7 +48,7 @@ from gpuksvm.solvers.nystrom.maps import (
 )
 
 __all__ = ["LinearSpec", "LinearStage", "FeatureProblem", "NewtonProblem", "LLSVMRows", "ArrayRows",
-           "BlockRows", "LLSVMResult", "fit_llsvm_solution", "fit_llsvm_path"]
+           "BlockRows", "LLSVMResult", "fit_llsvm_solution", "fit_llsvm_path", "kernel_row_source"]
 
 KernelSpec = Kernel | Callable[[Any], Kernel]
 
@@ -118,6 +119,8 @@ class LLSVMRows:
     """
 
     n_features: int | None = None
+    #: True once :meth:`features` streams kernel blocks instead of holding F (the budget's switch)
+    streamed: bool = False
 
     def open(self, spec: LinearSpec) -> None:
         """Check the rows and refuse what this source cannot train (default: nothing to do)."""
@@ -151,19 +154,50 @@ class ArrayRows(LLSVMRows):
         self.X, self.y, self.sample_weight = X, y, sample_weight
         self.n_features = int(X.shape[1])
         self._Xd = None
+        self._sample = self._stream = None
 
     def sample(self, params: MapParams, rs: np.random.RandomState, device: bk.Device,
                dtype: np.dtype) -> tuple[Any, np.ndarray]:
         self._Xd = bk.to_device(self.X, device, dtype)
-        return sample_rows_for_map(self._Xd, self.y, params, rs)
+        Xs, ys = sample_rows_for_map(self._Xd, self.y, params, rs)
+        self._sample = (bk.to_host(Xs), ys)
+        return Xs, ys
 
     def kernel(self, resolve: Callable[[Any], Kernel]) -> Kernel:
         return resolve(self._Xd)
 
     def features(self, nmap: NystromMap, spec: LinearSpec) -> Any:
-        return nmap.transform(self._Xd)
+        """F = K(X, Z) M in memory, or, when F and the Newton solver's copy of it (2·n·k values) do
+        not fit the memory budget, the kernel blocks streamed per Newton pass as out of core
+        (:func:`kernel_row_source`; the same solution).  The first switch warns once."""
+        k = int(nmap.landmarks.shape[0])
+        dev = bk.device_of(self._Xd)
+        need = 2 * int(self.X.shape[0]) * k * np.dtype(nmap.map.dtype).itemsize
+        budget = bk.memory_budget(dev)
+        if need <= budget:
+            return nmap.transform(self._Xd)
+        if self.sample_weight is not None or spec.loss != "squared_hinge":
+            warnings.warn(f"LLSVM: the feature matrix F ({self.X.shape[0]} x {k}) and the solver's scratch need "
+                          f"{need / 1e6:.0f} MB, more than the memory budget ({budget / 1e6:.0f} MB), but only "
+                          "the squared hinge without sample_weight can stream F: F is kept in memory",
+                          UserWarning, stacklevel=2)
+            return nmap.transform(self._Xd)
+        if not self.streamed:
+            warnings.warn(f"LLSVM: the feature matrix F ({self.X.shape[0]} x {k}) and the Newton solver's "
+                          f"scratch need {need / 1e6:.0f} MB, more than the memory budget "
+                          f"({budget / 1e6:.0f} MB): the kernel blocks are recomputed in every Newton pass "
+                          "(the out-of-core path; the same solution, slower)", UserWarning, stacklevel=2)
+            self.streamed = True
+        if self._stream is None:
+            self._stream = (max_row_sq_norm(self.X), self._sample)
+        sq_norm, sample = self._stream
+        source = as_block_source(self.X, self.y, block_size=_stream_rows(k, dev))
+        return kernel_row_source(source, nmap, self.n_features, dev, np.dtype(nmap.map.dtype), sample=sample,
+                                 labels=np.asarray(self.y), sq_norm=sq_norm)
 
     def problem(self, features: Any, spec: LinearSpec) -> FeatureProblem:
+        if isinstance(features, LinearMapBlockSource):
+            return FeatureProblem(features)
         return FeatureProblem(features, self.y, self.sample_weight)
 
 
@@ -223,21 +257,35 @@ class BlockRows(LLSVMRows):
         return resolve(self._Xsd)
 
     def features(self, nmap: NystromMap, spec: LinearSpec) -> LinearMapBlockSource:
-        Z64 = nmap.landmarks.astype(np.float64)
-        n_features, dev = self.n_features, self._device
-
-        def kernel_rows(Xb: Any) -> Any:
-            return kernel_block(check_block(Xb, n_features, dev, np.float64), Z64, nmap.kernel,
-                                dtype=np.float64)
-
-        k = int(Z64.shape[0])
-        bound = nmap.feature_sq_norm_bound(self._sq_norm)
-        return LinearMapBlockSource(self.source, kernel_rows, nmap.map, sample=self._sample, labels=self._labels,
-                                    max_rows=bk.plan_rows(1 << 30, 3 * k * 8, dev, max_rows=4096),
-                                    dtype=self._dtype, row_sq_norm_bound=bound if np.isfinite(bound) else None)
+        return kernel_row_source(self.source, nmap, self.n_features, self._device, self._dtype,
+                                 sample=self._sample, labels=self._labels, sq_norm=self._sq_norm)
 
     def problem(self, features: Any, spec: LinearSpec) -> FeatureProblem:
         return FeatureProblem(features)
+
+
+def _stream_rows(k: int, device: bk.Device) -> int:
+    """Rows per streamed kernel block: three float64 rows of k values each (the kernel row, its
+    mapped row and the solver's scratch) within the memory budget, at most 4,096."""
+    return bk.plan_rows(1 << 30, 3 * k * 8, device, max_rows=4096)
+
+
+def kernel_row_source(source: Any, nmap: NystromMap, n_features: int, device: bk.Device, dtype: np.dtype, *,
+                      sample: tuple[Any, Any], labels: np.ndarray, sq_norm: float) -> LinearMapBlockSource:
+    """The features of ``source``'s rows as :class:`~gpuksvm.data.blocks.LinearMapBlockSource` blocks
+    K(X_b, Z) M (kernel rows in float64: M amplifies their round-off by 1/λ_min), which the
+    streamed Newton solver reads as K(X_b, Z), applying M to its statistics; ``sample`` (host
+    rows, labels) gives its warm start, ``sq_norm`` (max‖x‖²) the feature rows' norm bound."""
+    Z64 = nmap.landmarks.astype(np.float64)
+
+    def kernel_rows(Xb: Any) -> Any:
+        return kernel_block(check_block(Xb, n_features, device, np.float64), Z64, nmap.kernel, dtype=np.float64)
+
+    k = int(Z64.shape[0])
+    bound = nmap.feature_sq_norm_bound(sq_norm)
+    return LinearMapBlockSource(source, kernel_rows, nmap.map, sample=sample, labels=labels,
+                                max_rows=_stream_rows(k, device), dtype=dtype,
+                                row_sq_norm_bound=bound if np.isfinite(bound) else None)
 
 
 @dataclass(frozen=True)
@@ -261,6 +309,8 @@ class LLSVMResult:
     device : where the arrays live
     fit_times : seconds per stage (landmarks, map, features, svm)
     diagnostics : the source's report (``"dask"``: passes, bytes, Newton steps)
+    streamed : whether the features were streamed per Newton pass because F did not fit the
+        memory budget (:meth:`ArrayRows.features`)
     """
 
     kernel: Kernel
@@ -278,10 +328,11 @@ class LLSVMResult:
     device: bk.Device
     fit_times: dict = field(default_factory=dict)
     diagnostics: dict = field(default_factory=dict)
+    streamed: bool = False
 
 
 def _result(nmap: NystromMap, model: Any, n_features: int, dev: bk.Device, dt: np.dtype, times: dict,
-            diagnostics: dict) -> LLSVMResult:
+            diagnostics: dict, streamed: bool = False) -> LLSVMResult:
     k = int(nmap.landmarks.shape[0])
     coef = bk.to_device(model.coef_, dev, dt).reshape(-1, k)
     intercept = bk.to_device(model.intercept_, dev, dt).reshape(-1)
@@ -289,7 +340,7 @@ def _result(nmap: NystromMap, model: Any, n_features: int, dev: bk.Device, dt: n
                        spectrum=nmap.spectrum, map=nmap.map, classes=np.asarray(model.classes_),
                        coef=coef, intercept=intercept, dual_coef=coef @ nmap.map.T, linear_model=model,
                        n_iter=model.n_iter_, n_features=int(n_features), device=dev, fit_times=dict(times),
-                       diagnostics=dict(diagnostics))
+                       diagnostics=dict(diagnostics), streamed=bool(streamed))
 
 
 def _train(rows: LLSVMRows, features: Any, spec: LinearSpec, linear: LinearStage, k: int, dev: bk.Device,
@@ -361,7 +412,8 @@ def fit_llsvm_path(rows: LLSVMRows, *, kernels: Sequence[KernelSpec], Cs: Sequen
                                    int(nmap.landmarks.shape[0]), dev, dt)
             times = dict(landmarks=t1 - t0, map=t_eigh + t3 - t2, features=t4 - t3,
                          svm=bk.synchronized_clock(dev) - t5)
-            results.append(_result(nmap, model, rows.n_features, dev, dt, times, report))
+            results.append(_result(nmap, model, rows.n_features, dev, dt, times, report,
+                                   streamed=rows.streamed))
     return results
 
 
