@@ -95,7 +95,7 @@ def child_peak(args: argparse.Namespace) -> dict:
             "test_inputs_MB": Xt.nbytes / MB,
             "fit_peak_MB": m["fit"].peak_bytes / MB, "predict_peak_MB": m["predict"].peak_bytes / MB,
             "fit_s": m["fit_s"], "objective": [float(v) for v in est.svm_.objective_],
-            "n_iter": int(est.n_iter_), "solver": est.svm_.solver_, "streamed": bool(est.streamed_),
+            "n_iter": int(est.n_iter_), "solver": est.svm_.solver_, "streamed": est.memory_fallback_ == "streamed_features",
             "accuracy": float(np.mean(np.asarray(m["pred"]) == yt))}
 
 

@@ -162,7 +162,7 @@ _STREAM_CHILD = textwrap.dedent("""
     with PeakMemory("vmhwm") as pred:
         est.decision_function(X)
     print(json.dumps({"fit": fit.peak_bytes, "predict": pred.peak_bytes, "F": X.shape[0] * 400 * 4,
-                      "inputs": X.nbytes + y.nbytes, "streamed": est.streamed_,
+                      "inputs": X.nbytes + y.nbytes, "streamed": est.memory_fallback_ == "streamed_features",
                       "warnings": [str(w.message) for w in caught]}))
 """)
 
@@ -171,7 +171,7 @@ _STREAM_CHILD = textwrap.dedent("""
                     reason="needs Linux's resettable VmHWM")
 def test_budget_smaller_than_F_streams_within_the_budget():
     """60,000 × 22 rows, k = 400: F is 96 MB (float32), twice the 48 MB budget.  The fit streams
-    the kernel blocks per Newton pass (``streamed_``, one warning) and its peak stays within the
+    the kernel blocks per Newton pass (``memory_fallback_ == "streamed_features"``, one warning) and its peak stays within the
     budget + the inputs + 64 MB of libraries' resident memory (a copy of F alone would exceed it);
     prediction holds one budget-sized kernel block.  Measured: fit 91 MB against the bound's
     123 MB, predict 32 MB against 80 MB."""
@@ -189,7 +189,7 @@ def test_budget_smaller_than_F_streams_within_the_budget():
 
 def test_streamed_fit_reaches_the_in_memory_solution():
     """The switch changes where F lives, not the model: the same coefficients to the solver's
-    tolerance; the default budget keeps F in memory (``streamed_`` False, no warning)."""
+    tolerance; the default budget keeps F in memory (``memory_fallback_`` None, no warning)."""
     rng = np.random.default_rng(5)
     X = rng.normal(size=(12000, 8))
     y = np.where(X[:, 0] * X[:, 1] + 0.3 * rng.normal(size=12000) > 0, 1, -1)
@@ -197,10 +197,10 @@ def test_streamed_fit_reaches_the_in_memory_solution():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         ref = LLSVM(**kw).fit(X, y)
-    assert ref.streamed_ is False
+    assert ref.memory_fallback_ is None
     with config_context(cpu_memory_budget="8MB"), pytest.warns(UserWarning, match="memory budget"):
         est = LLSVM(**kw).fit(X, y)
-    assert est.streamed_ is True
+    assert est.memory_fallback_ == "streamed_features"
     np.testing.assert_allclose(est.coef_, ref.coef_, rtol=0, atol=1e-3 * float(np.abs(ref.coef_).max()))
     np.testing.assert_allclose(est.intercept_, ref.intercept_, atol=1e-3)
     assert est.svm_.objective_[0] == pytest.approx(ref.svm_.objective_[0], rel=1e-6)
@@ -223,10 +223,10 @@ def test_predict_proba_holds_one_block_of_features(monkeypatch):
 
 def test_a_fit_that_cannot_stream_says_so():
     """The hinge loss (dual coordinate descent) has no streamed twin here: over the budget it keeps
-    F in memory, with a warning, and ``streamed_`` stays False."""
+    F in memory, with a warning, and ``memory_fallback_`` stays None."""
     rng = np.random.default_rng(7)
     X = rng.normal(size=(4000, 5))
     y = np.where(X[:, 0] > 0, 1, -1)
     with config_context(cpu_memory_budget="1MB"), pytest.warns(UserWarning, match="F is kept in memory"):
         est = LLSVM(n_landmarks=100, loss="hinge", kmeans_sample=1000, device="cpu", random_state=0).fit(X, y)
-    assert est.streamed_ is False
+    assert est.memory_fallback_ is None

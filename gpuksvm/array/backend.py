@@ -128,7 +128,7 @@ class MemoryBudgetError(ValueError):
                          "(gpuksvm.set_config(cpu_memory_budget=...) on the CPU)")
 
 
-class MemoryFallbackWarning(ResourceWarning):
+class MemoryFallbackWarning(UserWarning):
     """Working memory made smaller than asked: a block that ran out of device memory and was retried
     with smaller blocks, or an in-memory path (a kernel cache, a solve) cut to the memory budget
     (the estimator's ``memory_fallback_`` says what)."""

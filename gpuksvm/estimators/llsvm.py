@@ -233,12 +233,13 @@ class LLSVM(DeviceMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin, Clas
     n_landmarks_ : int
     n_features_in_ : int
     fit_times_ : dict of seconds per stage (landmarks, map, features, svm)
-    streamed_ : bool
-        True when F and the Newton solver's scratch (2·n·k values) did not fit
-        ``set_config(cpu_memory_budget=...)`` (or the GPU's): the kernel blocks
-        were recomputed in every Newton pass, as out of core, to the same
-        solution (one ``UserWarning``).  Only the squared hinge without
-        ``sample_weight`` streams; the others keep F in memory (with a warning).
+    memory_fallback_ : str or None
+        ``"streamed_features"`` when F and the Newton solver's scratch (2·n·k
+        values) did not fit ``set_config(cpu_memory_budget=...)`` (or the
+        GPU's): the kernel blocks were recomputed in every Newton pass, as out
+        of core, to the same solution (one ``MemoryFallbackWarning``); None
+        otherwise.  Only the squared hinge without ``sample_weight`` streams; the
+        others keep F in memory (with a ``UserWarning``).
 
     Examples
     --------
@@ -365,7 +366,7 @@ class LLSVM(DeviceMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin, Clas
         self.n_features_in_ = int(result.n_features)
         self._n_features_out = self.n_landmarks_
         self.fit_times_ = dict(result.fit_times)
-        self.streamed_ = bool(result.streamed)
+        self.memory_fallback_ = "streamed_features" if result.streamed else None
         if "dask" in result.diagnostics:
             self.dask_info_ = dict(result.diagnostics["dask"])
         self._set_fitted_device(result.device)

@@ -186,7 +186,7 @@ class ArrayRows(LLSVMRows):
             warnings.warn(f"LLSVM: the feature matrix F ({self.X.shape[0]} x {k}) and the Newton solver's "
                           f"scratch need {need / 1e6:.0f} MB, more than the memory budget "
                           f"({budget / 1e6:.0f} MB): the kernel blocks are recomputed in every Newton pass "
-                          "(the out-of-core path; the same solution, slower)", UserWarning, stacklevel=2)
+                          "(the out-of-core path; the same solution, slower)", bk.MemoryFallbackWarning, stacklevel=2)
             self.streamed = True
         if self._stream is None:
             self._stream = (max_row_sq_norm(self.X), self._sample)
