@@ -19,7 +19,7 @@ import warnings
 import numpy as np
 import pytest
 
-from _estimator_zoo import ZOO, estimator_for, zoo_data
+from _estimator_zoo import ZOO, estimator_for, output_methods, zoo_data
 from conftest import GPU_MODE
 from gpuksvm.array import backend as bk
 
@@ -79,27 +79,21 @@ def _fit(est, task, X, y):
 
 def _predict_all(est, X) -> int:
     """Every prediction-like method on X; the largest output's bytes."""
-    out = 0
-    for meth in ("predict", "decision_function", "predict_proba", "transform", "score_samples"):
-        fn = getattr(est, meth, None)
-        if fn is None:
-            continue
-        try:
-            val = fn(X)
-        except (AttributeError, NotImplementedError):
-            continue
-        out = max(out, int(getattr(val, "nbytes", 0)))
+    return max((int(getattr(val, "nbytes", 0)) for _, _, val in output_methods(est, X)), default=0)
+
+
+def _cases(known_failures: dict) -> list:
+    """Every zoo case, a gpu test; those in ``known_failures`` xfail (strict) with its reason."""
+    out = []
+    for name in ZOO:
+        marks = [pytest.mark.gpu]
+        if name in known_failures:
+            marks.append(pytest.mark.xfail(strict=True, reason=known_failures[name]))
+        out.append(pytest.param(name, marks=marks, id=name))
     return out
 
 
-def _case(name: str):
-    marks = [pytest.mark.gpu]
-    if name in OVER_BUDGET:
-        marks.append(pytest.mark.xfail(strict=True, reason=OVER_BUDGET[name]))
-    return pytest.param(name, marks=marks, id=name)
-
-
-@pytest.mark.parametrize("name", [_case(n) for n in ZOO])
+@pytest.mark.parametrize("name", _cases(OVER_BUDGET))
 def test_fit_and_predict_stay_within_gpu_budget(emulated_gpu, name):
     from gpuemu.pool import measure_peak
 
@@ -136,27 +130,11 @@ NO_PREDICT_RETRY = {
 }
 
 
-def _retry_case(name: str):
-    marks = [pytest.mark.gpu]
-    if name in NO_PREDICT_RETRY:
-        marks.append(pytest.mark.xfail(strict=True, reason=NO_PREDICT_RETRY[name]))
-    return pytest.param(name, marks=marks, id=name)
-
-
 def _outputs(est, X) -> dict:
-    res = {}
-    for meth in ("predict", "decision_function", "predict_proba", "transform", "score_samples"):
-        fn = getattr(est, meth, None)
-        if fn is None:
-            continue
-        try:
-            res[meth] = bk.to_host(fn(X))
-        except (AttributeError, NotImplementedError):
-            continue
-    return res
+    return {meth: bk.to_host(val) for meth, _, val in output_methods(est, X)}
 
 
-@pytest.mark.parametrize("name", [_retry_case(n) for n in ZOO])
+@pytest.mark.parametrize("name", _cases(NO_PREDICT_RETRY))
 def test_predict_out_of_memory_is_retried_with_smaller_blocks(emulated_gpu, name):
     """Blocks planned from the free memory (whole arrays at this size); a new pool then limited
     to half the prediction peak: a block runs out of memory, the methods retry it with smaller
@@ -202,14 +180,7 @@ NO_FIT_RETRY = {
 }
 
 
-def _fit_retry_case(name: str):
-    marks = [pytest.mark.gpu]
-    if name in NO_FIT_RETRY:
-        marks.append(pytest.mark.xfail(strict=True, reason=NO_FIT_RETRY[name]))
-    return pytest.param(name, marks=marks, id=name)
-
-
-@pytest.mark.parametrize("name", [_fit_retry_case(n) for n in ZOO])
+@pytest.mark.parametrize("name", _cases(NO_FIT_RETRY))
 def test_fit_out_of_memory_is_retried_with_smaller_blocks(emulated_gpu, name):
     """As the prediction test, for ``fit``: a new pool limited to 3/4 of the fit's
     peak growth; the fit retries its blocks smaller (a MemoryFallbackWarning) and predicts as the
