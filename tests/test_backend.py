@@ -72,6 +72,21 @@ def test_parse_bytes_and_config():
         bk.set_config(gpu_memory_fraction=1.5)
 
 
+def test_gpu_memory_budget_setting_and_environment(monkeypatch):
+    monkeypatch.delenv("GPUKSVM_GPU_MEMORY_BUDGET", raising=False)
+    assert bk.get_config()["gpu_memory_budget"] is None
+    with bk.config_context(gpu_memory_budget="256MB"):
+        assert bk.get_config()["gpu_memory_budget"] == 256_000_000
+    assert bk.get_config()["gpu_memory_budget"] is None
+    monkeypatch.setenv("GPUKSVM_GPU_MEMORY_BUDGET", "1GiB")
+    assert bk.get_config()["gpu_memory_budget"] == 2**30
+    with bk.config_context(gpu_memory_budget=1000):     # the setting wins over the environment
+        assert bk.get_config()["gpu_memory_budget"] == 1000
+    for bad in ("-1", "lots", 0):
+        with pytest.raises(ValueError):
+            bk.set_config(gpu_memory_budget=bad)
+
+
 def test_plan_rows_bounds():
     assert bk.plan_rows(0, 8) == 0
     assert bk.plan_rows(10, 8, budget=8) == 1

@@ -140,6 +140,8 @@ _DEFAULT_CONFIG = {
     "cpu_memory_budget": None,  # None -> GPUKSVM_CPU_MEMORY_BUDGET or 512 MiB
     # fraction of the *free* GPU memory a block operation may use
     "gpu_memory_fraction": 0.5,
+    # bytes of GPU memory a block operation may use at most (the smaller of it and the fraction)
+    "gpu_memory_budget": None,  # None -> GPUKSVM_GPU_MEMORY_BUDGET or no cap beyond the fraction
     # when host solvers limit the BLAS to one thread (gpuksvm.array.blas_threads)
     "host_blas_threads": "auto",
     # decompressed bytes loading one model file may take (gpuksvm.persistence.io.load)
@@ -162,16 +164,19 @@ def get_config() -> dict:
     Examples
     --------
     >>> import gpuksvm
-    >>> sorted(gpuksvm.get_config())
-    ['cpu_memory_budget', 'gpu_memory_fraction', 'host_blas_threads', 'model_load_max_bytes']
+    >>> sorted(gpuksvm.get_config())   # doctest: +NORMALIZE_WHITESPACE
+    ['cpu_memory_budget', 'gpu_memory_budget', 'gpu_memory_fraction', 'host_blas_threads',
+     'model_load_max_bytes']
     """
     cfg = dict(_config())
     cfg["cpu_memory_budget"] = _cpu_budget_bytes()
+    cfg["gpu_memory_budget"] = _gpu_budget_bytes()
     cfg["model_load_max_bytes"] = model_load_max_bytes()
     return cfg
 
 
 def set_config(*, cpu_memory_budget: int | str | None = None,
+               gpu_memory_budget: int | str | None = None,
                gpu_memory_fraction: float | None = None,
                host_blas_threads: str | None = None,
                model_load_max_bytes: int | str | None = None) -> None:
@@ -185,6 +190,12 @@ def set_config(*, cpu_memory_budget: int | str | None = None,
     cpu_memory_budget : int or str, optional
         Bytes (or a string such as ``"256MB"``, ``"2GiB"``) of scratch memory a
         CPU block operation may use.
+    gpu_memory_budget : int or str, optional
+        Bytes (or ``"256MB"``) of GPU memory a block operation may use at
+        most: :func:`memory_budget` of a GPU is the smaller of this and
+        ``gpu_memory_fraction`` of the free memory.  Default: the environment
+        variable ``GPUKSVM_GPU_MEMORY_BUDGET``, else no cap beyond the
+        fraction (``get_config()`` reports None).
     gpu_memory_fraction : float in (0, 1], optional
         Fraction of the currently free GPU memory a block operation may use.
     host_blas_threads : {"auto", "by_size", "untouched"}, optional
@@ -217,6 +228,8 @@ def set_config(*, cpu_memory_budget: int | str | None = None,
     cfg = _config()
     if cpu_memory_budget is not None:
         cfg["cpu_memory_budget"] = parse_bytes(cpu_memory_budget)
+    if gpu_memory_budget is not None:
+        cfg["gpu_memory_budget"] = parse_bytes(gpu_memory_budget)
     if gpu_memory_fraction is not None:
         if not 0.0 < float(gpu_memory_fraction) <= 1.0:
             raise ValueError(f"gpu_memory_fraction must be in (0, 1], got {gpu_memory_fraction!r}")
@@ -274,6 +287,15 @@ def _cpu_budget_bytes() -> int:
         return int(b)
     env = os.environ.get("GPUKSVM_CPU_MEMORY_BUDGET")
     return parse_bytes(env) if env else 512 * 2**20
+
+
+def _gpu_budget_bytes() -> int | None:
+    """The ``gpu_memory_budget`` setting in effect: the setting, ``GPUKSVM_GPU_MEMORY_BUDGET``, else None."""
+    b = _config()["gpu_memory_budget"]
+    if b is not None:
+        return int(b)
+    env = os.environ.get("GPUKSVM_GPU_MEMORY_BUDGET")
+    return parse_bytes(env) if env else None
 
 
 def _read_int(path: str, field: str | None = None) -> int | None:
@@ -693,7 +715,9 @@ def memory_budget(device: str | Device) -> int:
     """Bytes of scratch memory one block operation may use on ``device``.
 
     GPU: ``gpu_memory_fraction`` of the free device memory (memory cached by
-    CuPy's pool counts as free).  CPU: ``cpu_memory_budget`` (default 512 MiB,
+    CuPy's pool counts as free; at least 1 MiB), capped by ``gpu_memory_budget``
+    where one is set (:func:`set_config`, or the environment variable
+    ``GPUKSVM_GPU_MEMORY_BUDGET``).  CPU: ``cpu_memory_budget`` (default 512 MiB,
     or the environment variable ``GPUKSVM_CPU_MEMORY_BUDGET``).
     """
     dev = resolve_device(device)
@@ -705,7 +729,9 @@ def memory_budget(device: str | Device) -> int:
         free, _total = cupy.cuda.runtime.memGetInfo()
         pool = cupy.get_default_memory_pool()
         free += pool.free_bytes()
-    return max(int(free * _config()["gpu_memory_fraction"]), 1 << 20)
+    budget = max(int(free * _config()["gpu_memory_fraction"]), 1 << 20)
+    cap = _gpu_budget_bytes()
+    return budget if cap is None else min(budget, cap)
 
 
 def plan_rows(n_rows: int, bytes_per_row: int, device: str | Device = "cpu", *,

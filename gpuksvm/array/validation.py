@@ -98,25 +98,29 @@ _SCAN_VALUES = 1 << 20
 
 def _scan_rows(X: Any) -> int:
     """Rows of ``X`` per block of a validation scan: about :data:`_SCAN_VALUES` stored values
-    (a sparse matrix's by its mean number of nonzeros per row), at least one row."""
+    (a sparse matrix's by its mean number of nonzeros per row), fewer where the memory budget
+    of ``X``'s device is smaller than two float64 copies of them (the scans' temporaries), at
+    least one row."""
     if bk.is_sparse(X):
         width = -(-int(X.nnz) // max(int(X.shape[0]), 1))
     else:
         width = int(X.shape[1]) if X.ndim > 1 else 1
-    return max(_SCAN_VALUES // max(width, 1), 1)
+    width = max(width, 1)
+    return bk.plan_rows(max(_SCAN_VALUES // width, 1), 2 * 8 * width, bk.device_of(X))
 
 
 def max_row_sq_norm(X: Any) -> float:
     """max_i ‖xᵢ‖² in float64 without overflow in the squares (inf if it exceeds float64);
-    computed by row blocks of :data:`_SCAN_VALUES` values."""
+    computed by row blocks of :data:`_SCAN_VALUES` values (fewer within the memory budget; a
+    block out of memory is retried smaller)."""
     data = X.data if bk.is_sparse(X) else X
     amax = _abs_max(data)
     if amax == 0.0 or not np.isfinite(amax):
         return 0.0 if amax == 0.0 else float("inf")
-    best = 0.0
-    block_rows = _scan_rows(X)
-    for s in range(0, X.shape[0], block_rows):
-        B = X[s:s + block_rows]
+    best = [0.0]
+
+    def scan(s: int, e: int) -> None:
+        B = X[s:e]
         if bk.is_sparse(B):
             B = B.astype(np.float64) / amax
             sq = B.multiply(B).sum(axis=1)
@@ -124,9 +128,11 @@ def max_row_sq_norm(X: Any) -> float:
             B = B.astype(np.float64)
             B /= amax
             sq = (B * B).sum(axis=1)
-        best = max(best, float(sq.max()) if sq.size else 0.0)
+        best[0] = max(best[0], float(sq.max()) if sq.size else 0.0)
+
+    bk.map_row_blocks(scan, X.shape[0], _scan_rows(X), what="validation scan")
     with np.errstate(over="ignore"):
-        return float(np.float64(best) * np.float64(amax) * np.float64(amax))
+        return float(np.float64(best[0]) * np.float64(amax) * np.float64(amax))
 
 
 class WorkingRangeError(ValueError):
@@ -142,14 +148,16 @@ class WorkingUnderflowError(WorkingRangeError):
 def _min_abs_nonzero(data: Any) -> float:
     """The smallest nonzero |value| of a float array (inf if every value is 0), by row blocks."""
     xp = bk.namespace_of(data)
-    best = float("inf")
-    block_rows = _scan_rows(data)
-    for s in range(0, data.shape[0], block_rows):
-        a = xp.abs(data[s:s + block_rows])
+    best = [float("inf")]
+
+    def scan(s: int, e: int) -> None:
+        a = xp.abs(data[s:e])
         a = a[a > 0]
         if a.size:
-            best = min(best, float(a.min()))
-    return best
+            best[0] = min(best[0], float(a.min()))
+
+    bk.map_row_blocks(scan, data.shape[0], _scan_rows(data), what="validation scan")
+    return best[0]
 
 
 def _check_underflow(data: Any, amax: float, dt: np.dtype, name: str, who: str, training: bool) -> None:

@@ -101,14 +101,19 @@ class RowHasher:
         a, c, s = self._column_keys(xp)
         n = X.shape[0]
         out = np.empty((n, 2), dtype=np.uint64)
-        step = max(1, _BLOCK_VALUES // max(1, self.n_features))
+        d = max(1, self.n_features)
+        # about 8 temporaries of 8 bytes per value live at once (the bits, products, masks)
+        step = bk.plan_rows(max(1, _BLOCK_VALUES // d), 64 * d, bk.device_of(X))
+
+        def run(r: int, e: int) -> None:
+            bits = _value_bits(X[r:e], xp)
+            for t in range(2):
+                h = (bits[t] ^ c[t][None, :]) * a[t][None, :]
+                h = xp.where(bits[t] != 0, h, xp.uint64(0))
+                out[r:e, t] = bk.to_host(_mix(h.sum(axis=1, dtype=xp.uint64) ^ s[t], xp))
+
         with np.errstate(over="ignore"):
-            for r in range(0, n, step):
-                bits = _value_bits(X[r:r + step], xp)
-                for t in range(2):
-                    h = (bits[t] ^ c[t][None, :]) * a[t][None, :]
-                    h = xp.where(bits[t] != 0, h, xp.uint64(0))
-                    out[r:r + step, t] = bk.to_host(_mix(h.sum(axis=1, dtype=xp.uint64) ^ s[t], xp))
+            bk.map_row_blocks(run, n, step, what="row keys")
         return out
 
     def _sparse_keys(self, X: Any) -> np.ndarray:

@@ -22,7 +22,10 @@ Like real CuPy (checked against cupy/_core and cupy/cuda of CuPy 13/14):
     ``cupy._core.core.compile_with_cache`` takes CuPy's compile steps (per-device ``-arch``
     memo, kernel-cache backend, NVRTC, then a load that needs a device: ``cupy/cuda/compiler.py``).
 Every operation goes through :func:`gpuemu.dispatch.dispatch` (see there for hooks).
-Not modelled: streams and asynchrony, several devices, device memory limits, CuPy's type
+  * device arrays take blocks of the default memory pool as CuPy's do (``cupy/cuda/memory.py``:
+    ``used_bytes`` / ``total_bytes``, ``set_limit``, ``OutOfMemoryError`` past the limit or the
+    device's memory, blocks cached when an array is collected); ``gpuemu.pool`` reads its peak.
+Not modelled: streams and asynchrony, several devices, CuPy's type
 promotion corner cases, cuBLAS/cuSOLVER numerics (NumPy/LAPACK compute instead).
 """
 from __future__ import annotations
@@ -150,10 +153,13 @@ class ndarray:
     __slots__ = ("_a", "__weakref__")
 
     def __init__(self, shape, dtype=float, memptr=None, strides=None, order="C"):
-        self._a = _garbage(shape, dtype, order)
+        a = _garbage(shape, dtype, order)
+        _pool._charge(a)
+        self._a = a
 
     @classmethod
     def _from(cls, a: _np.ndarray) -> "ndarray":
+        _pool._charge(a)     # a new buffer takes a block of the memory pool; a view shares its base's
         obj = object.__new__(cls)
         obj._a = a
         return obj
@@ -508,7 +514,9 @@ def size(a, axis=None):
     return (a.size if axis is None else a.shape[axis]) if isinstance(a, ndarray) else _np.size(a, axis)
 
 
-class _MemoryPool:
+class _PinnedMemoryPool:
+    """Pinned host memory: gpuksvm allocates none (nothing to count)."""
+
     def used_bytes(self):
         return 0
 
@@ -518,17 +526,14 @@ class _MemoryPool:
     def total_bytes(self):
         return 0
 
+    def n_free_blocks(self):
+        return 0
+
     def free_all_blocks(self, stream=None):
         pass
 
-    def set_limit(self, size=None, fraction=None):
-        pass
 
-    def get_limit(self):
-        return 0
-
-
-_pool, _pinned_pool = _MemoryPool(), _MemoryPool()
+_pinned_pool = _PinnedMemoryPool()
 
 
 def get_default_memory_pool():
@@ -570,6 +575,8 @@ def _ndarray_argpartition(self, kth, axis=-1):
 ndarray.argsort, ndarray.argpartition = _ndarray_argsort, _ndarray_argpartition
 
 from . import cuda, linalg, random  # noqa: E402,F401
+
+_pool = cuda.memory.MemoryPool()     # the device memory pool (see cupy.cuda.memory)
 from ._raw import RawKernel, RawModule  # noqa: E402,F401
 
 # ----------------------------------------------------------------------------- call reports

@@ -10,6 +10,7 @@ from gpuemu import failures
 from gpuemu.dispatch import dispatch as _dispatch
 
 from . import compiler, memory, nvrtc, runtime  # noqa: F401
+from .memory import MemoryPool, OutOfMemoryError  # noqa: F401  (as real cupy.cuda exports them)
 
 _LIBRARIES = ("cublas", "cusolver", "cusparse", "curand")
 

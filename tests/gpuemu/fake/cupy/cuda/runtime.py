@@ -1,5 +1,5 @@
-"""cupy.cuda.runtime: the queries gpuksvm makes.  Free memory: $GPUEMU_FREE_BYTES (default 2 GiB)."""
-import os
+"""cupy.cuda.runtime: the queries gpuksvm makes.  Free memory: $GPUEMU_FREE_BYTES (default 2 GiB: the
+device's free memory when the process started) less what the memory pool holds."""
 
 from gpuemu import failures
 
@@ -36,7 +36,9 @@ def setDevice(i):  # noqa: N802
 
 def memGetInfo():  # noqa: N802
     failures.check_device()
-    return int(os.environ.get("GPUEMU_FREE_BYTES", 2 * 2**30)), 16 * 2**30
+    from cupy import get_default_memory_pool
+    from cupy.cuda.memory import device_capacity
+    return max(device_capacity() - get_default_memory_pool().total_bytes(), 0), 16 * 2**30
 
 
 def deviceSynchronize():  # noqa: N802
