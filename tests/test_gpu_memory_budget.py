@@ -31,8 +31,6 @@ PER_ROW_VECTORS = 16
 #: budget 64 KiB, bytes of peak growth): the working memory that is not sized by the budget
 OVER_BUDGET = {
     "linear_multiclass": "fit 295,936 > bound 108,772 (one-vs-rest Newton state per class)",
-    "llsvm": "fit 166,912 > bound 110,904 (the feature matrix F, n x k, and the linear solve on it)",
-    "llsvm_multiclass": "fit 372,224 > bound 111,400 (F and the per-class linear solves)",
     "cvm": "fit 471,040 > bound 109,944 (kernel rows of the core set, n x m, beside the scan)",
     "cvm_multiclass": "fit 545,280 > bound 111,128 (as cvm, per pair)",
     "one_class_cvm": "fit 612,864 > bound 109,304 (as cvm)",
