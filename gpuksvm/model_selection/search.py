@@ -360,7 +360,7 @@ class GridSearchCV(_SharedSearch, _SklearnGridSearchCV):
     >>> sorted(search.best_params_)
     ['C', 'gamma']
     >>> search.cv_results_["shared_work"][0]
-    'none'
+    'kernel rows; alpha seeding along C and across folds'
     """
 
     _parameter_constraints: dict = {**_SklearnGridSearchCV._parameter_constraints, "client": "no_validation"}
