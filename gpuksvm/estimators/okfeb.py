@@ -294,6 +294,7 @@ class OKFEBClassifier(ClassifierMixin, _OKFEBLearner):
         return w[-1] if self.fit_intercept else np.zeros(w.shape[1])
 
     def _decisions(self, X: Any) -> tuple[np.ndarray, str]:
+        check_is_fitted(self, "extractor_")
         D, kind = self._on_features(X, self._learner.decision_function)
         return (D[:, 0] if D.shape[1] == 1 else D), kind
 
@@ -467,6 +468,7 @@ class OKFEBRegressor(RegressorMixin, _OKFEBLearner):
 
     def predict(self, X: Any) -> Any:
         """Predicted targets, in the caller's kind of array."""
+        check_is_fitted(self, "extractor_")
         P, kind = self._on_features(X, self._learner.predict)
         return bk.as_kind(P, kind)
 
