@@ -87,7 +87,7 @@ from gpuksvm.array.validation import (
     zero_weight_classes_message,
 )
 
-__all__ = ["KernelSVC"]
+__all__ = ["KernelSVC", "svc_row_weights"]
 
 SOLVERS = ("auto", "libsvm", "smo", "working_set")
 
@@ -269,33 +269,8 @@ class KernelSVC(DeviceMixin, SVCSurfaceMixin, ProbabilityMixin, ClassifierMixin,
 
     def _weights(self, sample_weight: Any, X: Any, y: np.ndarray, classes: np.ndarray,
                  yidx: np.ndarray) -> tuple[np.ndarray | None, np.ndarray | None]:
-        """Sample and class weights (Cᵢ = C·class_weight[yᵢ]·sample_weightᵢ), with SVC's errors
-        when no row of positive weight is left for a class."""
-        sw = (None if sample_weight is None
-              else check_sample_weight(sample_weight, X, ensure_non_negative=False))
-        # SVC's class-weight semantics, not gpuksvm.array.validation.class_weight_vector (LinearSVM's
-        # and LLSVM's, LinearSVC's rule): KernelSVC is an SVC drop-in, and SVC's "balanced"
-        # counts raw rows (it ignores sample_weight), accepts negative dict weights (those
-        # rows are dropped below) and names a missing class with its own message
-        cw = (None if self.class_weight is None
-              else compute_class_weight(self.class_weight, classes=classes, y=y))
-        w = np.ones(yidx.shape[0]) if sw is None else sw
-        if cw is not None:
-            w = w * cw[yidx]
-        # LIBSVM leaves out the rows of weight ≤ 0 (their αᵢ are 0), so does every solver here
-        kept = w > 0
-        if not kept.any():
-            raise ValueError("Invalid input - all samples have zero or negative weights.")
-        # SVC's sentence first (its tests match it), then the rule every estimator states
-        dead = zero_weight_classes_message(classes, class_counts(yidx, classes.shape[0], np.clip(w, 0, None)))
-        left = np.unique(yidx[kept])
-        if left.size < 2:
-            raise ValueError("Invalid input - all samples with positive weights belong to the same "
-                             f"class ({dead}).")
-        if dead:
-            missing = classes[np.setdiff1d(np.arange(classes.shape[0]), left)]
-            raise ValueError(f"Invalid input - all samples of class(es) {missing.tolist()} have zero "
-                             f"or negative weights ({dead}).")
+        """Sample and class weights (:func:`svc_row_weights` with the estimator's class_weight)."""
+        sw, cw, _ = svc_row_weights(self.class_weight, sample_weight, X, y, classes, yidx)
         return sw, cw
 
     # ------------------------------------------------------------------ fit
@@ -449,3 +424,38 @@ class KernelSVC(DeviceMixin, SVCSurfaceMixin, ProbabilityMixin, ClassifierMixin,
         tags.input_tags.sparse = not is_precomputed(self.kernel)
         return tags
 
+
+def svc_row_weights(class_weight: Any, sample_weight: Any, X: Any, y: np.ndarray, classes: np.ndarray,
+                    yidx: np.ndarray) -> tuple[np.ndarray | None, np.ndarray | None, np.ndarray]:
+    """KernelSVC's weights: Cᵢ = C·class_weight[yᵢ]·sample_weightᵢ, with SVC's errors.
+
+    Returns ``(sample_weight, class weights per class, w)``, ``w`` the per-row multiplier of C (rows
+    with w ≤ 0 are left out, as LIBSVM does).  Raises ValueError, with SVC's messages, when no row
+    of positive weight is left for a class.  The cross-validated search
+    (:mod:`gpuksvm.model_selection.kernel_svc`) applies the same rule to each fold.
+    """
+    sw = (None if sample_weight is None
+          else check_sample_weight(sample_weight, X, ensure_non_negative=False))
+    # SVC's class-weight semantics, not gpuksvm.array.validation.class_weight_vector (LinearSVM's
+    # and LLSVM's, LinearSVC's rule): KernelSVC is an SVC drop-in, and SVC's "balanced"
+    # counts raw rows (it ignores sample_weight), accepts negative dict weights (those
+    # rows are dropped below) and names a missing class with its own message
+    cw = None if class_weight is None else compute_class_weight(class_weight, classes=classes, y=y)
+    w = np.ones(yidx.shape[0]) if sw is None else sw
+    if cw is not None:
+        w = w * cw[yidx]
+    # LIBSVM leaves out the rows of weight ≤ 0 (their αᵢ are 0), so does every solver here
+    kept = w > 0
+    if not kept.any():
+        raise ValueError("Invalid input - all samples have zero or negative weights.")
+    # SVC's sentence first (its tests match it), then the rule every estimator states
+    dead = zero_weight_classes_message(classes, class_counts(yidx, classes.shape[0], np.clip(w, 0, None)))
+    left = np.unique(yidx[kept])
+    if left.size < 2:
+        raise ValueError("Invalid input - all samples with positive weights belong to the same "
+                         f"class ({dead}).")
+    if dead:
+        missing = classes[np.setdiff1d(np.arange(classes.shape[0]), left)]
+        raise ValueError(f"Invalid input - all samples of class(es) {missing.tolist()} have zero "
+                         f"or negative weights ({dead}).")
+    return sw, cw, w

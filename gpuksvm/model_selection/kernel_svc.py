@@ -34,11 +34,10 @@ from typing import Any, Iterator, Sequence
 
 import numpy as np
 from sklearn.base import clone
-from sklearn.utils.class_weight import compute_class_weight
 
 from gpuksvm.array import backend as bk
 from gpuksvm.array.validation import encode_classes
-from gpuksvm.estimators.kernel_svc import KernelSVC
+from gpuksvm.estimators.kernel_svc import KernelSVC, svc_row_weights
 from gpuksvm.kernels.kernel import make_kernel
 from gpuksvm.model_selection.shared import SplitFit, group_candidates, independent_fits
 from gpuksvm.solvers.smo.path import GridJob, GridProblem, solve_grid_batched, solve_grids
@@ -66,18 +65,16 @@ def _unsupported(est: KernelSVC) -> str | None:
 
 def _fold_weights(est: KernelSVC, y: np.ndarray, yidx: np.ndarray, classes: np.ndarray, tr: np.ndarray,
                   sample_weight: np.ndarray | None) -> np.ndarray | None:
-    """Cᵢ/C of the fold's rows as KernelSVC.fit sets them; None when the fit would refuse the fold."""
+    """Cᵢ/C of the fold's rows as KernelSVC.fit sets them (:func:`svc_row_weights`, negative weights
+    as 0: those rows are left out); None when the fit would refuse the fold."""
     if np.unique(yidx[tr]).size != classes.size:
         return None
-    w = np.ones(tr.size) if sample_weight is None else np.maximum(sample_weight[tr], 0.0)
-    if est.class_weight is not None:
-        try:
-            w = w * compute_class_weight(est.class_weight, classes=classes, y=y[tr])[yidx[tr]]
-        except ValueError:
-            return None
-    if np.unique(yidx[tr][w > 0]).size != classes.size:
+    try:
+        _, _, w = svc_row_weights(est.class_weight, None if sample_weight is None else sample_weight[tr],
+                                  yidx[tr], y[tr], classes, yidx[tr])
+    except ValueError:
         return None
-    return w
+    return np.maximum(w, 0.0)
 
 
 def search_kernel_svc(estimator: KernelSVC, X: Any, y: Any, splits: Sequence[tuple[np.ndarray, np.ndarray]],
