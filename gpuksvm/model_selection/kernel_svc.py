@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from numbers import Real
 from typing import Any, Iterator, Sequence
 
 import numpy as np
@@ -39,7 +38,7 @@ from gpuksvm.array import backend as bk
 from gpuksvm.array.validation import encode_classes
 from gpuksvm.estimators.kernel_svc import KernelSVC, svc_row_weights
 from gpuksvm.kernels.kernel import make_kernel
-from gpuksvm.model_selection.shared import SplitFit, group_candidates, independent_fits
+from gpuksvm.model_selection.shared import SplitFit, group_candidates, independent_fits, is_positive_number
 from gpuksvm.solvers.smo.path import GridJob, GridProblem, solve_grid_batched, solve_grids
 
 __all__ = ["search_kernel_svc"]
@@ -103,8 +102,7 @@ def search_kernel_svc(estimator: KernelSVC, X: Any, y: Any, splits: Sequence[tup
     jobs: list[_Job] = []
     for template, members in group_candidates(estimator, candidates, ("C",)):
         Cs = [clone(estimator).set_params(**candidates[c]).C for c in members]
-        finite = [c for c, C in zip(members, Cs)
-                  if isinstance(C, Real) and not isinstance(C, bool) and 0 < C < np.inf]
+        finite = [c for c, C in zip(members, Cs) if is_positive_number(C)]
         other = [c for c in members if c not in finite]
         if other:
             yield from independent_fits(estimator, X, y, splits, candidates, other, all_splits, sw,

@@ -20,30 +20,26 @@ a γ that is not a number (``"scale"``, ``"auto"``: resolved per fold by the fit
 from __future__ import annotations
 
 import time
-from numbers import Real
 from typing import Any, Iterator, Sequence
 
 import numpy as np
 
 from gpuksvm.estimators.llsvm import LLSVM, fit_llsvm_grid
-from gpuksvm.model_selection.shared import SplitFit, group_candidates, independent_fits, take
+from gpuksvm.model_selection.shared import (SplitFit, group_candidates, independent_fits, is_positive_number,
+                                             take)
 
 __all__ = ["search_llsvm"]
 
 SHARED = "landmarks per fold; maps and features per (fold, γ)"
 
 
-def _is_number(value: Any) -> bool:
-    return isinstance(value, Real) and not isinstance(value, bool) and 0 < value < np.inf
-
-
 def _unsupported(template: LLSVM, gammas: Sequence[Any], Cs: Sequence[Any]) -> str | None:
     """Why a group cannot share work (None: it can)."""
     if not (isinstance(template.kernel, str) and template.kernel in ("rbf", "poly")):
         return f"kernel={template.kernel!r}"
-    if not all(_is_number(g) for g in gammas):
+    if not all(is_positive_number(g) for g in gammas):
         return "gamma is not a positive number"
-    if not all(_is_number(c) for c in Cs):
+    if not all(is_positive_number(c) for c in Cs):
         return "C is not a finite positive number"
     return None
 

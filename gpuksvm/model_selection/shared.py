@@ -31,6 +31,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from importlib import import_module
+from numbers import Real
 from typing import Any, Callable, Iterator, Sequence
 
 import numpy as np
@@ -40,7 +41,7 @@ from sklearn.base import clone
 from gpuksvm.array import backend as bk
 
 __all__ = ["SplitFit", "ENGINES", "register_engine", "engine_for", "is_gpuksvm_estimator",
-           "search_independent", "independent_fits", "group_candidates", "run_engine", "take", "engine_name"]
+           "search_independent", "independent_fits", "group_candidates", "is_positive_number", "run_engine", "take", "engine_name"]
 
 
 @dataclass
@@ -148,6 +149,11 @@ def independent_fits(estimator: Any, X: Any, y: Any, splits: Sequence[tuple[np.n
         fit.candidate, fit.split = cands[fit.candidate], split_ids[fit.split]
         fit.shared = f"none: {reason}"
         yield fit
+
+
+def is_positive_number(value: Any) -> bool:
+    """A finite number > 0 (not a bool): a C or γ an engine can share work along."""
+    return isinstance(value, Real) and not isinstance(value, bool) and 0 < value < np.inf
 
 
 def group_candidates(estimator: Any, candidates: Sequence[dict],
