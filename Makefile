@@ -20,7 +20,7 @@ REAL_CUPY := $(VENV)/real-cupy
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip "setuptools>=70" wheel
-	$(BIN)/python -m pip install -q -e ".[test,notebooks,dask,progress]"
+	$(BIN)/python -m pip install -q -e ".[test,notebooks,dask,progress,fast]"
 	@if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; then \
 	  major=$$(nvidia-smi | sed -n 's/.*CUDA Version: *\([0-9]*\).*/\1/p' | head -n1); \
 	  if [ "$${major:-12}" -ge 13 ]; then extra=cuda13; else extra=cuda12; fi; \

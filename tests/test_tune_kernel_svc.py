@@ -10,7 +10,7 @@ from gpuksvm.array.validation import encode_classes
 from gpuksvm.estimators.kernel_svc import KernelSVC
 from gpuksvm.kernels.kernel import Kernel
 from gpuksvm.model_selection import kernel_svc as engine
-from gpuksvm.solvers.smo import path
+from gpuksvm.solvers.smo import path, seeded
 from gpuksvm.solvers.smo.svc import solve_svc
 
 
@@ -27,11 +27,16 @@ def _grid(gammas=(0.5, 2.0), Cs=(0.1, 1.0, 10.0, 100.0)):
     return [{"gamma": g, "C": C} for g in gammas for C in Cs]
 
 
+#: what the CPU engine records when the Gram matrix fits the budget: the compiled SMO where numba is
+#: installed, else LIBSVM on active sets
+SHARED = engine.SHARED_CPU_GRAM if seeded.AVAILABLE else engine.SHARED_CPU
+
+
 def _host(a):
     return np.asarray(bk.to_host(a))
 
 
-def _check_equivalent(est, X, y, splits, cands, sample_weight=None, shared=engine.SHARED_CPU):
+def _check_equivalent(est, X, y, splits, cands, sample_weight=None, shared=SHARED):
     """Every SplitFit equals the independent fit to the solver tolerance; returns the fits."""
     fits = list(engine.search_kernel_svc(est, X, y, splits, cands, sample_weight=sample_weight))
     assert sorted((f.candidate, f.split) for f in fits) == [(c, s) for c in range(len(cands))
@@ -102,12 +107,37 @@ def test_small_budget_never_builds_the_whole_gram(monkeypatch):
     monkeypatch.setattr(path, "kernel_block", recording)
     splits = list(StratifiedKFold(3, shuffle=True, random_state=0).split(X, y))
     with bk.config_context(cpu_memory_budget=n * n * 8 // 4):
-        _check_equivalent(KernelSVC(device="cpu", gamma=1.0), X, y, splits, _grid(gammas=(1.0,)))
+        _check_equivalent(KernelSVC(device="cpu", gamma=1.0), X, y, splits, _grid(gammas=(1.0,)),
+                          shared=engine.SHARED_CPU)
     assert shapes and max(r for r, _ in shapes) < n and max(r * c for r, c in shapes) < n * n // 4
     shapes.clear()
     with bk.config_context(cpu_memory_budget=n * n * 8 * 4):   # the whole Gram fits: each row once
         list(engine.search_kernel_svc(KernelSVC(device="cpu", gamma=1.0), X, y, splits, _grid(gammas=(1.0,))))
     assert shapes and all(c == n for _, c in shapes) and sum(r for r, _ in shapes) <= n
+
+
+def test_without_numba_libsvm_on_active_sets_runs(monkeypatch):
+    """The compiled SMO unavailable (numba not installed): the same search by LIBSVM on active sets."""
+    monkeypatch.setattr(seeded, "AVAILABLE", False)
+    X, y = _data(classes=3, seed=1)
+    sw = np.random.default_rng(2).uniform(0.2, 3.0, size=y.size)
+    splits = list(StratifiedKFold(3, shuffle=True, random_state=1).split(X, y))
+    _check_equivalent(KernelSVC(device="cpu", class_weight="balanced"), X, y, splits,
+                      _grid(gammas=(1.0,), Cs=(0.5, 50.0)), sample_weight=sw, shared=engine.SHARED_CPU)
+
+
+def test_the_engine_follows_the_memory_budget():
+    """The compiled SMO runs on the Gram matrix only when n × n float64 fits a job's share of the budget."""
+    X, y = _data(n=200, seed=8)
+    classes, yidx = encode_classes(y)
+    job = path.GridJob(Kernel("rbf", gamma=1.0), [path.GridProblem(np.arange(150), np.ones(150))], [1.0])
+    small = path.solve_grids(X, yidx, classes, [job], budget=8 * 200 * 200 - 1, n_jobs=1)[0]
+    big = path.solve_grids(X, yidx, classes, [job], budget=8 * 200 * 200, n_jobs=1)[0]
+    assert small.engine == path.ENGINE_ACTIVE_SET
+    assert big.engine == (path.ENGINE_GRAM if seeded.AVAILABLE else path.ENGINE_ACTIVE_SET)
+    # ijcnn1's 50,000 rows: 20 GB of Gram matrix, never within the default 512 MiB budget
+    assert not path.gram_fits(50_000, bk.memory_budget("cpu"))
+    assert path.gram_fits(5_000, bk.memory_budget("cpu")) == seeded.AVAILABLE
 
 
 def test_kernel_rows_cache_evicts_and_computes_each_row_once():
@@ -141,7 +171,7 @@ def test_fallbacks_and_errors():
         assert fits[2, s].shared.startswith("none: solver") and fits[2, s].estimator.solver_ == "smo"
         assert fits[3, s].shared.startswith("none: kernel") and fits[3, s].error is None
         assert fits[4, s].estimator is None and fits[4, s].error is not None   # γ < 0: the fit's error
-        assert fits[5, s].shared == engine.SHARED_CPU and fits[5, s].error is None
+        assert fits[5, s].shared == SHARED and fits[5, s].error is None
     # a fold without a class: the fit raises, and the search gets that error for that split only
     y2 = y.copy()
     y2[:] = 0
@@ -149,7 +179,7 @@ def test_fallbacks_and_errors():
     bad = [(np.arange(10, 120), np.arange(10)), splits[0]]
     out = {f.split: f for f in engine.search_kernel_svc(KernelSVC(device="cpu"), X, y2, bad, [{"C": 1.0}])}
     assert out[0].error is not None and out[0].shared.startswith("none: a fold")
-    assert out[1].error is None and out[1].shared == engine.SHARED_CPU
+    assert out[1].error is None and out[1].shared == SHARED
 
 
 def test_from_result_equals_fit():

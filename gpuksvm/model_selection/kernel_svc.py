@@ -39,12 +39,13 @@ from gpuksvm.array.validation import encode_classes
 from gpuksvm.estimators.kernel_svc import KernelSVC, svc_row_weights
 from gpuksvm.kernels.kernel import make_kernel
 from gpuksvm.model_selection.shared import SplitFit, group_candidates, independent_fits, is_positive_number
-from gpuksvm.solvers.smo.path import GridJob, GridProblem, solve_grid_batched, solve_grids
+from gpuksvm.solvers.smo.path import ENGINE_GRAM, GridJob, GridProblem, solve_grid_batched, solve_grids
 
 __all__ = ["search_kernel_svc"]
 
 _KERNELS = ("linear", "poly", "rbf", "sigmoid")
 SHARED_CPU = "kernel rows; alpha seeding along C and across folds"
+SHARED_CPU_GRAM = "the Gram matrix of all rows; alpha seeding along C (compiled SMO)"
 SHARED_GPU = "kernel rows; all folds and C values in one batched working-set call"
 
 
@@ -133,7 +134,7 @@ def search_kernel_svc(estimator: KernelSVC, X: Any, y: Any, splits: Sequence[tup
             share = sol.kernel_seconds / (len(job.splits) * len(job.members))
             own = [[t + share for t in row] for row in sol.seconds]
             yield from _wrap(estimator, X, y, splits, candidates, sw, job, sol.results, own, sol.error,
-                             SHARED_CPU)
+                             SHARED_CPU_GRAM if sol.engine == ENGINE_GRAM else SHARED_CPU)
     for job in jobs:
         if not job.device.is_gpu:
             continue

@@ -73,6 +73,7 @@ from gpuksvm.array.blas_threads import host_busy, one_blas_thread
 from gpuksvm.kernels.kernel import Kernel, kernel_block
 from gpuksvm.solvers.multiclass import problem_rows
 from gpuksvm.solvers.smo.engines import _n_workers, solve_batched
+from gpuksvm.solvers.smo import seeded
 from gpuksvm.solvers.smo.host import _libsvm_fit
 from gpuksvm.solvers.smo.svc import KernelSVCResult, ovo_model
 from gpuksvm.solvers.svc_dual import PRECOMPUTED, SMOResult, intercept_from_F, problem_data
@@ -83,7 +84,11 @@ except ImportError:  # pragma: no cover - a scikit-learn without it: SVC.fit ins
     _LIBSVM = None
 
 __all__ = ["KernelRows", "GridProblem", "GridJob", "GridSolution", "solve_grid", "solve_grids",
-           "solve_grid_batched"]
+           "solve_grid_batched", "gram_fits", "ENGINE_GRAM", "ENGINE_ACTIVE_SET"]
+
+#: the engines of solve_grids (GridSolution.engine)
+ENGINE_GRAM = "smo-gram"
+ENGINE_ACTIVE_SET = "libsvm-active-set"
 
 #: rows whose margin y·f under the previous solution is below 1 + this join the seed, at most
 #: 1/_SEED_SHARE of the seed's size of them (the closest first).  Measured on the ijcnn1 grid of
@@ -175,6 +180,13 @@ class KernelRows:
             self.slot[part] = np.arange(self.used, self.used + part.size)
             self.used += part.size
         return True
+
+    def matrix(self) -> np.ndarray:
+        """The whole n × n Gram matrix (its missing rows computed now); only when it fits the budget."""
+        if not self.full:
+            raise ValueError("the Gram matrix does not fit this cache's budget")
+        self._ensure_full(np.arange(self.n))
+        return self.rows
 
     def weighted_sum(self, idx: np.ndarray, coef: np.ndarray) -> np.ndarray:
         """Σⱼ coefⱼ K(x_{idx_j}, X): the (n,) kernel expansion of the rows ``idx``."""
@@ -423,6 +435,8 @@ class GridSolution:
     kernel_seconds : time spent computing the job's kernel rows (shared by all its models)
     kernel_rows : kernel rows computed
     error : the exception that stopped the job, if any
+    engine : which engine solved it: ``"smo-gram"`` (the compiled SMO on the Gram matrix) or
+        ``"libsvm-active-set"``
     """
 
     results: list
@@ -431,6 +445,7 @@ class GridSolution:
     kernel_seconds: float = 0.0
     kernel_rows: int = 0
     error: BaseException | None = None
+    engine: str = ENGINE_ACTIVE_SET
 
 
 class _JobState:
@@ -465,6 +480,9 @@ def _fold_path(st: _JobState, f: int, X: Any, yidx: np.ndarray, classes: np.ndar
     pairs = _pairs(classes.shape[0])
     problems = [_pair_problem(yidx, fold, lo, hi) for lo, hi in pairs]
     Xf = bk.take_rows(X, fold.rows)
+    if st.out.engine == ENGINE_GRAM:
+        _fold_path_gram(st, f, cache.matrix(), pos, problems, Xf, yidx, classes)
+        return
     seeds = st.first or {}
     for k, c in enumerate(np.argsort(np.asarray(job.Cs, dtype=np.float64), kind="stable")):
         solved = {p: _solve_binary(cache, R, lab, w, float(job.Cs[c]), seeds.get(p), job.tol, job.cache_bytes)
@@ -476,6 +494,43 @@ def _fold_path(st: _JobState, f: int, X: Any, yidx: np.ndarray, classes: np.ndar
         if k == 0 and st.first is None:
             st.first = solved      # a later fold's first C starts from here (Wen et al. 2017)
         seeds = solved
+
+
+def _fold_path_gram(st: _JobState, f: int, G: np.ndarray, pos: np.ndarray, problems: list, Xf: Any,
+                    yidx: np.ndarray, classes: np.ndarray) -> None:
+    """Fold f of a job at every C, ascending, by the compiled SMO on the Gram matrix G: the first C
+    from α = 0, each next C from the previous solution scaled by the ratio of the C values."""
+    job = st.job
+    rows = job.folds[f].rows
+    start: list[tuple[np.ndarray, np.ndarray] | None] = [None] * len(problems)
+    prev = None
+    for c in np.argsort(np.asarray(job.Cs, dtype=np.float64), kind="stable"):
+        C = float(job.Cs[c])
+        t0 = time.perf_counter()
+        results = []
+        for p, (R, lab, w) in enumerate(problems):
+            Cv = C * w
+            a0, g0 = (None, None) if start[p] is None else seeded.scale_seed(*start[p], C / prev)
+            alpha, grad, n_iter = seeded.solve_seeded(G, R, lab, Cv, a0, g0, tol=job.tol)
+            start[p] = (alpha, grad)
+            sv = np.flatnonzero(alpha > 0)
+            order = np.argsort(pos[R[sv]], kind="stable")
+            sv = sv[order]
+            results.append(SMOResult(
+                support=pos[R[sv]], dual_coef=lab[sv] * alpha[sv],
+                intercept=intercept_from_F(-lab * grad, alpha, lab, Cv),
+                objective=float(0.5 * np.dot(alpha, grad - 1.0)), n_iter=n_iter,
+                converged=n_iter < seeded.MAX_ITER, solver="smo", max_iter_reached=n_iter >= seeded.MAX_ITER))
+        st.out.results[f][c] = ovo_model(results, Xf, yidx[rows], classes, job.kernel, bk.CPU, np.float64)
+        st.out.seconds[f][c] = time.perf_counter() - t0
+        st.out.rounds[f][c] = len(problems)
+        prev = C
+
+
+def gram_fits(n: int, budget: int) -> bool:
+    """Whether :func:`solve_grids` solves a job of ``n`` rows by the compiled SMO on its Gram matrix:
+    numba imported and the n × n float64 matrix within ``budget`` bytes (a job's share)."""
+    return seeded.AVAILABLE and 8 * n * n <= budget
 
 
 def solve_grids(X: Any, yidx: np.ndarray, classes: np.ndarray, jobs: Sequence[GridJob], *,
@@ -513,6 +568,9 @@ def solve_grids(X: Any, yidx: np.ndarray, classes: np.ndarray, jobs: Sequence[Gr
     # (the threads' CPU time grew by 15–30 %: they only contend there)
     workers = 1 if n_jobs is None and host_busy() else _n_workers(n_jobs, max(len(tasks), 1))
     share = budget // max(min(workers, len(states)), 1)
+    for st in states:
+        if gram_fits(yidx.shape[0], share):
+            st.out.engine = ENGINE_GRAM
 
     def run(task: tuple[_JobState, int]) -> None:
         st, f = task

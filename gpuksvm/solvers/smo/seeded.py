@@ -1,0 +1,300 @@
+"""A compiled SMO on rows of a precomputed Gram matrix, started from a given α (alpha seeding).
+
+:func:`solve_seeded` solves the binary C-SVC dual
+
+    min ½ αᵀQα − eᵀα   subject to   0 ≤ αᵢ ≤ Cᵢ,  yᵀα = 0,   Qᵢⱼ = yᵢyⱼK(xᵢ, xⱼ)
+
+over the rows ``R`` of a Gram matrix ``G`` of all rows of a data set (the
+problem reads ``G[R[a], R[b]]``: the folds and one-vs-one pairs of a grid
+search index one matrix, no submatrix is copied), from any feasible α and its
+gradient.  The algorithm is LIBSVM's (Fan, Chen & Lin, JMLR 2005): the
+maximal-violating i over I_up, the second-order choice of j over I_low, the
+analytic two-variable step clipped to the box, and the stopping rule
+m(α) − M(α) < ``tol``; the per-row bounds Cᵢ = C·wᵢ carry class and sample
+weights.  No shrinking: a step reads three rows of ``G`` over the problem's
+rows (the gradient update fused with the next i), and the C path seeded by
+:func:`scale_seed` needs few steps per C (measured in
+:mod:`gpuksvm.solvers.smo.path`).
+
+The loop is compiled by numba (``@njit(cache=True, nogil=True)``: compiled
+once per installation into numba's cache, and it releases the GIL so problems
+run in parallel threads).  numba is optional (the ``fast`` extra):
+:data:`AVAILABLE` says whether it imported, and without it callers use
+another solver (:func:`solve_seeded` raises ImportError).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+try:
+    import numba
+except ImportError:  # the optional "fast" extra is not installed: AVAILABLE is False
+    numba = None
+
+__all__ = ["AVAILABLE", "MAX_ITER", "solve_seeded", "scale_seed", "cold_start"]
+
+#: whether numba imported (the compiled SMO can run)
+AVAILABLE = numba is not None
+
+#: default cap on two-variable steps (LIBSVM's for problems below 10⁷ rows)
+MAX_ITER = 10_000_000
+
+#: LIBSVM's floor for a non-positive curvature K_ii + K_jj − 2K_ij of the two-variable step
+_TAU = 1e-12
+
+
+def _in_up(y, a, c):  # pragma: no cover - compiled by numba
+    return (y > 0 and a < c) or (y < 0 and a > 0)
+
+
+def _in_low(y, a, c):  # pragma: no cover - compiled by numba
+    return (y > 0 and a > 0) or (y < 0 and a < c)
+
+
+def _first_i(R, y, Cv, alpha, grad, act, na):  # pragma: no cover - compiled by numba
+    """The maximal violator over I_up among the active rows (−yₜ∇ₜ largest) and its value."""
+    gmax = -np.inf
+    i = -1
+    for k in range(na):
+        t = act[k]
+        if _in_up(y[t], alpha[t], Cv[t]):
+            v = -y[t] * grad[t]
+            if v >= gmax:
+                gmax = v
+                i = t
+    return i, gmax
+
+
+def _shrink(y, Cv, alpha, grad, act, na):  # pragma: no cover - compiled by numba
+    """Drop the bounded rows that cannot take part in a violating pair: an I_up-only row whose
+    −y∇ is below M(α), an I_low-only row whose −y∇ is above m(α).  Returns the new count."""
+    m = -np.inf
+    M = np.inf
+    for k in range(na):
+        t = act[k]
+        v = -y[t] * grad[t]
+        if _in_up(y[t], alpha[t], Cv[t]) and v > m:
+            m = v
+        if _in_low(y[t], alpha[t], Cv[t]) and v < M:
+            M = v
+    keep = 0
+    for k in range(na):
+        t = act[k]
+        up = _in_up(y[t], alpha[t], Cv[t])
+        low = _in_low(y[t], alpha[t], Cv[t])
+        v = -y[t] * grad[t]
+        if (up and not low and v < M) or (low and not up and v > m):
+            continue
+        act[k] = act[keep]   # a swap: act stays a permutation, the shrunk rows after the count
+        act[keep] = t
+        keep += 1
+    return keep
+
+
+def _select_j(Gi, R, D, y, Cv, alpha, grad, act, na, kii, gmax):  # pragma: no cover - compiled by numba
+    """j over I_low with the largest decrease of the objective for the pair (i, j) (second-order
+    rule), and −M(α) = max over I_low of yₜ∇ₜ."""
+    gmax2 = -np.inf
+    best = np.inf
+    j = -1
+    for k in range(na):
+        t = act[k]
+        if _in_low(y[t], alpha[t], Cv[t]):
+            yg = y[t] * grad[t]
+            if yg >= gmax2:
+                gmax2 = yg
+            b = gmax + yg
+            if b > 0:
+                a = kii + D[t] - 2.0 * Gi[R[t]]
+                if a <= 0:
+                    a = _TAU
+                o = -(b * b) / a
+                if o <= best:
+                    best = o
+                    j = t
+    return j, gmax2
+
+
+def _step(Gi, Gj, R, D, y, Cv, alpha, grad, act, na, i, j):  # pragma: no cover - compiled by numba
+    """The two-variable step on (i, j), clipped to the box, the gradient update of the active rows,
+    and the next i (the maximal violator over the updated gradient) with its −y∇."""
+    a = D[i] + D[j] - 2.0 * Gi[R[j]]
+    if a <= 0:
+        a = _TAU
+    ci, cj = Cv[i], Cv[j]
+    ai, aj = alpha[i], alpha[j]
+    if y[i] != y[j]:
+        delta = (-grad[i] - grad[j]) / a
+        diff = ai - aj
+        ai += delta
+        aj += delta
+        if diff > 0:
+            if aj < 0:
+                aj = 0.0
+                ai = diff
+        elif ai < 0:
+            ai = 0.0
+            aj = -diff
+        if diff > ci - cj:
+            if ai > ci:
+                ai = ci
+                aj = ci - diff
+        elif aj > cj:
+            aj = cj
+            ai = cj + diff
+    else:
+        delta = (grad[i] - grad[j]) / a
+        s = ai + aj
+        ai -= delta
+        aj += delta
+        if s > ci:
+            if ai > ci:
+                ai = ci
+                aj = s - ci
+        elif aj < 0:
+            aj = 0.0
+            ai = s
+        if s > cj:
+            if aj > cj:
+                aj = cj
+                ai = s - cj
+        elif ai < 0:
+            ai = 0.0
+            aj = s
+    di = (ai - alpha[i]) * y[i]
+    dj = (aj - alpha[j]) * y[j]
+    alpha[i] = ai
+    alpha[j] = aj
+    # ∇ₜ += yₜ(yᵢΔαᵢKₜᵢ + yⱼΔαⱼKₜⱼ) over the active rows, and the next i over the updated gradient
+    gmax = -np.inf
+    nxt = -1
+    for k in range(na):
+        t = act[k]
+        rt = R[t]
+        g = grad[t] + y[t] * (di * Gi[rt] + dj * Gj[rt])
+        grad[t] = g
+        if _in_up(y[t], alpha[t], Cv[t]):
+            v = -y[t] * g
+            if v >= gmax:
+                gmax = v
+                nxt = t
+    return nxt, gmax
+
+
+def _smo_loop(G, R, D, y, Cv, alpha, grad, tol, max_iter, shrinking):  # pragma: no cover - compiled by numba
+    """Two-variable steps on (alpha, grad) in place until the gap is below tol; returns the steps taken."""
+    n = R.shape[0]
+    act = np.arange(n)
+    na = n
+    period = min(n, 1000)
+    counter = period
+    i, gmax = _first_i(R, y, Cv, alpha, grad, act, na)
+    it = 0
+    while it < max_iter:
+        if shrinking:
+            counter -= 1
+            if counter == 0:
+                counter = period
+                na = _shrink(y, Cv, alpha, grad, act, na)
+                i, gmax = _first_i(R, y, Cv, alpha, grad, act, na)
+        j = -1
+        gmax2 = -np.inf
+        if i >= 0:
+            j, gmax2 = _select_j(G[R[i]], R, D, y, Cv, alpha, grad, act, na, D[i], gmax)
+        if i < 0 or j < 0 or gmax + gmax2 < tol:
+            if na == n:
+                break
+            # optimal on the active rows: the gradient of the shrunk rows from the support vectors,
+            # then every row active again (the loop stops only when all rows satisfy the rule)
+            for k in range(na, n):
+                grad[act[k]] = -1.0
+            for s in range(n):
+                if alpha[s] > 0:
+                    c = alpha[s] * y[s]
+                    Gs = G[R[s]]
+                    for k in range(na, n):
+                        t = act[k]
+                        grad[t] += y[t] * c * Gs[R[t]]
+            na = n
+            for k in range(n):
+                act[k] = k
+            counter = period
+            i, gmax = _first_i(R, y, Cv, alpha, grad, act, na)
+            continue
+        it += 1
+        i, gmax = _step(G[R[i]], G[R[j]], R, D, y, Cv, alpha, grad, act, na, i, j)
+    return it
+
+
+def _gradient(G, R, y, alpha, grad):  # pragma: no cover - compiled by numba
+    """grad = Qα − e over the rows R, from the rows of G of the nonzero αₛ."""
+    n = R.shape[0]
+    for t in range(n):
+        grad[t] = -1.0
+    for s in range(n):
+        if alpha[s] != 0.0:
+            c = alpha[s] * y[s]
+            Gs = G[R[s]]
+            for t in range(n):
+                grad[t] += y[t] * c * Gs[R[t]]
+
+
+if numba is not None:
+    _jit = numba.njit(cache=True, nogil=True)
+    _in_up, _in_low = _jit(_in_up), _jit(_in_low)
+    _first_i, _shrink = _jit(_first_i), _jit(_shrink)
+    _select_j, _step = _jit(_select_j), _jit(_step)
+    _smo_loop, _gradient = _jit(_smo_loop), _jit(_gradient)
+
+
+def cold_start(n: int) -> tuple[np.ndarray, np.ndarray]:
+    """α = 0 and its gradient −e for a problem of n rows."""
+    return np.zeros(n), np.full(n, -1.0)
+
+
+def scale_seed(alpha: np.ndarray, grad: np.ndarray, ratio: float) -> tuple[np.ndarray, np.ndarray]:
+    """The solution at C scaled to C·ratio (DeCoste & Wagstaff 2000) and its exact gradient.
+
+    r·α stays feasible for the box r·Cᵢ and keeps yᵀα = 0; its gradient is
+    Q(rα) − e = r(∇ + e) − e, so no kernel row is read.
+    """
+    return alpha * ratio, grad * ratio + (ratio - 1.0)
+
+
+def solve_seeded(G: np.ndarray, R: np.ndarray, y: np.ndarray, Cv: np.ndarray, alpha: np.ndarray | None = None,
+                 grad: np.ndarray | None = None, *, tol: float = 1e-3,
+                 max_iter: int = MAX_ITER, shrinking: bool = True) -> tuple[np.ndarray, np.ndarray, int]:
+    """Solve the C-SVC dual on rows R of the Gram matrix G from a feasible start.
+
+    Parameters
+    ----------
+    G : (N, N) float64 C-contiguous Gram matrix of all rows (read only)
+    R : (n,) int64 rows of G that make the problem
+    y : (n,) labels ±1 (float64)
+    Cv : (n,) upper bounds Cᵢ = C·wᵢ (> 0)
+    alpha : (n,) feasible start (0 ≤ αᵢ ≤ Cᵢ, yᵀα = 0); default 0.  Not modified.
+    grad : (n,) its gradient Qα − e; default: computed from G
+    tol : stopping tolerance of m(α) − M(α) (LIBSVM's eps; 1e-3 as the independent fit)
+    max_iter : cap on two-variable steps (LIBSVM's is 10⁷ for small problems)
+    shrinking : drop rows that cannot violate the rule from the passes, every min(n, 1000) steps
+        (LIBSVM's rule and period), and check them all again before stopping
+
+    Returns
+    -------
+    alpha, grad : (n,) the solution and its gradient
+    n_iter : steps taken (``max_iter`` means the cap was reached)
+    """
+    if numba is None:
+        raise ImportError("solve_seeded needs numba (pip install 'gpuksvm[fast]')")
+    R = np.ascontiguousarray(R, dtype=np.int64)
+    y = np.ascontiguousarray(y, dtype=np.float64)
+    Cv = np.ascontiguousarray(Cv, dtype=np.float64)
+    a = np.zeros(R.size) if alpha is None else np.array(alpha, dtype=np.float64)
+    if grad is None:
+        g = np.empty(R.size)
+        _gradient(G, R, y, a, g)
+    else:
+        g = np.array(grad, dtype=np.float64)
+    D = np.ascontiguousarray(G[R, R], dtype=np.float64)   # the diagonal: one gather, not one per step
+    n_iter = _smo_loop(G, R, D, y, Cv, a, g, float(tol), int(max_iter), bool(shrinking))
+    return a, g, int(n_iter)

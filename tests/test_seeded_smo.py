@@ -1,0 +1,115 @@
+"""The compiled SMO on rows of a Gram matrix (gpuksvm.solvers.smo.seeded) against scikit-learn's SVC
+(LIBSVM) on the same precomputed kernel: objective, decision values, cold and seeded starts."""
+import numpy as np
+import pytest
+from sklearn.metrics.pairwise import rbf_kernel
+from sklearn.svm import SVC
+
+from gpuksvm.solvers.smo import seeded
+from gpuksvm.solvers.svc_dual import intercept_from_F
+
+pytest.importorskip("numba")
+
+
+def _problem(n=400, seed=0, gamma=0.7):
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n, 3))
+    y = np.where(X[:, 0] * X[:, 1] + 0.5 * rng.normal(size=n) > 0, 1.0, -1.0)
+    return X, y, rbf_kernel(X, X, gamma=gamma)
+
+
+def _objective(K, y, alpha):
+    c = y * alpha
+    return 0.5 * c @ K @ c - alpha.sum()
+
+
+def _libsvm(K, y, C):
+    svc = SVC(C=C, kernel="precomputed", tol=1e-3).fit(K, y)
+    alpha = np.zeros(y.size)
+    alpha[svc.support_] = np.abs(svc.dual_coef_.ravel())
+    return svc, alpha
+
+
+def _decision(G, R, y, alpha, grad, Cv, cols):
+    b = intercept_from_F(-y * grad, alpha, y, Cv)
+    return (y * alpha) @ G[np.ix_(R, cols)] + b
+
+
+@pytest.mark.parametrize("C", [0.1, 3.0, 300.0])
+@pytest.mark.parametrize("shrinking", [True, False])
+def test_binary_matches_libsvm_on_a_subset_of_rows(C, shrinking):
+    X, y, G = _problem()
+    R = np.sort(np.random.default_rng(1).choice(y.size, 300, replace=False))   # a fold: rows of G
+    test = np.setdiff1d(np.arange(y.size), R)
+    K = G[np.ix_(R, R)]
+    alpha, grad, n_iter = seeded.solve_seeded(G, R, y[R], np.full(R.size, C), shrinking=shrinking)
+    assert 0 < n_iter < seeded.MAX_ITER
+    np.testing.assert_allclose(grad, (y[R] * alpha) @ K * y[R] - 1.0, atol=1e-8)   # its own gradient
+    assert abs(np.dot(y[R], alpha)) < 1e-9 and (alpha >= 0).all() and (alpha <= C).all()
+    svc, ref = _libsvm(K, y[R], C)
+    o, o_ref = _objective(K, y[R], alpha), _objective(K, y[R], ref)
+    assert abs(o - o_ref) <= 1e-3 * (1 + abs(o_ref))
+    d = _decision(G, R, y[R], alpha, grad, np.full(R.size, C), test)
+    d_ref = svc.decision_function(G[np.ix_(test, R)])
+    np.testing.assert_allclose(d, d_ref, atol=1e-2 * max(1.0, np.abs(d_ref).max()))
+
+
+def test_class_and_sample_weights_as_per_row_bounds():
+    X, y, G = _problem(seed=2)
+    R = np.arange(y.size)
+    sw = np.random.default_rng(3).uniform(0.2, 3.0, size=y.size)
+    cw = {-1.0: 2.0, 1.0: 0.5}
+    C = 4.0
+    Cv = C * sw * np.where(y > 0, cw[1.0], cw[-1.0])
+    alpha, grad, _ = seeded.solve_seeded(G, R, y, Cv)
+    assert (alpha <= Cv * (1 + 1e-12)).all()
+    svc = SVC(C=C, kernel="precomputed", class_weight=cw).fit(G, y, sample_weight=sw)
+    ref = np.zeros(y.size)
+    ref[svc.support_] = np.abs(svc.dual_coef_.ravel())
+    o, o_ref = _objective(G, y, alpha), _objective(G, y, ref)
+    assert abs(o - o_ref) <= 1e-3 * (1 + abs(o_ref))
+    np.testing.assert_allclose(_decision(G, R, y, alpha, grad, Cv, R), svc.decision_function(G),
+                               atol=2e-2 * max(1.0, np.abs(svc.decision_function(G)).max()))
+
+
+def test_one_vs_one_three_classes_match_libsvm():
+    rng = np.random.default_rng(4)
+    X = rng.normal(size=(360, 2)) + np.repeat(np.array([[0, 0], [1.5, 0], [0, 1.5]]), 120, axis=0)
+    labels = np.repeat([0, 1, 2], 120)
+    G = rbf_kernel(X, X, gamma=1.0)
+    svc = SVC(C=2.0, kernel="precomputed", decision_function_shape="ovo").fit(G, labels)
+    ref = svc.decision_function(G)
+    for col, (lo, hi) in enumerate([(0, 1), (0, 2), (1, 2)]):
+        R = np.flatnonzero((labels == lo) | (labels == hi))
+        yp = np.where(labels[R] == lo, 1.0, -1.0)        # LIBSVM's pair: +1 for the first class
+        alpha, grad, _ = seeded.solve_seeded(G, R, yp, np.full(R.size, 2.0))
+        d = _decision(G, R, yp, alpha, grad, np.full(R.size, 2.0), np.arange(360))
+        np.testing.assert_allclose(d, ref[:, col], atol=2e-2 * max(1.0, np.abs(ref[:, col]).max()))
+
+
+def test_seeded_path_reaches_the_cold_solution():
+    X, y, G = _problem(seed=5)
+    R = np.arange(y.size)
+    alpha, grad = None, None
+    prev = None
+    for C in np.logspace(-1, 3, 6):
+        if alpha is not None:
+            alpha, grad = seeded.scale_seed(alpha, grad, C / prev)
+            np.testing.assert_allclose(grad, (y * alpha) @ G * y - 1.0, atol=1e-8)   # exact seed gradient
+        alpha, grad, _ = seeded.solve_seeded(G, R, y, np.full(y.size, C), alpha, grad)
+        cold, _, _ = seeded.solve_seeded(G, R, y, np.full(y.size, C))
+        o, o_cold = _objective(G, y, alpha), _objective(G, y, cold)
+        assert abs(o - o_cold) <= 1e-3 * (1 + abs(o_cold))
+        _, ref = _libsvm(G, y, C)
+        assert abs(o - _objective(G, y, ref)) <= 1e-3 * (1 + abs(o))
+        prev = C
+
+
+def test_a_given_start_is_not_modified():
+    X, y, G = _problem(n=120, seed=6)
+    R = np.arange(y.size)
+    a0, g0 = seeded.cold_start(y.size)
+    keep = (a0.copy(), g0.copy())
+    seeded.solve_seeded(G, R, y, np.full(y.size, 1.0), a0, g0)
+    np.testing.assert_array_equal(a0, keep[0])
+    np.testing.assert_array_equal(g0, keep[1])
