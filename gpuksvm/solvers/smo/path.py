@@ -2,9 +2,30 @@
 
 The training sets of the folds of a cross-validation are subsets of the same
 rows ``X``, and the C values of a grid change only the box of the dual, so
-the kernel values of one kernel serve every (fold, C) problem.  Two engines:
+the kernel values of one kernel serve every (fold, C) problem.  Three engines:
 
-:func:`solve_grids` (CPU) — active-set chunking over a shared kernel cache
+:func:`solve_grids` (CPU), when numba is installed and the n × n float64 Gram
+matrix of all rows fits a job's share of the memory budget
+(:func:`gram_fits`; 5,000 rows: 200 MB of the default 512 MiB) — the compiled SMO
+    The Gram matrix of the kernel is computed once (:class:`KernelRows`, in
+    blocks of 256 rows) and every binary problem (every one-vs-one pair of
+    every fold) is solved on its rows of it by
+    :func:`gpuksvm.solvers.smo.seeded.solve_seeded` (LIBSVM's algorithm, no
+    submatrix copied), C ascending: the first C from α = 0, each next one
+    from the previous solution scaled by the ratio of the C values (DeCoste &
+    Wagstaff 2000), whose gradient is exact without a kernel row.  Measured on
+    one fold of a random 5,000 ijcnn1 rows (γ = 1, 8 C values from 0.1 to
+    1,000): the seed cuts the steps at small C (174 against 1,122 cold at
+    C = 0.37) but not at large C (9,145 against 8,950 at C = 1,000: the
+    solution moves far); starting a fold at each C from the previous fold's
+    solution at that C (restricted to the shared rows, the excess class's α
+    scaled down to make yᵀα = 0; Wen et al., AAAI 2017) took 33,623 steps for
+    the path against 34,104 along C, so folds start cold.  The time is the
+    steps (≈ 12 µs each with shrinking on a 4,000-row fold, ~ LIBSVM's):
+    the engine saves LIBSVM's per-fit overhead and kernel evaluations, not
+    steps (measured speed-ups in :mod:`gpuksvm.model_selection.kernel_svc`).
+
+:func:`solve_grids` (CPU) otherwise — active-set chunking over a shared kernel cache
     Kernel rows K(xⱼ, X) of the rows that enter any problem are computed once
     (:class:`KernelRows`: the Gram matrix, filled row by row as rows are
     used, when n × n fits the memory budget, else a block of rows refilled
@@ -29,8 +50,9 @@ the kernel values of one kernel serve every (fold, C) problem.  Two engines:
     sees about the support vectors instead of the whole fold.  The check reads
     the kernel rows of the free SVs and of the rows that join or leave the
     bounded set (:class:`_BoundSum`), and LIBSVM is called through its entry
-    point on the cached block (see :func:`_libsvm_subproblem`).  (kernel, fold)
-    paths run in parallel threads (LIBSVM releases the GIL).
+    point on the cached block (see :func:`_libsvm_subproblem`).  This is the
+    engine of data sets whose Gram matrix does not fit (ijcnn1's 50,000 rows:
+    20 GB) and of installations without numba.
 
     Out of its depth where nearly every row is a support vector: A is then
     the whole pair and only the kernel evaluations are saved (LIBSVM takes no
@@ -41,15 +63,8 @@ the kernel values of one kernel serve every (fold, C) problem.  Two engines:
     5,000 rows (an easy block: 99.8 % CV accuracy) and 1.8× on a random 5,000 of them
     (97.2 %; ``python -m bench tune --scale small``, quiet host).
 
-    Why LIBSVM on active sets rather than alpha seeding inside our own SMO:
-    LIBSVM takes no initial α, and our SMO
-    (:func:`gpuksvm.solvers.smo.host.solve_smo_host`) costs 314 µs a step
-    against LIBSVM's 111 µs (4,000 ijcnn1 rows, γ = 1, C = 10, cold, CPU time
-    on the 2-core development host), each step on the whole fold; the
-    active-set LIBSVM calls here take 3–15 ms (|A| ≈ 100–1,000 rows, cProfile
-    on ijcnn1's first 5,000 rows, 5 folds × γ ∈ {0.5, 1, 2} × 8 C), so a seeded
-    SMO would have to finish a fold in 10–50 steps to compete.  A seeded SMO
-    was not built.
+Both CPU engines run the (kernel, fold) paths in parallel threads (LIBSVM and
+the compiled SMO release the GIL); :attr:`GridSolution.engine` says which ran.
 
 :func:`solve_grid_batched` (GPU) — every pair × fold × C problem in one call
     of the batched working-set solver

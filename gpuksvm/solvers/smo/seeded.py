@@ -11,10 +11,11 @@ gradient.  The algorithm is LIBSVM's (Fan, Chen & Lin, JMLR 2005): the
 maximal-violating i over I_up, the second-order choice of j over I_low, the
 analytic two-variable step clipped to the box, and the stopping rule
 m(α) − M(α) < ``tol``; the per-row bounds Cᵢ = C·wᵢ carry class and sample
-weights.  No shrinking: a step reads three rows of ``G`` over the problem's
-rows (the gradient update fused with the next i), and the C path seeded by
-:func:`scale_seed` needs few steps per C (measured in
-:mod:`gpuksvm.solvers.smo.path`).
+weights.  Shrinking (LIBSVM's rule and period) is on by default: measured
+on one 4,000-row ijcnn1 fold (γ = 1, C = 1,000, 8,950 steps) it took 0.11 s
+against 0.28 s without (the active rows averaged 852 of 4,000), LIBSVM 0.14 s
+on the same precomputed block.  A step reads two rows of ``G`` over the
+active rows (the gradient update fused with the choice of the next i).
 
 The loop is compiled by numba (``@njit(cache=True, nogil=True)``: compiled
 once per installation into numba's cache, and it releases the GIL so problems
