@@ -94,7 +94,7 @@ def test_seeded_path_reaches_the_cold_solution():
     prev = None
     for C in np.logspace(-1, 3, 6):
         if alpha is not None:
-            alpha, grad = seeded.scale_seed(alpha, grad, C / prev)
+            alpha, grad = alpha * (C / prev), grad * (C / prev) + (C / prev - 1.0)   # DeCoste & Wagstaff
             np.testing.assert_allclose(grad, (y * alpha) @ G * y - 1.0, atol=1e-8)   # exact seed gradient
         alpha, grad, _ = seeded.solve_seeded(G, R, y, np.full(y.size, C), alpha, grad)
         cold, _, _ = seeded.solve_seeded(G, R, y, np.full(y.size, C))

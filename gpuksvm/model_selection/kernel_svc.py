@@ -11,8 +11,7 @@ between folds) are solved in one call into the solver layer:
   rows computed once for all folds and C values, the (kernel, fold) paths in
   parallel threads; where numba is installed (the ``fast`` extra) and the
   Gram matrix of all rows fits the memory budget, a compiled SMO on that
-  matrix with each C seeded by the previous C's solution
-  (:data:`SHARED_CPU_GRAM` in ``cv_results_["shared_work"]``), else LIBSVM on
+  matrix, every fold and C from α = 0 (:data:`SHARED_CPU_GRAM` in ``cv_results_["shared_work"]``), else LIBSVM on
   active sets seeded by the previous C's and the previous fold's solution
   (:data:`SHARED_CPU`).  Measured (random 5,000 ijcnn1 rows, γ ∈ {0.5, 1, 2}
   × 8 C, 5 folds, 2-core host at load average ≈ 2, one process): the
@@ -53,7 +52,7 @@ __all__ = ["search_kernel_svc"]
 
 _KERNELS = ("linear", "poly", "rbf", "sigmoid")
 SHARED_CPU = "kernel rows; alpha seeding along C and across folds"
-SHARED_CPU_GRAM = "the Gram matrix of all rows; alpha seeding along C (compiled SMO)"
+SHARED_CPU_GRAM = "the Gram matrix of all rows (compiled SMO)"
 SHARED_GPU = "kernel rows; all folds and C values in one batched working-set call"
 
 

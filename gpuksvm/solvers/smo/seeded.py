@@ -32,7 +32,7 @@ try:
 except ImportError:  # the optional "fast" extra is not installed: AVAILABLE is False
     numba = None
 
-__all__ = ["AVAILABLE", "MAX_ITER", "solve_seeded", "scale_seed", "cold_start"]
+__all__ = ["AVAILABLE", "MAX_ITER", "solve_seeded", "cold_start"]
 
 #: whether numba imported (the compiled SMO can run)
 AVAILABLE = numba is not None
@@ -251,15 +251,6 @@ if numba is not None:
 def cold_start(n: int) -> tuple[np.ndarray, np.ndarray]:
     """α = 0 and its gradient −e for a problem of n rows."""
     return np.zeros(n), np.full(n, -1.0)
-
-
-def scale_seed(alpha: np.ndarray, grad: np.ndarray, ratio: float) -> tuple[np.ndarray, np.ndarray]:
-    """The solution at C scaled to C·ratio (DeCoste & Wagstaff 2000) and its exact gradient.
-
-    r·α stays feasible for the box r·Cᵢ and keeps yᵀα = 0; its gradient is
-    Q(rα) − e = r(∇ + e) − e, so no kernel row is read.
-    """
-    return alpha * ratio, grad * ratio + (ratio - 1.0)
 
 
 def solve_seeded(G: np.ndarray, R: np.ndarray, y: np.ndarray, Cv: np.ndarray, alpha: np.ndarray | None = None,
