@@ -11,13 +11,15 @@ between folds) are solved in one call into the solver layer:
   rows computed once for all folds and C values, the (kernel, fold) paths in
   parallel threads; where numba is installed (the ``fast`` extra) and the
   Gram matrix of all rows fits the memory budget, a compiled SMO on that
-  matrix, every fold and C from α = 0 (:data:`SHARED_CPU_GRAM` in ``cv_results_["shared_work"]``), else LIBSVM on
-  active sets seeded by the previous C's and the previous fold's solution
+  matrix, every fold and C from α = 0 (:data:`SHARED_CPU_GRAM` in
+  ``cv_results_["shared_work"]``), else LIBSVM on active sets seeded by the previous C's and the previous fold's solution
   (:data:`SHARED_CPU`).  Measured (random 5,000 ijcnn1 rows, γ ∈ {0.5, 1, 2}
-  × 8 C, 5 folds, 2-core host at load average ≈ 2, one process): the
-  compiled SMO and the active-set LIBSVM searches took 9.2 and 10.6 s —
-  the same steps as LIBSVM (see :mod:`gpuksvm.solvers.smo.path`), without
-  its per-call overhead;
+  × 8 C, 5 folds, 2-core host shared with other work, load average ≈ 3.5,
+  one process, so one thread): the compiled SMO searches took 9.5 and
+  10.2 s, the active-set LIBSVM search between them 11.2 s, the same
+  ``mean_test_score`` — the compiled SMO takes LIBSVM's steps (see
+  :mod:`gpuksvm.solvers.smo.path`) without LIBSVM's per-call overhead and
+  the active set's rounds;
 * GPU (``solver`` ``"auto"`` or ``"working_set"``):
   :func:`gpuksvm.solvers.smo.path.solve_grid_batched` — all folds × C values ×
   pairs in one batched working-set call.
