@@ -116,6 +116,16 @@ def _select_j(Gi, R, D, y, Cv, alpha, grad, act, na, kii, gmax):  # pragma: no c
     return j, gmax2
 
 
+def _clip_sum(s, p, q, cp):  # pragma: no cover - compiled by numba
+    """(p, q) with p + q = s moved back into the box of p: p ≤ cp when s > cp, else q ≥ 0."""
+    if s > cp:
+        if p > cp:
+            return cp, s - cp
+    elif q < 0:
+        return s, 0.0
+    return p, q
+
+
 def _step(Gi, Gj, R, D, y, Cv, alpha, grad, act, na, i, j):  # pragma: no cover - compiled by numba
     """The two-variable step on (i, j), clipped to the box, the gradient update of the active rows,
     and the next i (the maximal violator over the updated gradient) with its −y∇."""
@@ -148,20 +158,8 @@ def _step(Gi, Gj, R, D, y, Cv, alpha, grad, act, na, i, j):  # pragma: no cover 
         s = ai + aj
         ai -= delta
         aj += delta
-        if s > ci:
-            if ai > ci:
-                ai = ci
-                aj = s - ci
-        elif aj < 0:
-            aj = 0.0
-            ai = s
-        if s > cj:
-            if aj > cj:
-                aj = cj
-                ai = s - cj
-        elif ai < 0:
-            ai = 0.0
-            aj = s
+        ai, aj = _clip_sum(s, ai, aj, ci)
+        aj, ai = _clip_sum(s, aj, ai, cj)
     di = (ai - alpha[i]) * y[i]
     dj = (aj - alpha[j]) * y[j]
     alpha[i] = ai
@@ -244,7 +242,7 @@ if numba is not None:
     _jit = numba.njit(cache=True, nogil=True)
     _in_up, _in_low = _jit(_in_up), _jit(_in_low)
     _first_i, _shrink = _jit(_first_i), _jit(_shrink)
-    _select_j, _step = _jit(_select_j), _jit(_step)
+    _clip_sum, _select_j, _step = _jit(_clip_sum), _jit(_select_j), _jit(_step)
     _smo_loop, _gradient = _jit(_smo_loop), _jit(_gradient)
 
 
