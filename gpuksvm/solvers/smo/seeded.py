@@ -1,4 +1,4 @@
-"""A compiled SMO on rows of a precomputed Gram matrix, started from a given α (alpha seeding).
+"""A compiled SMO on rows of a precomputed Gram matrix, from α = 0 or any feasible start.
 
 :func:`solve_seeded` solves the binary C-SVC dual
 
@@ -6,14 +6,15 @@
 
 over the rows ``R`` of a Gram matrix ``G`` of all rows of a data set (the
 problem reads ``G[R[a], R[b]]``: the folds and one-vs-one pairs of a grid
-search index one matrix, no submatrix is copied), from any feasible α and its
-gradient.  The algorithm is LIBSVM's (Fan, Chen & Lin, JMLR 2005): the
+search index one matrix, no submatrix is copied), from α = 0 or any feasible
+α and its gradient (the grid-search engine starts from 0; why:
+:mod:`gpuksvm.solvers.smo.path`).  The algorithm is LIBSVM's (Fan, Chen & Lin, JMLR 2005): the
 maximal-violating i over I_up, the second-order choice of j over I_low, the
 analytic two-variable step clipped to the box, and the stopping rule
 m(α) − M(α) < ``tol``; the per-row bounds Cᵢ = C·wᵢ carry class and sample
-weights.  Shrinking (LIBSVM's rule, every 300 steps) is on by default: measured
-on one 4,000-row ijcnn1 fold (γ = 1, C = 1,000, 8,950 steps, period 1,000) it took 0.11 s
-against 0.28 s without (the active rows averaged 852 of 4,000), LIBSVM 0.14 s
+weights.  Shrinking (LIBSVM's rule, every 300 steps) is on by default:
+measured on one 4,000-row ijcnn1 fold (γ = 1, C = 1,000, 8,950 steps, period
+1,000) it took 0.11 s against 0.28 s without (the active rows averaged 852 of 4,000), LIBSVM 0.14 s
 on the same precomputed block.  A step reads two rows of ``G`` over the
 active rows (the gradient update fused with the choice of the next i).
 
@@ -32,7 +33,7 @@ try:
 except ImportError:  # the optional "fast" extra is not installed: AVAILABLE is False
     numba = None
 
-__all__ = ["AVAILABLE", "MAX_ITER", "solve_seeded", "cold_start"]
+__all__ = ["AVAILABLE", "MAX_ITER", "solve_seeded"]
 
 #: whether numba imported (the compiled SMO can run)
 AVAILABLE = numba is not None
@@ -249,11 +250,6 @@ if numba is not None:
     _first_i, _shrink = _jit(_first_i), _jit(_shrink)
     _clip_sum, _select_j, _step = _jit(_clip_sum), _jit(_select_j), _jit(_step)
     _smo_loop, _gradient = _jit(_smo_loop), _jit(_gradient)
-
-
-def cold_start(n: int) -> tuple[np.ndarray, np.ndarray]:
-    """α = 0 and its gradient −e for a problem of n rows."""
-    return np.zeros(n), np.full(n, -1.0)
 
 
 def solve_seeded(G: np.ndarray, R: np.ndarray, y: np.ndarray, Cv: np.ndarray, alpha: np.ndarray | None = None,
