@@ -500,7 +500,12 @@ def _fold_path(st: _JobState, f: int, X: Any, yidx: np.ndarray, classes: np.ndar
     problems = [_pair_problem(yidx, fold, lo, hi) for lo, hi in pairs]
     Xf = bk.take_rows(X, fold.rows)
     if st.out.engine == ENGINE_GRAM:
-        _fold_path_gram(st, f, cache.matrix(), pos, problems, Xf, yidx, classes)
+        t0, before = time.perf_counter(), cache.computed
+        G = cache.matrix()
+        if cache.computed > before:      # this path computed (some of) the Gram matrix
+            with st.lock:
+                st.out.kernel_seconds += time.perf_counter() - t0
+        _fold_path_gram(st, f, G, pos, problems, Xf, yidx, classes)
         return
     seeds = st.first or {}
     for k, c in enumerate(np.argsort(np.asarray(job.Cs, dtype=np.float64), kind="stable")):
