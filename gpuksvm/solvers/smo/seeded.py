@@ -16,7 +16,13 @@ weights.  Shrinking (LIBSVM's rule, every 300 steps) is on by default:
 measured on one 4,000-row ijcnn1 fold (γ = 1, C = 1,000, 8,950 steps, period
 1,000) it took 0.11 s against 0.28 s without (the active rows averaged 852 of 4,000), LIBSVM 0.14 s
 on the same precomputed block.  A step reads two rows of ``G`` over the
-active rows (the gradient update fused with the choice of the next i).
+active rows (the gradient update fused with the choice of the next i).  The
+active rows' arrays are kept compacted at the front, in the problem's order,
+so a pass reads them in order and a kernel row through one ascending index:
+one ijcnn1 fold (4,000 of 5,000 rows, γ ∈ {0.5, 1, 2} × 8 C from 0.1 to
+1,000, cold) took 0.84–0.92 s against 1.71 s when the passes went through
+a permutation of the active rows and then ``R`` (4.2–7.4 µs a step at
+C = 1,000 against 10.7–11.9; load average 1.3–1.4 on the 2-core host).
 
 The loop is compiled by numba (``@njit(cache=True, nogil=True)``: compiled
 once per installation into numba's cache, and it releases the GIL so problems
@@ -58,12 +64,11 @@ def _in_low(y, a, c):  # pragma: no cover - compiled by numba
     return (y > 0 and a > 0) or (y < 0 and a < c)
 
 
-def _first_i(R, y, Cv, alpha, grad, act, na):  # pragma: no cover - compiled by numba
-    """The maximal violator over I_up among the active rows (−yₜ∇ₜ largest) and its value."""
+def _first_i(y, Cv, alpha, grad, na):  # pragma: no cover - compiled by numba
+    """The maximal violator over I_up among the first ``na`` (active) rows (−yₜ∇ₜ largest), its value."""
     gmax = -np.inf
     i = -1
-    for k in range(na):
-        t = act[k]
+    for t in range(na):
         if _in_up(y[t], alpha[t], Cv[t]):
             v = -y[t] * grad[t]
             if v >= gmax:
@@ -72,40 +77,40 @@ def _first_i(R, y, Cv, alpha, grad, act, na):  # pragma: no cover - compiled by 
     return i, gmax
 
 
-def _shrink(y, Cv, alpha, grad, act, na):  # pragma: no cover - compiled by numba
-    """Drop the bounded rows that cannot take part in a violating pair: an I_up-only row whose
-    −y∇ is below M(α), an I_low-only row whose −y∇ is above m(α).  Returns the new count."""
+def _shrink(rows, R, D, y, Cv, alpha, grad, na, alpha_all, grad_all):  # pragma: no cover - compiled by numba
+    """Drop the bounded rows that cannot take part in a violating pair (an I_up-only row whose −y∇
+    is below M(α), an I_low-only row whose −y∇ is above m(α)): their α and ∇ go back to the
+    problem's arrays, the kept rows move to the front in their order.  Returns the new count."""
     m = -np.inf
     M = np.inf
-    for k in range(na):
-        t = act[k]
+    for t in range(na):
         v = -y[t] * grad[t]
         if _in_up(y[t], alpha[t], Cv[t]) and v > m:
             m = v
         if _in_low(y[t], alpha[t], Cv[t]) and v < M:
             M = v
     keep = 0
-    for k in range(na):
-        t = act[k]
+    for t in range(na):
         up = _in_up(y[t], alpha[t], Cv[t])
         low = _in_low(y[t], alpha[t], Cv[t])
         v = -y[t] * grad[t]
         if (up and not low and v < M) or (low and not up and v > m):
+            alpha_all[rows[t]] = alpha[t]
+            grad_all[rows[t]] = grad[t]
             continue
-        act[k] = act[keep]   # a swap: act stays a permutation, the shrunk rows after the count
-        act[keep] = t
+        rows[keep], R[keep], D[keep], y[keep] = rows[t], R[t], D[t], y[t]
+        Cv[keep], alpha[keep], grad[keep] = Cv[t], alpha[t], grad[t]
         keep += 1
     return keep
 
 
-def _select_j(Gi, R, D, y, Cv, alpha, grad, act, na, kii, gmax):  # pragma: no cover - compiled by numba
+def _select_j(Gi, R, D, y, Cv, alpha, grad, na, kii, gmax):  # pragma: no cover - compiled by numba
     """j over I_low with the largest decrease of the objective for the pair (i, j) (second-order
     rule), and −M(α) = max over I_low of yₜ∇ₜ."""
     gmax2 = -np.inf
     best = np.inf
     j = -1
-    for k in range(na):
-        t = act[k]
+    for t in range(na):
         if _in_low(y[t], alpha[t], Cv[t]):
             yg = y[t] * grad[t]
             if yg >= gmax2:
@@ -132,7 +137,7 @@ def _clip_sum(s, p, q, cp):  # pragma: no cover - compiled by numba
     return p, q
 
 
-def _step(Gi, Gj, R, D, y, Cv, alpha, grad, act, na, i, j):  # pragma: no cover - compiled by numba
+def _step(Gi, Gj, R, D, y, Cv, alpha, grad, na, i, j):  # pragma: no cover - compiled by numba
     """The two-variable step on (i, j), clipped to the box, the gradient update of the active rows,
     and the next i (the maximal violator over the updated gradient) with its −y∇."""
     a = D[i] + D[j] - 2.0 * Gi[R[j]]
@@ -173,8 +178,7 @@ def _step(Gi, Gj, R, D, y, Cv, alpha, grad, act, na, i, j):  # pragma: no cover 
     # ∇ₜ += yₜ(yᵢΔαᵢKₜᵢ + yⱼΔαⱼKₜⱼ) over the active rows, and the next i over the updated gradient
     gmax = -np.inf
     nxt = -1
-    for k in range(na):
-        t = act[k]
+    for t in range(na):
         rt = R[t]
         g = grad[t] + y[t] * (di * Gi[rt] + dj * Gj[rt])
         grad[t] = g
@@ -186,48 +190,65 @@ def _step(Gi, Gj, R, D, y, Cv, alpha, grad, act, na, i, j):  # pragma: no cover 
     return nxt, gmax
 
 
-def _smo_loop(G, R, D, y, Cv, alpha, grad, tol, max_iter, shrinking):  # pragma: no cover - compiled by numba
-    """Two-variable steps on (alpha, grad) in place until the gap is below tol; returns the steps taken."""
-    n = R.shape[0]
-    act = np.arange(n)
+def _smo_loop(G, R_all, D_all, y_all, C_all, alpha_all, grad_all, tol, max_iter, shrinking):  # pragma: no cover
+    """Two-variable steps on (alpha_all, grad_all) in place until the gap is below tol; returns the
+    steps taken.  The steps run on copies of the active rows' arrays kept at the front, in the
+    problem's order (``rows``: their positions in the problem), so a pass reads each array in order
+    and a kernel row through one index (``R``, ascending when the problem's rows are)."""
+    n = R_all.shape[0]
+    rows = np.arange(n)
+    R, D, y, Cv = R_all.copy(), D_all.copy(), y_all.copy(), C_all.copy()
+    alpha, grad = alpha_all.copy(), grad_all.copy()
     na = n
     period = min(n, _PERIOD)
     counter = period
-    i, gmax = _first_i(R, y, Cv, alpha, grad, act, na)
+    i, gmax = _first_i(y, Cv, alpha, grad, na)
     it = 0
     while it < max_iter:
         if shrinking:
             counter -= 1
             if counter == 0:
                 counter = period
-                na = _shrink(y, Cv, alpha, grad, act, na)
-                i, gmax = _first_i(R, y, Cv, alpha, grad, act, na)
+                na = _shrink(rows, R, D, y, Cv, alpha, grad, na, alpha_all, grad_all)
+                i, gmax = _first_i(y, Cv, alpha, grad, na)
         j = -1
         gmax2 = -np.inf
         if i >= 0:
-            j, gmax2 = _select_j(G[R[i]], R, D, y, Cv, alpha, grad, act, na, D[i], gmax)
+            j, gmax2 = _select_j(G[R[i]], R, D, y, Cv, alpha, grad, na, D[i], gmax)
         if i < 0 or j < 0 or gmax + gmax2 < tol:
             if na == n:
                 break
             # optimal on the active rows: the gradient of the shrunk rows from the support vectors,
             # then every row active again (the loop stops only when all rows satisfy the rule)
-            for k in range(na, n):
-                grad[act[k]] = -1.0
+            for t in range(na):
+                alpha_all[rows[t]] = alpha[t]
+                grad_all[rows[t]] = grad[t]
+            shrunk = np.ones(n, dtype=np.bool_)
+            for t in range(na):
+                shrunk[rows[t]] = False
             for s in range(n):
-                if alpha[s] > 0:
-                    c = alpha[s] * y[s]
-                    Gs = G[R[s]]
-                    for k in range(na, n):
-                        t = act[k]
-                        grad[t] += y[t] * c * Gs[R[t]]
+                if shrunk[s]:
+                    grad_all[s] = -1.0
+            for s in range(n):
+                if alpha_all[s] > 0:
+                    c = alpha_all[s] * y_all[s]
+                    Gs = G[R_all[s]]
+                    for t in range(n):
+                        if shrunk[t]:
+                            grad_all[t] += y_all[t] * c * Gs[R_all[t]]
             na = n
-            for k in range(n):
-                act[k] = k
+            for t in range(n):
+                rows[t] = t
+                R[t], D[t], y[t], Cv[t] = R_all[t], D_all[t], y_all[t], C_all[t]
+                alpha[t], grad[t] = alpha_all[t], grad_all[t]
             counter = period
-            i, gmax = _first_i(R, y, Cv, alpha, grad, act, na)
+            i, gmax = _first_i(y, Cv, alpha, grad, na)
             continue
         it += 1
-        i, gmax = _step(G[R[i]], G[R[j]], R, D, y, Cv, alpha, grad, act, na, i, j)
+        i, gmax = _step(G[R[i]], G[R[j]], R, D, y, Cv, alpha, grad, na, i, j)
+    for t in range(na):
+        alpha_all[rows[t]] = alpha[t]
+        grad_all[rows[t]] = grad[t]
     return it
 
 
