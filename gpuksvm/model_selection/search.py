@@ -35,11 +35,12 @@ from __future__ import annotations
 import numbers
 import time
 import warnings
+from concurrent.futures import ThreadPoolExecutor
 from math import ceil, floor, log
 from typing import Any, Callable
 
 import numpy as np
-from joblib import parallel_backend
+from joblib import effective_n_jobs, parallel_backend
 from sklearn.base import clone, is_classifier
 from sklearn.experimental import enable_halving_search_cv  # noqa: F401  (makes the class importable)
 from sklearn.metrics import check_scoring, get_scorer
@@ -50,6 +51,7 @@ from sklearn.utils import check_array, resample
 from sklearn.utils.validation import check_consistent_length
 
 from gpuksvm.array import backend as bk
+from gpuksvm.array.blas_threads import one_blas_thread
 from gpuksvm.estimators.calibration import ProbabilityMixin
 from gpuksvm.estimators.svc_surface import is_precomputed, is_user_callable
 from gpuksvm.model_selection.results import (FoldScores, build_results, check_failures, reads_no_probability,
@@ -179,9 +181,9 @@ class _SharedSearch:
                           client=self.client)
         out = FoldScores(len(candidates), n_splits)
         kept: dict[int, list[SplitFit]] = {}
+        scored = []
         for fit in fits:
             c, s = fit.candidate, fit.split
-            train, test = splits[s]
             out.fit_time[c, s] = fit.fit_time
             if fit.shared and fit.shared != "none" and fit.shared not in out.shared[c]:
                 out.shared[c].append(fit.shared)
@@ -190,14 +192,33 @@ class _SharedSearch:
                     raise fit.error
                 out.failures.append(fit.error)
                 continue
-            start = time.perf_counter()
-            out.test[c][s] = self._score(scorer, fit.estimator, take(Xs, test), take(ys, test), take(ws, test))
-            out.score_time[c, s] = time.perf_counter() - start
-            if self.return_train_score:
-                out.train[c][s] = self._score(scorer, fit.estimator, take(Xs, train), take(ys, train),
-                                              take(ws, train))
+            scored.append(fit)
             if keep(c):
                 kept.setdefault(c, []).append(fit)
+
+        def score(fit: SplitFit) -> tuple[Any, float, Any]:
+            train, test = splits[fit.split]
+            start = time.perf_counter()
+            test_score = self._score(scorer, fit.estimator, take(Xs, test), take(ys, test), take(ws, test))
+            seconds = time.perf_counter() - start
+            train_score = self._score(scorer, fit.estimator, take(Xs, train), take(ys, train),
+                                      take(ws, train)) if self.return_train_score else None
+            return test_score, seconds, train_score
+
+        # host fold models are scored on n_jobs threads, as scikit-learn scores them in its n_jobs
+        # processes (NumPy and BLAS release the GIL; one BLAS thread each); device models in turn
+        on_host = not bk.device_for(template.get_params().get("device", "cpu"), X).is_gpu
+        workers = min(effective_n_jobs(self.n_jobs), len(scored)) if self.client is None and on_host else 1
+        if workers > 1:
+            with one_blas_thread(), ThreadPoolExecutor(max_workers=workers) as pool:
+                scores = list(pool.map(score, scored))
+        else:
+            scores = [score(fit) for fit in scored]
+        for fit, (test_score, seconds, train_score) in zip(scored, scores):
+            c, s = fit.candidate, fit.split
+            out.test[c][s], out.score_time[c, s] = test_score, seconds
+            if self.return_train_score:
+                out.train[c][s] = train_score
         check_failures(out.failures, len(fits), self.error_score)
         return out, kept
 
