@@ -223,19 +223,19 @@ def _smo_loop(G, R_all, D_all, y_all, C_all, alpha_all, grad_all, tol, max_iter,
             for t in range(na):
                 alpha_all[rows[t]] = alpha[t]
                 grad_all[rows[t]] = grad[t]
-            shrunk = np.ones(n, dtype=np.bool_)
+            active = np.zeros(n, dtype=np.bool_)
             for t in range(na):
-                shrunk[rows[t]] = False
-            for s in range(n):
-                if shrunk[s]:
-                    grad_all[s] = -1.0
+                active[rows[t]] = True
+            out = np.flatnonzero(~active)
+            Rout = R_all[out]
+            for t in out:
+                grad_all[t] = -1.0
             for s in range(n):
                 if alpha_all[s] > 0:
                     c = alpha_all[s] * y_all[s]
                     Gs = G[R_all[s]]
-                    for t in range(n):
-                        if shrunk[t]:
-                            grad_all[t] += y_all[t] * c * Gs[R_all[t]]
+                    for k in range(out.shape[0]):
+                        grad_all[out[k]] += y_all[out[k]] * c * Gs[Rout[k]]
             na = n
             for t in range(n):
                 rows[t] = t
