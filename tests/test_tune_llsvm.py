@@ -194,8 +194,14 @@ def test_scoring_all_C_reuses_one_kernel_block_and_answers_as_without_it():
         for method in ("decision_function", "predict", "transform"):
             # a copy of the rows each time, as a search's scorer gets them
             np.testing.assert_array_equal(getattr(m, method)(Xte.copy()), getattr(plain, method)(Xte))
-    (entry,) = [e for e in memo._entries.values()]
-    assert len(entry) == 1                     # one block of the held-out rows, for the three C values
+    memo._entries.clear()
+    A = Xte[::-1].copy()
+    models[0].decision_function(A)
+    models[1].predict(A.copy())
+    ((blocks, readers),) = memo._entries.values()
+    assert len(blocks) == 1 and len(readers) == 2       # one kernel block, read by two C values
+    models[2].decision_function(A)
+    assert memo._entries == {}                          # every C has read it: dropped
     prob = _grid_models(X[:400], y[:400], probability=True)
     for m in prob[:2]:
         np.testing.assert_array_equal(m.predict_proba(Xte), _without_memo(m).predict_proba(Xte))
@@ -215,12 +221,25 @@ def test_the_kept_kernel_block_follows_the_rows_and_the_fit():
     model.decision_function(X[:20])
     assert len(model._kernel_rows._entries) == model._kernel_rows.KEEP
     copy_ = pickle.loads(pickle.dumps(model))
-    assert copy_._kernel_rows._entries == {}
+    assert copy_._kernel_rows._entries == {} and copy_._kernel_rows.members == 3
     np.testing.assert_array_equal(copy_.decision_function(B), model.decision_function(B))
     model.fit(X[100:], y[100:])                    # new landmarks: the kept blocks go
     assert "_kernel_rows" not in model.__dict__
     ref = clone(model).fit(X[100:], y[100:])
     np.testing.assert_array_equal(model.decision_function(B), ref.decision_function(B))
+
+
+def test_no_block_is_kept_beyond_a_64th_of_the_memory_budget():
+    import gpuksvm
+
+    X, y = _data(n=500, seed=7)
+    model = _grid_models(X[:400], y[:400])[0]
+    Xte = X[400:].astype(np.float32)            # 100 rows × 30 landmarks × 4 bytes = 12,000 bytes
+    with gpuksvm.config_context(cpu_memory_budget=64 * 11_999):
+        assert model._kernel_rows.blocks(Xte, model.landmarks_, model) is None
+        np.testing.assert_array_equal(model.decision_function(Xte), _without_memo(model).decision_function(Xte))
+    with gpuksvm.config_context(cpu_memory_budget=64 * 12_000):
+        assert model._kernel_rows.blocks(Xte, model.landmarks_, model) == {}
 
 
 def test_kernel_matvec_keeps_and_reuses_its_blocks():

@@ -111,6 +111,7 @@ from gpuksvm.array.validation import check_sample_weight, max_row_sq_norm, valid
 
 __all__ = ["LinearSVM", "ScaledProblemWarning", "extreme_cost_scale", "scaled_costs"]
 
+
 @dataclass(frozen=True)
 class _CheckedRows:
     """Training arrays a LinearSVM fit validated: X and y as validated, the checked sample

@@ -429,7 +429,7 @@ class LLSVM(DeviceMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin, Clas
         """The kernel blocks K(Xd, Z) the models of one (fold, γ) of :func:`fit_llsvm_grid` share,
         or None (any other model, or rows of more than one block)."""
         memo = self.__dict__.get("_kernel_rows")
-        return None if memo is None or Xd.shape[0] > rows else memo.blocks(Xd, self.landmarks_)
+        return None if memo is None or Xd.shape[0] > rows else memo.blocks(Xd, self.landmarks_, self)
 
     @dask_dispatch()
     def transform(self, X: Any) -> Any:
@@ -516,9 +516,9 @@ def fit_llsvm_grid(X: Any, y: Any, *, gammas: Sequence[float], Cs: Sequence[floa
     feature map F is computed once per γ, and only the linear SVM is trained per
     (γ, C), each C after the first starting from the previous C's weights
     (:meth:`LinearSVM.fit_from`; give ``Cs`` ascending for the shortest path) on features
-    validated once.  The models of one γ share the kernel rows K(X, Z) of the last two
-    inputs they predicted on (one budget-sized block each, recognised by their contents):
-    scoring every C on the same rows computes them once, with the same results.  With ``estimator.spectrum == "supervised"`` each map gets LLSVM2's
+    validated once.  The models of one γ share the kernel rows K(X, Z) of the rows they
+    predict on (recognised by their contents; small blocks only, each kept until every C
+    has read it): scoring every C on the same rows computes them once, with the same results.  With ``estimator.spectrum == "supervised"`` each map gets LLSVM2's
     spectrum (the same labelled subset for every γ).
 
     Parameters
@@ -566,7 +566,7 @@ def fit_llsvm_grid(X: Any, y: Any, *, gammas: Sequence[float], Cs: Sequence[floa
                              spec=proto._linear_spec(), linear=_LinearSVMStage(proto, warm_start=True), device=dev,
                              dtype=bk.resolve_dtype(proto.dtype, dev), random_state=proto.random_state)
     models = []
-    memos = {g: _KernelRowsMemo() for g in gammas}
+    memos = {g: _KernelRowsMemo(len(Cs)) for g in gammas}
     for (g, c), result in zip([(g, c) for g in gammas for c in Cs], results):
         est = clone(base).set_params(gamma=g, C=c)
         if hasattr(proto, "feature_names_in_"):
@@ -577,38 +577,45 @@ def fit_llsvm_grid(X: Any, y: Any, *, gammas: Sequence[float], Cs: Sequence[floa
 
 
 class _KernelRowsMemo:
-    """The kernel blocks K(X, Z) of the last :data:`KEEP` inputs (one block each) the models of one
-    γ of :func:`fit_llsvm_grid` predicted on: they share the landmarks and the kernel, so scoring
-    all C values on the same rows (a search's held-out fold) computes K(X, Z) once.  Rows are
-    recognised by their contents (shape, dtype and a BLAKE2 digest of the bytes), so a copy of the
-    same rows is a hit and rows changed in place are not; dense host arrays only."""
+    """The kernel blocks K(X, Z) the ``members`` models of one γ of :func:`fit_llsvm_grid` predict
+    from: they share the landmarks and the kernel, so scoring all C values on the same rows (a
+    search's held-out fold) computes K(X, Z) once.  Rows are recognised by their contents (shape,
+    dtype and a BLAKE2 digest of the bytes): a copy of the same rows is a hit, rows changed in
+    place are not.  Dense host rows only, in one kernel block of at most 1/64 of the memory
+    budget (a search holds the memos of all its folds and γ at once: 15 of them in 5 folds × 3 γ
+    stay under a quarter of the budget); at most :data:`KEEP` inputs (a search's test and training
+    rows), each dropped once every member has read it."""
 
     KEEP = 2
 
-    def __init__(self) -> None:
-        self._entries: dict[tuple, dict] = {}
+    def __init__(self, members: int) -> None:
+        self.members = int(members)
+        self._entries: dict[tuple, tuple[dict, set]] = {}
         self._lock = threading.Lock()
 
-    def blocks(self, X: Any, Z: Any) -> dict | None:
-        """The dict of kept blocks of X's rows against the landmarks ``Z`` (None: not kept)."""
-        if not isinstance(X, np.ndarray) or X.ndim != 2:
+    def blocks(self, X: Any, Z: Any, reader: Any) -> dict | None:
+        """The dict of kept blocks of X's rows against the landmarks ``Z`` for ``reader`` (one of
+        the members; None: not kept)."""
+        if self.members < 2 or not isinstance(X, np.ndarray) or X.ndim != 2:
+            return None
+        if X.shape[0] * Z.shape[0] * X.dtype.itemsize > bk.memory_budget(bk.device_of(X)) // 64:
             return None
         digest = hashlib.blake2b(np.ascontiguousarray(X).data, digest_size=16).digest()
         key = (id(Z), X.shape, X.dtype.str, digest)
         with self._lock:
-            entry = self._entries.pop(key, None)
-            if entry is None:
-                entry = {}
+            blocks, readers = self._entries.pop(key, None) or ({}, set())
+            readers.add(id(reader))
+            if len(readers) < self.members:     # kept, the most recent last
                 while len(self._entries) >= self.KEEP:
                     self._entries.pop(next(iter(self._entries)))
-            self._entries[key] = entry          # the most recent last
-            return entry
+                self._entries[key] = (blocks, readers)
+            return blocks
 
     def __getstate__(self) -> dict:              # a copy (pickle, deepcopy) starts empty
-        return {}
+        return {"members": self.members}
 
     def __setstate__(self, state: dict) -> None:
-        self.__init__()
+        self.__init__(state["members"])
 
 
 class _LinearSVMStage:
