@@ -72,6 +72,7 @@ from gpuksvm.model_selection import GridSearchCV
 from .harness import Case, Context, Record, accuracy, load_average, register
 
 SVC_BUDGET_S = 600.0     # skip scikit-learn's SVC search when it is predicted to take longer
+TORCHKM_MAX_N = 10_000   # TorchKM holds K and its eigenvectors, two n × n float64 matrices (1.6 GB here)
 
 
 def _ijcnn1(n_train: int | None, n_test: int | None):
@@ -296,8 +297,11 @@ def run_tune(ctx: Context) -> Iterator[Record]:
                            (theirs, t_theirs), n)
         if _torchkm_available():
             if spec["estimator"] != "KernelSVC" or np.unique(y).size != 2:
-                ctx.log(f"  {spec['name']:13s} TorchKM skipped: binary KernelSVC cases only (TorchKM has no "
-                        "multi-class)")
+                ctx.log(f"  {spec['name']:13s} TorchKM skipped: it is compared on binary KernelSVC cases only "
+                        "(TorchKM has no multi-class)")
+            elif n > TORCHKM_MAX_N:
+                ctx.log(f"  {spec['name']:13s} TorchKM skipped: {n} rows > {TORCHKM_MAX_N} (its dense n × n "
+                        "float64 kernel and eigenvectors)")
             else:
                 tkm = _TorchKMSearch(grid, list(cv.split(X, y)), int(X.shape[0]))
                 t_tkm = _timed_search(tkm, X, y)
