@@ -396,7 +396,7 @@ def fit_llsvm_path(rows: LLSVMRows, *, kernels: Sequence[KernelSpec], Cs: Sequen
     the 2-core development CPU (load average 1.3–2.2), one LLSVM fit, 1 vs 2 threads:
     100,000 × 22 Gaussian rows, k = 1,000 (F streamed) 9.3–10.4 vs 20.9–21.3 s;
     20,000 × 300, k = 1,000: 3.7–3.8 vs 3.9–4.0 s; the search over ijcnn1 10,000 rows,
-    k = 300, γ ∈ {1, 2} × C ∈ {1, 8, 64}, 5 folds: 2.5 vs 4.3 s.
+    k = 300, γ ∈ {1, 2} × C ∈ {1, 8, 64}, 5 folds: 2.4 vs 4.3–4.5 s.
     """
     with one_blas_thread(not device.is_gpu):
         return _fit_path(rows, kernels, Cs, params, spec, linear, device, dtype, random_state)
