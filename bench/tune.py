@@ -12,6 +12,17 @@ TorchKM protocol) and the same grid, in one process:
   its SVC (LIBSVM), processes on every core (KernelSVC cases only; skipped
   when one SVC fit times the number of fits over the cores predicts more
   than 10 minutes — the output says so);
+* ``TorchKM (cvksvm, CPU)`` — when the optional ``torchkm`` package is
+  importable (it is no dependency of gpuksvm), binary cases only (TorchKM has no
+  multi-class): its scikit-learn wrapper ``TorchKMSVC`` with the same folds
+  (``foldid``), the same C values (its λ = 1/(2nC)) and the RBF width of each γ
+  (``rbf_sigma = γ/2``: TorchKM's kernel is exp(−2σ‖x−x'‖²)), one call per γ; the
+  best γ is the one of the lowest out-of-fold error.  TorchKM forms the dense
+  n × n kernel and its eigendecomposition (float64), and scores the pooled
+  out-of-fold misclassification rather than the mean of the folds' accuracies.
+  It runs on one torch thread, like gpuksvm's host solvers: on the shared 2-core
+  CPU (load average ~2) one ``TorchKMSVC`` fit of 600 ijcnn1 rows, 2 C × 3 folds,
+  took 0.75 s on one thread and 38 s on two (OpenMP workers spinning);
 * ``GPU (predicted)`` — the H100 cost model of ``bench/_gpu_cost.py`` on an
   emulated trace of a few of the search's fits (``--scale small``: 2, ``paper``: 3),
   scaled to all of them: a **model prediction**, not a measurement.
@@ -39,7 +50,14 @@ torchkm_p100   the same with p=100
 
 The TorchKM protocol's data: two Gaussian clusters (``make_blobs``, centres
 drawn by scikit-learn with ``random_state=0``, ``cluster_std=4``), 10,000
-training and 10,000 test rows.
+training and 10,000 test rows, standardized with the training rows' mean and
+standard deviation (TorchKM standardizes its simulated data), so that γ = 1/p
+puts γ‖x − x'‖² near 2.
+
+One or more paper cases at a smaller size (a smoke run, or TorchKM's protocol
+where its n × n kernel is too slow on the CPU)::
+
+    python -m bench.tune torchkm_p10 --n-train 2000 --n-test 2000 --device cpu
 """
 from __future__ import annotations
 
@@ -57,6 +75,7 @@ from gpuksvm.model_selection import GridSearchCV
 from .harness import Case, Context, Record, accuracy, load_average, register
 
 SVC_BUDGET_S = 600.0     # skip scikit-learn's SVC search when it is predicted to take longer
+TORCHKM_MAX_N = 10_000   # TorchKM holds K and its eigenvectors, two n × n float64 matrices (1.6 GB here)
 
 
 def _ijcnn1(n_train: int | None, n_test: int | None):
@@ -88,6 +107,8 @@ def _blobs(p: int) -> Callable:
 
         n, m = n_train or 10_000, n_test or 10_000
         X, y = make_blobs(n + m, n_features=p, centers=2, cluster_std=4.0, random_state=0)
+        mean, std = X[:n].mean(axis=0), X[:n].std(axis=0)      # standardized, as TorchKM's protocol
+        X = (X - mean) / np.where(std > 0, std, 1.0)
         return X[:n], y[:n], X[n:], y[n:]
     return make
 
@@ -197,6 +218,55 @@ def _row(ctx: Context, spec: dict, method: str, seconds: float, search: Any, Xt:
     return rec
 
 
+class _TorchKMSearch:
+    """TorchKM's search over a γ × C grid as the table reads a search: one ``TorchKMSVC`` fit per γ
+    (each a C path with its own out-of-fold predictions), the best γ by the lowest error."""
+
+    def __init__(self, grid: dict, splits: list, n: int):
+        self.grid = grid
+        self.foldid = np.empty(n, dtype=np.int64)
+        for f, (_, test) in enumerate(splits):
+            self.foldid[test] = f + 1
+        self.n_splits = len(splits)
+
+    def fit(self, X: Any, y: Any) -> "_TorchKMSearch":
+        import torch
+        from torchkm.estimators import TorchKMSVC
+
+        torch.set_num_threads(1)      # one thread (the module docstring's measurement)
+        Cs = [float(c) for c in self.grid["C"]]
+        self.scores_, self.unconverged_, best = {}, 0, None
+        for g in self.grid["gamma"]:
+            clf = TorchKMSVC(kernel="rbf", rbf_sigma=float(g) / 2.0, Cs=np.asarray(Cs), nC=len(Cs),
+                             cv=self.n_splits, foldid=self.foldid, device="cpu")
+            clf.fit(X, y)
+            for C, mis in zip(Cs, clf.cv_mis_):
+                self.scores_[(float(g), C)] = 1.0 - float(mis)
+            conv = clf.converged_
+            self.unconverged_ += 0 if conv is None else int((~np.asarray(conv, dtype=bool)).sum())
+            if best is None or 1.0 - float(clf.cv_mis_.min()) > best[0]:
+                best = (1.0 - float(clf.cv_mis_.min()), float(g), clf)
+        self.best_score_, gamma, self.best_estimator_ = best
+        self.best_params_ = {"C": self.best_estimator_.best_C_, "gamma": gamma}
+        return self
+
+    def results_like(self, params: list) -> None:
+        """``cv_results_["mean_test_score"]`` in the order of another search's candidates."""
+        self.cv_results_ = {"params": params, "mean_test_score": np.array(
+            [self.scores_[(float(p["gamma"]), float(p["C"]))] for p in params])}
+
+    def predict(self, X: Any) -> Any:
+        return self.best_estimator_.predict(X)
+
+
+def _torchkm_available() -> bool:
+    try:
+        import torchkm.estimators  # noqa: F401
+    except Exception:                  # not installed (optional), or its torch cannot load
+        return False
+    return True
+
+
 def run_tune(ctx: Context) -> Iterator[Record]:
     """Each case of the scale: our search, scikit-learn's over the same estimator, SVC's, the GPU model."""
     from sklearn.model_selection import GridSearchCV as SkGridSearchCV
@@ -230,6 +300,23 @@ def run_tune(ctx: Context) -> Iterator[Record]:
                 t_svc = _timed_search(svc, X, y)
                 yield _row(ctx, spec, "GridSearchCV(SVC, n_jobs=-1) (sklearn)", t_svc, svc, Xt, yt,
                            (theirs, t_theirs), n)
+        if _torchkm_available():
+            if spec["estimator"] != "KernelSVC" or np.unique(y).size != 2:
+                ctx.log(f"  {spec['name']:13s} TorchKM skipped: it is compared on binary KernelSVC cases only "
+                        "(TorchKM has no multi-class)")
+            elif n > TORCHKM_MAX_N:
+                ctx.log(f"  {spec['name']:13s} TorchKM skipped: {n} rows > {TORCHKM_MAX_N} (its dense n × n "
+                        "float64 kernel and eigenvectors)")
+            else:
+                tkm = _TorchKMSearch(grid, list(cv.split(X, y)), int(X.shape[0]))
+                t_tkm = _timed_search(tkm, X, y)
+                tkm.results_like(list(ours.cv_results_["params"]))
+                rec = _row(ctx, spec, "TorchKM (cvksvm, CPU)", t_tkm, tkm, Xt, yt, (theirs, t_theirs), n)
+                rec.extra.update(gpuksvm_speedup=t_tkm / t_ours, unconverged_C=tkm.unconverged_,
+                                 note="CV: pooled out-of-fold accuracy")
+                ctx.log(f"  {spec['name']:13s} {'':40s} TorchKM time / gpuksvm time {t_tkm / t_ours:.2f}; "
+                        f"TorchKM unconverged (γ, C): {tkm.unconverged_}")
+                yield rec
         if ctx.params["n_trace"]:
             pred = _predicted_gpu_s(spec, X, y, list(cv.split(X, y)), list(ours.cv_results_["params"]),
                                     ctx.params["n_trace"])
@@ -247,3 +334,31 @@ TUNE = register(Case(
     description="GridSearchCV (gpuksvm) vs scikit-learn's over the same estimator and over SVC: time, "
                 "selected parameters, CV scores, test accuracy",
     figure=None, columns=("best_params", "best_cv", "max_abs_d_mean_test_score", "speedup_vs_same_estimator")))
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m bench.tune CASE ... [--n-train N] [--n-test N]``: paper cases, optionally smaller."""
+    import argparse
+
+    from .harness import new_run_id, run_case, write_records
+
+    paper = {c["name"]: c for c in SCALES["paper"]["cases"]}
+    ap = argparse.ArgumentParser(prog="python -m bench.tune", description=main.__doc__)
+    ap.add_argument("cases", nargs="+", choices=sorted(paper))
+    ap.add_argument("--n-train", type=int, default=None, help="training rows (default: the case's)")
+    ap.add_argument("--n-test", type=int, default=None, help="test rows (default: the case's)")
+    ap.add_argument("--device", default="cpu", choices=("cpu",))
+    ap.add_argument("--n-trace", type=int, default=0, help="fits traced for the GPU prediction (0: none)")
+    ap.add_argument("--out", default=None, help="JSON-lines file to append to")
+    args = ap.parse_args(argv)
+    specs = [{**paper[name], **({"n_train": args.n_train} if args.n_train else {}),
+              **({"n_test": args.n_test} if args.n_test else {})} for name in args.cases]
+    case = Case("tune", run_tune, scales={"paper": {"cases": specs, "n_trace": args.n_trace}},
+                description=TUNE.description, figure=None, columns=TUNE.columns)
+    records = list(run_case(case, scale="paper", device=gpuksvm.resolve_device(args.device), run_id=new_run_id()))
+    print(f"{len(records)} records -> {write_records(records, args.out)}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -15,6 +15,7 @@ if str(ROOT) not in sys.path:
 
 from bench import __main__ as cli  # noqa: E402
 from bench import report  # noqa: E402
+from bench import tune  # noqa: E402
 from bench.harness import (FIELDS, REGISTRY, SCALES, Case, Record, measure, quiet_note,  # noqa: E402
                            read_records, register, write_records)
 
@@ -274,10 +275,21 @@ def test_converted_sections_left_the_scripts():
 def test_tune_case_runs_at_tiny_scale(tmp_path):
     out = tmp_path / "records.jsonl"
     assert cli.main(["tune", "--scale", "tiny", "--device", "cpu", "--out", str(out)]) == 0
-    ours, same, svc = read_records(out)
+    ours, same, svc, *torchkm = read_records(out)
     assert (ours.method, same.method, svc.method) == ("GridSearchCV (gpuksvm)", "GridSearchCV (sklearn) same estimator",
                                                       "GridSearchCV(SVC, n_jobs=-1) (sklearn)")
+    # TorchKM's search only where the optional torchkm package is installed
+    assert [r.method for r in torchkm] == (["TorchKM (cvksvm, CPU)"] if tune._torchkm_available() else [])
     assert all(r.case == "tune" and r.n_train == 600 and r.fit_s > 0 and 0.85 < r.accuracy <= 1.0
                for r in (ours, same, svc))
     assert ours.extra["max_abs_d_mean_test_score"] <= 0.002 and ours.extra["same_best_params"]
     assert ours.extra["best_params"] == same.extra["best_params"] and ours.extra["candidates"] == 4
+
+
+def test_tune_runs_a_paper_case_at_a_chosen_size(tmp_path, capsys):
+    out = tmp_path / "records.jsonl"
+    assert tune.main(["llsvm_ijcnn1", "--n-train", "600", "--n-test", "400", "--out", str(out)]) == 0
+    ours, same = read_records(out)
+    assert (ours.method, same.method) == ("GridSearchCV (gpuksvm)", "GridSearchCV (sklearn) same estimator")
+    assert ours.n_train == 600 and ours.n_test == 400 and ours.extra["candidates"] == 6
+    assert ours.extra["max_abs_d_mean_test_score"] <= 0.002 and ours.extra["same_best_params"]

@@ -140,3 +140,150 @@ def test_linear_svm_fit_from_equals_cold_fit():
         np.testing.assert_allclose(warm.objective_, cold.objective_, rtol=1e-4)
         np.testing.assert_allclose(warm.decision_function(X), cold.decision_function(X), atol=1e-2)
         assert warm.n_iter_ <= cold.n_iter_ + 1
+
+
+def test_fits_on_checked_rows_equal_fit_and_fit_from():
+    """The C path validates the features once (LinearSVM._check_rows / _fit_rows): the same models
+    as fit and fit_from on the same rows, bit for bit, sample weights and calibration included."""
+    rng = np.random.RandomState(1)
+    X = rng.normal(size=(800, 12)).astype(np.float32)
+    y = np.sign(X[:, 0] + 0.4 * X[:, 1] + 0.3 * rng.normal(size=800))
+    sw = rng.uniform(0.5, 2.0, size=800)
+    for kw in ({}, {"sample_weight": sw}):
+        first = LinearSVM(C=1.0, device="cpu")
+        rows = first._check_rows(X, y, kw.get("sample_weight"))
+        first._fit_rows(rows)
+        cold = LinearSVM(C=1.0, device="cpu").fit(X, y, **kw)
+        np.testing.assert_array_equal(first.coef_, cold.coef_)
+        np.testing.assert_array_equal(first.intercept_, cold.intercept_)
+        warm = LinearSVM(C=8.0, device="cpu")._fit_rows(rows, (first.coef_, first.intercept_))
+        ref = LinearSVM(C=8.0, device="cpu").fit_from(cold, X, y, **kw)
+        np.testing.assert_array_equal(warm.coef_, ref.coef_)
+        assert warm.n_iter_ == ref.n_iter_ and warm.n_features_in_ == 12
+    prob = LinearSVM(C=1.0, probability=True, random_state=0, device="cpu")
+    prob._fit_rows(prob._check_rows(X, y, None))
+    ref = LinearSVM(C=1.0, probability=True, random_state=0, device="cpu").fit(X, y)
+    np.testing.assert_array_equal(prob.predict_proba(X[:50]), ref.predict_proba(X[:50]))
+
+
+def _grid_models(X, y, **params):
+    from gpuksvm.estimators.llsvm import fit_llsvm_grid
+
+    est = LLSVM(n_landmarks=30, device="cpu", random_state=0, **params)
+    return fit_llsvm_grid(X, y, gammas=[0.5, 2.0], Cs=[1.0, 8.0, 64.0], estimator=est)
+
+
+def _without_memo(model):
+    import copy
+
+    plain = copy.copy(model)
+    plain.__dict__.pop("_kernel_rows")
+    return plain
+
+
+def test_scoring_all_C_reuses_one_kernel_block_and_answers_as_without_it():
+    """The models of one γ of fit_llsvm_grid keep K(X, Z) of the rows they last predicted on:
+    the decisions, labels, features and probabilities are exactly those computed afresh."""
+    X, y = _data(n=500, classes=3, seed=5)
+    models = _grid_models(X[:400], y[:400])
+    Xte = X[400:]
+    memo = models[0]._kernel_rows
+    assert all(m._kernel_rows is memo for m in models[:3]) and models[3]._kernel_rows is not memo
+    for m in models:
+        plain = _without_memo(m)
+        for method in ("decision_function", "predict", "transform"):
+            # a copy of the rows each time, as a search's scorer gets them
+            np.testing.assert_array_equal(getattr(m, method)(Xte.copy()), getattr(plain, method)(Xte))
+    memo._entries.clear()
+    A = Xte[::-1].copy()
+    models[0].decision_function(A)
+    models[1].predict(A.copy())
+    ((blocks, readers),) = memo._entries.values()
+    assert len(blocks) == 1 and len(readers) == 2       # one kernel block, read by two C values
+    models[2].decision_function(A)
+    assert memo._entries == {}                          # every C has read it: dropped
+    prob = _grid_models(X[:400], y[:400], probability=True)
+    for m in prob[:2]:
+        np.testing.assert_array_equal(m.predict_proba(Xte), _without_memo(m).predict_proba(Xte))
+
+
+def test_the_kept_kernel_block_follows_the_rows_and_the_fit():
+    """Rows changed in place, other rows, a refit on other data, a pickled copy: never a stale block."""
+    import pickle
+
+    X, y = _data(n=500, seed=6)
+    model = _grid_models(X[:400], y[:400])[1]
+    A, B = X[400:450].copy(), X[450:].copy()
+    model.decision_function(A)
+    A[:5] *= -1.0                                  # changed in place: computed afresh
+    np.testing.assert_array_equal(model.decision_function(A), _without_memo(model).decision_function(A))
+    model.decision_function(B)
+    model.decision_function(X[:20])
+    assert len(model._kernel_rows._entries) == model._kernel_rows.KEEP
+    copy_ = pickle.loads(pickle.dumps(model))
+    assert copy_._kernel_rows._entries == {} and copy_._kernel_rows.members == 3
+    np.testing.assert_array_equal(copy_.decision_function(B), model.decision_function(B))
+    model.fit(X[100:], y[100:])                    # new landmarks: the kept blocks go
+    assert "_kernel_rows" not in model.__dict__
+    ref = clone(model).fit(X[100:], y[100:])
+    np.testing.assert_array_equal(model.decision_function(B), ref.decision_function(B))
+
+
+def test_no_block_is_kept_beyond_a_64th_of_the_memory_budget():
+    import gpuksvm
+
+    X, y = _data(n=500, seed=7)
+    model = _grid_models(X[:400], y[:400])[0]
+    Xte = X[400:].astype(np.float32)            # 100 rows × 30 landmarks × 4 bytes = 12,000 bytes
+    with gpuksvm.config_context(cpu_memory_budget=64 * 11_999):
+        assert model._kernel_rows.blocks(Xte, model.landmarks_, model) is None
+        np.testing.assert_array_equal(model.decision_function(Xte), _without_memo(model).decision_function(Xte))
+    with gpuksvm.config_context(cpu_memory_budget=64 * 12_000):
+        assert model._kernel_rows.blocks(Xte, model.landmarks_, model) == {}
+
+
+def test_kernel_matvec_keeps_and_reuses_its_blocks():
+    from gpuksvm.kernels.kernel import Kernel, kernel_matvec
+
+    rng = np.random.default_rng(0)
+    X, Z = rng.normal(size=(50, 3)), rng.normal(size=(7, 3))
+    V1, V2 = rng.normal(size=(7, 2)), rng.normal(size=7)
+    k = Kernel("rbf", gamma=0.4)
+    kept: dict = {}
+    a = kernel_matvec(X, Z, V1, k, block_rows=20, blocks=kept)
+    assert sorted(kept) == [(0, 20, "<f8"), (20, 40, "<f8"), (40, 50, "<f8")]
+    kept[(0, 20, "<f8")] = np.zeros((20, 7))      # taken from the dict, not recomputed
+    b = kernel_matvec(X, Z, V2, k, block_rows=20, blocks=kept)
+    np.testing.assert_array_equal(a, kernel_matvec(X, Z, V1, k, block_rows=20))
+    np.testing.assert_array_equal(b[:20], 0.0)
+    np.testing.assert_array_equal(b[20:], kernel_matvec(X, Z, V2, k, block_rows=20)[20:])
+
+
+def test_the_host_fit_runs_on_one_blas_thread(monkeypatch):
+    """k-means, the kernel blocks and the Newton steps of a CPU LLSVM fit run on one BLAS thread
+    (NumPy's and SciPy's OpenBLAS would take the cores from each other)."""
+    from threadpoolctl import threadpool_info, threadpool_limits
+
+    from gpuksvm.estimators import llsvm as est_llsvm
+    from gpuksvm.solvers.linear.newton_memory import newton_squared_hinge
+
+    seen = []
+
+    def blas_threads(_=None):
+        seen.append(max(i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas"))
+
+    class Stage(est_llsvm._LinearSVMStage):
+        def fit(self, spec, F, y=None, sample_weight=None):
+            blas_threads()
+            return super().fit(spec, F, y, sample_weight)
+
+    monkeypatch.setattr(est_llsvm, "_LinearSVMStage", Stage)
+    X, y = _data(n=400)
+    with threadpool_limits(2, user_api="blas"):
+        blas_threads()
+        if seen[0] < 2:
+            pytest.skip("this BLAS does not take 2 threads")
+        newton_squared_hinge(X, np.where(y > 0, 1.0, -1.0), 1.0, method="cholesky", callback=blas_threads)
+        LLSVM(n_landmarks=20, device="cpu", random_state=0).fit(X, y)
+        blas_threads()
+    assert len(seen) > 3 and all(n == 1 for n in seen[1:-1]) and seen[-1] >= 2

@@ -55,9 +55,11 @@ dense 0.10 vs 0.21 s, sparse (Newton-CG) 0.14 vs 0.24 s; 5 classes
 dense 20,000 × 1,000 3.9 vs 8–10 s — but sparse 30,000 × 50,000 (0.2% dense)
 4.7 vs 3.1 s at C=1 and 17.5 vs 3.7 s at C=10, hence LIBLINEAR for wide
 sparse data.  The CPU solvers run their BLAS calls on one thread for narrow
-designs (≤ :data:`gpuksvm.solvers.linear.problem.NARROW_DIM` columns) and on a busy
-host (:mod:`gpuksvm.array.blas_threads`): with two spinning OpenBLAS threads the
-same ijcnn1 fit took 1.05 s.
+designs (≤ :data:`gpuksvm.solvers.linear.problem.NARROW_DIM` columns), on a busy
+host (:mod:`gpuksvm.array.blas_threads`) and, at any width, in Newton's Cholesky
+steps (NumPy's and SciPy's OpenBLAS alternate there: 40,000 × 2,000 took 25 s on
+two threads, 3.6 s on one; :func:`gpuksvm.solvers.linear.newton_memory.newton_squared_hinge`):
+with two spinning OpenBLAS threads the same ijcnn1 fit took 1.05 s.
 
 Multi-class: one-vs-rest, with LIBLINEAR's class-weight rule (in problem c only
 class c's weight applies).
@@ -81,6 +83,7 @@ where its dual variables would overflow.
 from __future__ import annotations
 
 import warnings
+from dataclasses import dataclass
 from numbers import Real
 from typing import Any
 
@@ -104,9 +107,22 @@ from gpuksvm.solvers.linear.svm import (
     solve_linear_svm,
     solve_linear_svm_blocks,
 )
-from gpuksvm.array.validation import check_sample_weight, validate_X, validate_X_y
+from gpuksvm.array.validation import check_sample_weight, max_row_sq_norm, validate_X, validate_X_y
 
 __all__ = ["LinearSVM", "ScaledProblemWarning", "extreme_cost_scale", "scaled_costs"]
+
+
+@dataclass(frozen=True)
+class _CheckedRows:
+    """Training arrays a LinearSVM fit validated: X and y as validated, the checked sample
+    weights, the weights as given (for the calibration's own split) and max‖xᵢ‖²."""
+
+    X: Any
+    y: np.ndarray
+    sample_weight: Any
+    given_weight: Any
+    row_sq_norm: float
+
 
 _CONSTRAINTS = {
     "C": [positive()],
@@ -268,14 +284,29 @@ class LinearSVM(DeviceMixin, ProbabilityMixin, ClassifierMixin, BaseEstimator):
 
     def _fit_arrays(self, X: Any, y: Any, sample_weight: Any, start: Any) -> "LinearSVM":
         """The in-memory fit of :meth:`fit` and :meth:`fit_from`."""
+        return self._fit_checked(self._check_rows(X, y, sample_weight), start, stacklevel=5)
+
+    def _check_rows(self, X: Any, y: Any, sample_weight: Any) -> "_CheckedRows":
+        """The validation of an in-memory fit, kept for more fits on the same rows."""
+        given = sample_weight
         X, y, _ = validate_X_y(self, X, y)
         sw = None if sample_weight is None else check_sample_weight(sample_weight, X)
+        return _CheckedRows(X, y, sw, given, max_row_sq_norm(X))
+
+    @fit_context()
+    def _fit_rows(self, rows: "_CheckedRows", start: Any = None) -> "LinearSVM":
+        """An in-memory fit on rows another fit validated (:meth:`_check_rows`): the fits along a
+        C path on one feature matrix validate it once.  ``start``: (coef, intercept), as :meth:`fit_from`."""
+        return self._fit_checked(rows, start, stacklevel=4)
+
+    def _fit_checked(self, rows: "_CheckedRows", start: Any, stacklevel: int) -> "LinearSVM":
         dev = self._device()
-        self._store(solve_linear_svm(X, y, self._solver_params(), device=dev, dtype=self.dtype,
-                                     sample_weight=sw, stacklevel=3, start=start))
-        self._warn_unconverged(stacklevel=4)
+        self._store(solve_linear_svm(rows.X, rows.y, self._solver_params(), device=dev, dtype=self.dtype,
+                                     sample_weight=rows.sample_weight, stacklevel=stacklevel - 1, start=start,
+                                     row_sq_norm=rows.row_sq_norm))
+        self._warn_unconverged(stacklevel=stacklevel)
         if self.probability:
-            self._fit_probability(X, y, sample_weight)
+            self._fit_probability(rows.X, rows.y, rows.given_weight)
         return self
 
     def _fit_blocks(self, X: Any, y: Any, sample_weight: Any) -> "LinearSVM":

@@ -81,6 +81,8 @@ Conventions (documented choices)
 """
 from __future__ import annotations
 
+import hashlib
+import threading
 from numbers import Real
 from typing import Any, Sequence
 
@@ -351,6 +353,7 @@ class LLSVM(DeviceMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin, Clas
 
     def _store(self, result: LLSVMResult) -> "LLSVM":
         """The fitted state (the one writer of every fit path)."""
+        self.__dict__.pop("_kernel_rows", None)    # kernel blocks of the previous landmarks
         self.kernel_ = result.kernel
         self.landmarks_ = result.landmarks
         self.n_landmarks_ = int(result.landmarks.shape[0])
@@ -422,11 +425,19 @@ class LLSVM(DeviceMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin, Clas
         check_is_fitted(self, "dual_coef_")
         return self._validated_input(X, np.dtype(self.map_.dtype), keep_sparse=False)
 
+    def _kept_blocks(self, Xd: Any, rows: int) -> dict | None:
+        """The kernel blocks K(Xd, Z) the models of one (fold, γ) of :func:`fit_llsvm_grid` share,
+        or None (any other model, or rows of more than one block)."""
+        memo = self.__dict__.get("_kernel_rows")
+        return None if memo is None or Xd.shape[0] > rows else memo.blocks(Xd, self.landmarks_, self)
+
     @dask_dispatch()
     def transform(self, X: Any) -> Any:
         """The empirical kernel map F = K(X, Z) M, shape (n, k)."""
         Xd, kind = self._prepare(X)
-        F = feature_map(Xd, self.landmarks_, self.map_, self.kernel_)
+        rows = kernel_block_rows(Xd.shape[0], self.landmarks_, Xd.shape[1], self.map_.dtype, self._fitted_device())
+        F = feature_map(Xd, self.landmarks_, self.map_, self.kernel_, block_rows=rows,
+                        blocks=self._kept_blocks(Xd, rows))
         return bk.as_kind(F, kind)
 
     @dask_dispatch()
@@ -438,7 +449,8 @@ class LLSVM(DeviceMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin, Clas
         Xd, kind = self._prepare(X)
         rows = kernel_block_rows(Xd.shape[0], self.landmarks_, Xd.shape[1], self.map_.dtype,
                                  self._fitted_device())
-        D = kernel_matvec(Xd, self.landmarks_, self.dual_coef_.T, self.kernel_, block_rows=rows)
+        D = kernel_matvec(Xd, self.landmarks_, self.dual_coef_.T, self.kernel_, block_rows=rows,
+                          blocks=self._kept_blocks(Xd, rows))
         D = D.reshape(Xd.shape[0], -1) + self.intercept_[None, :]
         if D.shape[1] == 1:
             D = D[:, 0]
@@ -473,8 +485,12 @@ class LLSVM(DeviceMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin, Clas
         Xd, kind = self._prepare(X)
         n = Xd.shape[0]
         rows = kernel_block_rows(n, self.landmarks_, Xd.shape[1], self.map_.dtype, self._fitted_device())
-        parts = [bk.to_host(method(feature_map(Xd[a:a + rows], self.landmarks_, self.map_, self.kernel_)))
-                 for a in range(0, max(n, 1), rows)]
+        if n <= rows:       # one block: the kept kernel blocks apply
+            parts = [bk.to_host(method(feature_map(Xd, self.landmarks_, self.map_, self.kernel_, block_rows=rows,
+                                                   blocks=self._kept_blocks(Xd, rows))))]
+        else:
+            parts = [bk.to_host(method(feature_map(Xd[a:a + rows], self.landmarks_, self.map_, self.kernel_)))
+                     for a in range(0, n, rows)]
         return bk.as_kind(np.concatenate(parts, axis=0), kind)
 
     def __sklearn_tags__(self):
@@ -499,7 +515,10 @@ def fit_llsvm_grid(X: Any, y: Any, *, gammas: Sequence[float], Cs: Sequence[floa
     all γ come from one batched eigendecomposition (:func:`nystrom_maps`), the
     feature map F is computed once per γ, and only the linear SVM is trained per
     (γ, C), each C after the first starting from the previous C's weights
-    (:meth:`LinearSVM.fit_from`; give ``Cs`` ascending for the shortest path).  With ``estimator.spectrum == "supervised"`` each map gets LLSVM2's
+    (:meth:`LinearSVM.fit_from`; give ``Cs`` ascending for the shortest path) on features
+    validated once.  The models of one γ share the kernel rows K(X, Z) of the rows they
+    predict on (recognised by their contents; small blocks only, each kept until every C
+    has read it): scoring every C on the same rows computes them once, with the same results.  With ``estimator.spectrum == "supervised"`` each map gets LLSVM2's
     spectrum (the same labelled subset for every γ).
 
     Parameters
@@ -547,12 +566,56 @@ def fit_llsvm_grid(X: Any, y: Any, *, gammas: Sequence[float], Cs: Sequence[floa
                              spec=proto._linear_spec(), linear=_LinearSVMStage(proto, warm_start=True), device=dev,
                              dtype=bk.resolve_dtype(proto.dtype, dev), random_state=proto.random_state)
     models = []
+    memos = {g: _KernelRowsMemo(len(Cs)) for g in gammas}
     for (g, c), result in zip([(g, c) for g in gammas for c in Cs], results):
         est = clone(base).set_params(gamma=g, C=c)
         if hasattr(proto, "feature_names_in_"):
             est.feature_names_in_ = proto.feature_names_in_
         models.append(est._store(result))
+        est._kernel_rows = memos[g]
     return models
+
+
+class _KernelRowsMemo:
+    """The kernel blocks K(X, Z) the ``members`` models of one γ of :func:`fit_llsvm_grid` predict
+    from: they share the landmarks and the kernel, so scoring all C values on the same rows (a
+    search's held-out fold) computes K(X, Z) once.  Rows are recognised by their contents (shape,
+    dtype and a BLAKE2 digest of the bytes): a copy of the same rows is a hit, rows changed in
+    place are not.  Dense host rows only, in one kernel block of at most 1/64 of the memory
+    budget (a search holds the memos of all its folds and γ at once: 15 of them in 5 folds × 3 γ
+    stay under a quarter of the budget); at most :data:`KEEP` inputs (a search's test and training
+    rows), each dropped once every member has read it."""
+
+    KEEP = 2
+
+    def __init__(self, members: int) -> None:
+        self.members = int(members)
+        self._entries: dict[tuple, tuple[dict, set]] = {}
+        self._lock = threading.Lock()
+
+    def blocks(self, X: Any, Z: Any, reader: Any) -> dict | None:
+        """The dict of kept blocks of X's rows against the landmarks ``Z`` for ``reader`` (one of
+        the members; None: not kept)."""
+        if self.members < 2 or not isinstance(X, np.ndarray) or X.ndim != 2:
+            return None
+        if X.shape[0] * Z.shape[0] * X.dtype.itemsize > bk.memory_budget(bk.device_of(X)) // 64:
+            return None
+        digest = hashlib.blake2b(np.ascontiguousarray(X).data, digest_size=16).digest()
+        key = (id(Z), X.shape, X.dtype.str, digest)
+        with self._lock:
+            blocks, readers = self._entries.pop(key, None) or ({}, set())
+            readers.add(id(reader))
+            if len(readers) < self.members:     # kept, the most recent last
+                while len(self._entries) >= self.KEEP:
+                    self._entries.pop(next(iter(self._entries)))
+                self._entries[key] = (blocks, readers)
+            return blocks
+
+    def __getstate__(self) -> dict:              # a copy (pickle, deepcopy) starts empty
+        return {"members": self.members}
+
+    def __setstate__(self, state: dict) -> None:
+        self.__init__(state["members"])
 
 
 class _LinearSVMStage:
@@ -563,19 +626,24 @@ class _LinearSVMStage:
     def __init__(self, estimator: LLSVM, warm_start: bool = False):
         self.estimator = estimator
         self.warm_start = warm_start
-        self._last: tuple[Any, LinearSVM] | None = None     # (features, model) of the previous C
+        # the previous C's features, their validation and model
+        self._last: tuple[Any, Any, LinearSVM] | None = None
 
     def fit(self, spec: LinearSpec, X: Any, y: Any = None, sample_weight: Any = None) -> LinearSVM:
-        """With ``warm_start``, the second and later C on the same features start from the previous
-        C's weights (:meth:`LinearSVM.fit_from`; Newton: a cold fit's model to the tolerance)."""
+        """With ``warm_start``, the features are validated once and the second and later C on them
+        start from the previous C's weights (as :meth:`LinearSVM.fit_from`; Newton: a cold fit's
+        model to the tolerance)."""
         svm = self.estimator._linear_svm(spec.C)
+        if not self.warm_start or self.estimator.probability or is_block_input(X):
+            return svm.fit(X, y, sample_weight=sample_weight)
         last = self._last
-        if (self.warm_start and last is not None and last[0] is X and not self.estimator.probability
-                and not is_block_input(X)):
-            model = svm.fit_from(last[1], X, y, sample_weight=sample_weight)
+        if last is not None and last[0] is X:
+            model = svm._fit_rows(last[1], (last[2].coef_, last[2].intercept_))
         else:
-            model = svm.fit(X, y, sample_weight=sample_weight)
-        self._last = (X, model) if self.warm_start else None
+            rows = svm._check_rows(X, y, sample_weight)
+            model = svm._fit_rows(rows)
+            last = (X, rows, model)
+        self._last = (X, last[1], model)
         return model
 
     def from_newton(self, spec: LinearSpec, solution: Any, classes: np.ndarray, n_features: int, engine: str,

@@ -532,7 +532,7 @@ def kernel_diag(X: Any, kernel: Kernel | str = "rbf", *, dtype: Any = None):
 
 
 def kernel_matvec(X: Any, Z: Any, V: Any, kernel: Kernel | str = "rbf", *, dtype: Any = None,
-                  block_rows: int | None = None, method: str = "auto"):
+                  block_rows: int | None = None, method: str = "auto", blocks: dict | None = None):
     """K(X, Z) · V without materializing K(X, Z).
 
     Parameters
@@ -543,6 +543,10 @@ def kernel_matvec(X: Any, Z: Any, V: Any, kernel: Kernel | str = "rbf", *, dtype
         GPU path for large d).  ``"fused"``: the CUDA tile kernel of
         ``kernels_cuda/kernel_matvec.cu`` (GPU, dense, d ≤ 64, m ≤ 16).
         ``"auto"`` picks fused on a GPU when it applies.
+    blocks : dict, optional
+        The blocked path keeps its kernel blocks here (by rows and dtype) and takes
+        them from here when present: products of the same X and Z with several V
+        (the caller's dict holds them, so the caller bounds its size).
 
     Returns
     -------
@@ -576,7 +580,7 @@ def kernel_matvec(X: Any, Z: Any, V: Any, kernel: Kernel | str = "rbf", *, dtype
                and X.shape[1] <= _FUSED_MAX_D and m <= _FUSED_MAX_M)
     if method == "fused" and not fusable:
         raise ValueError("method='fused' needs dense CuPy inputs with d <= 64 and at most 16 columns in V")
-    use_fused = method == "fused" or (method == "auto" and fusable)
+    use_fused = method == "fused" or (method == "auto" and fusable and blocks is None)
     out = xp.empty((n, m), dtype=dt)
     if n == 0:
         return out.ravel() if vec else out
@@ -596,7 +600,11 @@ def kernel_matvec(X: Any, Z: Any, V: Any, kernel: Kernel | str = "rbf", *, dtype
                                       budget=max(budget - out.nbytes, budget // 4))
 
         def run(s: int, e: int) -> None:
-            Kb = kernel_block(X[s:e], Z, kernel, dtype=dt, block_rows=e - s)
+            Kb = None if blocks is None else blocks.get((s, e, dt.str))
+            if Kb is None:
+                Kb = kernel_block(X[s:e], Z, kernel, dtype=dt, block_rows=e - s)
+                if blocks is not None:
+                    blocks[(s, e, dt.str)] = Kb
             xp.matmul(Kb, V2, out=out[s:e])
 
         bk.map_row_blocks(run, n, block_rows, what="kernel_matvec")

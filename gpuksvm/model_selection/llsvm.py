@@ -10,7 +10,11 @@ features are formed once per γ, and only the linear SVM runs per (γ, C).  With
 the template's ``random_state`` the landmarks, maps and LLSVM2's labelled
 subset are those an independent fit draws, so each model equals
 ``clone(estimator).set_params(**candidate).fit(X[train], y[train])`` (the same
-linear problem on the same features, solved from the same start).
+linear problem on the same features, solved from the same start).  The features
+are validated once per (fold, γ), and the models of one γ keep the kernel rows
+K(X_test, Z) of the rows they last predicted on, recognised by their contents: the
+scorers of all C values on a held-out fold compute them once, and every
+prediction is the one computed afresh (:func:`~gpuksvm.estimators.llsvm.fit_llsvm_grid`).
 
 Settings ``fit_llsvm_grid`` does not take fall back to independent fits, said
 in the :class:`~gpuksvm.model_selection.shared.SplitFit`'s ``shared``: a
@@ -30,7 +34,7 @@ from gpuksvm.model_selection.shared import (SplitFit, group_candidates, independ
 
 __all__ = ["search_llsvm"]
 
-SHARED = "landmarks per fold; maps and features per (fold, γ)"
+SHARED = "landmarks per fold; maps, features and held-out kernel rows per (fold, γ)"
 
 
 def _unsupported(template: LLSVM, gammas: Sequence[Any], Cs: Sequence[Any]) -> str | None:

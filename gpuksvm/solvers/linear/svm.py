@@ -166,7 +166,8 @@ def class_weights(class_weight: Any, classes: np.ndarray, y_idx: np.ndarray,
 
 def solve_linear_svm(X: Any, y: np.ndarray, params: LinearSVMParams, *, device: bk.Device,
                      dtype: Any = None, sample_weight: np.ndarray | None = None,
-                     stacklevel: int = 2, start: tuple[Any, Any] | None = None) -> LinearSVMResult:
+                     stacklevel: int = 2, start: tuple[Any, Any] | None = None,
+                     row_sq_norm: float | None = None) -> LinearSVMResult:
     """Solve the one-vs-rest linear SVM on validated arrays.
 
     Parameters
@@ -183,6 +184,9 @@ def solve_linear_svm(X: Any, y: np.ndarray, params: LinearSVMParams, *, device: 
         Weights of a solution of the same problem at another C (a warm start along a C path).
         The Newton engine starts from them; its stopping rule is relative to ‖∇f(0)‖, so the
         solution is a cold solve's to the tolerance.  The other engines start from zero.
+    row_sq_norm : float, optional
+        max‖xᵢ‖² of X (:func:`~gpuksvm.array.validation.max_row_sq_norm`) when the caller has it
+        (fits along a C path on the same rows); computed otherwise.
 
     Returns
     -------
@@ -194,8 +198,9 @@ def solve_linear_svm(X: Any, y: np.ndarray, params: LinearSVMParams, *, device: 
     engine = choose_engine(params.solver, params.loss, device, X)
     Y, S = lin.ovr_targets(y_idx, classes.shape[0], class_weight=cw, sample_weight=sample_weight)
     s = params.scaling
+    r2 = max_row_sq_norm(X) if row_sq_norm is None else float(row_sq_norm)
     log_scale = extreme_cost_scale(float(params.C), float(S.max()) if S.size else 0.0, X.shape[0],
-                                   max_row_sq_norm(X) + (s or 0.0) ** 2, stacklevel=stacklevel + 1)
+                                   r2 + (s or 0.0) ** 2, stacklevel=stacklevel + 1)
     C, S = scaled_costs(float(params.C), S, log_scale)
     if engine == "liblinear":
         sol = solve_liblinear(X, y, params, Y, S, C, log_scale, sample_weight=sample_weight)

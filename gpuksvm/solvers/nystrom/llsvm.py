@@ -32,6 +32,7 @@ import numpy as np
 from sklearn.utils import check_random_state
 
 from gpuksvm.array import backend as bk
+from gpuksvm.array.blas_threads import one_blas_thread
 from gpuksvm.array.validation import max_row_sq_norm
 from gpuksvm.data.blocks import LinearMapBlockSource, as_block_source, check_block
 from gpuksvm.kernels.kernel import Kernel, kernel_block
@@ -386,7 +387,25 @@ def fit_llsvm_path(rows: LLSVMRows, *, kernels: Sequence[KernelSpec], Cs: Sequen
     Returns
     -------
     list of LLSVMResult, in the order ``[(kernel, C) for kernel in kernels for C in Cs]``.
+
+    Notes
+    -----
+    On the CPU the whole fit runs on one BLAS thread: its NumPy products (k-means, kernel
+    blocks, Grams) and SciPy's LAPACK (the Newton steps' Cholesky) are two OpenBLAS
+    libraries whose idle threads spin-wait and take the cores from each other.  Measured on
+    the 2-core development CPU (load average 1.3–2.2), one LLSVM fit, 1 vs 2 threads:
+    100,000 × 22 Gaussian rows, k = 1,000 (F streamed) 9.3–10.4 vs 20.9–21.3 s;
+    20,000 × 300, k = 1,000: 3.7–3.8 vs 3.9–4.0 s; the search over ijcnn1 10,000 rows,
+    k = 300, γ ∈ {1, 2} × C ∈ {1, 8, 64}, 5 folds: 2.4 vs 4.3–4.5 s.
     """
+    with one_blas_thread(not device.is_gpu):
+        return _fit_path(rows, kernels, Cs, params, spec, linear, device, dtype, random_state)
+
+
+def _fit_path(rows: LLSVMRows, kernels: Sequence[KernelSpec], Cs: Sequence[float], params: MapParams,
+              spec: LinearSpec, linear: LinearStage, device: bk.Device, dtype: Any,
+              random_state: Any) -> list[LLSVMResult]:
+    """:func:`fit_llsvm_path`'s steps."""
     dev, dt = device, np.dtype(dtype)
     rs = check_random_state(random_state)
     rows.open(spec)

@@ -110,15 +110,17 @@ def kernel_block_rows(n_rows: int, Z: Any, n_features: int, dtype: Any, device: 
                         max_rows=max(KERNEL_BLOCK_BYTES // max(k * itemsize, 1), 1))
 
 
-def feature_map(X: Any, Z: Any, M: Any, kernel: Kernel, *, block_rows: int | None = None) -> Any:
+def feature_map(X: Any, Z: Any, M: Any, kernel: Kernel, *, block_rows: int | None = None,
+                blocks: dict | None = None) -> Any:
     """F = K(X, Z) · M in row blocks (SPEC §1 step 4): :func:`kernel_block_rows` by default.
 
-    :func:`~gpuksvm.kernels.kernel.kernel_matvec`; F is the only n × k array it allocates.
+    :func:`~gpuksvm.kernels.kernel.kernel_matvec` (``blocks``: its kept kernel blocks); F is the
+    only n × k array it allocates.
     """
     dt = np.dtype(M.dtype)
     if block_rows is None:
         block_rows = kernel_block_rows(X.shape[0], Z, X.shape[1], dt, bk.device_of(M))
-    return kernel_matvec(X, Z, M, kernel, dtype=dt, block_rows=block_rows, method="blocked")
+    return kernel_matvec(X, Z, M, kernel, dtype=dt, block_rows=block_rows, method="blocked", blocks=blocks)
 
 
 def nystrom_maps(Z: Any, kernels: Sequence[Kernel], *, eig_floor: float = 1e-10,
