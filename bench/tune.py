@@ -5,9 +5,12 @@
 TorchKM protocol) and the same grid, in one process:
 
 * ``GridSearchCV (gpuksvm)`` — :class:`gpuksvm.model_selection.GridSearchCV`
-  over the gpuksvm estimator (its search engine);
+  over the gpuksvm estimator (its search engine), ``n_jobs=-1`` as the SVC
+  search below (its engines use every core in any case; ``n_jobs`` adds the
+  scoring of the fold models on threads);
 * ``GridSearchCV (sklearn) same estimator`` — scikit-learn's search over the
-  same gpuksvm estimator (independent fits);
+  same gpuksvm estimator (independent fits, scikit-learn's default ``n_jobs``,
+  as the search the targets were stated against);
 * ``GridSearchCV(SVC, n_jobs=-1) (sklearn)`` — scikit-learn's search over
   its SVC (LIBSVM), processes on every core (KernelSVC cases only; skipped
   when one SVC fit times the number of fits over the cores predicts more
@@ -282,7 +285,7 @@ def run_tune(ctx: Context) -> Iterator[Record]:
         _estimator(spec).fit(X[:500], y[:500])          # untimed: first-call costs out of the first search
         # untimed: a tiny search through the engine (numba loads or compiles its SMO here, not in the timing)
         GridSearchCV(_estimator(spec), {k: v[:2] for k, v in grid.items()}, cv=2).fit(X[:300], y[:300])
-        ours = GridSearchCV(_estimator(spec), grid, cv=cv)
+        ours = GridSearchCV(_estimator(spec), grid, cv=cv, n_jobs=-1)
         t_ours = _timed_search(ours, X, y)
         theirs = SkGridSearchCV(_estimator(spec), grid, cv=cv)
         t_theirs = _timed_search(theirs, X, y)
