@@ -82,6 +82,19 @@ def test_caches_hold_half_the_budget():
         assert qp_memory(CVMParams(cache_size=200))[1:] == (3072, False)
 
 
+@pytest.mark.parametrize("budget", ["40MB", 512 * 2**20, "4GB"])
+def test_cvm_default_cache_is_the_budgets_share_and_never_warns(budget):
+    """cache_size=None (the default) is half the budget whatever the budget: never cut, no warning."""
+    with gpuksvm.config_context(cpu_memory_budget=budget):
+        cache, _, capped = qp_memory(CVMParams())
+        assert not capped and cache == cache_within_budget(2**62)[0]
+        X, y = _two_class(300)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", MemoryFallbackWarning)
+            est = CVM(device="cpu", random_state=0).fit(X, y)
+        assert est.memory_fallback_ is None
+
+
 # --------------------------------------------------------------------------- the estimators
 def _two_class(n: int, seed: int = 0):
     rng = np.random.default_rng(seed)
