@@ -380,8 +380,8 @@ class GridSearchCV(_SharedSearch, _SklearnGridSearchCV):
     >>> search = GridSearchCV(KernelSVC(), {"gamma": [1.0, 2.0], "C": [1.0, 10.0]}, cv=3).fit(X, y)
     >>> sorted(search.best_params_)
     ['C', 'gamma']
-    >>> search.cv_results_["shared_work"][0]
-    'kernel rows; alpha seeding along C and across folds'
+    >>> search.search_engine_
+    'gpuksvm.model_selection.kernel_svc:search_kernel_svc'
     """
 
     _parameter_constraints: dict = {**_SklearnGridSearchCV._parameter_constraints, "client": "no_validation"}
