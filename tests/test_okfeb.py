@@ -432,3 +432,64 @@ def test_budget_too_small_warns():
         ok = OKFEBClassifier(gamma=1.0, rank=10, n_landmarks=30, device="cpu", random_state=0).fit(Xs, ys)
     assert not ok.budget_too_small_
     assert ok.capacity_check_["features_score"] > ok.capacity_check_["linear_score"] + 0.3
+
+
+# --------------------------------------------------------------------------- memory budget
+def _raise_memory_error_above(monkeypatch, rows: int) -> list:
+    """kernel_matvec of the features raises MemoryError for blocks of more than ``rows`` rows
+    (what an out-of-memory device does); returns the block sizes it was called with."""
+    import gpuksvm.solvers.okfeb.subspace as subspace_mod
+
+    real, sizes = subspace_mod.kernel_matvec, []
+
+    def limited(X, *args, **kwargs):
+        sizes.append(X.shape[0])
+        if X.shape[0] > rows:
+            raise MemoryError(f"test: {X.shape[0]} rows")
+        return real(X, *args, **kwargs)
+
+    monkeypatch.setattr(subspace_mod, "kernel_matvec", limited)
+    return sizes
+
+
+@pytest.mark.parametrize("Est", [OKFEBClassifier, OKFEBRegressor])
+def test_fit_features_retried_smaller_out_of_memory(monkeypatch, Est):
+    """Blocks of the final features that run out of memory are retried smaller: the same model,
+    one MemoryFallbackWarning for the fit, memory_fallback_ says so (None without a retry)."""
+    import warnings
+
+    from gpuksvm.array.backend import MemoryFallbackWarning
+
+    X, y = make_two_spheres(600, noise=0.1, random_state=0)
+    kw = dict(gamma=1.0, rank=10, n_landmarks=30, device="cpu", random_state=0)
+    ref = Est(**kw).fit(X, y)
+    assert ref.memory_fallback_ is None
+    sizes = _raise_memory_error_above(monkeypatch, 100)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        est = Est(**kw).fit(X, y)
+    fallbacks = [w for w in caught if issubclass(w.category, MemoryFallbackWarning)]
+    assert len(fallbacks) == 1 and est.memory_fallback_ == "feature_blocks"
+    assert max(sizes) == 600 and sizes[-1] <= 100
+    np.testing.assert_allclose(est.coef_, ref.coef_, rtol=1e-10, atol=1e-12)
+    got = est.decision_function(X) if Est is OKFEBClassifier else est.predict(X)
+    want = ref.decision_function(X) if Est is OKFEBClassifier else ref.predict(X)
+    np.testing.assert_allclose(got, want, rtol=1e-10, atol=1e-12)
+
+
+def test_transform_in_blocks_of_the_budget():
+    """transform in row blocks sized from the budget gives the features of one block; a budget
+    smaller than one row is an error naming the minimum."""
+    from gpuksvm.array import backend as bk
+
+    X, _ = make_two_spheres(500, random_state=0)
+    fe = OKFEB(gamma=1.0, rank=10, n_landmarks=30, device="cpu", random_state=0).fit(X)
+    ref = fe.transform(X)
+    st = fe.subspace_
+    assert st.output_block_rows(500, X.shape[1]) == 500
+    with bk.config_context(cpu_memory_budget=20_000):
+        assert st.output_block_rows(500, X.shape[1]) < 100
+        np.testing.assert_allclose(fe.transform(X), ref, rtol=1e-12, atol=1e-13)
+    with bk.config_context(cpu_memory_budget=100), pytest.raises(bk.MemoryBudgetError,
+                                                                   match="OK-FEB's feature blocks"):
+        fe.transform(X)

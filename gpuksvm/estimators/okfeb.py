@@ -129,6 +129,7 @@ class _OKFEBLearner(DeviceMixin, BaseEstimator):
         self.n_features_in_ = self.extractor_.n_features_in_
         self.capacity_check_ = result.capacity_check
         self.budget_too_small_ = result.budget_too_small
+        self.memory_fallback_ = result.memory_fallback
 
     def _on_features(self, X: Any, fn: Any) -> tuple[np.ndarray, str]:
         """(``fn`` of the host features of X, in row blocks of the memory budget; the caller's
@@ -181,6 +182,11 @@ class OKFEBClassifier(ClassifierMixin, _OKFEBLearner):
     coef_ : (n_outputs, r) host array, intercept_ : (n_outputs,)
     capacity_check_ : dict, the scores of the capacity check (``fit``)
     budget_too_small_ : bool, whether it failed (a BudgetTooSmallWarning was issued)
+    memory_fallback_ : str or None
+        ``"feature_blocks"`` when a row block of the final features ran out of device memory
+        during ``fit`` and was retried with smaller blocks (one ``MemoryFallbackWarning``; the
+        same features), else None.  The features are computed in row blocks sized from the
+        memory budget, on the device and on the host.
     n_features_in_ : int
 
     Examples
@@ -348,6 +354,7 @@ class OKFEBRegressor(RegressorMixin, _OKFEBLearner):
     extractor_ : OKFEB
     coef_ : (r,) host array, intercept_ : float
     capacity_check_ : dict, budget_too_small_ : bool (see :class:`OKFEBClassifier`; the score is R²)
+    memory_fallback_ : str or None, as :class:`OKFEBClassifier`
     n_features_in_ : int
 
     Examples

@@ -267,21 +267,31 @@ class OnlineSubspace(SubspaceStream):
         in float32 a GPU float32 fit and its CPU copy disagree by 2.9·10⁻⁴ on features of
         size 0.9).
         Computed in float64 from the same stored state the amplified error is ~10⁻¹¹, and the
-        result is rounded to the working dtype once, at the end of :meth:`transform`.
+        result is rounded to the working dtype once, at the end of :meth:`transform`.  W is
+        solved for in blocks of rows of A sized from the memory budget (its right-hand sides
+        are A's rows: a block's rows of W depend on those rows only).
         """
         key = f"map_{output}"
         cache = self._cache
         if key not in cache:
             xp, m, r = self.xp, self.m, self.rank
-            if m == 0:
-                W = xp.zeros((0, r), dtype=np.float64)
-            else:
+            W = xp.zeros((m, r), dtype=np.float64)
+            if m:
                 C = self.C.astype(np.float64)
                 L = linalg.cho_factor(C + float(reg) * xp.eye(r, dtype=np.float64))
-                W = linalg.cho_solve(L, self.A[:m].T.astype(np.float64)).T
+                root = None
                 if output == "kernel":
                     w, U = linalg.eigh(C)
-                    W = W @ ((U * xp.sqrt(xp.maximum(w, 0))[None, :]) @ U.T)
+                    root = (U * xp.sqrt(xp.maximum(w, 0))[None, :]) @ U.T
+
+                def run(s: int, e: int) -> None:
+                    Wb = linalg.cho_solve(L, self.A[s:e].T.astype(np.float64)).T
+                    W[s:e] = Wb if root is None else Wb @ root
+
+                # rows of A in blocks (the solve's right-hand sides, its scratch and result: about
+                # 6 float64 rows of r each) beside W itself, retried smaller out of memory
+                step = bk.plan_rows(m, 6 * r * 8, self.device, what="OK-FEB's feature map")
+                bk.map_row_blocks(run, m, step, what="OK-FEB's feature map")
             cache[key] = W
         return cache[key]
 
@@ -297,11 +307,42 @@ class OnlineSubspace(SubspaceStream):
         """Rows' output under the current state from their features q (rows of Q)."""
         return Q @ self._croot() if output == "kernel" else Q
 
-    def transform(self, Xd: Any, output: str, reg: float, *, float64: bool = False) -> Any:
+    def output_block_rows(self, n_rows: int, n_features: int) -> int:
+        """Rows of one block of :meth:`transform` in the memory budget of the state's device.
+
+        A row of a block holds its float64 copy (d values; the map is applied in float64), its
+        kernel row against S and the kernel's scratch (2m), its float64 outputs and their
+        working-dtype copy (2r): (2d + 2m + 2r) float64 values, a conservative count (a working
+        dtype row is half of a float64 one).  S in float64 (m × d, converted per block) is held
+        beside the block; a budget smaller than one row is a
+        :class:`~gpuksvm.array.backend.MemoryBudgetError` naming the minimum.
+        """
+        m, r, d = max(int(self.m), 1), self.rank, int(n_features)
+        dev = self.device
+        budget = bk.memory_budget(dev)
+        return bk.plan_rows(n_rows, (2 * d + 2 * m + 2 * r) * 8, dev,
+                            budget=max(budget - m * d * 8, budget // 4), what="OK-FEB's feature blocks")
+
+    def transform(self, Xd: Any, output: str, reg: float, *, float64: bool = False,
+                  block_rows: int | None = None) -> Any:
         """Outputs of rows ``Xd`` (on the state's device) under the current model, in the working
-        dtype (``float64=True``: as computed, in float64)."""
-        Z = kernel_matvec(Xd, self.S[:self.m], self.feature_map(output, reg), self.kernel, dtype=np.float64)
-        return Z if float64 else Z.astype(self.dtype, copy=False)
+        dtype (``float64=True``: as computed, in float64).
+
+        Computed in row blocks (``block_rows``, default :meth:`output_block_rows`), each
+        converted to float64, multiplied by the map and rounded into the one output array; a
+        block that runs out of device memory is retried with smaller blocks
+        (:func:`~gpuksvm.array.backend.map_row_blocks`: a ``MemoryFallbackWarning``).
+        """
+        n = Xd.shape[0]
+        W = self.feature_map(output, reg)
+        out = self.xp.empty((n, self.rank), dtype=np.float64 if float64 else self.dtype)
+        step = self.output_block_rows(n, Xd.shape[1]) if block_rows is None else int(block_rows)
+
+        def run(s: int, e: int) -> None:
+            out[s:e] = kernel_matvec(Xd[s:e], self.S[:self.m], W, self.kernel, dtype=np.float64)
+
+        bk.map_row_blocks(run, n, step, what="OK-FEB features")
+        return out
 
     def relabel_rows(self, stream_rows: np.ndarray) -> None:
         """After a fit that streamed rows in a chosen order: ``sidx`` and ``last_errors`` refer to

@@ -9,7 +9,8 @@ The operations the estimators of :mod:`gpuksvm.estimators.okfeb` run on an
 * :func:`fit_passes` — ``fit``'s passes over all rows, in the order of
   :func:`~gpuksvm.solvers.okfeb.learners.stream_order`;
 * :func:`transform_rows` — the outputs of rows under the current state;
-  :func:`map_outputs` — a function of them, in row blocks of the memory budget;
+  :func:`map_outputs` — a function of them, in row blocks of the memory budget
+  (:func:`one_fallback_warning`: out-of-memory retries as one warning);
 * :func:`fit_learner` — the epoch loop of :class:`~gpuksvm.OKFEBClassifier` and
   :class:`~gpuksvm.OKFEBRegressor`: the extractor's passes and the linear
   learner (solved exactly on the final features, or online in the same pass),
@@ -21,9 +22,11 @@ the capacity check measures: :mod:`gpuksvm.solvers.okfeb.learners`.
 """
 from __future__ import annotations
 
+import contextlib
 import time
+import warnings
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 import numpy as np
 from sklearn.utils import check_random_state
@@ -38,7 +41,7 @@ from gpuksvm.solvers.okfeb.subspace import OnlineSubspace
 from gpuksvm.solvers.progress import progress
 
 __all__ = ["OKFEBLearnerResult", "new_subspace", "rows_on_device", "stream_rows", "fit_passes",
-           "transform_rows", "map_outputs", "fit_learner", "dense_rows"]
+           "transform_rows", "map_outputs", "one_fallback_warning", "fit_learner", "dense_rows"]
 
 
 @dataclass(frozen=True)
@@ -50,10 +53,13 @@ class OKFEBLearnerResult:
     order : (n,) the order of the last pass (rows of X)
     capacity_check : dict, :func:`~gpuksvm.solvers.okfeb.learners.capacity_check`'s scores,
         with ``seconds`` (its time)
+    memory_fallback : ``"feature_blocks"`` when a block of the final features (``solver="exact"``)
+        ran out of device memory and was retried smaller (one ``MemoryFallbackWarning``), else None
     """
 
     order: np.ndarray
     capacity_check: dict
+    memory_fallback: str | None = None
 
     @property
     def budget_too_small(self) -> bool:
@@ -117,28 +123,64 @@ def fit_passes(subspace: OnlineSubspace, X: Any, Xd: Any, params: SubspaceParams
     return orders[-1]
 
 
-def transform_rows(subspace: OnlineSubspace, X: Any, output: str, reg: float) -> np.ndarray:
-    """Host outputs (``output``: "features" or "kernel") of the rows of X under the current state."""
-    return bk.to_host(subspace.transform(rows_on_device(X, subspace), output, reg))
+def transform_rows(subspace: OnlineSubspace, X: Any, output: str, reg: float, *,
+                   float64: bool = False) -> np.ndarray:
+    """Host outputs (``output``: "features" or "kernel") of the rows of X under the current state,
+    in the working dtype (``float64=True``: float64)."""
+    return bk.to_host(subspace.transform(rows_on_device(X, subspace), output, reg, float64=float64))
 
 
 def map_outputs(subspace: OnlineSubspace, X: Any, output: str, reg: float,
-                fn: Callable[[np.ndarray], np.ndarray]) -> np.ndarray:
-    """``fn`` of the host outputs of the rows of X (:func:`transform_rows`), in row blocks sized
-    from ``cpu_memory_budget``, results concatenated: the outputs of all rows are never held at
-    once (a million rows' float64 features of a 150-vector state are 1.2 GB).
+                fn: Callable[[np.ndarray], np.ndarray], *, float64: bool = False) -> np.ndarray:
+    """``fn`` of the host outputs of the rows of X (:func:`transform_rows`), in row blocks, results
+    concatenated: the outputs of all rows are never held at once (a million rows' float64
+    features of a 150-vector state are 1.2 GB), on the host or on the device.
 
-    ``fn`` maps (b, q) outputs to (b, ...) results, row for row.
+    A block is sized from ``cpu_memory_budget`` (its kernel block, its outputs in float64 and
+    the working dtype, the row itself) and from the device's budget
+    (:meth:`~gpuksvm.solvers.okfeb.subspace.OnlineSubspace.output_block_rows`; the rows are
+    brought to the device one block at a time); a block that runs out of device memory is
+    retried with smaller blocks (:func:`~gpuksvm.array.backend.map_row_blocks`; one
+    ``MemoryFallbackWarning``, :func:`one_fallback_warning`).  ``fn`` maps (b, q) outputs to
+    (b, ...) results, row for row.
     """
     n = X.shape[0]
-    m = max(int(subspace.m), 1)
-    # per row: the kernel block against the state, its outputs (float64 and the working dtype),
-    # the row itself
-    step = bk.plan_rows(n, (3 * m + X.shape[1]) * 8, bk.CPU, min_rows=64)
     if n == 0:
-        return fn(transform_rows(subspace, X, output, reg))
-    return np.concatenate([np.asarray(fn(transform_rows(subspace, X[s:s + step], output, reg)))
-                           for s in range(0, n, step)])
+        return fn(transform_rows(subspace, X, output, reg, float64=float64))
+    m = max(int(subspace.m), 1)
+    step = bk.plan_rows(n, (3 * m + X.shape[1]) * 8, bk.CPU, min_rows=64)
+    if subspace.device.is_gpu:
+        step = min(step, subspace.output_block_rows(n, X.shape[1]))
+    parts: list = []
+
+    def run(s: int, e: int) -> None:
+        parts.append(np.asarray(fn(transform_rows(subspace, X[s:e], output, reg, float64=float64))))
+
+    with one_fallback_warning():
+        bk.map_row_blocks(run, n, step, what="OK-FEB features")
+    return np.concatenate(parts)
+
+
+@contextlib.contextmanager
+def one_fallback_warning() -> Iterator[list]:
+    """Out-of-memory retries at any level within the block (OK-FEB's row blocks, the kernel
+    blocks within them) as one fallback: their ``MemoryFallbackWarning`` s are collected and the
+    first is issued again when the block ends, once; other warnings pass as they came.  Yields a
+    list that then holds that warning (empty: no retry)."""
+    seen: list = []
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            yield seen
+    finally:            # issued again also when the block raises
+        seen.extend(w for w in caught if issubclass(w.category, bk.MemoryFallbackWarning))
+        for w in [w for w in caught if w not in seen] + seen[:1]:
+            warnings.warn_explicit(w.message, w.category, w.filename, w.lineno, source=w.source)
+
+
+def _same(F: np.ndarray) -> np.ndarray:
+    """The outputs themselves (:func:`map_outputs` collecting them)."""
+    return F
 
 
 def fit_learner(X: Any, targets: np.ndarray, subspace: OnlineSubspace, params: SubspaceParams, *,
@@ -165,27 +207,31 @@ def fit_learner(X: Any, targets: np.ndarray, subspace: OnlineSubspace, params: S
     -------
     OKFEBLearnerResult
     """
-    n = X.shape[0]
-    if solver == "exact":
-        Xd = rows_on_device(X, subspace)
-        order = fit_passes(subspace, X, Xd, params, n_passes=int(n_epochs), random_state=random_state,
-                           shuffle=shuffle, targets=targets)
-        Z = bk.to_host(subspace.transform(Xd, output, reg, float64=True))
-        solve_exact(Z[order], targets[order], n)
-    else:
-        rs = check_random_state(random_state)
-        orders = []
-        for _ in range(int(n_epochs)):
-            order = stream_order(X, rs, targets) if shuffle else np.arange(n)
-            orders.append(order)
-            Q = stream_rows(subspace, rows_on_device(take_rows(X, order) if shuffle else X, subspace),
-                            params, output)
-            step(bk.to_host(Q), targets[order])
-        subspace.relabel_rows(np.concatenate(orders))
-        Xd = None
-    check = _capacity(X, Xd, targets, order, subspace, output=output, reg=reg, task=task, alpha=alpha,
-                      shuffle=shuffle, random_state=random_state, model_output=model_output)
-    return OKFEBLearnerResult(order=order, capacity_check=check)
+    with one_fallback_warning():          # one warning for the fit's features and its check
+        n = X.shape[0]
+        retried: list = []
+        if solver == "exact":
+            Xd = rows_on_device(X, subspace)
+            order = fit_passes(subspace, X, Xd, params, n_passes=int(n_epochs), random_state=random_state,
+                               shuffle=shuffle, targets=targets)
+            with one_fallback_warning() as retried:
+                Z = map_outputs(subspace, Xd, output, reg, _same, float64=True)
+            solve_exact(Z[order], targets[order], n)
+        else:
+            rs = check_random_state(random_state)
+            orders = []
+            for _ in range(int(n_epochs)):
+                order = stream_order(X, rs, targets) if shuffle else np.arange(n)
+                orders.append(order)
+                Q = stream_rows(subspace, rows_on_device(take_rows(X, order) if shuffle else X, subspace),
+                                params, output)
+                step(bk.to_host(Q), targets[order])
+            subspace.relabel_rows(np.concatenate(orders))
+            Xd = None
+        check = _capacity(X, Xd, targets, order, subspace, output=output, reg=reg, task=task, alpha=alpha,
+                          shuffle=shuffle, random_state=random_state, model_output=model_output)
+        return OKFEBLearnerResult(order=order, capacity_check=check,
+                                  memory_fallback="feature_blocks" if retried else None)
 
 
 def _capacity(X: Any, Xd: Any, targets: np.ndarray, order: np.ndarray, subspace: OnlineSubspace, *,
@@ -200,10 +246,11 @@ def _capacity(X: Any, Xd: Any, targets: np.ndarray, order: np.ndarray, subspace:
     # stream order is a random permutation of an order fixed by the rows); shuffle=False:
     # drawn by position
     rows = order[:m] if shuffle else rs.choice(n, m, replace=False)
-    sample = rows_on_device(take_rows(X, rows), subspace) if Xd is None else take_rows(Xd, rows)
-    Z = bk.to_host(subspace.transform(sample, output, reg, float64=True))
+    sample = take_rows(X if Xd is None else Xd, rows)
+    Z = map_outputs(subspace, sample, output, reg, _same, float64=True)
     Xraw = bk.to_host(take_rows(X, rows))
-    model = model_output(np.asarray(bk.to_host(subspace.transform(sample, output, reg)), dtype=np.float64))
+    model = map_outputs(subspace, sample, output, reg,
+                        lambda F: model_output(np.asarray(F, dtype=np.float64)))
     check = capacity_check(task, Z, Xraw, targets[rows], model, alpha, rs)
     check["seconds"] = time.perf_counter() - t0
     return check
