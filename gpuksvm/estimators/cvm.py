@@ -134,12 +134,18 @@ class CVM(ClassifierMixin, CVMBase, SVCSurfaceMixin):
     max_core_size : int, default=50000
         Cap on |S| (LibCVM's); reaching it stops the fit with
         ``stop_reason_ = "max_core_size"`` and a warning.
-    cache_size : float, default=1024
+    cache_size : float or None, default=None
         MB for the K̃ rows of the core-set QP (float32 rows beyond 3,072 core
         vectors; |S|²·4 bytes hold them all: 1.6 GB for 20,000 core vectors).
-        Measured on the full adult (~20,000 core vectors, one run): 2,048 MB →
-        32 s (each K̃ value computed once), 1,024 MB → 51 s, 512 MB → 45 s
-        (2.2–2.6× the K̃ values recomputed).
+        None: half of ``cpu_memory_budget`` (256 MiB at the default 512 MiB),
+        the share every kernel cache may take, so that the default never
+        exceeds the budget: the former default of 1,024 MB was cut to half
+        the default budget, with a ``MemoryFallbackWarning``, whenever a core
+        set outgrew the dense QP.  An explicit value is honoured within that
+        half (beyond it: cut, one warning, ``memory_fallback_``).  Measured on
+        the full adult (~20,000 core vectors, one run): 2,048 MB → 32 s (each
+        K̃ value computed once), 1,024 MB → 51 s, 512 MB → 45 s (2.2–2.6×
+        the K̃ values recomputed).
     shrinking : bool, default=True
         Drop core vectors with α = 0 that lie strictly inside the ball
         (:meth:`gpuksvm.solvers.cvm.simplex_qp.CoreSetQP.shrink`).
@@ -251,7 +257,7 @@ class CVM(ClassifierMixin, CVMBase, SVCSurfaceMixin):
     def __init__(self, kernel: str | Kernel = "rbf", gamma: Any = "scale", degree: int = 3,
                  coef0: float = 0.0, C: float = 1.0, tol: float = 1e-2, sample_size: int | None = 59,
                  n_tries: int = 7, max_iter: int = 100_000, max_core_size: int = 50_000,
-                 cache_size: float = 1024, shrinking: bool = True, normalize: bool = False,
+                 cache_size: float | None = None, shrinking: bool = True, normalize: bool = False,
                  task: str = "classification", multi_class: str = "ovo",
                  decision_function_shape: str = "ovr", break_ties: bool = True, device: str = "auto",
                  dtype: Any = None, random_state: Any = None, verbose: int = 0,
@@ -429,7 +435,7 @@ class OneClassCVM(OutlierMixin, CVMBase):
     def __init__(self, kernel: str | Kernel = "rbf", gamma: Any = "mean_dist", degree: int = 3,
                  coef0: float = 0.0, C: float = 1.0, tol: float = 1e-2, sample_size: int | None = 59,
                  n_tries: int = 7, max_iter: int = 100_000, max_core_size: int = 50_000,
-                 cache_size: float = 1024, shrinking: bool = True, normalize: bool = False,
+                 cache_size: float | None = None, shrinking: bool = True, normalize: bool = False,
                  device: str = "auto", dtype: Any = None, random_state: Any = None, verbose: int = 0,
                  eps: Any = DEPRECATED, eps_schedule: str = DEPRECATED,
                  inner_solver: str = DEPRECATED) -> None:

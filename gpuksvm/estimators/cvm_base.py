@@ -46,7 +46,7 @@ class CVMBase(DeviceMixin, BaseEstimator):
         "n_tries": [count(1)],
         "max_iter": [count(1)],
         "max_core_size": [count(2)],
-        "cache_size": [positive()],
+        "cache_size": [None, positive()],
         "shrinking": ["boolean"],
         "normalize": ["boolean"],
         **DEVICE_PARAMS,
@@ -76,7 +76,7 @@ class CVMBase(DeviceMixin, BaseEstimator):
         """The validated parameters as :func:`~gpuksvm.solvers.cvm.algorithm.solve_cvm` takes them."""
         return CVMParams(C=float(self.C), tol=float(self.tol), sample_size=self.sample_size,
                          n_tries=int(self.n_tries), max_iter=int(self.max_iter),
-                         max_core_size=int(self.max_core_size), cache_size=float(self.cache_size),
+                         max_core_size=int(self.max_core_size), cache_size=None if self.cache_size is None else float(self.cache_size),
                          shrinking=bool(self.shrinking), multi_class=getattr(self, "multi_class", "ovo"),
                          verbose=int(self.verbose))
 
