@@ -82,19 +82,6 @@ def test_caches_hold_half_the_budget():
         assert qp_memory(CVMParams(cache_size=200))[1:] == (3072, False)
 
 
-@pytest.mark.parametrize("budget", ["40MB", 512 * 2**20, "4GB"])
-def test_cvm_default_cache_is_the_budgets_share_and_never_warns(budget):
-    """cache_size=None (the default) is half the budget whatever the budget: never cut, no warning."""
-    with gpuksvm.config_context(cpu_memory_budget=budget):
-        cache, _, capped = qp_memory(CVMParams())
-        assert not capped and cache == cache_within_budget(2**62)[0]
-        X, y = _two_class(300)
-        with warnings.catch_warnings():
-            warnings.simplefilter("error", MemoryFallbackWarning)
-            est = CVM(device="cpu", random_state=0).fit(X, y)
-        assert est.memory_fallback_ is None
-
-
 # --------------------------------------------------------------------------- the estimators
 def _two_class(n: int, seed: int = 0):
     rng = np.random.default_rng(seed)
@@ -159,6 +146,10 @@ def test_cvm_core_qp_within_the_budget():
         est = CVM(**kw).fit(X, y)
     assert est.memory_fallback_ == "kernel_cache"
     assert len(_memory_warnings(rec)) == 1
+    with gpuksvm.config_context(cpu_memory_budget=budget), warnings.catch_warnings(record=True) as rec:
+        warnings.simplefilter("always")       # the default cache is half the budget: nothing cut
+        default = CVM(**dict(kw, cache_size=None)).fit(X, y)
+    assert default.memory_fallback_ is None and not _memory_warnings(rec)
     Xt, _ = make_checkerboard(3000, random_state=1)
     agree = np.mean(est.predict(Xt) == ref.predict(Xt))
     assert agree > 0.99, agree
@@ -222,3 +213,13 @@ def test_fit_and_predict_peaks_within_a_binding_budget():
         assert pred <= bound, (name, pred / MB, bound / MB)
     assert r["KernelSVC"][2] == "kernel_cache"
     assert r["SVI"][2] is not None
+
+
+def test_cvm_default_cache_is_half_the_budget_and_never_cut():
+    for budget in ("40MB", 512 * 2**20):
+        with gpuksvm.config_context(cpu_memory_budget=budget):
+            cache, _dense_max, capped = qp_memory(CVMParams())
+            assert not capped
+            assert cache == int(CACHE_BUDGET_SHARE * gpuksvm.get_config()["cpu_memory_budget"])
+    assert CVM().get_params()["cache_size"] is None
+    assert CVM(cache_size=100).get_params()["cache_size"] == 100

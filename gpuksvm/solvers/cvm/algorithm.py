@@ -31,7 +31,7 @@ from gpuksvm.solvers.cvm.scan import ScannerBase, make_scanner
 from gpuksvm.solvers.multiclass import binary_problems, problem_rows
 from gpuksvm.solvers.progress import report
 from gpuksvm.solvers.row_order import RowHasher, smallest_keys
-from gpuksvm.solvers.smo.memory import cache_within_budget
+from gpuksvm.solvers.smo.memory import CACHE_BUDGET_SHARE, cache_within_budget
 from gpuksvm.solvers.svc_dual import svc_max_iter_message
 
 __all__ = ["CVMRows", "ArrayRows", "CVMParams", "CVMResult", "solve_cvm", "check_kernel",
@@ -94,7 +94,7 @@ class CVMParams:
     n_tries: int = 7
     max_iter: int = 100_000
     max_core_size: int = 50_000
-    cache_size: float | None = None     # MB for the core-set QP's K̃ rows; None: the budget's cache share
+    cache_size: float | None = None     # MB for the core-set QP's K̃ rows; None: half the budget
     shrinking: bool = True
     multi_class: str = "ovo"
     verbose: int = 0
@@ -139,18 +139,18 @@ def qp_memory(params: CVMParams) -> tuple[int, int, bool]:
     budget, and whether the budget cut the cache below ``cache_size``.
 
     The row cache is ``cache_size`` within half of ``cpu_memory_budget``
-    (:func:`gpuksvm.solvers.smo.memory.cache_within_budget`), that half when
-    ``cache_size`` is None; the dense regime
+    (:func:`gpuksvm.solvers.smo.memory.cache_within_budget`), or with ``cache_size=None``
+    that half itself (never "cut"); the dense regime
     (:data:`~gpuksvm.solvers.cvm.ktilde_cache.DENSE_MAX` core vectors) holds
     :data:`_DENSE_COPIES` float64 s×s matrices at its peak, so it ends where
     they would exceed the budget (2,041 core vectors at 200 MB; the default
     512 MiB keeps 3,072).
     """
-    if params.cache_size is None:      # the budget's share for kernel caches: never cut, never warns
-        cache, capped = cache_within_budget(2**62)[0], False
+    budget = bk.memory_budget(bk.CPU)
+    if params.cache_size is None:
+        cache, capped = int(CACHE_BUDGET_SHARE * budget), False
     else:
         cache, capped = cache_within_budget(int(float(params.cache_size) * 2**20))
-    budget = bk.memory_budget(bk.CPU)
     dense_max = int(min(DENSE_MAX, max(64, np.sqrt(budget / (_DENSE_COPIES * 8.0)))))
     return cache, dense_max, capped
 
