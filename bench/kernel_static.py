@@ -496,11 +496,11 @@ def _ceil(a: float, b: float) -> float:
 
 def _tiled_geometry(src: str, itemsize: int = 4) -> tuple[int, int, int]:
     """(BM, BN, TK) of kernel_block_tiled at ``itemsize`` (4: float, 8: double), read from its
-    source's #defines (GK_TK_F32 / GK_TK_F64: the slice width per type)."""
-    vals = dict(re.findall(r"#define\s+(GK_BM|GK_BN|GK_TK_F32|GK_TK_F64)\s+(\d+)", src))
-    tk = vals.get("GK_TK_F32" if itemsize == 4 else "GK_TK_F64")
+    source's #defines (GK_TK_F32 / GK_TK_F64: the slice width per type; GK_TK: one for both)."""
+    vals = dict(re.findall(r"#define\s+(GK_BM|GK_BN|GK_TK|GK_TK_F32|GK_TK_F64)\s+(\d+)", src))
+    tk = vals.get("GK_TK_F32" if itemsize == 4 else "GK_TK_F64", vals.get("GK_TK"))   # GK_TK: one width (older sources)
     if tk is None:
-        raise ValueError("kernel_block.cu defines no GK_TK_F32 / GK_TK_F64")
+        raise ValueError("kernel_block.cu defines neither GK_TK_F32 / GK_TK_F64 nor GK_TK")
     return int(vals.get("GK_BM", 64)), int(vals.get("GK_BN", 64)), int(tk)
 
 
