@@ -494,10 +494,14 @@ def _ceil(a: float, b: float) -> float:
     return math.ceil(a / b)
 
 
-def _tiled_geometry(src: str) -> tuple[int, int, int]:
-    """(BM, BN, TK) of kernel_block_tiled, read from its source's #defines."""
-    vals = dict(re.findall(r"#define\s+(GK_BM|GK_BN|GK_TK)\s+(\d+)", src))
-    return int(vals.get("GK_BM", 64)), int(vals.get("GK_BN", 64)), int(vals.get("GK_TK", 16))
+def _tiled_geometry(src: str, itemsize: int = 4) -> tuple[int, int, int]:
+    """(BM, BN, TK) of kernel_block_tiled at ``itemsize`` (4: float, 8: double), read from its
+    source's #defines (GK_TK_F32 / GK_TK_F64: the slice width per type; GK_TK: one for both)."""
+    vals = dict(re.findall(r"#define\s+(GK_BM|GK_BN|GK_TK|GK_TK_F32|GK_TK_F64)\s+(\d+)", src))
+    tk = vals.get("GK_TK_F32" if itemsize == 4 else "GK_TK_F64", vals.get("GK_TK"))   # GK_TK: one width (older sources)
+    if tk is None:
+        raise ValueError("kernel_block.cu defines neither GK_TK_F32 / GK_TK_F64 nor GK_TK")
+    return int(vals.get("GK_BM", 64)), int(vals.get("GK_BN", 64)), int(tk)
 
 
 def shapes_for(family: str, it: int, threads: int, src_text: str, remainder_loop: bool = False) -> list[Shape]:
@@ -511,7 +515,7 @@ def shapes_for(family: str, it: int, threads: int, src_text: str, remainder_loop
         for d in DS:   # the GEMM path: the epilogue after cuBLAS, any d
             out.append(Shape(f"d={d}", n * k / 32, 0.0, 2 * n * k * it, 2 * n * k * it + (n + k) * it, fp64=fp64))
     elif family == "kernel_block_tiled":
-        bm, bn, tk = _tiled_geometry(src_text)
+        bm, bn, tk = _tiled_geometry(src_text, it)
         blocks = _ceil(n, bm) * _ceil(k, bn)
         warps = blocks * (threads / 32)
         for d in DS:

@@ -50,7 +50,8 @@ extern "C" __global__ void kernel_epilogue_f64(double* G, const double* xn, cons
 // function in one kernel, each output written exactly once (no GEMM buffer
 // re-read).  A 16x16 thread block computes a 64x64 output tile, 4x4 outputs
 // per thread in registers; X and Z are streamed through shared memory in
-// slices of GK_TK features.  Thread (ty, tx) owns rows ty + 16a and columns
+// slices of GK_TK(T) features (64 for float, 32 for double: 34 KiB of
+// slices either way; at d = 64 a float block stages once).  Thread (ty, tx) owns rows ty + 16a and columns
 // tx + 16b, so that a warp's stores are contiguous (coalesced).
 //
 // Register tiling: row ty + 16a of a slice is kept at position 4 ty + a of
@@ -61,16 +62,18 @@ extern "C" __global__ void kernel_epilogue_f64(double* G, const double* xn, cons
 // stages a slice, lane l takes row tyb + 16 (l % 4) and feature (l / 4) of a
 // run of 8, so its 32 stores land in 32 different banks, and each row's 8
 // features are one 32-byte sector of X (coalesced).  Full slices run an
-// unrolled GK_TK-feature loop; the last d % GK_TK features a rolled loop, so a
+// unrolled GK_TK(T)-feature loop; the last d % GK_TK(T) features a rolled loop, so a
 // small d does no padded work.
 // For large d, cuBLAS GEMM + kernel_epilogue is faster (gpuksvm.kernels.kernel picks).
 // NumPy twin: gpuksvm.kernels.kernel.kernel_block on the CPU.
 #define GK_BM 64
 #define GK_BN 64
-#define GK_TK 32
+#define GK_TK_F32 64   // features per slice, float: 2 x 64 x 68 x 4 B = 34 KiB of slices
+#define GK_TK_F64 32   // double: 2 x 32 x 68 x 8 B = 34 KiB (64 would exceed 48 KiB)
+#define GK_TK(T) (sizeof(T) == 4 ? GK_TK_F32 : GK_TK_F64)
 #define GK_LD (GK_BM + 4)   // shared row length: 16-byte aligned vectors, conflict-free staging
 static_assert(GK_BM == 64 && GK_BN == 64, "the 16x16 block computes 4x4 outputs per thread");
-static_assert(2 * GK_TK * GK_LD >= 16 * 256, "the slices hold the block's parked sums");
+static_assert(2 * GK_TK_F32 * GK_LD >= 16 * 256 && 2 * GK_TK_F64 * GK_LD >= 16 * 256, "the slices hold the block's parked sums");
 
 template <typename T> struct gk_vec4;
 template <> struct gk_vec4<float> {
@@ -95,7 +98,7 @@ template <> struct gk_vec4<double> {
     }
 };
 
-// Stage features [k0, k0 + GK_TK) of rows [r0, r0 + 64) of A (n_rows x d) into s (zero beyond
+// Stage features [k0, k0 + GK_TK(T)) of rows [r0, r0 + 64) of A (n_rows x d) into s (zero beyond
 // n_rows, and beyond d when `tail`).  Thread tid takes rows w + 16a and w + 8 + 16a (w = tid / 32,
 // a = tid % 4), features cl + 8h (cl = (tid / 4) % 8): a warp's 32 shared stores hit 32 banks
 // and it reads 4 rows x 8 consecutive features.  The addresses are recomputed per slice (a few
@@ -109,7 +112,7 @@ __device__ __forceinline__ void gk_stage(const T* __restrict__ A, T (*s)[GK_LD],
         const int g = r0 + w + 8 * q + 16 * a;
         const T* p = A + (long long)g * d + k0 + cl;
 #pragma unroll
-        for (int h = 0; h < GK_TK / 8; ++h) {
+        for (int h = 0; h < GK_TK(T) / 8; ++h) {
             const bool in = g < n_rows && (!tail || k0 + cl + 8 * h < d);
             s[cl + 8 * h][pos + 32 * q] = in ? p[8 * h] : T(0);
         }
@@ -138,7 +141,7 @@ __device__ void kernel_block_tiled(const T* __restrict__ X, const T* __restrict_
                                    const T* __restrict__ xn, const T* __restrict__ zn,
                                    T* __restrict__ out, int n, int k, int d, long long ldo,
                                    int ktype, T gamma, T coef0, T degree) {
-    __shared__ __align__(16) T tiles[2][GK_TK][GK_LD];   // the X and Z slices; then the parked sums
+    __shared__ __align__(16) T tiles[2][GK_TK(T)][GK_LD];   // the X and Z slices; then the parked sums
     T (*const xs)[GK_LD] = tiles[0];
     T (*const zs)[GK_LD] = tiles[1];
     T* const parked = &tiles[0][0][0];   // acc[a][b] of thread tid at parked[(4a + b) * 256 + tid]
@@ -146,7 +149,7 @@ __device__ void kernel_block_tiled(const T* __restrict__ X, const T* __restrict_
     const int tid = ty * 16 + tx;
     const int col0 = blockIdx.x * GK_BN;
     const int n_row_tiles = (n + GK_BM - 1) / GK_BM;
-    const int d_full = d - d % GK_TK;
+    const int d_full = d - d % GK_TK(T);
     for (int rt = blockIdx.y; rt < n_row_tiles; rt += gridDim.y) {
         const int row0 = rt * GK_BM;
         T acc[4][4];
@@ -154,20 +157,21 @@ __device__ void kernel_block_tiled(const T* __restrict__ X, const T* __restrict_
         for (int a = 0; a < 4; ++a)
 #pragma unroll
             for (int b = 0; b < 4; ++b) acc[a][b] = T(0);
-        for (int k0 = 0; k0 < d_full; k0 += GK_TK) {
+        for (int k0 = 0; k0 < d_full; k0 += GK_TK(T)) {
             gk_stage<T>(X, xs, row0, n, d, k0, tid, false);
             gk_stage<T>(Z, zs, col0, k, d, k0, tid, false);
             __syncthreads();
 #pragma unroll
-            for (int c = 0; c < GK_TK; ++c) gk_outer4<T>(&xs[c][4 * ty], &zs[c][4 * tx], acc);
+            for (int c = 0; c < GK_TK(T); ++c) gk_outer4<T>(&xs[c][4 * ty], &zs[c][4 * tx], acc);
             __syncthreads();
         }
-        if (d_full < d) {   // the last d % GK_TK features
+        if (d_full < d) {   // the last d % GK_TK(T) features
             gk_stage<T>(X, xs, row0, n, d, d_full, tid, true);
             gk_stage<T>(Z, zs, col0, k, d, d_full, tid, true);
             __syncthreads();
+            const int end = (d - d_full) * GK_LD;   // feature c at offset c * GK_LD: one add per feature
 #pragma unroll 1
-            for (int c = 0; c < d - d_full; ++c) gk_outer4<T>(&xs[c][4 * ty], &zs[c][4 * tx], acc);
+            for (int o = 0; o < end; o += GK_LD) gk_outer4<T>(&xs[0][4 * ty] + o, &zs[0][4 * tx] + o, acc);
             __syncthreads();
         }
         // The slices are read (the last barrier above): park the sums in them, so that the kernel

@@ -188,7 +188,8 @@ def test_epilogue(gpu, dtype, kern, n, k, ldpad):
 
 @pytest.mark.parametrize("dtype", DTYPES, **ids)
 @pytest.mark.parametrize("kern", KERNELS, **ids)
-@pytest.mark.parametrize("n,k,d", [(1, 1, 1), (63, 65, 16), (130, 100, 33), (65, 1, 64)])
+# d=130: full slices and a remainder at either slice width (float 2 x 64 + 2, double 4 x 32 + 2)
+@pytest.mark.parametrize("n,k,d", [(1, 1, 1), (63, 65, 16), (130, 100, 33), (65, 1, 64), (70, 66, 130)])
 def test_tiled_block(gpu, dtype, kern, n, k, d):
     check_tiled(gpu, dtype, kern, n, k, d)
 
