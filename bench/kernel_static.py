@@ -54,7 +54,7 @@ for _p in (ROOT, ROOT / "tests"):
 
 from gpuemu import nvrtc  # noqa: E402
 from gpuksvm.array import cuda_sources as _cuda  # noqa: E402
-from gpuksvm.solvers.cvm.scan import core_split  # noqa: E402
+from gpuksvm.solvers.cvm.scan import candidate_blocks, core_split  # noqa: E402
 
 ARCHS = (80, 90)
 RESULTS = ROOT / "bench" / "results" / "kernel_static.json"
@@ -504,10 +504,13 @@ def _tiled_geometry(src: str, itemsize: int = 4) -> tuple[int, int, int]:
     return int(vals.get("GK_BM", 64)), int(vals.get("GK_BN", 64)), int(tk)
 
 
-def shapes_for(family: str, it: int, threads: int, src_text: str, remainder_loop: bool = False) -> list[Shape]:
+def shapes_for(family: str, it: int, threads: int, src_text: str, remainder_loop: bool = False,
+               staging_cycles: float = 0.0) -> list[Shape]:
     """The shapes of one kernel family at itemsize ``it`` (4 or 8) and launch block ``threads``;
     ``remainder_loop``: the kernel computes the last d % TK features in a loop of their own (one
-    warp iteration per feature) instead of padding d to a multiple of TK."""
+    warp iteration per feature) instead of padding d to a multiple of TK; ``staging_cycles``: issue
+    cycles of a hot-loop iteration of a warp that only stages (cvm_partial's warps without a
+    candidate, :func:`staging_issue`)."""
     fp64 = it == 8
     n, k = N_BLOCK, K_BLOCK
     out = []
@@ -533,13 +536,16 @@ def shapes_for(family: str, it: int, threads: int, src_text: str, remainder_loop
         m = CVM_CORE   # core vectors
         for label, nc in CVM_CANDIDATES:
             for d in (2, 784):
-                blocks = _ceil(nc, threads)
+                blocks, per_block = candidate_blocks(nc, threads)
                 n_split, per = core_split(blocks, m)
-                # every block runs its threads / 32 warps over its slice's tiles (idle slots included)
-                iters = blocks * n_split * (threads / 32) * _ceil(per, 16) * fused_chunks(d)
-                out.append(Shape(f"{label} d={d}", iters, 2.0 * nc * m * d, nc * d * it,
+                # the candidates spread evenly over the blocks in whole warps: a block's warps with
+                # a candidate run the hot loop over its slice's tiles, the others only stage
+                busy = _ceil(per_block, 32)
+                chunks = blocks * n_split * _ceil(per, 16) * fused_chunks(d)
+                idle = chunks * (threads / 32 - busy) * staging_cycles
+                out.append(Shape(f"{label} d={d}", chunks * busy, 2.0 * nc * m * d, nc * d * it,
                                  nc * d * it + m * d * it + n_split * nc * 8,
-                                 extra_cycles=nc * m / 32 * EPI_CYCLES_PER_OUTPUT, fp64=fp64,
+                                 extra_cycles=nc * m / 32 * EPI_CYCLES_PER_OUTPUT + idle, fp64=fp64,
                                  active_sms=blocks * n_split))
     elif family in ("cvm_furthest", "cvm_scores"):
         for label, nc in CVM_CANDIDATES:   # pass 2: the slice partials summed, the group minima
@@ -557,6 +563,14 @@ def shapes_for(family: str, it: int, threads: int, src_text: str, remainder_loop
         rows = 1_000_000
         out.append(Shape("n=1M", rows / 32, 0.0, 6 * rows * it, 6 * rows * it, fp64=fp64))
     return out
+
+
+def staging_issue(m: dict, dev: "Device") -> float:
+    """Issue cycles of a hot-loop iteration of a fused kernel (gk_tile_dots of common.cuh) for a
+    warp that skips the multiply-adds: the loop's instructions less its FFMA/DFMA and the shared
+    loads of the dot products (every LDS but the DC = 16 row-pointer loads of the staging)."""
+    skipped = m["ffma"] + m["dfma"] + max(0, m["lds"] - 16)
+    return max(0, m["total"] - skipped) / dev.issue_per_clk
 
 
 def family(name: str) -> str:
@@ -608,7 +622,7 @@ def analyze(src_dir: Path | None = None, archs: tuple[int, ...] = ARCHS, tools: 
                 it = 8 if name.endswith("_f64") else 4
                 fractions, bounds, times = {}, {}, {}
                 remainder = fam == "kernel_block_tiled" and tail is not None
-                for shape in shapes_for(fam, it, threads or 256, text, remainder):
+                for shape in shapes_for(fam, it, threads or 256, text, remainder, staging_issue(m, H100_SXM)):
                     p = predict(shape, m, H100_SXM, SHARED_DISTINCT.get(fam, 32.0), tail)
                     fractions[shape.label] = round(p["fraction"], 3)
                     bounds[shape.label] = p["bound"]

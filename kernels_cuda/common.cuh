@@ -125,8 +125,8 @@ __device__ __forceinline__ void gk_stage_chunk(const T* const* rowptr, int d, co
     if (FULL) {
         const int c = tid % DC;
 #pragma unroll
-        for (int q = 0; q < DC; ++q) {   // B * DC values, DC per thread (B threads)
-            const int j = q * (B / DC) + tid / DC;
+        for (int q = 0; q < DC; ++q) {   // B * DC values, DC per thread: lanes c of group tid / DC take
+            const int j = (tid / DC) * DC + q;   // its DC rows (two row pointers per 16-byte shared load)
             xs[j * (DC + 1) + c] = rowptr[j][c0 + c];
         }
     } else {
@@ -164,11 +164,15 @@ __device__ __forceinline__ void gk_stage_chunk(const T* const* rowptr, int d, co
 // the thread's registers, zz[r] = ||z_r||^2 (shared, R) and the tile's rows of V in vs
 // (vs[r * vstride + c] = V[(t0 + r) * vcols + c], c < vcols; shared), and ends at a barrier:
 // the caller then reads zz, vs and its own row of xs (gk_park_part) until its next call.
+// `compute` (the same for the 32 threads of a warp): false for a warp none of whose rows is
+// used, which then only stages its share of the chunks and skips the multiply-adds (part and xx
+// stay zero).
 template <typename T, int B, int R, int DC>
 __device__ __forceinline__ void gk_tile_dots(const T* const* rowptr, int d,
                                              const T* __restrict__ Z, int t0, int rows,
                                              const T* __restrict__ V, int vcols, int vstride,
-                                             T* xs, T* zt, T* zz, T* vs, T (&part)[R], T& xx) {
+                                             T* xs, T* zt, T* zz, T* vs, T (&part)[R], T& xx,
+                                             bool compute = true) {
     static_assert(DC == 16 && B % 32 == 0 && (R * DC) % B == 0, "chunks of 16 columns, whole warps");
     const int tid = threadIdx.x;
 #pragma unroll
@@ -184,7 +188,7 @@ __device__ __forceinline__ void gk_tile_dots(const T* const* rowptr, int d,
         __syncthreads();   // the previous chunk, or the previous tile's xs / zz / vs, is read
         gk_stage_chunk<T, B, R, DC, true>(rowptr, d, Z, t0, rows, c0, DC, 4, xs, zt, zsum);
         __syncthreads();
-        gk_dot_update<T, R, DC>(xr, zt, part, xx);
+        if (compute) gk_dot_update<T, R, DC>(xr, zt, part, xx);
     }
     if (c0 < d) {
         const int cols = d - c0;
@@ -193,7 +197,8 @@ __device__ __forceinline__ void gk_tile_dots(const T* const* rowptr, int d,
         __syncthreads();
         gk_stage_chunk<T, B, R, DC, false>(rowptr, d, Z, t0, rows, c0, cols, lw, xs, zt, zsum);
         __syncthreads();
-        switch (w) {
+        switch (compute ? w : 0) {
+            case 0: break;
             case 2: gk_dot_update<T, R, 2>(xr, zt, part, xx); break;
             case 4: gk_dot_update<T, R, 4>(xr, zt, part, xx); break;
             case 8: gk_dot_update<T, R, 8>(xr, zt, part, xx); break;

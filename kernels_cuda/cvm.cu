@@ -12,8 +12,9 @@
 // arg-min of s (eq. 13: the worst violator of the margin constraint).
 // Nothing of size n x |S| is stored.
 //
-// Pass 1, cvm_partial_*: block (bx, by) takes candidates [bx*CVM_BLOCK, (bx+1)*CVM_BLOCK), one
-// per thread, against the core rows [by*rows_per_split, (by+1)*rows_per_split) and writes
+// Pass 1, cvm_partial_*: block (bx, by) takes candidates [bx*per_block, (bx+1)*per_block), one
+// per thread (per_block <= CVM_BLOCK, a multiple of 32: the launch spreads the candidates evenly
+// over the blocks; a warp without a candidate only stages its share of the chunks), against the core rows [by*rows_per_split, (by+1)*rows_per_split) and writes
 // partial[by * n_cand + c] = sum_i coef_i k(z_i, x_c) over them (double).  Splitting the core
 // set over blockIdx.y fills the device when there are few candidates (the sampled search: a few
 // hundred candidates are two blocks, 132 SMs).  A block takes its core rows in tiles of
@@ -40,15 +41,18 @@ static_assert(CVM_ZROWS <= CVM_DC + 1, "a thread's row of xs holds its parked pa
 template <typename T>
 __device__ void cvm_partial(const T* __restrict__ X, int d, const long long* __restrict__ cand, long long n_cand,
                             const T* __restrict__ Z, const T* __restrict__ coef, int m, int rows_per_split,
-                            int ktype, T gamma, T coef0, T degree, double* __restrict__ partial) {
+                            int ktype, T gamma, T coef0, T degree, double* __restrict__ partial, int per_block) {
     __shared__ T xs[CVM_BLOCK * (CVM_DC + 1)];   // candidate chunk of slot j at j * (CVM_DC + 1)
     __shared__ T zt[CVM_DC * CVM_ZROWS];                 // tile chunk, zt[c * CVM_ZROWS + r]
     __shared__ T zz[CVM_ZROWS];                          // squared norms of the tile's rows
     __shared__ T cs[CVM_ZROWS];                          // tile coefficients
-    __shared__ const T* rowptr[CVM_BLOCK];       // slot j's candidate row of X (no candidate: the last one's)
+    __shared__ __align__(16) const T* rowptr[CVM_BLOCK];       // slot j's candidate row of X (no candidate: the last one's)
     const int tid = threadIdx.x;
-    const long long c = (long long)blockIdx.x * CVM_BLOCK + tid;
-    const bool active = c < n_cand;
+    const long long first = (long long)blockIdx.x * per_block;    // the block's first candidate
+    const long long c = first + tid;
+    const bool active = tid < per_block && c < n_cand;
+    const int lane0 = tid & ~31;                                     // the warp's first thread
+    const bool busy = lane0 < per_block && first + lane0 < n_cand;   // the warp has a candidate
     const long long cl = active ? c : n_cand - 1;
     rowptr[tid] = X + (cand != nullptr ? cand[cl] : cl) * d;   // read after gk_tile_dots' first barrier
     const int z0 = blockIdx.y * rows_per_split;
@@ -58,7 +62,9 @@ __device__ void cvm_partial(const T* __restrict__ X, int d, const long long* __r
         const int rows = min(CVM_ZROWS, z1 - t0);
         T part[CVM_ZROWS];
         T xx;
-        gk_tile_dots<T, CVM_BLOCK, CVM_ZROWS, CVM_DC>(rowptr, d, Z, t0, rows, coef, 1, 1, xs, zt, zz, cs, part, xx);
+        gk_tile_dots<T, CVM_BLOCK, CVM_ZROWS, CVM_DC>(rowptr, d, Z, t0, rows, coef, 1, 1, xs, zt, zz, cs, part, xx,
+                                                        busy);
+        if (!busy) continue;   // no candidate in this warp: the values are not used
         // rows of the tile beyond z1: zero in zt, not staged in zz and cs
         T* const parked = xs + tid * (CVM_DC + 1);   // this thread's slot; the next staging waits at a barrier
         gk_tile_values<T, CVM_ZROWS>(part, parked, rows, xx, zz, ktype, gamma, coef0, degree,
@@ -157,14 +163,18 @@ __device__ void cvm_furthest(const double* __restrict__ partial, int n_split, co
 
 extern "C" __global__ void __launch_bounds__(CVM_BLOCK, 2)
 cvm_partial_f32(const float* X, int d, const long long* cand, long long n_cand, const float* Z, const float* coef,
-               int m, int rows_per_split, int ktype, float gamma, float coef0, float degree, double* partial) {
-    cvm_partial<float>(X, d, cand, n_cand, Z, coef, m, rows_per_split, ktype, gamma, coef0, degree, partial);
+               int m, int rows_per_split, int ktype, float gamma, float coef0, float degree, double* partial,
+               int per_block) {
+    cvm_partial<float>(X, d, cand, n_cand, Z, coef, m, rows_per_split, ktype, gamma, coef0, degree, partial,
+                       per_block);
 }
 
 extern "C" __global__ void __launch_bounds__(CVM_BLOCK, 2)
 cvm_partial_f64(const double* X, int d, const long long* cand, long long n_cand, const double* Z, const double* coef,
-               int m, int rows_per_split, int ktype, double gamma, double coef0, double degree, double* partial) {
-    cvm_partial<double>(X, d, cand, n_cand, Z, coef, m, rows_per_split, ktype, gamma, coef0, degree, partial);
+               int m, int rows_per_split, int ktype, double gamma, double coef0, double degree, double* partial,
+               int per_block) {
+    cvm_partial<double>(X, d, cand, n_cand, Z, coef, m, rows_per_split, ktype, gamma, coef0, degree, partial,
+                        per_block);
 }
 
 extern "C" __global__ void __launch_bounds__(CVM_BLOCK)

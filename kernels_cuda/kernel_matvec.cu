@@ -29,7 +29,7 @@ __device__ void kernel_matvec(const T* __restrict__ X, const T* __restrict__ Z, 
     __shared__ T zt[GK_DC * GK_ZROWS];                // tile chunk, zt[c * GK_ZROWS + r]
     __shared__ T zz[GK_ZROWS];                        // squared norms of the tile's rows
     __shared__ T vs[GK_ZROWS * GK_MAXM];              // tile rows of V, vs[r * GK_MAXM + c]
-    __shared__ const T* rowptr[GK_BLOCK];      // slot j's row of X (beyond n: row n - 1, unused)
+    __shared__ __align__(16) const T* rowptr[GK_BLOCK];      // slot j's row of X (beyond n: row n - 1, unused)
     const int tid = threadIdx.x;
     const int i = blockIdx.x * GK_BLOCK + tid;
     rowptr[tid] = X + (long long)min(i, n - 1) * d;   // read after gk_tile_dots' first barrier

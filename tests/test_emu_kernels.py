@@ -289,6 +289,8 @@ BOUND_MUTANTS = [
     Mutant("smo: round finish chunk bound c < n_chunks", "smo.cu", "c < n_chunks;", "c < n_chunks + 1;"),
     Mutant("cvm: candidate clamp of the row pointers", "cvm.cu", "active ? c : n_cand - 1", "c"),
     Mutant("cvm: partial store bound", "cvm.cu", "if (active) partial", "partial"),
+    Mutant("cvm: a block's candidates start at per_block", "cvm.cu", "blockIdx.x * per_block;",
+           "blockIdx.x * CVM_BLOCK;"),
     Mutant("cvm: slice end clamp z1 <= m", "cvm.cu", "min(m, z0 + rows_per_split)", "z0 + rows_per_split"),
     Mutant("cvm: tile remainder clamp", "cvm.cu", "min(CVM_ZROWS, z1 - t0)", "CVM_ZROWS"),
     Mutant("cvm: candidate bound c < g1", "cvm.cu", "c < g1;", "c <= g1;"),

@@ -170,3 +170,18 @@ def test_cvm_core_split_fills_the_device_with_whole_tiles():
         n_split, per = core_split(blocks, m)
         assert per % CVM_ZROWS == 0 and (n_split - 1) * per < m <= n_split * per
         assert blocks * n_split >= min(SPLIT_TARGET_BLOCKS, blocks * -(-m // CVM_ZROWS))
+
+
+def test_cvm_candidate_blocks_spread_the_candidates_in_whole_warps():
+    """The first pass spreads the candidates evenly over the fewest blocks of 256 in whole warps:
+    every candidate has one slot, no block has more than 256, and no block has a warp to spare
+    beyond the even share (413 candidates: 2 blocks of 224, not 256 + 157)."""
+    from gpuksvm.solvers.cvm.scan import candidate_blocks
+
+    assert candidate_blocks(413) == (2, 224)
+    assert candidate_blocks(1_000_000) == (3907, 256)
+    for n in [1, 31, 32, 33, 255, 256, 257, 413, 512, 513, 4097, 99_999]:
+        blocks, per = candidate_blocks(n)
+        assert per % 32 == 0 and 32 <= per <= 256 and blocks == -(-n // 256)
+        assert (blocks - 1) * per < n <= blocks * per          # the last block has a candidate
+        assert per - 32 < -(-n // blocks) <= per                  # the even share, rounded to a warp

@@ -27,6 +27,7 @@ from gpuksvm.array import backend as bk
 from gpuksvm.kernels.kernel import Kernel, kernel_block, kernel_diag
 
 __all__ = ["HostScanner", "GpuScanner", "make_scanner", "candidate_scores", "kernel_scale", "block_top",
+           "candidate_blocks", "core_split",
            "merge_top", "top_positions", "ScannerBase"]
 
 
@@ -327,6 +328,15 @@ SPLIT_TARGET_BLOCKS = 264
 CVM_ZROWS = 16
 
 
+def candidate_blocks(n_cand: int, block: int = 256) -> tuple[int, int]:
+    """(blocks, candidates per block) of the first pass: the fewest blocks of ``block`` threads,
+    the candidates spread evenly over them in whole warps (413 candidates: 2 blocks of 224, 7 busy
+    warps each, where blocks of 256 left 3 of the second block's 8 warps without a candidate)."""
+    blocks = max(1, -(-int(n_cand) // block))
+    per = -(-int(n_cand) // blocks)
+    return blocks, min(block, 32 * max(1, -(-per // 32)))
+
+
 def core_split(candidate_blocks: int, m: int) -> tuple[int, int]:
     """(slices, core rows per slice) of the core set for ``candidate_blocks`` blocks of candidates:
     enough slices of whole tiles that the grid reaches :data:`SPLIT_TARGET_BLOCKS` blocks (the
@@ -370,12 +380,12 @@ class GpuScanner(ScannerBase):
         xp = self.xp
         k = self.kernel
         # pass 1: partial sums over slices of the core set (grid: candidate blocks x slices)
-        blocks = -(-n_cand // self._BLOCK)
+        blocks, per_block = candidate_blocks(n_cand, self._BLOCK)
         n_split, rows_per_split = core_split(blocks, self.m)
         partial = xp.empty(n_split * n_cand, dtype=xp.float64)
         _cuda.launch("cvm", self._kernel_names["partial"], (blocks, n_split), (self._BLOCK,),
                      (self.Xc, self.d, cand, n_cand, self._Z, xp.ascontiguousarray(coef, dtype=self.dtype),
-                      self.m, rows_per_split, k.code, k.gamma, k.coef0, k.degree, partial))
+                      self.m, rows_per_split, k.code, k.gamma, k.coef0, k.degree, partial, per_block))
         # pass 2: s, the group minima (and every s for cvm_scores)
         part_s = xp.empty(n_groups, dtype=xp.float64)
         part_i = xp.empty(n_groups, dtype=xp.int64)
