@@ -34,8 +34,6 @@ OVER_BUDGET = {
     "cvm": "fit 471,040 > bound 109,944 (kernel rows of the core set, n x m, beside the scan)",
     "cvm_multiclass": "fit 545,280 > bound 111,128 (as cvm, per pair)",
     "one_class_cvm": "fit 612,864 > bound 109,304 (as cvm)",
-    "okfeb_classifier": "fit 632,320 > bound 372,756 (n x 50 features in float64 and float32)",
-    "okfeb_regressor": "fit 632,320 > bound 372,756 (as okfeb_classifier)",
 }
 
 
@@ -125,13 +123,7 @@ def test_fit_and_predict_stay_within_gpu_budget(emulated_gpu, name):
 
 # ----------------------------------------------------------------------------- out of memory
 #: estimators whose prediction methods do not survive the injected out-of-memory error
-NO_PREDICT_RETRY = {
-    "okfeb": "transform converts all of X to float64 at once (384,000 B at n = 600, d = 80) outside "
-             "any block loop: out of memory, not retried",
-    "okfeb_classifier": "transform converts all of X to float64 at once (384,000 B at n = 600, "
-                        "d = 80) outside any block loop: out of memory, not retried",
-    "okfeb_regressor": "as okfeb_classifier",
-}
+NO_PREDICT_RETRY: dict = {}
 
 
 def _outputs(est, X) -> dict:
@@ -178,9 +170,6 @@ NO_FIT_RETRY = {
     "one_class_cvm": "as cvm (449,536 B)",
     "svi": "SMO's working-set arrays (1,230,848 B, 512 x 601) are not retried smaller",
     "svi_multiclass": "as svi (1,231,872 B)",
-    "okfeb_classifier": "the OKFEB features: all of X in float64 at once (384,000 B) outside any "
-                        "retried block loop",
-    "okfeb_regressor": "as okfeb_classifier (384,000 B)",
 }
 
 

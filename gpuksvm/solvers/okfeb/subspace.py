@@ -278,7 +278,16 @@ class OnlineSubspace(SubspaceStream):
             else:
                 C = self.C.astype(np.float64)
                 L = linalg.cho_factor(C + float(reg) * xp.eye(r, dtype=np.float64))
-                W = linalg.cho_solve(L, self.A[:m].T.astype(np.float64)).T
+                if output != "kernel":
+                    del C                             # only the kernel output's root needs it
+                W = xp.empty((m, r), dtype=np.float64)
+
+                def solve(s: int, e: int) -> None:   # rows of W: independent right-hand sides
+                    W[s:e] = linalg.cho_solve(L, self.A[s:e].T.astype(np.float64)).T
+
+                # per row of W: the float64 copy of A's row, the solve's result and its copy into W
+                bk.map_row_blocks(solve, m, bk.plan_rows(m, 3 * r * 8, self.device),
+                                  what="OK-FEB feature map")
                 if output == "kernel":
                     w, U = linalg.eigh(C)
                     W = W @ ((U * xp.sqrt(xp.maximum(w, 0))[None, :]) @ U.T)

@@ -117,9 +117,32 @@ def fit_passes(subspace: OnlineSubspace, X: Any, Xd: Any, params: SubspaceParams
     return orders[-1]
 
 
+def host_outputs(subspace: OnlineSubspace, Xd: Any, output: str, reg: float, *,
+                 float64: bool = False) -> np.ndarray:
+    """Host outputs (``output``: "features" or "kernel") of device rows ``Xd`` under the current
+    state, in the working dtype (``float64=True``: as computed, in float64).
+
+    Computed in row blocks of the state's device memory budget (per row: the kernel row against
+    the state, the outputs in float64 and the working dtype, the row itself), each block copied to
+    the host: the device never holds all rows' outputs (n x rank in float64 beside X).  A block
+    that runs out of device memory is retried with smaller blocks
+    (:func:`~gpuksvm.array.backend.map_row_blocks`, a ``MemoryFallbackWarning``).
+    """
+    n = Xd.shape[0]
+    m = max(int(subspace.m), 1)
+    out = np.empty((n, int(subspace.rank)), dtype=np.float64 if float64 else subspace.dtype)
+    step = bk.plan_rows(n, (m + 3 * int(subspace.rank) + Xd.shape[1]) * 8, subspace.device)
+
+    def run(s: int, e: int) -> None:
+        out[s:e] = bk.to_host(subspace.transform(Xd[s:e], output, reg, float64=float64))
+
+    bk.map_row_blocks(run, n, step, what="OK-FEB outputs")
+    return out
+
+
 def transform_rows(subspace: OnlineSubspace, X: Any, output: str, reg: float) -> np.ndarray:
     """Host outputs (``output``: "features" or "kernel") of the rows of X under the current state."""
-    return bk.to_host(subspace.transform(rows_on_device(X, subspace), output, reg))
+    return host_outputs(subspace, rows_on_device(X, subspace), output, reg)
 
 
 def map_outputs(subspace: OnlineSubspace, X: Any, output: str, reg: float,
@@ -170,7 +193,7 @@ def fit_learner(X: Any, targets: np.ndarray, subspace: OnlineSubspace, params: S
         Xd = rows_on_device(X, subspace)
         order = fit_passes(subspace, X, Xd, params, n_passes=int(n_epochs), random_state=random_state,
                            shuffle=shuffle, targets=targets)
-        Z = bk.to_host(subspace.transform(Xd, output, reg, float64=True))
+        Z = host_outputs(subspace, Xd, output, reg, float64=True)
         solve_exact(Z[order], targets[order], n)
     else:
         rs = check_random_state(random_state)
@@ -201,9 +224,9 @@ def _capacity(X: Any, Xd: Any, targets: np.ndarray, order: np.ndarray, subspace:
     # drawn by position
     rows = order[:m] if shuffle else rs.choice(n, m, replace=False)
     sample = rows_on_device(take_rows(X, rows), subspace) if Xd is None else take_rows(Xd, rows)
-    Z = bk.to_host(subspace.transform(sample, output, reg, float64=True))
+    Z = host_outputs(subspace, sample, output, reg, float64=True)
     Xraw = bk.to_host(take_rows(X, rows))
-    model = model_output(np.asarray(bk.to_host(subspace.transform(sample, output, reg)), dtype=np.float64))
+    model = model_output(np.asarray(host_outputs(subspace, sample, output, reg), dtype=np.float64))
     check = capacity_check(task, Z, Xraw, targets[rows], model, alpha, rs)
     check["seconds"] = time.perf_counter() - t0
     return check
