@@ -79,6 +79,7 @@ __all__ = [
     "memory_budget",
     "plan_rows",
     "is_out_of_memory",
+    "smaller_on_out_of_memory",
     "map_row_blocks",
 ]
 
@@ -817,6 +818,30 @@ def free_gpu_cache() -> None:
     cp = _cupy_or_none()
     if cp is not None:
         cp.get_default_memory_pool().free_all_blocks()
+
+
+def smaller_on_out_of_memory(fn: Callable[[int], Any], size: int, minimum: int,
+                             *, what: str = "an allocation") -> Any:
+    """``fn(size)``; on an out-of-memory error, retried with half the size (not below
+    ``minimum``) after returning the pool's cached blocks, with one :class:`MemoryFallbackWarning`.
+
+    For working memory whose size is a choice (a buffer's spare capacity, a block), not a need:
+    the error is raised again once ``minimum`` fails.
+    """
+    size, minimum = int(size), int(minimum)
+    warned = False
+    while True:
+        try:
+            return fn(size)
+        except Exception as exc:  # noqa: BLE001 - only OOM is handled
+            if not is_out_of_memory(exc) or size <= minimum:
+                raise
+            free_gpu_cache()
+            size = max(size // 2, minimum)
+            if not warned:
+                warnings.warn(f"{what}: out of memory, retrying with {size:,}", MemoryFallbackWarning,
+                              stacklevel=3)
+                warned = True
 
 
 def map_row_blocks(fn: Callable[[int, int], None], n_rows: int, block_rows: int,
