@@ -205,7 +205,7 @@ class ScannerBase:
         if m + k > self._Z.shape[0]:
             # the spare capacity (doubling) is cut to what is needed when the device is out of memory
             bk.smaller_on_out_of_memory(self._grow, max(2 * self._Z.shape[0], m + k), m + k,
-                                        what="CVM core-set rows")
+                                        what="CVM core-set rows", size_text="room for {size} core vectors")
         self._Z[m:m + k] = R
         self._zn[m:m + k] = (R * R).sum(axis=1)
         if self._Z32 is not None:
