@@ -198,3 +198,22 @@ def test_verbose_reports_go_to_stderr_or_the_gpuksvm_logger(capsys):
         LOGGER.setLevel(old)
     assert [r.getMessage() for r in records] == ["[CVM] problem 1/3"]
     assert capsys.readouterr().err == ""
+
+
+def test_smaller_on_out_of_memory_halves_to_the_minimum_and_warns_once():
+    tried = []
+
+    def fn(size):
+        tried.append(size)
+        if size > 20:
+            raise MemoryError("simulated")
+        return size * 2
+
+    with pytest.warns(bk.MemoryFallbackWarning, match="out of memory, retrying with 50 bytes") as rec:
+        assert bk.smaller_on_out_of_memory(fn, 100, 10, what="a buffer") == (24, 12)
+    assert tried == [100, 50, 25, 12]
+    assert len(rec) == 1
+    with pytest.raises(MemoryError):                 # the minimum fails too: raised again
+        bk.smaller_on_out_of_memory(fn, 100, 30)
+    with pytest.raises(ValueError):                  # other errors are not retried
+        bk.smaller_on_out_of_memory(lambda s: int("x"), 100, 1)

@@ -31,9 +31,6 @@ PER_ROW_VECTORS = 16
 #: budget 64 KiB, bytes of peak growth): the working memory that is not sized by the budget
 OVER_BUDGET = {
     "linear_multiclass": "fit 295,936 > bound 108,772 (one-vs-rest Newton state per class)",
-    "cvm": "fit 471,040 > bound 109,944 (kernel rows of the core set, n x m, beside the scan)",
-    "cvm_multiclass": "fit 545,280 > bound 111,128 (as cvm, per pair)",
-    "one_class_cvm": "fit 612,864 > bound 109,304 (as cvm)",
 }
 
 
@@ -165,9 +162,6 @@ NO_FIT_RETRY = {
     "linear_blocks": "a 64,000 B allocation of the streamed Newton fit outside any retried block loop",
     "linear_multiclass": "a 14,848 B allocation of the Newton solver outside any retried block loop",
     "svc": "SMO's working-set kernel rows (1,048,576 B, 512 x 512) are not retried smaller",
-    "cvm": "a 449,536 B kernel block of the core-set cache (ktilde_cache) is not retried smaller",
-    "cvm_multiclass": "as cvm (449,536 B)",
-    "one_class_cvm": "as cvm (449,536 B)",
     "svi": "SMO's working-set arrays (1,230,848 B, 512 x 601) are not retried smaller",
     "svi_multiclass": "as svi (1,231,872 B)",
 }

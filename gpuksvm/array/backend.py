@@ -79,6 +79,7 @@ __all__ = [
     "memory_budget",
     "plan_rows",
     "is_out_of_memory",
+    "smaller_on_out_of_memory",
     "map_row_blocks",
 ]
 
@@ -819,12 +820,38 @@ def free_gpu_cache() -> None:
         cp.get_default_memory_pool().free_all_blocks()
 
 
+def smaller_on_out_of_memory(fn: Callable[[int], Any], size: int, minimum: int, *,
+                             what: str = "an allocation", size_text: str = "{size:,} bytes",
+                             warn: bool = True) -> tuple[Any, int]:
+    """``(fn(size), size)``; on an out-of-memory error ``fn`` is retried with half the size (not
+    below ``minimum``) after returning the pool's cached blocks, with a
+    :class:`MemoryFallbackWarning` at the first fallback (when ``warn``; ``size_text`` formats
+    the new size in it).
+
+    For working memory whose size is a choice (a block, a buffer's spare capacity), not a need:
+    the error is raised again once ``minimum`` fails.  Returns ``fn``'s result and the size used.
+    """
+    size, minimum = max(int(size), 1), int(minimum)
+    while True:
+        try:
+            return fn(size), size
+        except Exception as exc:  # noqa: BLE001 - only OOM is handled
+            if not is_out_of_memory(exc) or size <= minimum:
+                raise
+            free_gpu_cache()
+            size = max(size // 2, minimum)
+            if warn:
+                warnings.warn(f"{what}: out of memory, retrying with {size_text.format(size=size)}",
+                              MemoryFallbackWarning, stacklevel=3)
+                warn = False
+
+
 def map_row_blocks(fn: Callable[[int, int], None], n_rows: int, block_rows: int,
                    *, min_rows: int = 1, what: str = "block operation") -> int:
     """Call ``fn(start, stop)`` over ``[0, n_rows)`` in blocks of ``block_rows``.
 
     On an out-of-memory error the failing block is retried with half as many
-    rows (down to ``min_rows``); the first fallback issues a
+    rows (down to ``min_rows``; :func:`smaller_on_out_of_memory`); the first fallback issues a
     :class:`MemoryFallbackWarning` naming the new size.  ``fn`` must be safe to
     call again on the same range.  Returns the block size finally used.
     """
@@ -832,18 +859,10 @@ def map_row_blocks(fn: Callable[[int, int], None], n_rows: int, block_rows: int,
     block = max(int(block_rows), 1)
     warned = False
     while start < n_rows:
-        stop = min(start + block, n_rows)
-        try:
-            fn(start, stop)
-        except Exception as exc:  # noqa: BLE001 - only OOM is handled
-            if not is_out_of_memory(exc) or block <= min_rows:
-                raise
-            free_gpu_cache()
-            block = max(block // 2, min_rows)
-            if not warned:
-                warnings.warn(f"{what}: out of memory, retrying with blocks of {block} rows",
-                              MemoryFallbackWarning, stacklevel=2)
-                warned = True
-            continue
-        start = stop
+        first = start
+        _, used = smaller_on_out_of_memory(lambda b: fn(first, min(first + b, n_rows)), block, min_rows,
+                                           what=what, size_text="blocks of {size} rows", warn=not warned)
+        warned = warned or used < block
+        block = used
+        start = min(first + used, n_rows)
     return block

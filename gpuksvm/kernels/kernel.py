@@ -304,8 +304,12 @@ def _float_dtype(*arrays: Any, dtype: Any = None) -> np.dtype:
     return np.dtype(np.float64)
 
 
-def _as_2d(A: Any, xp, dtype: np.dtype):
-    """Validate a 2-D array/sparse matrix on the namespace ``xp`` without copying if possible."""
+def _as_2d(A: Any, xp, dtype: np.dtype | None):
+    """Validate a 2-D array/sparse matrix on the namespace ``xp`` without copying if possible.
+
+    ``dtype=None`` keeps a dense array's dtype: the blocked loops convert each row block (a
+    float32 X asked for in float64 is never copied whole, which would double it outside the
+    budget)."""
     if bk.is_sparse(A):
         if xp is np:
             A = sp.csr_matrix(bk.to_host(A)) if bk.is_gpu_array(A) else A.tocsr()
@@ -320,7 +324,7 @@ def _as_2d(A: Any, xp, dtype: np.dtype):
         A = A.reshape(1, -1)
     if A.ndim != 2:
         raise ValueError(f"expected a 2-D array, got shape {A.shape}")
-    return A.astype(dtype, copy=False)
+    return A if dtype is None else A.astype(dtype, copy=False)
 
 
 def epilogue_host(G: np.ndarray, xn: Any, zn: Any, kernel: Kernel) -> np.ndarray:
@@ -429,7 +433,10 @@ def kernel_block(X: Any, Z: Any = None, kernel: Kernel | str = "rbf", *, dtype: 
         Z = X
     xp = bk.namespace_of_any(X, Z)
     dt = _float_dtype(X, Z, dtype=dtype)
-    X = _as_2d(X, xp, dt) if not (bk.is_sparse(X) and xp is np) else X
+    if bk.is_sparse(X):
+        X = _as_2d(X, xp, dt) if xp is not np else X
+    else:
+        X = _as_2d(X, xp, None)        # each row block is converted in the loop
     Z = _as_2d(Z, xp, dt)
     n, d = X.shape
     k = Z.shape[0]
@@ -592,7 +599,7 @@ def kernel_matvec(X: Any, Z: Any, V: Any, kernel: Kernel | str = "rbf", *, dtype
         _fused_matvec_gpu(Xd, xp.ascontiguousarray(Z), xp.ascontiguousarray(V2), out, kernel)
     else:
         if not (bk.is_sparse(X) and xp is np):
-            X = _as_2d(X, xp, dt)
+            X = _as_2d(X, xp, dt if bk.is_sparse(X) else None)   # dense: kernel_block converts per block
         if block_rows is None:
             # the output counts against the budget too (a million rows' decisions: 8 MB per column);
             # the blocks take half of the rest: measured on the CPU (1M rows against 1,201 support

@@ -152,13 +152,50 @@ class ScannerBase:
             R = R.toarray()
         return self.xp.asarray(R, dtype=self.dtype).reshape(-1, self.d)
 
+    def _host_kernel(self, rows_of: Any, n: int, B: Any, dtype: Any, *, kernel_dtype: Any = None,
+                     z_sq_norms: Any = None) -> np.ndarray:
+        """K(A, B) as a host array of ``dtype``, A's rows ``rows_of(s, e)`` (``n`` in all).
+
+        On a GPU in row blocks of the memory budget (per row: the block row, its conversion and
+        A's row), each copied to the host; a block that runs out of device memory is retried
+        smaller (:func:`~gpuksvm.array.backend.map_row_blocks`, a ``MemoryFallbackWarning``).
+        """
+        if self.xp is np:
+            return np.asarray(kernel_block(rows_of(0, n), B, self.kernel, dtype=kernel_dtype,
+                                           z_sq_norms=z_sq_norms), dtype=dtype)
+        K = np.empty((n, B.shape[0]), dtype=dtype)
+        step = bk.plan_rows(n, (2 * B.shape[0] + B.shape[1]) * 8, bk.device_of(B))
+
+        def run(s: int, e: int) -> None:
+            K[s:e] = bk.to_host(kernel_block(rows_of(s, e), B, self.kernel, dtype=kernel_dtype,
+                                             z_sq_norms=z_sq_norms))
+
+        bk.map_row_blocks(run, n, step, what="CVM kernel rows")
+        return K
+
     def kernel_between(self, idx_a: np.ndarray, idx_b: np.ndarray) -> np.ndarray:
         """Normalized kernel block κₙ(X[a], X[b]) as a host float64 array."""
-        K = np.asarray(bk.to_host(kernel_block(self.rows(idx_a), self.rows(idx_b), self.kernel)),
-                       dtype=np.float64)
+        K = self._host_kernel(lambda s, e: self.rows(idx_a[s:e]), len(idx_a), self.rows(idx_b), np.float64)
         if self.xscale_host is not None:
             K *= self.xscale_host[idx_a][:, None] * self.xscale_host[idx_b][None, :]
         return K
+
+    def _grow(self, cap: int) -> None:
+        """Room for ``cap`` core vectors (the first ``m`` kept)."""
+        m, xp = self._m, self.xp
+        Z = xp.empty((cap, self.d), dtype=self.dtype)
+        Z[:m] = self._Z[:m]
+        zn = xp.empty(cap, dtype=self.dtype)
+        zn[:m] = self._zn[:m]
+        Z32 = None
+        if self._Z32 is not None:
+            Z32 = xp.empty((cap, self.d), dtype=np.float32)
+            Z32[:m] = self._Z32[:m]
+        core = np.empty(cap, dtype=np.int64)
+        core[:m] = self._core[:m]
+        self._core, self._Z, self._zn = core, Z, zn
+        if Z32 is not None:
+            self._Z32 = Z32
 
     def append(self, idx: np.ndarray) -> None:
         """Add the rows ``idx`` (distinct, not core vectors yet) to the core set."""
@@ -167,18 +204,9 @@ class ScannerBase:
         xp = self.xp
         R = self.rows(idx)
         if m + k > self._Z.shape[0]:
-            cap = max(2 * self._Z.shape[0], m + k)
-            core = np.empty(cap, dtype=np.int64)
-            core[:m] = self._core[:m]
-            Z = xp.empty((cap, self.d), dtype=self.dtype)
-            Z[:m] = self._Z[:m]
-            zn = xp.empty(cap, dtype=self.dtype)
-            zn[:m] = self._zn[:m]
-            self._core, self._Z, self._zn = core, Z, zn
-            if self._Z32 is not None:
-                Z32 = xp.empty((cap, self.d), dtype=np.float32)
-                Z32[:m] = self._Z32[:m]
-                self._Z32 = Z32
+            # the spare capacity (doubling) is cut to what is needed when the device is out of memory
+            bk.smaller_on_out_of_memory(self._grow, max(2 * self._Z.shape[0], m + k), m + k,
+                                        what="CVM core-set rows", size_text="room for {size} core vectors")
         self._Z[m:m + k] = R
         self._zn[m:m + k] = (R * R).sum(axis=1)
         if self._Z32 is not None:
@@ -223,10 +251,9 @@ class ScannerBase:
             Z = self._Z32
         else:
             Z = self._Z
-        rbf = self.kernel.name == "rbf"
-        K = kernel_block(Z[xp.asarray(pos)], Z[c0:c1], self.kernel, dtype=dtype,
-                         z_sq_norms=self._zn[c0:c1] if rbf else None)
-        K = np.asarray(bk.to_host(K))
+        zn = self._zn[c0:c1] if self.kernel.name == "rbf" else None
+        K = self._host_kernel(lambda s, e: Z[xp.asarray(pos[s:e])], pos.shape[0], Z[c0:c1],
+                              dtype, kernel_dtype=dtype, z_sq_norms=zn)
         core = self.core_idx
         if self.xscale_host is not None:
             K *= (self.xscale_host[core[pos]][:, None] * self.xscale_host[core[c0:c1]][None, :]).astype(K.dtype)
