@@ -25,7 +25,7 @@ matrix of all rows fits a job's share of the memory budget
     previous fold's solution at the same C (restricted to the shared rows,
     the excess class's α scaled down to make yᵀα = 0; Wen et al., AAAI 2017)
     took 33,623 steps for a fold's path against 34,104 along C.  The time is
-    the steps (≈ 12 µs each with shrinking on a 4,000-row fold, ~ LIBSVM's):
+    the steps (4–7 µs each at C = 1,000 with shrinking on a 4,000-row fold):
     the engine saves LIBSVM's per-fit overhead and kernel evaluations, not
     steps (measured speed-ups in :mod:`gpuksvm.model_selection.kernel_svc`).
 

@@ -226,16 +226,7 @@ def _smo_loop(G, R_all, D_all, y_all, C_all, alpha_all, grad_all, tol, max_iter,
             active = np.zeros(n, dtype=np.bool_)
             for t in range(na):
                 active[rows[t]] = True
-            out = np.flatnonzero(~active)
-            Rout = R_all[out]
-            for t in out:
-                grad_all[t] = -1.0
-            for s in range(n):
-                if alpha_all[s] > 0:
-                    c = alpha_all[s] * y_all[s]
-                    Gs = G[R_all[s]]
-                    for k in range(out.shape[0]):
-                        grad_all[out[k]] += y_all[out[k]] * c * Gs[Rout[k]]
+            _gradient(G, R_all, y_all, alpha_all, grad_all, np.flatnonzero(~active))
             na = n
             for t in range(n):
                 rows[t] = t
@@ -252,16 +243,15 @@ def _smo_loop(G, R_all, D_all, y_all, C_all, alpha_all, grad_all, tol, max_iter,
     return it
 
 
-def _gradient(G, R, y, alpha, grad):  # pragma: no cover - compiled by numba
-    """grad = Qα − e over the rows R, from the rows of G of the nonzero αₛ."""
-    n = R.shape[0]
-    for t in range(n):
+def _gradient(G, R, y, alpha, grad, at):  # pragma: no cover - compiled by numba
+    """grad[t] = (Qα − e)[t] for the problem positions ``at``, from the rows of G of the nonzero αₛ."""
+    for t in at:
         grad[t] = -1.0
-    for s in range(n):
+    for s in range(R.shape[0]):
         if alpha[s] != 0.0:
             c = alpha[s] * y[s]
             Gs = G[R[s]]
-            for t in range(n):
+            for t in at:
                 grad[t] += y[t] * c * Gs[R[t]]
 
 
@@ -304,7 +294,7 @@ def solve_seeded(G: np.ndarray, R: np.ndarray, y: np.ndarray, Cv: np.ndarray, al
     a = np.zeros(R.size) if alpha is None else np.array(alpha, dtype=np.float64)
     if grad is None:
         g = np.empty(R.size)
-        _gradient(G, R, y, a, g)
+        _gradient(G, R, y, a, g, np.arange(R.size))
     else:
         g = np.array(grad, dtype=np.float64)
     D = np.ascontiguousarray(G[R, R], dtype=np.float64)   # the diagonal: one gather, not one per step
