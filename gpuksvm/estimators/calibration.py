@@ -33,7 +33,7 @@ A classifier opts in by subclassing :class:`ProbabilityMixin` and having
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 from sklearn.base import clone
@@ -45,7 +45,7 @@ from sklearn.utils.validation import check_is_fitted
 
 from gpuksvm.array import backend as bk
 from gpuksvm.array.backend import take_rows
-from gpuksvm.solvers.multiclass import problem_rows
+from gpuksvm.solvers.multiclass import decision_block_rows, problem_rows
 from gpuksvm.solvers.row_order import content_sample
 from gpuksvm.scaleout.dispatch import dask_dispatch
 
@@ -219,6 +219,24 @@ class ProbabilityMixin:
         D = np.asarray(bk.to_host(self.decision_function(X)), dtype=np.float64)
         return D.reshape(-1, 1) if D.ndim == 1 else D
 
+    def _map_decisions(self, X: Any, width: int, dtype: Any, fn: Callable[[np.ndarray], np.ndarray], *,
+                       work: int = 0) -> tuple[np.ndarray, str]:
+        """``fn`` of the decision values (:meth:`_binary_decisions`) of all rows, applied in row
+        blocks of the memory budget (:func:`~gpuksvm.solvers.multiclass.decision_block_rows`;
+        ``work``: float64 values of ``fn``'s work arrays per row): (n, width) host results of
+        ``dtype`` and the caller's array kind.  An estimator that computes its decision values
+        in row blocks too overrides it (the SVC surface)."""
+        D = self._binary_decisions(X)
+        n, P = D.shape
+        out = np.empty((n, width) if width else (n,), dtype=dtype)
+
+        def run(s: int, e: int) -> None:
+            out[s:e] = fn(D[s:e])
+
+        bk.map_row_blocks(run, n, decision_block_rows(n, P, len(self.classes_), width=width, work=work),
+                          what="probabilities")
+        return out, bk.array_kind(X)
+
     # ---- fitting -------------------------------------------------------------------
     def _fit_probability(self, X: Any, y: Any, sample_weight: Any = None) -> None:
         yh = np.asarray(bk.to_host(y)).ravel()
@@ -312,18 +330,24 @@ class ProbabilityMixin:
         if not (hasattr(self, "probA_") and hasattr(self, "probB_")):
             raise NotFittedError("predict_proba is not available when fitted with probability=False")
         scheme, problems = self._platt_problems()
-        D = self._binary_decisions(X)
-        R = platt_predict(D, self.probA_[None, :], self.probB_[None, :])
+        A, B = self.probA_[None, :], self.probB_[None, :]
         K = len(self.classes_)
-        if scheme == "binary":
-            return np.column_stack([1.0 - R[:, 0], R[:, 0]])
-        if scheme == "ovr":
-            return _normalize_rows(R)
-        pair = np.full((D.shape[0], K, K), 0.5)
-        for p, (i, j) in enumerate(problems):
-            pair[:, i, j] = R[:, p]
-            pair[:, j, i] = 1.0 - R[:, p]
-        return couple_pairwise(pair)
+
+        def proba(D: np.ndarray) -> np.ndarray:
+            R = platt_predict(D, A, B)
+            if scheme == "binary":
+                return np.column_stack([1.0 - R[:, 0], R[:, 0]])
+            if scheme == "ovr":
+                return _normalize_rows(R)
+            pair = np.full((D.shape[0], K, K), 0.5)
+            for p, (i, j) in enumerate(problems):
+                pair[:, i, j] = R[:, p]
+                pair[:, j, i] = 1.0 - R[:, p]
+            return couple_pairwise(pair)
+
+        # per row: Platt's ~5 arrays of the problems' width, then the pairwise coupling's
+        # (K + 1) x (K + 1) systems and their copies (couple_pairwise)
+        return self._map_decisions(X, K, np.float64, proba, work=5 * len(problems) + 8 * (K + 1) ** 2)[0]
 
     @available_if(probability_enabled)
     @dask_dispatch()

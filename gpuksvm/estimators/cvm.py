@@ -75,6 +75,7 @@ from typing import Any
 import numpy as np
 from sklearn.base import ClassifierMixin, OutlierMixin
 from sklearn.utils._param_validation import StrOptions
+from sklearn.utils.validation import check_is_fitted
 
 from gpuksvm.array import backend as bk
 from gpuksvm.estimators.cvm_base import CVMBase, fit_cvm
@@ -82,7 +83,7 @@ from gpuksvm.kernels.kernel import Kernel
 from gpuksvm.estimators.params import DEPRECATED, shared_parameter_doc
 from gpuksvm.estimators.base import fit_context
 from gpuksvm.scaleout.dispatch import dask_dispatch
-from gpuksvm.estimators.svc_surface import SVCSurfaceMixin
+from gpuksvm.estimators.svc_surface import DecisionRows, SVCSurfaceMixin
 from gpuksvm.array.validation import encode_classes, validate_X, validate_X_y
 
 __all__ = ["CVM", "OneClassCVM"]
@@ -315,8 +316,9 @@ class CVM(ClassifierMixin, CVMBase, SVCSurfaceMixin):
     def _multiclass_scheme(self) -> str:
         return self.multi_class
 
-    def _problem_decisions(self, X: Any) -> tuple[np.ndarray, str]:
-        """(n, n_problems) f_p(x) = Σαᵢyᵢκₙ(xᵢ, x) + b_p, for the SVC surface's predict/decision_function.
+    def _decision_rows(self, X: Any) -> DecisionRows:
+        """Validated X and f_p(x) = Σαᵢyᵢκₙ(xᵢ, x) + b_p of its rows, for the SVC surface's
+        predict/decision_function (in row blocks).
 
         κₙ is the kernel as fitted (normalized with ``normalize=True``,
         :meth:`_kernel_expansion`).  One-vs-rest problems (more than two
@@ -325,11 +327,21 @@ class CVM(ClassifierMixin, CVMBase, SVCSurfaceMixin):
         arg-max.  One-class task: Σαᵢκ(xᵢ, x) minus the outlier threshold
         (``classes_`` = [−1, 1], so the binary rule predicts +1 for f ≥ 0).
         """
-        D, kind = self._kernel_expansion(X)
-        D = D + np.asarray(bk.to_host(self.intercept_), dtype=np.float64)[None, :]
-        if self.task != "one_class" and len(self.classes_) > 2 and self.multi_class == "ovr":
-            D = D / np.asarray(self.rho_, dtype=np.float64)[None, :]
-        return D, kind
+        check_is_fitted(self, "dual_coef_")
+        Xd, kind = self._validated_input(X, self.support_vectors_.dtype)
+        expansion = self._expansion_values()
+        b = np.asarray(bk.to_host(self.intercept_), dtype=np.float64)[None, :]
+        ovr = self.task != "one_class" and len(self.classes_) > 2 and self.multi_class == "ovr"
+        rho = np.asarray(self.rho_, dtype=np.float64)[None, :] if ovr else None
+
+        def values(rows: Any) -> np.ndarray:
+            D = expansion(rows)
+            D += b
+            if rho is not None:
+                D /= rho
+            return D
+
+        return DecisionRows(Xd, kind, values)
 
     @property
     def coef_(self):

@@ -11,7 +11,7 @@ from __future__ import annotations
 import time
 import warnings
 from numbers import Real
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 from sklearn.base import BaseEstimator
@@ -132,18 +132,27 @@ class CVMBase(DeviceMixin, BaseEstimator):
     def _kernel_expansion(self, X: Any) -> tuple[np.ndarray, str]:
         """(n, n_problems) host values Σᵢ coefᵢ κₙ(xᵢ, x) of the stored expansion."""
         check_is_fitted(self, "dual_coef_")
+        Xd, kind = self._validated_input(X, self.support_vectors_.dtype)
+        return self._expansion_values()(Xd), kind
+
+    def _expansion_values(self) -> Callable[[Any], np.ndarray]:
+        """The function from validated rows (all or a block of them) to their (b, n_problems) host
+        float64 values Σᵢ coefᵢ κₙ(xᵢ, x) of the stored expansion (the model read once)."""
         dt = self.support_vectors_.dtype
-        Xd, kind = self._validated_input(X, dt)
         xp = self._fitted_xp()
         V = self._problem_coef()
-        if V.shape[0] == 0:
-            return np.zeros((Xd.shape[0], V.shape[1])), kind
-        D = kernel_matvec(Xd, self.support_vectors_, xp.asarray(np.ascontiguousarray(V), dtype=dt),
-                          self.kernel_, dtype=dt)
-        D = np.asarray(bk.to_host(D), dtype=np.float64).reshape(Xd.shape[0], -1)
-        if self._sv_scale is not None:
-            D *= np.asarray(bk.to_host(kernel_scale(Xd, self.kernel_, True)), np.float64)[:, None]
-        return D, kind
+        Vd = xp.asarray(np.ascontiguousarray(V), dtype=dt)
+
+        def values(Xd: Any) -> np.ndarray:
+            if V.shape[0] == 0:
+                return np.zeros((Xd.shape[0], V.shape[1]))
+            D = kernel_matvec(Xd, self.support_vectors_, Vd, self.kernel_, dtype=dt)
+            D = np.asarray(bk.to_host(D), dtype=np.float64).reshape(Xd.shape[0], -1)
+            if self._sv_scale is not None:
+                D *= np.asarray(bk.to_host(kernel_scale(Xd, self.kernel_, True)), np.float64)[:, None]
+            return D
+
+        return values
 
     def _fit_array(self, X: Any, classes: np.ndarray | None, yi: np.ndarray | None) -> "CVMBase":
         """``fit`` on validated in-memory rows ``X`` with the classes and encoded labels (None: one-class)."""

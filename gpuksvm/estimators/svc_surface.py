@@ -57,11 +57,16 @@ SVC-shaped decision function, :meth:`~SVCSurfaceMixin._multiclass_scheme` /
 the solvers' ``converged`` / ``max_iter_reached`` at the end of ``fit``; drop the estimator's own
 ``decision_function``/``predict``.  A model whose f_p is not (1) (CVM's
 normalized kernel, its ρ-scaled one-vs-rest values) overrides
-:meth:`~SVCSurfaceMixin._problem_decisions` and keeps the rest.
+:meth:`~SVCSurfaceMixin._decision_rows` (validated rows and the function from a block of them to
+their values) and keeps the rest.
+
+``predict`` and ``decision_function`` work in row blocks sized from the memory budget
+(:meth:`~SVCSurfaceMixin._map_decisions`): the (n, n_problems) decision values of all rows are
+never held at once, and ``decision_function`` holds nothing of the size of its output beside it.
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable, NamedTuple
 
 import numpy as np
 import scipy.sparse as sp
@@ -69,12 +74,13 @@ from sklearn.utils.validation import check_is_fitted
 
 from gpuksvm.array import backend as bk
 from gpuksvm.kernels.kernel import Kernel, kernel_matvec
-from gpuksvm.solvers.multiclass import binary_predict, binary_problems, ovo_predict, ovr_decision_function
+from gpuksvm.solvers.multiclass import (binary_predict, binary_problems, decision_block_rows, ovo_predict,
+                                        ovr_decision_function)
 from gpuksvm.scaleout.dispatch import dask_dispatch
 from gpuksvm.array.blas_threads import host_blas_threads
 from gpuksvm.solvers.svc_dual import PRECOMPUTED, warn_unconverged
 
-__all__ = ["SVCSurfaceMixin", "sparse_like", "warn_unconverged", "callable_gram", "NOT_FINITE_MESSAGE",
+__all__ = ["SVCSurfaceMixin", "DecisionRows", "add_intercepts", "sparse_like", "warn_unconverged", "callable_gram", "NOT_FINITE_MESSAGE",
            "is_precomputed", "is_user_callable", "n_samples_of", "shape_of"]
 
 #: scikit-learn's SVC message when the solution overflows (tests match it)
@@ -120,6 +126,34 @@ def callable_gram(kernel: Any, A: Any, B: Any) -> np.ndarray:
     return K
 
 
+class DecisionRows(NamedTuple):
+    """Prediction input ready for the decision values of :meth:`SVCSurfaceMixin._decision_rows`.
+
+    ``rows``: validated rows (on the fitted device, in the compute dtype), or X as given for a
+    kernel function; ``kind``: the caller's array kind; ``values``: rows (all or a block of
+    them) → (b, n_problems) host float64 decision values; ``sliceable``: whether ``values`` may
+    be given row blocks ``rows[s:e]`` (not the sequence a kernel function gets whole).
+    """
+
+    rows: Any
+    kind: str
+    values: Callable[[Any], np.ndarray]
+    sliceable: bool = True
+
+
+def add_intercepts(raw: Any, b: np.ndarray) -> np.ndarray:
+    """Host float64 ``raw + b[None, :]`` of (n, P) device values, with no copy beyond the one
+    to the host and float64 (a host float64 ``raw`` gets ``b`` added in place: callers pass
+    their own temporary)."""
+    D = np.asarray(bk.to_host(raw), dtype=np.float64)
+    D += b[None, :]
+    return D
+
+
+def _same(D: np.ndarray) -> np.ndarray:
+    return D
+
+
 class SVCSurfaceMixin:
     """decision_function, predict, coef_ and the input rules of scikit-learn's SVC.
 
@@ -147,31 +181,73 @@ class SVCSurfaceMixin:
         dt = getattr(self.support_vectors_, "dtype", None)
         return np.dtype(dt) if dt is not None and np.dtype(dt).kind == "f" else np.dtype(np.float64)
 
-    def _problem_decisions(self, X: Any) -> tuple[np.ndarray, str]:
-        """(n, n_problems) host float64 values f_p(x) of eq. (1) and the caller's array kind."""
+    def _decision_rows(self, X: Any) -> DecisionRows:
+        """X validated for the decision values of eq. (1), and the function from a block of those
+        rows to their (b, n_problems) host float64 values f_p(x) (the model read once)."""
         check_is_fitted(self, "dual_coef_")
         kern = self.kernel_
         b = np.asarray(bk.to_host(self.intercept_), dtype=np.float64).ravel()
         W = self._problem_coef()
         n_sv, P = W.shape
         if is_user_callable(kern):
-            # test × train, as SVC evaluates a kernel function (then the columns support_)
-            K = callable_gram(kern, X, self.X_fit_)[:, self.support_]
-            return K @ np.asarray(bk.to_host(W), dtype=np.float64) + b[None, :], bk.array_kind(X)
+            # test × train, as SVC evaluates a kernel function (then the columns support_); X is
+            # any sequence of samples, passed whole to the function
+            Wh = np.asarray(bk.to_host(W), dtype=np.float64)
+            return DecisionRows(X, bk.array_kind(X), lambda rows: add_intercepts(
+                callable_gram(kern, rows, self.X_fit_)[:, self.support_] @ Wh, b), sliceable=False)
         dev = self._fitted_device()
         dt = self._compute_dtype()
         Xd, kind = self._validated_input(X, dt, refuse_sparse=not self._fitted_sparse())
         Wd = bk.to_device(W, dev, dt)
-        n = Xd.shape[0]
-        if is_precomputed(kern):
-            raw = Xd[:, bk.device_index(Xd, self.support_)] @ Wd
-        elif n_sv == 0:
-            raw = np.zeros((n, P))
-        else:
-            # on a busy host BLAS worker threads only spin (gpuksvm.array.blas_threads)
-            with host_blas_threads(dev):
-                raw = kernel_matvec(Xd, self.support_vectors_, Wd, kern, dtype=dt)
-        return np.asarray(bk.to_host(raw), dtype=np.float64).reshape(n, P) + b[None, :], kind
+
+        def values(rows: Any) -> np.ndarray:
+            n = rows.shape[0]
+            if is_precomputed(kern):
+                raw = rows[:, bk.device_index(rows, self.support_)] @ Wd
+            elif n_sv == 0:
+                return np.broadcast_to(b, (n, P)).copy()
+            else:
+                raw = kernel_matvec(rows, self.support_vectors_, Wd, kern, dtype=dt)
+            return add_intercepts(raw.reshape(n, P), b)
+
+        return DecisionRows(Xd, kind, values)
+
+    def _problem_decisions(self, X: Any) -> tuple[np.ndarray, str]:
+        """(n, n_problems) host float64 values f_p(x) of eq. (1) and the caller's array kind."""
+        rows = self._decision_rows(X)
+        with host_blas_threads(self._fitted_device()):
+            return rows.values(rows.rows), rows.kind
+
+    def _map_decisions(self, X: Any, width: int, dtype: Any, fn: Callable[[np.ndarray], np.ndarray], *,
+                       work: int = 0) -> tuple[np.ndarray, str]:
+        """``fn`` of the decision values of the rows of X, in row blocks: (n, width) (``width``
+        0: (n,)) host results of ``dtype``, and the caller's array kind (``work``: float64
+        values of ``fn``'s work arrays per row beyond those of the vote).
+
+        The (n, n_problems) decision values of all rows are never held at once (one-vs-one on 10
+        classes: 45 float64 per row, 360 MB for a million rows): blocks of rows are sized so that
+        their decision values and ``fn``'s work arrays take a quarter of the host budget
+        (:func:`~gpuksvm.solvers.multiclass.decision_block_rows`), which leaves the kernel
+        blocks of :func:`~gpuksvm.kernels.kernel.kernel_matvec` within each block half of the
+        rest.  A kernel function's Gram matrix (``kernel`` callable) is computed for all rows
+        at once, as the function is given X whole.
+        """
+        rows = self._decision_rows(X)
+        n = n_samples_of(rows.rows)
+        P = len(self._platt_problems()[1])
+        out = np.empty((n, width) if width else (n,), dtype=dtype)
+        dev = self._fitted_device()
+
+        def run(s: int, e: int) -> None:
+            block = rows.rows if (s, e) == (0, n) else rows.rows[s:e]
+            out[s:e] = fn(rows.values(block))
+
+        step = (decision_block_rows(n, P, len(self.classes_), width=width, work=work, device=dev,
+                                    itemsize=self._compute_dtype().itemsize) if rows.sliceable else n)
+        # on a busy host BLAS worker threads only spin (gpuksvm.array.blas_threads)
+        with host_blas_threads(dev):
+            bk.map_row_blocks(run, n, max(step, 1), what="decision values")
+        return out, rows.kind
 
     # ------------------------------------------------------------------ public surface
     def _check_break_ties(self) -> None:
@@ -189,14 +265,13 @@ class SVCSurfaceMixin:
         values (pair (i, j): positive → class i); one-vs-rest problems: the
         (n, n_classes) values of each class's machine.
         """
-        D, kind = self._problem_decisions(X)
         K = len(self.classes_)
         if K == 2:
-            out = D[:, 0]
+            out, kind = self._map_decisions(X, 0, np.float64, lambda D: D[:, 0])
         elif self._multiclass_scheme() == "ovr" or self._decision_shape() == "ovo":
-            out = D
+            out, kind = self._map_decisions(X, len(self._platt_problems()[1]), np.float64, _same)
         else:
-            out = ovr_decision_function(D, K)
+            out, kind = self._map_decisions(X, K, np.float64, lambda D: ovr_decision_function(D, K))
         return bk.as_kind(out, kind)
 
     @dask_dispatch()
@@ -205,14 +280,15 @@ class SVCSurfaceMixin:
         ``decision_function`` (more than two classes, one-vs-one)."""
         check_is_fitted(self)
         self._check_break_ties()
-        D, kind = self._problem_decisions(X)
         K = len(self.classes_)
         if K == 2:
-            idx = binary_predict(D[:, 0])
+            vote = lambda D: binary_predict(D[:, 0])     # noqa: E731
         elif self._multiclass_scheme() == "ovr":
-            idx = np.argmax(D, axis=1)
+            vote = lambda D: np.argmax(D, axis=1)        # noqa: E731
         else:
-            idx = ovo_predict(D, K, break_ties=bool(getattr(self, "break_ties", False)))
+            ties = bool(getattr(self, "break_ties", False))
+            vote = lambda D: ovo_predict(D, K, break_ties=ties)   # noqa: E731
+        idx, kind = self._map_decisions(X, 0, np.int64, vote)
         return bk.labels_as_kind(self.classes_[idx], kind)
 
     @property

@@ -1,4 +1,5 @@
-"""Multi-class by binary problems: the problem list and the one-vs-one vote.
+"""Multi-class by binary problems: the problem list, the one-vs-one vote and the row blocks
+in which predictions from binary decision values are made.
 
 Shared by the estimators that train one binary machine per problem
 (:class:`~gpuksvm.KernelSVC`, :class:`~gpuksvm.SVI`, :class:`~gpuksvm.CVM`).
@@ -9,8 +10,15 @@ from itertools import combinations
 
 import numpy as np
 
+from gpuksvm.array import backend as bk
+
 __all__ = ["binary_problems", "problem_rows", "ovo_votes", "ovr_decision_function", "binary_predict",
-           "ovo_predict"]
+           "ovo_predict", "decision_block_rows", "DECISION_BUDGET_SHARE"]
+
+#: share of the memory budget a block of decision values and the vote's work arrays may take: the
+#: kernel blocks computing them take half of what is left (kernel_matvec), so the two together
+#: stay within the budget
+DECISION_BUDGET_SHARE = 0.25
 
 
 def binary_problems(n_classes: int, multi_class: str) -> list[tuple[int, int | None]]:
@@ -94,3 +102,31 @@ def ovo_predict(pair_decisions: np.ndarray, n_classes: int, *, break_ties: bool 
     if break_ties:
         return np.argmax(ovr_decision_function(pair_decisions, n_classes), axis=1)
     return np.argmax(ovo_votes(pair_decisions, n_classes), axis=1)
+
+
+def decision_block_rows(n_rows: int, n_problems: int, n_classes: int, *, width: int = 0, work: int = 0,
+                        device: str | bk.Device = "cpu", itemsize: int = 8) -> int:
+    """Rows per block of a prediction made from the binary decision values of its rows.
+
+    A block holds its (b, ``n_problems``) float64 decision values on the host (and on a GPU
+    device their ``itemsize`` copy), the vote's or the one-vs-rest scores' work arrays (at most
+    five (b, ``n_classes``) float64 arrays, :func:`ovr_decision_function`), ``width``
+    float64 results and ``work`` more float64 work values per row; it takes :data:`DECISION_BUDGET_SHARE` of the host budget and of
+    the device's (:func:`~gpuksvm.array.backend.memory_budget`).
+
+    Examples
+    --------
+    >>> from gpuksvm.array.backend import config_context
+    >>> with config_context(cpu_memory_budget="4MB"):   # 45 pairs of 10 classes: 1,120 bytes a row
+    ...     decision_block_rows(200_000, 45, 10)
+    892
+    """
+    per_row = 8 * (2 * n_problems + 5 * n_classes + width + work)
+    rows = bk.plan_rows(n_rows, per_row, bk.CPU, budget=int(bk.memory_budget(bk.CPU) * DECISION_BUDGET_SHARE),
+                        what="a block of decision values")
+    dev = bk.resolve_device(device)
+    if dev.is_gpu:
+        rows = min(rows, bk.plan_rows(n_rows, n_problems * itemsize, dev,
+                                      budget=int(bk.memory_budget(dev) * DECISION_BUDGET_SHARE),
+                                      what="a block of decision values"))
+    return rows
