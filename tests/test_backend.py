@@ -217,3 +217,65 @@ def test_smaller_on_out_of_memory_halves_to_the_minimum_and_warns_once():
         bk.smaller_on_out_of_memory(fn, 100, 30)
     with pytest.raises(ValueError):                  # other errors are not retried
         bk.smaller_on_out_of_memory(lambda s: int("x"), 100, 1)
+
+
+def _grow_to(limit):
+    """A buffer allocation that runs out of memory above ``limit`` bytes."""
+    def fn(size):
+        if size > limit:
+            raise MemoryError("simulated")
+        return size
+    return fn
+
+
+def test_fallback_collector_gathers_nested_retries_as_one_warning():
+    """Retries within a collector's block, at any depth, are reported to it; the outermost issues
+    the first message once when the block ends (also when it raises); nested ones pass theirs on."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with bk.FallbackCollector() as outer:
+            bk.smaller_on_out_of_memory(_grow_to(10), 40, 1, what="first")
+            with bk.FallbackCollector() as inner:
+                bk.map_row_blocks(lambda s, e: _grow_to(3)(e - s), 12, 12, what="rows")
+            assert inner.retried and outer.messages == ["first: out of memory, retrying with 20 bytes",
+                                                        "rows: out of memory, retrying with blocks of 6 rows"]
+            assert caught == []                      # nothing issued inside the block
+        fallbacks = [w for w in caught if issubclass(w.category, bk.MemoryFallbackWarning)]
+        assert [str(w.message) for w in fallbacks] == ["first: out of memory, retrying with 20 bytes"]
+        assert fallbacks[0].filename == __file__     # at the with block's code
+        with pytest.raises(RuntimeError, match="after"):
+            with bk.FallbackCollector() as failed:
+                bk.smaller_on_out_of_memory(_grow_to(10), 40, 1, what="raising")
+                raise RuntimeError("after the retry")
+        assert [str(w.message) for w in caught[1:]] == ["raising: out of memory, retrying with 20 bytes"]
+        assert failed.retried and bk.FallbackCollector.active() is None
+        with bk.FallbackCollector() as quiet:        # no retry, no warning
+            bk.smaller_on_out_of_memory(_grow_to(10), 5, 1)
+        assert not quiet.retried and len(caught) == 2
+
+
+def test_fallback_collector_sees_only_its_own_thread():
+    """A collector in one thread neither takes nor hides another thread's retries (they warn as
+    usual there) and changes no process-wide warnings state."""
+    import threading
+
+    entered, done = threading.Event(), threading.Event()
+    seen: list = []
+
+    def other():
+        entered.wait(10)
+        bk.smaller_on_out_of_memory(_grow_to(10), 40, 1, what="other thread")
+        done.set()
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("always")
+        warnings.showwarning = lambda message, category, *a, **k: seen.append(
+            (threading.current_thread().name, category, str(message)))
+        t = threading.Thread(target=other, name="other")
+        t.start()
+        with bk.FallbackCollector() as mine:
+            entered.set()
+            assert done.wait(10)
+            assert mine.messages == []
+        t.join(10)
+    assert seen == [("other", bk.MemoryFallbackWarning, "other thread: out of memory, retrying with 20 bytes")]

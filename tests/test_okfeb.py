@@ -477,6 +477,65 @@ def test_fit_features_retried_smaller_out_of_memory(monkeypatch, Est):
     np.testing.assert_allclose(got, want, rtol=1e-10, atol=1e-12)
 
 
+
+def test_fits_on_two_threads_each_warn_once_for_their_own_retries(monkeypatch):
+    """Two OK-FEB fits at once on two threads (a model search's n_jobs on threads), both retrying
+    blocks that run out of memory, whose warning blocks overlap out of nesting order (the first
+    ends while the second runs): each fit issues its one MemoryFallbackWarning in its own thread
+    and sets memory_fallback_; no warnings state is shared between them (Python's warnings
+    filters are process-wide, so catching warnings in a fit could swallow the other's)."""
+    import threading
+    import warnings
+
+    import gpuksvm.solvers.okfeb.subspace as subspace_mod
+    from gpuksvm.array.backend import MemoryFallbackWarning
+
+    X, y = make_two_spheres(600, noise=0.1, random_state=0)
+    kw = dict(gamma=1.0, rank=10, n_landmarks=30, device="cpu", random_state=0)
+    ref = OKFEBClassifier(**kw).fit(X, y)
+    real = subspace_mod.kernel_matvec
+    first_in, second_in, first_done = threading.Event(), threading.Event(), threading.Event()
+
+    def limited(Xb, *args, **kwargs):
+        if Xb.shape[0] > 100:
+            if threading.current_thread().name == "first":
+                first_in.set()
+                second_in.wait(30)            # both fits are inside their warning blocks
+            else:
+                second_in.set()
+                first_done.wait(30)           # the first fit ends while the second still runs
+            raise MemoryError(f"test: {Xb.shape[0]} rows")
+        return real(Xb, *args, **kwargs)
+
+    monkeypatch.setattr(subspace_mod, "kernel_matvec", limited)
+    seen, fitted, lock = [], {}, threading.Lock()
+
+    def record(message, category, *args, **kwargs):
+        with lock:
+            seen.append((threading.current_thread().name, category))
+
+    def fit(name):
+        if name == "second":
+            first_in.wait(30)
+        fitted[name] = OKFEBClassifier(**kw).fit(X, y)
+        if name == "first":
+            first_done.set()
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("always")
+        warnings.showwarning = record
+        threads = [threading.Thread(target=fit, args=(name,), name=name) for name in ("first", "second")]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(120)
+    for name in ("first", "second"):
+        assert fitted[name].memory_fallback_ == "feature_blocks"
+        np.testing.assert_allclose(fitted[name].coef_, ref.coef_, rtol=1e-10, atol=1e-12)
+        assert [c for n, c in seen if n == name and issubclass(c, MemoryFallbackWarning)] \
+            == [MemoryFallbackWarning], (name, seen)
+
+
 def test_transform_in_blocks_of_the_budget():
     """transform in row blocks sized from the budget gives the features of one block; a budget
     smaller than one row is an error naming the minimum."""

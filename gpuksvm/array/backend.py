@@ -27,6 +27,7 @@ from __future__ import annotations
 import contextlib
 import os
 import re
+import sys
 import threading
 import time
 import warnings
@@ -81,6 +82,7 @@ __all__ = [
     "is_out_of_memory",
     "smaller_on_out_of_memory",
     "map_row_blocks",
+    "FallbackCollector",
 ]
 
 
@@ -820,13 +822,93 @@ def free_gpu_cache() -> None:
         cp.get_default_memory_pool().free_all_blocks()
 
 
+_fallback_local = threading.local()
+
+
+class FallbackCollector:
+    """Out-of-memory retries within a ``with`` block, gathered as one fallback.
+
+    While the block runs, the retries of :func:`smaller_on_out_of_memory` (and so of
+    :func:`map_row_blocks`) made *in this thread*, at any depth (an operation's row blocks,
+    the kernel blocks within them), are reported here instead of each issuing a
+    :class:`MemoryFallbackWarning`.  When the block ends (also by an exception) the first
+    message is passed on once: to the enclosing collector of this thread if there is one,
+    else as one ``MemoryFallbackWarning``.  ``messages`` keeps them all; ``retried`` says
+    whether there was one.
+
+    Thread-safe: each thread has its own stack of collectors and nothing of Python's
+    process-wide warnings state (filters, ``showwarning``) is touched, so fits running at once
+    on several threads (a model search's ``n_jobs`` on threads) neither see nor swallow each
+    other's retries or warnings.  Threads started within the block are not covered (their
+    retries warn as usual).
+
+    Examples
+    --------
+    >>> def grow(size):
+    ...     if size > 100:
+    ...         raise MemoryError("too big")
+    ...     return size
+    >>> with warnings.catch_warnings(record=True) as caught:
+    ...     warnings.simplefilter("always")
+    ...     with FallbackCollector() as fallback:
+    ...         first = smaller_on_out_of_memory(grow, 400, 10, what="a buffer")
+    ...         second = smaller_on_out_of_memory(grow, 800, 10, what="a buffer")
+    >>> first, second
+    ((100, 100), (100, 100))
+    >>> fallback.messages
+    ['a buffer: out of memory, retrying with 200 bytes', 'a buffer: out of memory, retrying with 400 bytes']
+    >>> [str(w.message) for w in caught]
+    ['a buffer: out of memory, retrying with 200 bytes']
+    """
+
+    def __init__(self) -> None:
+        self.messages: list[str] = []
+
+    @property
+    def retried(self) -> bool:
+        """Whether a retry was reported."""
+        return bool(self.messages)
+
+    def report(self, message: str) -> None:
+        """Record one fallback (the message its warning would have had)."""
+        self.messages.append(str(message))
+
+    @staticmethod
+    def active() -> "FallbackCollector | None":
+        """The innermost collector of the calling thread, or None."""
+        stack = getattr(_fallback_local, "stack", None)
+        return stack[-1] if stack else None
+
+    def __enter__(self) -> "FallbackCollector":
+        if not hasattr(_fallback_local, "stack"):
+            _fallback_local.stack = []
+        _fallback_local.stack.append(self)
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        stack = _fallback_local.stack
+        stack.remove(self)
+        if self.messages:
+            outer = stack[-1] if stack else None
+            if outer is not None:
+                outer.report(self.messages[0])
+            else:
+                # at the code whose with block this is; no registry: every block that retried
+                # warns (once), not only the first at that line of the process
+                at = sys._getframe(1)
+                warnings.warn_explicit(self.messages[0], MemoryFallbackWarning, at.f_code.co_filename,
+                                       at.f_lineno, module=at.f_globals.get("__name__"),
+                                       module_globals=at.f_globals)
+
+
 def smaller_on_out_of_memory(fn: Callable[[int], Any], size: int, minimum: int, *,
                              what: str = "an allocation", size_text: str = "{size:,} bytes",
                              warn: bool = True) -> tuple[Any, int]:
     """``(fn(size), size)``; on an out-of-memory error ``fn`` is retried with half the size (not
     below ``minimum``) after returning the pool's cached blocks, with a
     :class:`MemoryFallbackWarning` at the first fallback (when ``warn``; ``size_text`` formats
-    the new size in it).
+    the new size in it), or, within a :class:`FallbackCollector` block of the calling thread,
+    that message reported to it instead.
 
     For working memory whose size is a choice (a block, a buffer's spare capacity), not a need:
     the error is raised again once ``minimum`` fails.  Returns ``fn``'s result and the size used.
@@ -841,8 +923,12 @@ def smaller_on_out_of_memory(fn: Callable[[int], Any], size: int, minimum: int, 
             free_gpu_cache()
             size = max(size // 2, minimum)
             if warn:
-                warnings.warn(f"{what}: out of memory, retrying with {size_text.format(size=size)}",
-                              MemoryFallbackWarning, stacklevel=3)
+                message = f"{what}: out of memory, retrying with {size_text.format(size=size)}"
+                collector = FallbackCollector.active()
+                if collector is not None:
+                    collector.report(message)
+                else:
+                    warnings.warn(message, MemoryFallbackWarning, stacklevel=3)
                 warn = False
 
 

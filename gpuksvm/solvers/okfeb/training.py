@@ -10,7 +10,7 @@ The operations the estimators of :mod:`gpuksvm.estimators.okfeb` run on an
   :func:`~gpuksvm.solvers.okfeb.learners.stream_order`;
 * :func:`transform_rows` — the outputs of rows under the current state;
   :func:`map_outputs` — a function of them, in row blocks of the memory budget
-  (:func:`one_fallback_warning`: out-of-memory retries as one warning);
+  (out-of-memory retries as one warning, :class:`~gpuksvm.array.backend.FallbackCollector`);
 * :func:`fit_learner` — the epoch loop of :class:`~gpuksvm.OKFEBClassifier` and
   :class:`~gpuksvm.OKFEBRegressor`: the extractor's passes and the linear
   learner (solved exactly on the final features, or online in the same pass),
@@ -22,11 +22,9 @@ the capacity check measures: :mod:`gpuksvm.solvers.okfeb.learners`.
 """
 from __future__ import annotations
 
-import contextlib
 import time
-import warnings
 from dataclasses import dataclass
-from typing import Any, Callable, Iterator
+from typing import Any, Callable
 
 import numpy as np
 from sklearn.utils import check_random_state
@@ -41,7 +39,7 @@ from gpuksvm.solvers.okfeb.subspace import OnlineSubspace
 from gpuksvm.solvers.progress import progress
 
 __all__ = ["OKFEBLearnerResult", "new_subspace", "rows_on_device", "stream_rows", "fit_passes",
-           "transform_rows", "map_outputs", "one_fallback_warning", "fit_learner", "dense_rows"]
+           "transform_rows", "map_outputs", "fit_learner", "dense_rows"]
 
 
 @dataclass(frozen=True)
@@ -141,8 +139,8 @@ def map_outputs(subspace: OnlineSubspace, X: Any, output: str, reg: float,
     (:meth:`~gpuksvm.solvers.okfeb.subspace.OnlineSubspace.output_block_rows`; the rows are
     brought to the device one block at a time); a block that runs out of device memory is
     retried with smaller blocks (:func:`~gpuksvm.array.backend.map_row_blocks`; one
-    ``MemoryFallbackWarning``, :func:`one_fallback_warning`).  ``fn`` maps (b, q) outputs to
-    (b, ...) results, row for row.
+    ``MemoryFallbackWarning`` for all blocks, :class:`~gpuksvm.array.backend.FallbackCollector`).
+    ``fn`` maps (b, q) outputs to (b, ...) results, row for row.
     """
     n = X.shape[0]
     if n == 0:
@@ -156,26 +154,9 @@ def map_outputs(subspace: OnlineSubspace, X: Any, output: str, reg: float,
     def run(s: int, e: int) -> None:
         parts.append(np.asarray(fn(transform_rows(subspace, X[s:e], output, reg, float64=float64))))
 
-    with one_fallback_warning():
+    with bk.FallbackCollector():
         bk.map_row_blocks(run, n, step, what="OK-FEB features")
     return np.concatenate(parts)
-
-
-@contextlib.contextmanager
-def one_fallback_warning() -> Iterator[list]:
-    """Out-of-memory retries at any level within the block (OK-FEB's row blocks, the kernel
-    blocks within them) as one fallback: their ``MemoryFallbackWarning`` s are collected and the
-    first is issued again when the block ends, once; other warnings pass as they came.  Yields a
-    list that then holds that warning (empty: no retry)."""
-    seen: list = []
-    try:
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always")
-            yield seen
-    finally:            # issued again also when the block raises
-        seen.extend(w for w in caught if issubclass(w.category, bk.MemoryFallbackWarning))
-        for w in [w for w in caught if w not in seen] + seen[:1]:
-            warnings.warn_explicit(w.message, w.category, w.filename, w.lineno, source=w.source)
 
 
 def _same(F: np.ndarray) -> np.ndarray:
@@ -207,14 +188,15 @@ def fit_learner(X: Any, targets: np.ndarray, subspace: OnlineSubspace, params: S
     -------
     OKFEBLearnerResult
     """
-    with one_fallback_warning():          # one warning for the fit's features and its check
+    # one warning for the fit's features and its check, whichever thread fits (FallbackCollector)
+    with bk.FallbackCollector():
         n = X.shape[0]
-        retried: list = []
+        retried = bk.FallbackCollector()
         if solver == "exact":
             Xd = rows_on_device(X, subspace)
             order = fit_passes(subspace, X, Xd, params, n_passes=int(n_epochs), random_state=random_state,
                                shuffle=shuffle, targets=targets)
-            with one_fallback_warning() as retried:
+            with retried:
                 Z = map_outputs(subspace, Xd, output, reg, _same, float64=True)
             solve_exact(Z[order], targets[order], n)
         else:
@@ -231,7 +213,7 @@ def fit_learner(X: Any, targets: np.ndarray, subspace: OnlineSubspace, params: S
         check = _capacity(X, Xd, targets, order, subspace, output=output, reg=reg, task=task, alpha=alpha,
                           shuffle=shuffle, random_state=random_state, model_output=model_output)
         return OKFEBLearnerResult(order=order, capacity_check=check,
-                                  memory_fallback="feature_blocks" if retried else None)
+                                  memory_fallback="feature_blocks" if retried.retried else None)
 
 
 def _capacity(X: Any, Xd: Any, targets: np.ndarray, order: np.ndarray, subspace: OnlineSubspace, *,
