@@ -7,14 +7,13 @@ allocations within the budget plus the output (:mod:`tracemalloc`, exact on a lo
 """
 from __future__ import annotations
 
-import tracemalloc
-
 import numpy as np
 import pytest
 from sklearn.datasets import make_blobs
 
 import gpuksvm
 from gpuksvm import CVM, SVI, KernelSVC
+from gpuksvm.cli.demo import PeakMemory
 from gpuksvm.solvers.multiclass import binary_problems, decision_block_rows, ovo_predict, ovr_decision_function
 
 MB = 1e6
@@ -32,17 +31,6 @@ def ten_classes():
 def svc(ten_classes):
     X, y, _ = ten_classes
     return KernelSVC(gamma=0.1, probability=True, random_state=0, device="cpu").fit(X, y)
-
-
-def _traced_peak(fn):
-    """fn()'s result and the peak of the bytes traced while it ran, above those traced at its start."""
-    tracemalloc.start()
-    try:
-        base = tracemalloc.get_traced_memory()[0]
-        out = fn()
-        return out, tracemalloc.get_traced_memory()[1] - base
-    finally:
-        tracemalloc.stop()
 
 
 def _outputs(est, X):
@@ -98,15 +86,15 @@ def test_peak_within_the_budget_plus_input_and_output(svc, ten_classes, method):
     shape = "ovo" if method.endswith("_ovo") else "ovr"
     svc.set_params(decision_function_shape=shape)
     try:
-        with gpuksvm.config_context(cpu_memory_budget=budget):
-            out, peak = _traced_peak(lambda: getattr(svc, method.removesuffix("_ovo"))(Xt))
+        with gpuksvm.config_context(cpu_memory_budget=budget), PeakMemory("tracemalloc") as mem:
+            out = getattr(svc, method.removesuffix("_ovo"))(Xt)
     finally:
         svc.set_params(decision_function_shape="ovr")
     assert out.shape[0] == Xt.shape[0]
     if shape == "ovo":
         assert out.shape[1] == len(binary_problems(K, "ovo"))
-    assert peak <= budget + Xt.nbytes + out.nbytes, \
-        f"{method}: peak {peak / MB:.1f} MB, output {out.nbytes / MB:.1f} MB"
+    assert mem.peak_bytes <= budget + Xt.nbytes + out.nbytes, \
+        f"{method}: peak {mem.peak_bytes / MB:.1f} MB, output {out.nbytes / MB:.1f} MB"
 
 
 def test_decision_block_rows_follow_the_budget():
