@@ -80,7 +80,8 @@ from gpuksvm.scaleout.dispatch import dask_dispatch
 from gpuksvm.array.blas_threads import host_blas_threads
 from gpuksvm.solvers.svc_dual import PRECOMPUTED, warn_unconverged
 
-__all__ = ["SVCSurfaceMixin", "DecisionRows", "add_intercepts", "sparse_like", "warn_unconverged", "callable_gram", "NOT_FINITE_MESSAGE",
+__all__ = ["SVCSurfaceMixin", "DecisionRows", "add_intercepts", "sparse_like", "warn_unconverged", "callable_gram",
+           "NOT_FINITE_MESSAGE",
            "is_precomputed", "is_user_callable", "n_samples_of", "shape_of"]
 
 #: scikit-learn's SVC message when the solution overflows (tests match it)
