@@ -104,3 +104,20 @@ def test_decision_block_rows_follow_the_budget():
     with gpuksvm.config_context(cpu_memory_budget=1000), pytest.raises(gpuksvm.MemoryBudgetError,
                                                                        match="decision values"):
         decision_block_rows(100, 45, 10)
+
+
+def test_blocks_on_the_gpu(gpu):
+    """On the (emulated) GPU, blocks sized from the device budget too: the values of one block,
+    in the caller's kind of array."""
+    X, y = make_blobs(300, n_features=6, centers=4, cluster_std=2.5, random_state=0)
+    Xt, _ = make_blobs(2000, n_features=6, centers=4, cluster_std=3.0, random_state=1)
+    est = KernelSVC(gamma=0.1, probability=True, random_state=0, device="cuda").fit(X, y)
+    whole = _outputs(est, Xt)
+    with gpuksvm.config_context(cpu_memory_budget="200KB", gpu_memory_budget="100KB"):
+        assert decision_block_rows(2000, 6, 4, device=est.fitted_device_, itemsize=4) < 500
+        blocked = _outputs(est, Xt)
+        labels = est.predict(gpu.asarray(Xt))
+    np.testing.assert_array_equal(blocked["predict"], whole["predict"])
+    np.testing.assert_array_equal(gpu.asnumpy(labels), whole["predict"])
+    for name in ("decision_function", "predict_proba"):
+        np.testing.assert_allclose(blocked[name], whole[name], rtol=0, atol=1e-6)
