@@ -374,6 +374,13 @@ def core_split(candidate_blocks: int, m: int) -> tuple[int, int]:
     return -(-tiles // per), per * CVM_ZROWS
 
 
+def _row_stride(d: int, dtype: Any) -> int:
+    """Values per row of the GPU scanner's copy of X: ``d`` rounded up to a whole number of 16-byte
+    vectors (4 floats, 2 doubles)."""
+    v = 16 // np.dtype(dtype).itemsize
+    return -(-int(d) // v) * v
+
+
 class GpuScanner(ScannerBase):
     """Furthest-point search with the fused CUDA kernels of ``kernels_cuda/cvm.cu``: ``cvm_partial``
     (the kernel sums over slices of the core set, :func:`core_split`), then ``cvm_furthest`` or
@@ -385,8 +392,20 @@ class GpuScanner(ScannerBase):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, xp=bk.get_namespace("cuda"), **kwargs)
         xp = self.xp
-        # every array argument of cvm_partial in the scanner's dtype, C-contiguous (const T*)
-        self.Xc = xp.ascontiguousarray(self.X, dtype=self.dtype)
+        # every array argument of cvm_partial in the scanner's dtype, C-contiguous (const T*); the
+        # rows of X (and of the core rows, _core_rows) padded with zeros to `ld` values, a whole
+        # number of 16-byte vectors (the kernel stages rows as float4 / double2)
+        self.ld = _row_stride(self.d, self.dtype)
+        if self.ld == self.d:
+            self.Xc = xp.ascontiguousarray(self.X, dtype=self.dtype)
+        else:
+            self.Xc = xp.zeros((self.n, self.ld), dtype=self.dtype)
+            self.Xc[:, :self.d] = xp.asarray(self.X, dtype=self.dtype)
+        # ||x||^2 per row (the kernel adds the norms to the dot products: RBF), in row blocks
+        self._xn = xp.empty(self.n, dtype=self.dtype)
+        for s0 in range(0, self.n, 1 << 16):
+            R = self.Xc[s0:s0 + (1 << 16)]
+            self._xn[s0:s0 + R.shape[0]] = (R * R).sum(axis=1)
         self._xscale_dev = None if self.xscale is None else xp.ascontiguousarray(self.xscale, dtype=self.dtype)
         suffix = "f32" if self.dtype == np.float32 else "f64"
         self._kernel_names = {False: f"cvm_furthest_{suffix}", True: f"cvm_scores_{suffix}",
@@ -411,8 +430,9 @@ class GpuScanner(ScannerBase):
         n_split, rows_per_split = core_split(blocks, self.m)
         partial = xp.empty(n_split * n_cand, dtype=xp.float64)
         _cuda.launch("cvm", self._kernel_names["partial"], (blocks, n_split), (self._BLOCK,),
-                     (self.Xc, self.d, cand, n_cand, self._Z, xp.ascontiguousarray(coef, dtype=self.dtype),
-                      self.m, rows_per_split, k.code, k.gamma, k.coef0, k.degree, partial, per_block))
+                     (self.Xc, self.ld, self._xn, cand, n_cand, self._core_rows(), self._zn,
+                      xp.ascontiguousarray(coef, dtype=self.dtype), self.m, rows_per_split, k.code, k.gamma,
+                      k.coef0, k.degree, partial, per_block))
         # pass 2: s, the group minima (and every s for cvm_scores)
         part_s = xp.empty(n_groups, dtype=xp.float64)
         part_i = xp.empty(n_groups, dtype=xp.int64)
@@ -423,6 +443,15 @@ class GpuScanner(ScannerBase):
         # the kernels' tiles (core rows, candidate chunks) are static shared memory
         _cuda.launch("cvm", self._kernel_names[scores is not None], (n_groups,), (self._BLOCK,), args)
         return part_s, part_i
+
+    def _core_rows(self):
+        """The core rows with rows of ``ld`` values (the buffer itself when ``ld == d``, else a
+        zero-padded copy: |S| x ld values, small beside X)."""
+        if self.ld == self.d:
+            return self._Z
+        Zp = self.xp.zeros((max(self.m, 1), self.ld), dtype=self.dtype)
+        Zp[:self.m, :self.d] = self.Z
+        return Zp
 
     def _all_scores(self, cand, n: int, coef, b: float):
         """s of every candidate (device float64): ``cvm_partial`` then ``cvm_scores``."""
