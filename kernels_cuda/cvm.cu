@@ -20,8 +20,9 @@
 // set over blockIdx.y fills the device when there are few candidates (the sampled search: a few
 // hundred candidates are two blocks, 132 SMs).
 //
-// X and Z have rows of `ld` values (a multiple of V = 16 / sizeof(T), zero beyond d: the scanner pads them), so
-// every row starts on a 16-byte boundary and the staging moves 16-byte vectors (float4 / double2).
+// X and Z have rows of `ld` values (d rounded up to a multiple of V = 16 / sizeof(T), zero beyond d:
+// the scanner pads them), so every row starts on a 16-byte boundary and the staging moves 16-byte
+// vectors (float4 / double2).
 // The rows' squared norms come in (xn: per row of X, zn: per core row), so the hot loop is the
 // dot products alone.  A block takes its core rows in tiles of CVM_ZROWS and the columns in
 // chunks of CVM_DC: a warp loads whole 64-byte (float) or 128-byte (double) runs of its rows into
@@ -69,11 +70,12 @@ __device__ __forceinline__ int cvm_stage_row(int lane) {
 }
 
 // One chunk of columns [c0, c0 + CVM_DC) into xs and zt: FULL (every vector of the chunk inside
-// the rows), or the last `nvec` vectors of the rows (the rest zero).  xp[k]: the thread's row
-// pointer of round k, at column 0.
+// the rows), or the last `nvec` vectors of the rows (the rest zero).  xo[k]: the 16-byte vector of X
+// where the thread's row of round k starts.
 template <typename T, bool FULL>
-__device__ __forceinline__ void cvm_stage(const T* const (&xp)[CvmTile<T>::Q], int ld, const T* __restrict__ Z,
-                                          int t0, int rows, int c0, int nvec, T* xs, T* zt) {
+__device__ __forceinline__ void cvm_stage(const T* __restrict__ X, const unsigned (&xo)[CvmTile<T>::Q], int ld,
+                                          const T* __restrict__ Z, int t0, int rows, int c0, int nvec, T* xs,
+                                          T* zt) {
     typedef typename cvm_vec<T>::type VT;
     typedef CvmTile<T> G;
     const int tid = threadIdx.x;
@@ -83,7 +85,7 @@ __device__ __forceinline__ void cvm_stage(const T* const (&xp)[CvmTile<T>::Q], i
     for (int k = 0; k < G::Q; ++k) {
         VT val;
         if (FULL || v < nvec) {
-            val = *reinterpret_cast<const VT*>(xp[k] + c0 + v * G::V);
+            val = reinterpret_cast<const VT*>(X)[xo[k] + (unsigned)(c0 / G::V + v)];
         } else {
             val = VT{};
         }
@@ -94,17 +96,17 @@ __device__ __forceinline__ void cvm_stage(const T* const (&xp)[CvmTile<T>::Q], i
     zt[c * G::ZS + r] = (r < rows && (FULL || c < nvec * G::V)) ? Z[(long long)(t0 + r) * ld + c0 + c] : T(0);
 }
 
-// The chunk's W columns (W a multiple of V) added to the thread's dot products.
+// The chunk's first W columns (W: 2, 4, 8 or 16) added to the thread's dot products.
 template <typename T, int W>
 __device__ __forceinline__ void cvm_dots(const T* xr, const T* zt, T (&part)[CVM_ZROWS]) {
     typedef typename cvm_vec<T>::type VT;
     typedef CvmTile<T> G;
 #pragma unroll
-    for (int cv = 0; cv < W / G::V; ++cv) {
+    for (int cv = 0; cv < (W + G::V - 1) / G::V; ++cv) {
         const VT xv = *reinterpret_cast<const VT*>(xr + cv * G::V);
         const T* const xe = reinterpret_cast<const T*>(&xv);
 #pragma unroll
-        for (int i = 0; i < G::V; ++i) {
+        for (int i = 0; i < (W < G::V ? W : G::V); ++i) {
             const T* const zc = zt + (cv * G::V + i) * G::ZS;
 #pragma unroll
             for (int r4 = 0; r4 < CVM_ZROWS / G::V; ++r4) {
@@ -118,7 +120,7 @@ __device__ __forceinline__ void cvm_dots(const T* xr, const T* zt, T (&part)[CVM
 }
 
 template <typename T>
-__device__ void cvm_partial(const T* __restrict__ X, int ld, const T* __restrict__ xn,
+__device__ void cvm_partial(const T* __restrict__ X, int d, int ld, const T* __restrict__ xn,
                             const long long* __restrict__ cand, long long n_cand,
                             const T* __restrict__ Z, const T* __restrict__ zn, const T* __restrict__ coef, int m,
                             int rows_per_split, int ktype, T gamma, T coef0, T degree, double* __restrict__ partial,
@@ -141,11 +143,13 @@ __device__ void cvm_partial(const T* __restrict__ X, int ld, const T* __restrict
         return cand != nullptr ? cand[cj] : cj;
     };
     const T xx = xn[row_of(tid)];
-    const T* xp[G::Q];   // the rows this thread stages, one per round
+    // the rows this thread stages, one per round, as 32-bit offsets in 16-byte vectors (the scanner
+    // keeps X below 64 GiB: GpuScanner.supported); 64-bit pointers would spill f64 on sm_80
+    unsigned xo[G::Q];
     {
         const int j0 = (tid >> 5) * G::RW + cvm_stage_row<T>(tid & 31);
 #pragma unroll
-        for (int k = 0; k < G::Q; ++k) xp[k] = X + row_of(k * (CVM_BLOCK / G::Q) + j0) * ld;
+        for (int k = 0; k < G::Q; ++k) xo[k] = (unsigned)(row_of(k * (CVM_BLOCK / G::Q) + j0) * (ld / G::V));
     }
     T* const xr = xs + tid * G::XS;   // the thread's own row of xs
     const int z0 = blockIdx.y * rows_per_split;
@@ -165,19 +169,19 @@ __device__ void cvm_partial(const T* __restrict__ X, int ld, const T* __restrict
         int c0 = 0;
         for (; c0 < full; c0 += CVM_DC) {
             __syncthreads();   // the previous chunk, or the previous tile's parked values, is read
-            cvm_stage<T, true>(xp, ld, Z, t0, rows, c0, G::Q, xs, zt);
+            cvm_stage<T, true>(X, xo, ld, Z, t0, rows, c0, G::Q, xs, zt);
             __syncthreads();
             if (busy) cvm_dots<T, CVM_DC>(xr, zt, part);
         }
-        if (c0 < ld) {   // the last ld % CVM_DC columns, at the smallest width of V, 2V, ... that holds them
-            const int nvec = (ld - c0) / G::V;
+        if (c0 < ld) {   // the last ld % CVM_DC columns (d - c0 of them data), at width 2, 4, 8 or 16
+            const int cols = d - c0;
             __syncthreads();
-            cvm_stage<T, false>(xp, ld, Z, t0, rows, c0, nvec, xs, zt);
+            cvm_stage<T, false>(X, xo, ld, Z, t0, rows, c0, (ld - c0) / G::V, xs, zt);
             __syncthreads();
             if (busy) {
-                if (nvec == 1) cvm_dots<T, G::V>(xr, zt, part);
-                else if (nvec == 2) cvm_dots<T, 2 * G::V>(xr, zt, part);
-                else if (G::Q > 4 && nvec <= 4) cvm_dots<T, (G::Q > 4 ? 4 * G::V : CVM_DC)>(xr, zt, part);
+                if (cols <= 2) cvm_dots<T, 2>(xr, zt, part);
+                else if (cols <= 4) cvm_dots<T, 4>(xr, zt, part);
+                else if (cols <= 8) cvm_dots<T, 8>(xr, zt, part);
                 else cvm_dots<T, CVM_DC>(xr, zt, part);
             }
         }
@@ -279,18 +283,18 @@ __device__ void cvm_furthest(const double* __restrict__ partial, int n_split, co
 }
 
 extern "C" __global__ void __launch_bounds__(CVM_BLOCK, 2)
-cvm_partial_f32(const float* X, int ld, const float* xn, const long long* cand, long long n_cand, const float* Z,
+cvm_partial_f32(const float* X, int d, int ld, const float* xn, const long long* cand, long long n_cand, const float* Z,
                const float* zn, const float* coef, int m, int rows_per_split, int ktype, float gamma, float coef0,
                float degree, double* partial, int per_block) {
-    cvm_partial<float>(X, ld, xn, cand, n_cand, Z, zn, coef, m, rows_per_split, ktype, gamma, coef0, degree, partial,
+    cvm_partial<float>(X, d, ld, xn, cand, n_cand, Z, zn, coef, m, rows_per_split, ktype, gamma, coef0, degree, partial,
                      per_block);
 }
 
 extern "C" __global__ void __launch_bounds__(CVM_BLOCK, 2)
-cvm_partial_f64(const double* X, int ld, const double* xn, const long long* cand, long long n_cand, const double* Z,
+cvm_partial_f64(const double* X, int d, int ld, const double* xn, const long long* cand, long long n_cand, const double* Z,
                const double* zn, const double* coef, int m, int rows_per_split, int ktype, double gamma, double coef0,
                double degree, double* partial, int per_block) {
-    cvm_partial<double>(X, ld, xn, cand, n_cand, Z, zn, coef, m, rows_per_split, ktype, gamma, coef0, degree, partial,
+    cvm_partial<double>(X, d, ld, xn, cand, n_cand, Z, zn, coef, m, rows_per_split, ktype, gamma, coef0, degree, partial,
                      per_block);
 }
 

@@ -418,8 +418,12 @@ class GpuScanner(ScannerBase):
         self._out_i = xp.empty(1, dtype=xp.int64)
 
     @staticmethod
-    def supported(X: Any) -> bool:
-        return not bk.is_sparse(X) and X.shape[1] <= GpuScanner._MAX_D
+    def supported(X: Any, dtype: Any = np.float64) -> bool:
+        """Dense X of at most ``_MAX_D`` features whose padded copy is under 64 GiB (the kernel
+        addresses X's rows by 32-bit offsets in 16-byte vectors)."""
+        if bk.is_sparse(X) or X.shape[1] > GpuScanner._MAX_D:
+            return False
+        return X.shape[0] * _row_stride(X.shape[1], dtype) * np.dtype(dtype).itemsize < 1 << 36
 
     def _launch(self, cand, n_cand: int, group_size: int, n_groups: int, coef, b: float,
                 final: bool, scores: Any = None):
@@ -430,7 +434,7 @@ class GpuScanner(ScannerBase):
         n_split, rows_per_split = core_split(blocks, self.m)
         partial = xp.empty(n_split * n_cand, dtype=xp.float64)
         _cuda.launch("cvm", self._kernel_names["partial"], (blocks, n_split), (self._BLOCK,),
-                     (self.Xc, self.ld, self._xn, cand, n_cand, self._core_rows(), self._zn,
+                     (self.Xc, self.d, self.ld, self._xn, cand, n_cand, self._core_rows(), self._zn,
                       xp.ascontiguousarray(coef, dtype=self.dtype), self.m, rows_per_split, k.code, k.gamma,
                       k.coef0, k.degree, partial, per_block))
         # pass 2: s, the group minima (and every s for cvm_scores)
@@ -510,7 +514,7 @@ class GpuScanner(ScannerBase):
 def make_scanner(X: Any, y: np.ndarray | None, kernel: Kernel, xscale: Any, C: float,
                  dtype: np.dtype, device: bk.Device, capacity: int = 64) -> ScannerBase:
     """The fused-CUDA scanner on a GPU for dense X, else the NumPy scanner."""
-    if device.is_gpu and GpuScanner.supported(X):
+    if device.is_gpu and GpuScanner.supported(X, dtype):
         return GpuScanner(X, y, kernel, xscale, C, dtype, capacity)
     if device.is_gpu:
         # sparse or very wide X on a GPU: blocked CuPy path (same code as the host twin)
