@@ -128,7 +128,8 @@ class ScannerBase:
         cap = max(capacity, 2)
         self._core = np.empty(cap, dtype=np.int64)
         self._m = 0
-        self._Z = xp.empty((cap, self.d), dtype=self.dtype)
+        self._zw = self.d                                   # values per core row (GpuScanner: padded, zero beyond d)
+        self._Z = xp.zeros((cap, self._zw), dtype=self.dtype)
         self._zn = xp.empty(cap, dtype=self.dtype)         # ‖z‖² of the core rows (RBF)
         self._Z32 = None                                    # float32 copy for the QP's row regime
 
@@ -143,7 +144,7 @@ class ScannerBase:
 
     @property
     def Z(self):
-        return self._Z[: self._m]
+        return self._Z[: self._m, : self.d]
 
     def rows(self, idx: Any):
         """Dense rows of X (on the scanner's device)."""
@@ -183,13 +184,13 @@ class ScannerBase:
     def _grow(self, cap: int) -> None:
         """Room for ``cap`` core vectors (the first ``m`` kept)."""
         m, xp = self._m, self.xp
-        Z = xp.empty((cap, self.d), dtype=self.dtype)
+        Z = xp.zeros((cap, self._zw), dtype=self.dtype)
         Z[:m] = self._Z[:m]
         zn = xp.empty(cap, dtype=self.dtype)
         zn[:m] = self._zn[:m]
         Z32 = None
         if self._Z32 is not None:
-            Z32 = xp.empty((cap, self.d), dtype=np.float32)
+            Z32 = xp.zeros((cap, self._zw), dtype=np.float32)
             Z32[:m] = self._Z32[:m]
         core = np.empty(cap, dtype=np.int64)
         core[:m] = self._core[:m]
@@ -207,10 +208,10 @@ class ScannerBase:
             # the spare capacity (doubling) is cut to what is needed when the device is out of memory
             bk.smaller_on_out_of_memory(self._grow, max(2 * self._Z.shape[0], m + k), m + k,
                                         what="CVM core-set rows", size_text="room for {size} core vectors")
-        self._Z[m:m + k] = R
+        self._Z[m:m + k, :self.d] = R
         self._zn[m:m + k] = (R * R).sum(axis=1)
         if self._Z32 is not None:
-            self._Z32[m:m + k] = R
+            self._Z32[m:m + k, :self.d] = R
         self._core[m:m + k] = idx
         self._m = m + k
         self.in_core[idx] = True
@@ -393,9 +394,11 @@ class GpuScanner(ScannerBase):
         super().__init__(*args, xp=bk.get_namespace("cuda"), **kwargs)
         xp = self.xp
         # every array argument of cvm_partial in the scanner's dtype, C-contiguous (const T*); the
-        # rows of X (and of the core rows, _core_rows) padded with zeros to `ld` values, a whole
-        # number of 16-byte vectors (the kernel stages rows as float4 / double2)
+        # rows of X and of the core rows padded with zeros to `ld` values, a whole number of
+        # 16-byte vectors (the kernel stages rows as float4 / double2)
         self.ld = _row_stride(self.d, self.dtype)
+        self._zw = self.ld
+        self._Z = xp.zeros((self._Z.shape[0], self.ld), dtype=self.dtype)   # no core rows yet
         if self.ld == self.d:
             self.Xc = xp.ascontiguousarray(self.X, dtype=self.dtype)
         else:
@@ -434,7 +437,7 @@ class GpuScanner(ScannerBase):
         n_split, rows_per_split = core_split(blocks, self.m)
         partial = xp.empty(n_split * n_cand, dtype=xp.float64)
         _cuda.launch("cvm", self._kernel_names["partial"], (blocks, n_split), (self._BLOCK,),
-                     (self.Xc, self.d, self.ld, self._xn, cand, n_cand, self._core_rows(), self._zn,
+                     (self.Xc, self.d, self.ld, self._xn, cand, n_cand, self._Z, self._zn,
                       xp.ascontiguousarray(coef, dtype=self.dtype), self.m, rows_per_split, k.code, k.gamma,
                       k.coef0, k.degree, partial, per_block))
         # pass 2: s, the group minima (and every s for cvm_scores)
@@ -447,15 +450,6 @@ class GpuScanner(ScannerBase):
         # the kernels' tiles (core rows, candidate chunks) are static shared memory
         _cuda.launch("cvm", self._kernel_names[scores is not None], (n_groups,), (self._BLOCK,), args)
         return part_s, part_i
-
-    def _core_rows(self):
-        """The core rows with rows of ``ld`` values (the buffer itself when ``ld == d``, else a
-        zero-padded copy: |S| x ld values, small beside X)."""
-        if self.ld == self.d:
-            return self._Z
-        Zp = self.xp.zeros((max(self.m, 1), self.ld), dtype=self.dtype)
-        Zp[:self.m, :self.d] = self.Z
-        return Zp
 
     def _all_scores(self, cand, n: int, coef, b: float):
         """s of every candidate (device float64): ``cvm_partial`` then ``cvm_scores``."""
