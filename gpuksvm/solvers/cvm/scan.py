@@ -404,10 +404,12 @@ class GpuScanner(ScannerBase):
         else:
             self.Xc = xp.zeros((self.n, self.ld), dtype=self.dtype)
             self.Xc[:, :self.d] = xp.asarray(self.X, dtype=self.dtype)
-        # ||x||^2 per row (the kernel adds the norms to the dot products: RBF), in row blocks
+        # ||x||^2 per row (the kernel adds the norms to the dot products: RBF), in row blocks of
+        # the memory budget (a block's squares are the temporary)
         self._xn = xp.empty(self.n, dtype=self.dtype)
-        for s0 in range(0, self.n, 1 << 16):
-            R = self.Xc[s0:s0 + (1 << 16)]
+        step = bk.plan_rows(self.n, 2 * self.ld * self.dtype.itemsize, bk.device_of(self.Xc))
+        for s0 in range(0, self.n, step):
+            R = self.Xc[s0:s0 + step]
             self._xn[s0:s0 + R.shape[0]] = (R * R).sum(axis=1)
         self._xscale_dev = None if self.xscale is None else xp.ascontiguousarray(self.xscale, dtype=self.dtype)
         suffix = "f32" if self.dtype == np.float32 else "f64"
