@@ -446,12 +446,14 @@ def _cvm_partial_cost(grid, block, shared, args) -> dict:
     2d FLOPs (one FMA per feature), the kernel function and an FP64 FMA into the double accumulator
     (4 FP32 FLOPs: FP64 runs at half rate), at the kernel's rate; reads each candidate row once per
     slice (re-reads hit L2: counted once) and the core rows; writes one double per candidate and
-    slice.  A grid of fewer blocks than the H100's 132 SMs computes at that share of the peak."""
-    d, n_cand, m = int(args[1]), int(args[3]), int(args[6])
+    slice, with its squared norm, and the core rows and norms (rows of ``ld`` values: d padded to
+    16-byte vectors); writes one double per candidate and slice.  A grid of fewer blocks than the
+    H100's 132 SMs computes at that share of the peak."""
+    d, ld, n_cand, m = int(args[1]), int(args[2]), int(args[5]), int(args[9])
     it = args[0]._a.itemsize
     blocks = int(grid[0]) * int(grid[1])
-    flops = n_cand * m * (2.0 * d + _epi_flops(args[8]) + 4.0)
-    return {"flops": _sm_share(flops, blocks), "bytes_read": n_cand * (d * it + 8) + m * (d + 1) * it,
+    flops = n_cand * m * (2.0 * d + _epi_flops(args[11]) + 4.0)
+    return {"flops": _sm_share(flops, blocks), "bytes_read": n_cand * ((ld + 1) * it + 8) + m * (ld + 1) * it,
             "bytes_written": int(grid[1]) * n_cand * 8, "rate": _raw_rate("cvm_partial", it)}
 
 
@@ -569,10 +571,11 @@ _TWIN_CVM_ROWS = 1 << 15
 def _twin_cvm_partial(grid, block, args) -> None:
     """``cvm_partial``: per core slice (grid y), every candidate's Σ coef_i k(z_i, x) over it."""
     from gpuksvm.solvers.cvm.meb import candidate_scores
-    X, d, cand, n_cand = _host(args[0]), int(args[1]), _host(args[2]), int(args[3])
-    Z, coef, m, per = _host(args[4]), _host(args[5]), int(args[6]), int(args[7])
-    kern = _kernel_of(*args[8:12])
-    partial = _host(args[12]).reshape(int(grid[1]), n_cand)
+    X, d, cand, n_cand = _host(args[0]), int(args[1]), _host(args[4]), int(args[5])
+    Z, coef, m, per = _host(args[6]), _host(args[8]), int(args[9]), int(args[10])
+    X, Z = X[:, :d], Z[:, :d]   # rows of ld values, zero beyond d
+    kern = _kernel_of(*args[11:15])
+    partial = _host(args[15]).reshape(int(grid[1]), n_cand)
     rows = np.arange(n_cand) if cand is None else cand[:n_cand].astype(np.int64)
     for p in range(int(grid[1])):
         z0, z1 = p * per, min(m, (p + 1) * per)

@@ -325,16 +325,22 @@ def hot_loop(instrs: list[Instr]) -> tuple[list[Instr], tuple[int, int] | None]:
 def with_callees(instrs: list[Instr], body: list[Instr]) -> list[Instr]:
     """``body`` plus, per CALL in it, the called subroutine of the same function (from its address
     to its RET): ptxas moves a 64-bit division or an accurate pow out of line, and its instructions
-    run once per call."""
+    run once per call.  A CALL to the instruction just after the loop, or whose target reaches no
+    RET, is not a subroutine call (for sm_80 ptxas leaves some loops by a ``CALL.REL.NOINC`` to the
+    instruction after the loop's backward branch): it adds nothing."""
     index = {ins.addr: i for i, ins in enumerate(instrs)}
     out = list(body)
+    after = index.get(body[-1].addr, len(instrs)) + 1 if body else len(instrs)
+    exit_addr = instrs[after].addr if after < len(instrs) else None
     for ins in body:
         m = _TARGET.search(ins.operands) if ins.base == "CALL" else None
-        if m is None or int(m.group(1), 16) not in index:
+        if m is None or int(m.group(1), 16) not in index or int(m.group(1), 16) == exit_addr:
             continue
-        for callee in instrs[index[int(m.group(1), 16)]:]:
-            out.append(callee)
-            if callee.base == "RET":
+        callee = []
+        for op in instrs[index[int(m.group(1), 16)]:]:
+            callee.append(op)
+            if op.base == "RET":
+                out += callee
                 break
     return out
 
@@ -415,14 +421,21 @@ H100_PCIE = Device("H100 PCIe", 114, 1.62e9, 2.0e12,
                           "assumed)")
 
 
-def loop_cycles(m: dict, dev: Device = H100_SXM, shared_distinct: float = 32.0) -> dict:
+def loop_cycles(m: dict, dev: Device = H100_SXM, shared_distinct: float = 32.0,
+                own_rows: dict[str, float] | None = None) -> dict:
     """Cycles one SM needs to issue one warp iteration of a loop with instruction mix ``m``,
     per pipe, and the largest (the bound).  A shared load of ``w`` bits by ``shared_distinct``
     distinct lanes moves ``w/8 * shared_distinct`` bytes through the 128 B/clock banks (at least
-    one wavefront)."""
-    lds_bytes = sum(int(w) / 8 * shared_distinct * n for w, n in m["lds_widths"].items())
-    lds_waves = sum(max(1.0, int(w) / 8 * shared_distinct / dev.lds_bytes_per_clk) * n
-                    for w, n in m["lds_widths"].items())
+    one wavefront); ``own_rows`` ({width in bits: count}): that many of the loads are by 32
+    distinct lanes instead (each thread its own row: a 16-byte load is 4 wavefronts)."""
+    own = {w: min(float(n), float((own_rows or {}).get(w, 0))) for w, n in m["lds_widths"].items()}
+
+    def loads(width: str, n: float) -> list[tuple[float, float]]:   # (distinct lanes, count)
+        return [(shared_distinct, n - own[width]), (32.0, own[width])]
+
+    lds_bytes = sum(int(w) / 8 * dl * k for w, n in m["lds_widths"].items() for dl, k in loads(w, n))
+    lds_waves = sum(max(1.0, int(w) / 8 * dl / dev.lds_bytes_per_clk) * k
+                    for w, n in m["lds_widths"].items() for dl, k in loads(w, n))
     sts_waves = sum(max(1.0, int(w) / 8 * 32 / dev.lds_bytes_per_clk) * n for w, n in m["sts_widths"].items())
     pipes = {"fma": (m["ffma"] + m["fp32"]) / dev.ffma_per_clk + m["int"] / (2 * dev.ffma_per_clk),
              "fp64": (m["dfma"] + m["fp64"]) / dev.dfma_per_clk,
@@ -451,11 +464,12 @@ class Shape:
     tail_iters: float = 0.0      # warp iterations of the second multiply-add loop (a remainder loop)
 
 
-def predict(shape: Shape, m: dict, dev: Device, shared_distinct: float, tail: dict | None = None) -> dict:
+def predict(shape: Shape, m: dict, dev: Device, shared_distinct: float, tail: dict | None = None,
+            own_rows: dict[str, float] | None = None) -> dict:
     """Predicted time of a shape: max(issue time of the hot loop (and of the remainder loop, mix
     ``tail``) over the active SMs, bytes moved / HBM); the roofline time: max(useful FLOPs / FMA
-    peak, compulsory bytes / HBM)."""
-    lc = loop_cycles(m, dev, shared_distinct)
+    peak, compulsory bytes / HBM).  ``own_rows``: see :func:`loop_cycles`."""
+    lc = loop_cycles(m, dev, shared_distinct, own_rows)
     tail_cycles = loop_cycles(tail, dev, shared_distinct)["cycles"] if tail and shape.tail_iters else 0.0
     sms = min(dev.sms, shape.active_sms or dev.sms)
     t_issue = (shape.warp_iters * lc["cycles"] + shape.tail_iters * tail_cycles + shape.extra_cycles) / (
@@ -477,12 +491,23 @@ CVM_CORE = 1_000
 
 
 def fused_chunks(d: int) -> float:
-    """Hot-loop iterations per tile of the fused kernels (kernel_matvec, cvm_partial) at ``d``
+    """Hot-loop iterations per tile of the fused mat-vec (kernel_matvec) at ``d``
     features: d // 16 full chunks, and the last d % 16 columns as a chunk of their power-of-two
     width (common.cuh: gk_chunk_width), counted as that share of a full chunk's loop."""
     rest = d % 16
     width = 0 if rest == 0 else max(2, 1 << (rest - 1).bit_length())
     return d // 16 + width / 16
+
+
+def cvm_chunks(d: int, it: int) -> float:
+    """Hot-loop iterations per tile of cvm_partial at ``d`` features, itemsize ``it``: the rows padded
+    to ``ld``, a whole number of 16-byte vectors (the scanner's copy of X); ld // 16 full chunks and
+    the last d - 16 * (ld // 16) columns (if any) at width 2, 4, 8 or 16, counted as that share of a
+    full chunk's loop."""
+    v = 16 // it
+    full = (-(-d // v) * v) // 16
+    rest = d - 16 * full
+    return full + (0 if rest <= 0 else max(2, 1 << (rest - 1).bit_length())) / 16
 EPI_CYCLES_PER_OUTPUT = 12 / 4.0
 """Issue cycles per warp of 32 outputs for the rbf kernel value and its store outside a hot loop
 (FADD, FFMA, FMNMX, FMUL, MUFU.EX2, FMUL, two address IMAD/LEA, STG, ISETP, ~12 instructions at 4
@@ -534,16 +559,17 @@ def shapes_for(family: str, it: int, threads: int, src_text: str, remainder_loop
     elif family == "cvm_partial":
         m = CVM_CORE   # core vectors
         for label, nc in CVM_CANDIDATES:
-            for d in (2, 784):
+            for d in (2, 22, 784):
                 blocks, per_block = candidate_blocks(nc, threads)
                 n_split, per = core_split(blocks, m)
                 # the candidates spread evenly over the blocks in whole warps: a block's warps with
                 # a candidate run the hot loop over its slice's tiles, the others only stage
                 busy = _ceil(per_block, 32)
-                chunks = blocks * n_split * _ceil(per, 16) * fused_chunks(d)
+                chunks = blocks * n_split * _ceil(per, 16) * cvm_chunks(d, it)
                 idle = chunks * (threads / 32 - busy) * staging_cycles
+                # moved: the candidates' rows and norms, the core rows and norms, the partial sums
                 out.append(Shape(f"{label} d={d}", chunks * busy, 2.0 * nc * m * d, nc * d * it,
-                                 nc * d * it + m * d * it + n_split * nc * 8,
+                                 nc * (d + 1) * it + m * (d + 1) * it + n_split * nc * 8,
                                  extra_cycles=nc * m / 32 * EPI_CYCLES_PER_OUTPUT + idle, fp64=fp64,
                                  active_sms=blocks * n_split))
     elif family in ("cvm_furthest", "cvm_scores"):
@@ -565,10 +591,10 @@ def shapes_for(family: str, it: int, threads: int, src_text: str, remainder_loop
 
 
 def staging_issue(m: dict, dev: "Device") -> float:
-    """Issue cycles of a hot-loop iteration of a fused kernel (gk_tile_dots of common.cuh) for a
-    warp that skips the multiply-adds: the loop's instructions less its FFMA/DFMA and the shared
-    loads of the dot products (every LDS but the DC = 16 row-pointer loads of the staging)."""
-    skipped = m["ffma"] + m["dfma"] + max(0, m["lds"] - 16)
+    """Issue cycles of a hot-loop iteration of cvm_partial for a warp that skips the multiply-adds:
+    the loop's instructions less its FFMA/DFMA and its shared loads (all of them the dot products':
+    the staging's row pointers are in registers)."""
+    skipped = m["ffma"] + m["dfma"] + m["lds"]
     return max(0, m["total"] - skipped) / dev.issue_per_clk
 
 
@@ -590,8 +616,17 @@ SHARED_DISTINCT = {"kernel_block_tiled": 16.0, "kernel_matvec": 1.0, "cvm_partia
                    "cvm_scores": 1.0}
 """Distinct addresses a warp's shared load of the hot loop touches (the rest are broadcasts), by the
 kernel's indexing: the tiled block's warp reads 16 columns (and 2 rows) per load; the fused mat-vec and
-the CVM's first pass read the tile chunk at one address per warp (the thread's own row is one LDS per
-column, 32 distinct words: one wavefront, as a broadcast)."""
+the CVM's first pass read the tile chunk at one address per warp (the mat-vec's own row is one LDS per
+column, 32 distinct words: one wavefront, as a broadcast; the CVM's is 16-byte loads, :func:`own_row_loads`)."""
+
+
+def own_row_loads(fam: str, it: int, src_text: str) -> dict[str, float] | None:
+    """Shared loads per hot-loop iteration by 32 distinct lanes (each thread its own row), by width:
+    cvm_partial reads its row's chunk of CVM_DC values as 16-byte vectors (CVM_DC * it / 16 of them)."""
+    if fam != "cvm_partial":
+        return None
+    dc = int(re.search(r"#define\s+CVM_DC\s+(\d+)", src_text).group(1))
+    return {"128": dc * it / 16}
 
 
 def analyze(src_dir: Path | None = None, archs: tuple[int, ...] = ARCHS, tools: Path | None = None,
@@ -621,12 +656,13 @@ def analyze(src_dir: Path | None = None, archs: tuple[int, ...] = ARCHS, tools: 
                 it = 8 if name.endswith("_f64") else 4
                 fractions, bounds, times = {}, {}, {}
                 remainder = fam == "kernel_block_tiled" and tail is not None
+                own = own_row_loads(fam, it, text)
                 for shape in shapes_for(fam, it, threads or 256, text, remainder, staging_issue(m, H100_SXM)):
-                    p = predict(shape, m, H100_SXM, SHARED_DISTINCT.get(fam, 32.0), tail)
+                    p = predict(shape, m, H100_SXM, SHARED_DISTINCT.get(fam, 32.0), tail, own)
                     fractions[shape.label] = round(p["fraction"], 3)
                     bounds[shape.label] = p["bound"]
                     times[shape.label] = p["time_s"]
-                lc = loop_cycles(m, H100_SXM, SHARED_DISTINCT.get(fam, 32.0))
+                lc = loop_cycles(m, H100_SXM, SHARED_DISTINCT.get(fam, 32.0), own)
                 fma = m["ffma"] + m["dfma"]
                 fma_cycles = m["dfma"] / H100_SXM.dfma_per_clk if it == 8 else m["ffma"] / H100_SXM.ffma_per_clk
                 rows.append({

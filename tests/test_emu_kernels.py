@@ -21,7 +21,7 @@ from gpuemu import launcher
 from gpuksvm.array import cuda_sources as _cuda
 from gpuksvm.kernels import kernel as K
 from gpuksvm.kernels.kernel import Kernel
-from gpuksvm.solvers.cvm import meb
+from gpuksvm.solvers.cvm import meb, scan as cvm_scan
 from gpuksvm.solvers.smo import cuda_launch as smo_cuda, working_set as smo_working_set
 
 from conftest import EMULATED_FULL, GPU_MODE
@@ -133,10 +133,21 @@ def check_round_keys(cp, dtype, P, n1, n_keep, seed=6):
     assert _relerr(st[:, 1], st_h[:, 1]) <= 1e-12
 
 
-def check_cvm(cp, dtype, kern, n, d, m, labels, scale, subset, seed=5, far_row=None):
+def check_cvm(cp, dtype, kern, n, d, m, labels, scale, subset, seed=5, far_row=None, unsplit=False):
     """``far_row``: that row is moved far from the others (and kept out of the core set), so it
     is the furthest point of a one-class problem: the arg-min then sits at a chosen thread of a
-    chosen block (a block-reduction bug that loses high slots cannot hide)."""
+    chosen block (a block-reduction bug that loses high slots cannot hide).  ``unsplit``: the
+    core set is not split over blocks (every block takes all its tiles in sequence, as with many
+    candidates; a small test's few blocks otherwise get one tile each)."""
+    target = cvm_scan.SPLIT_TARGET_BLOCKS
+    cvm_scan.SPLIT_TARGET_BLOCKS = 1 if unsplit else target
+    try:
+        _check_cvm(cp, dtype, kern, n, d, m, labels, scale, subset, seed, far_row)
+    finally:
+        cvm_scan.SPLIT_TARGET_BLOCKS = target
+
+
+def _check_cvm(cp, dtype, kern, n, d, m, labels, scale, subset, seed, far_row):
     rng = np.random.default_rng(seed)
     X = rng.normal(size=(n, d))
     if far_row is not None:
@@ -224,9 +235,17 @@ def test_smo_round_keys(gpu, dtype, P, n1, n_keep):
 @pytest.mark.parametrize("kern", KERNELS[:3], **ids)
 @pytest.mark.parametrize("n,d,m,labels,scale,subset", [
     (300, 5, 7, True, False, False), (1000, 40, 3, True, True, False), (257, 1, 1, False, False, False),
-    (600, 200, 4, True, False, True), (2000, 33, 130, False, True, True)])
+    (600, 200, 4, True, False, True), (2000, 33, 130, False, True, True),
+    # d=28: a last chunk of 12 columns (float: 3 of 4 vectors, double: 6 of 8)
+    (300, 28, 20, True, True, False)])
 def test_cvm_furthest(gpu, dtype, kern, n, d, m, labels, scale, subset):
     check_cvm(gpu, dtype, kern, n, d, m, labels, scale, subset)
+
+
+@pytest.mark.parametrize("dtype", DTYPES, **ids)
+def test_cvm_furthest_tiles_in_sequence(gpu, dtype):
+    """The core set unsplit: a block takes its 3 tiles (16, 16 and 8 core rows) one after another."""
+    check_cvm(gpu, dtype, KERNELS[0], 300, 20, 40, True, False, False, unsplit=True)
 
 
 @pytest.mark.parametrize("n,far_row", [(256, 200), (40_000, 150 * 255 + 3)],
@@ -287,7 +306,8 @@ BOUND_MUTANTS = [
     Mutant("smo: round keys reduction bound tid < w", "smo.cu", "if (tid < w) {", "{"),
     Mutant("smo: round finish kept-row bound j < n_keep", "smo.cu", "j < n_keep;", "j < n_keep + 1;"),
     Mutant("smo: round finish chunk bound c < n_chunks", "smo.cu", "c < n_chunks;", "c < n_chunks + 1;"),
-    Mutant("cvm: candidate clamp of the row pointers", "cvm.cu", "active ? c : n_cand - 1", "c"),
+    Mutant("cvm: candidate clamp of the row pointers", "cvm.cu",
+           "(j < per_block && first + j < n_cand) ? first + j : n_cand - 1", "first + j"),
     Mutant("cvm: partial store bound", "cvm.cu", "if (active) partial", "partial"),
     Mutant("cvm: a block's candidates start at per_block", "cvm.cu", "blockIdx.x * per_block;",
            "blockIdx.x * CVM_BLOCK;"),
@@ -326,6 +346,8 @@ PROBES = {
     ],
     "cvm.cu": [
         ("cvm f64 rbf n=300 m=7", lambda cp: check_cvm(cp, np.float64, KERNELS[0], 300, 5, 7, True, False, False)),
+        ("cvm f64 rbf n=300 m=40 unsplit", lambda cp: check_cvm(cp, np.float64, KERNELS[0], 300, 20, 40, True,
+                                                                False, False, unsplit=True)),
         ("cvm f64 poly n=2000 m=130 subset",
          lambda cp: check_cvm(cp, np.float64, KERNELS[1], 2000, 33, 130, False, True, True)),
         ("cvm f64 rbf n=257 (ragged groups)", lambda cp: check_cvm(cp, np.float64, KERNELS[0], 257, 1, 1,

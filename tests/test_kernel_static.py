@@ -185,3 +185,43 @@ def test_cvm_candidate_blocks_spread_the_candidates_in_whole_warps():
         assert per % 32 == 0 and 32 <= per <= 256 and blocks == -(-n // 256)
         assert (blocks - 1) * per < n <= blocks * per          # the last block has a candidate
         assert per - 32 < -(-n // blocks) <= per                  # the even share, rounded to a warp
+
+
+def test_cvm_search_meets_half_the_roofline_at_d784(rows):
+    """The CVM search's first pass, f32 on sm_90 at d = 784 (predicted): at least half the H100
+    roofline for the sampled search of 413 candidates and for the exact scan of 1M rows."""
+    (r,) = [r for r in rows if r["kernel"] == "cvm_partial_f32" and r["arch"] == "sm_90"]
+    frac = r["roofline_fraction"]
+    assert frac["sampled 413 d=784"] >= 0.5 and frac["exact 1M d=784"] >= 0.5, frac
+    m = r["inner_loop"]
+    assert m["ffma"] == 256 and m["lds_widths"] == {"128": m["lds"]}, m   # no norm FFMAs, 16-byte loads only
+
+
+def test_own_row_loads_are_four_wavefronts():
+    """A 16-byte shared load by 32 distinct lanes is 4 wavefronts; a broadcast one, 1."""
+    m = {c: 0 for c in ks.CLASSES} | {"lds_widths": {"128": 68}, "sts_widths": {}, "ldg_widths": {},
+                                       "stg_widths": {}}
+    m.update(ffma=256, lds=68, total=324)
+    broadcast = ks.loop_cycles(m, ks.H100_SXM, shared_distinct=1.0)["pipes"]["shared"]
+    own = ks.loop_cycles(m, ks.H100_SXM, shared_distinct=1.0, own_rows={"128": 4})["pipes"]["shared"]
+    assert broadcast == 68.0 and own == 64.0 + 4 * 4.0
+
+
+def test_a_call_to_the_loop_exit_is_not_a_subroutine():
+    """sm_80's ptxas leaves some loops by CALL.REL.NOINC to the instruction after the backward
+    branch: nothing after the loop joins its body; a real subroutine (ending in RET) does."""
+    ins = [ks.Instr(0x0, "FFMA", "R1, R2, R3, R1"), ks.Instr(0x10, "CALL.REL.NOINC", "0x30"),
+           ks.Instr(0x20, "BRA", "0x0"), ks.Instr(0x30, "FFMA", "R4, R4, R4, R4"), ks.Instr(0x40, "EXIT", ""),
+           ks.Instr(0x50, "IADD3", "R1, R1, 1"), ks.Instr(0x60, "RET.REL.NODEC", "R20 0x0")]
+    assert ks.with_callees(ins, ins[:3]) == ins[:3]
+    called = ins[:1] + [ks.Instr(0x10, "CALL.REL.NOINC", "0x50")] + ins[2:3]
+    assert ks.with_callees(ins, called) == called + ins[5:7]
+
+
+def test_cvm_chunks_follow_the_padded_rows():
+    """cvm_partial's hot-loop iterations per tile: rows padded to 16-byte vectors, the last chunk at
+    width 2, 4, 8 or 16 of the data columns."""
+    assert ks.cvm_chunks(784, 4) == ks.cvm_chunks(784, 8) == 49
+    assert ks.cvm_chunks(2, 4) == ks.cvm_chunks(2, 8) == 2 / 16
+    assert ks.cvm_chunks(22, 4) == ks.cvm_chunks(22, 8) == 1 + 8 / 16
+    assert ks.cvm_chunks(30, 4) == 2 and ks.cvm_chunks(30, 8) == 1 + 16 / 16

@@ -128,7 +128,8 @@ class ScannerBase:
         cap = max(capacity, 2)
         self._core = np.empty(cap, dtype=np.int64)
         self._m = 0
-        self._Z = xp.empty((cap, self.d), dtype=self.dtype)
+        self._zw = self.d                                   # values per core row (GpuScanner: padded, zero beyond d)
+        self._Z = xp.zeros((cap, self._zw), dtype=self.dtype)
         self._zn = xp.empty(cap, dtype=self.dtype)         # ‖z‖² of the core rows (RBF)
         self._Z32 = None                                    # float32 copy for the QP's row regime
 
@@ -143,7 +144,7 @@ class ScannerBase:
 
     @property
     def Z(self):
-        return self._Z[: self._m]
+        return self._Z[: self._m, : self.d]
 
     def rows(self, idx: Any):
         """Dense rows of X (on the scanner's device)."""
@@ -183,13 +184,13 @@ class ScannerBase:
     def _grow(self, cap: int) -> None:
         """Room for ``cap`` core vectors (the first ``m`` kept)."""
         m, xp = self._m, self.xp
-        Z = xp.empty((cap, self.d), dtype=self.dtype)
+        Z = xp.zeros((cap, self._zw), dtype=self.dtype)
         Z[:m] = self._Z[:m]
         zn = xp.empty(cap, dtype=self.dtype)
         zn[:m] = self._zn[:m]
         Z32 = None
         if self._Z32 is not None:
-            Z32 = xp.empty((cap, self.d), dtype=np.float32)
+            Z32 = xp.zeros((cap, self._zw), dtype=np.float32)
             Z32[:m] = self._Z32[:m]
         core = np.empty(cap, dtype=np.int64)
         core[:m] = self._core[:m]
@@ -207,10 +208,10 @@ class ScannerBase:
             # the spare capacity (doubling) is cut to what is needed when the device is out of memory
             bk.smaller_on_out_of_memory(self._grow, max(2 * self._Z.shape[0], m + k), m + k,
                                         what="CVM core-set rows", size_text="room for {size} core vectors")
-        self._Z[m:m + k] = R
+        self._Z[m:m + k, :self.d] = R
         self._zn[m:m + k] = (R * R).sum(axis=1)
         if self._Z32 is not None:
-            self._Z32[m:m + k] = R
+            self._Z32[m:m + k, :self.d] = R
         self._core[m:m + k] = idx
         self._m = m + k
         self.in_core[idx] = True
@@ -374,6 +375,13 @@ def core_split(candidate_blocks: int, m: int) -> tuple[int, int]:
     return -(-tiles // per), per * CVM_ZROWS
 
 
+def _row_stride(d: int, dtype: Any) -> int:
+    """Values per row of the GPU scanner's copy of X: ``d`` rounded up to a whole number of 16-byte
+    vectors (4 floats, 2 doubles)."""
+    v = 16 // np.dtype(dtype).itemsize
+    return -(-int(d) // v) * v
+
+
 class GpuScanner(ScannerBase):
     """Furthest-point search with the fused CUDA kernels of ``kernels_cuda/cvm.cu``: ``cvm_partial``
     (the kernel sums over slices of the core set, :func:`core_split`), then ``cvm_furthest`` or
@@ -385,8 +393,24 @@ class GpuScanner(ScannerBase):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, xp=bk.get_namespace("cuda"), **kwargs)
         xp = self.xp
-        # every array argument of cvm_partial in the scanner's dtype, C-contiguous (const T*)
-        self.Xc = xp.ascontiguousarray(self.X, dtype=self.dtype)
+        # every array argument of cvm_partial in the scanner's dtype, C-contiguous (const T*); the
+        # rows of X and of the core rows padded with zeros to `ld` values, a whole number of
+        # 16-byte vectors (the kernel stages rows as float4 / double2)
+        self.ld = _row_stride(self.d, self.dtype)
+        self._zw = self.ld
+        self._Z = xp.zeros((self._Z.shape[0], self.ld), dtype=self.dtype)   # no core rows yet
+        if self.ld == self.d:
+            self.Xc = xp.ascontiguousarray(self.X, dtype=self.dtype)
+        else:
+            self.Xc = xp.zeros((self.n, self.ld), dtype=self.dtype)
+            self.Xc[:, :self.d] = xp.asarray(self.X, dtype=self.dtype)
+        # ||x||^2 per row (the kernel adds the norms to the dot products: RBF), in row blocks of
+        # the memory budget (a block's squares are the temporary)
+        self._xn = xp.empty(self.n, dtype=self.dtype)
+        step = bk.plan_rows(self.n, 2 * self.ld * self.dtype.itemsize, bk.device_of(self.Xc))
+        for s0 in range(0, self.n, step):
+            R = self.Xc[s0:s0 + step]
+            self._xn[s0:s0 + R.shape[0]] = (R * R).sum(axis=1)
         self._xscale_dev = None if self.xscale is None else xp.ascontiguousarray(self.xscale, dtype=self.dtype)
         suffix = "f32" if self.dtype == np.float32 else "f64"
         self._kernel_names = {False: f"cvm_furthest_{suffix}", True: f"cvm_scores_{suffix}",
@@ -399,8 +423,12 @@ class GpuScanner(ScannerBase):
         self._out_i = xp.empty(1, dtype=xp.int64)
 
     @staticmethod
-    def supported(X: Any) -> bool:
-        return not bk.is_sparse(X) and X.shape[1] <= GpuScanner._MAX_D
+    def supported(X: Any, dtype: Any = np.float64) -> bool:
+        """Dense X of at most ``_MAX_D`` features whose padded copy is under 64 GiB (the kernel
+        addresses X's rows by 32-bit offsets in 16-byte vectors)."""
+        if bk.is_sparse(X) or X.shape[1] > GpuScanner._MAX_D:
+            return False
+        return X.shape[0] * _row_stride(X.shape[1], dtype) * np.dtype(dtype).itemsize < 1 << 36
 
     def _launch(self, cand, n_cand: int, group_size: int, n_groups: int, coef, b: float,
                 final: bool, scores: Any = None):
@@ -411,8 +439,9 @@ class GpuScanner(ScannerBase):
         n_split, rows_per_split = core_split(blocks, self.m)
         partial = xp.empty(n_split * n_cand, dtype=xp.float64)
         _cuda.launch("cvm", self._kernel_names["partial"], (blocks, n_split), (self._BLOCK,),
-                     (self.Xc, self.d, cand, n_cand, self._Z, xp.ascontiguousarray(coef, dtype=self.dtype),
-                      self.m, rows_per_split, k.code, k.gamma, k.coef0, k.degree, partial, per_block))
+                     (self.Xc, self.d, self.ld, self._xn, cand, n_cand, self._Z, self._zn,
+                      xp.ascontiguousarray(coef, dtype=self.dtype), self.m, rows_per_split, k.code, k.gamma,
+                      k.coef0, k.degree, partial, per_block))
         # pass 2: s, the group minima (and every s for cvm_scores)
         part_s = xp.empty(n_groups, dtype=xp.float64)
         part_i = xp.empty(n_groups, dtype=xp.int64)
@@ -481,7 +510,7 @@ class GpuScanner(ScannerBase):
 def make_scanner(X: Any, y: np.ndarray | None, kernel: Kernel, xscale: Any, C: float,
                  dtype: np.dtype, device: bk.Device, capacity: int = 64) -> ScannerBase:
     """The fused-CUDA scanner on a GPU for dense X, else the NumPy scanner."""
-    if device.is_gpu and GpuScanner.supported(X):
+    if device.is_gpu and GpuScanner.supported(X, dtype):
         return GpuScanner(X, y, kernel, xscale, C, dtype, capacity)
     if device.is_gpu:
         # sparse or very wide X on a GPU: blocked CuPy path (same code as the host twin)
