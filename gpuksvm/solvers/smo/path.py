@@ -10,7 +10,7 @@ matrix of all rows fits a job's share of the memory budget
     The Gram matrix of the kernel is computed once (:class:`KernelRows`, in
     blocks of 256 rows) and every binary problem (every one-vs-one pair of
     every fold) is solved on its rows of it by
-    :func:`gpuksvm.solvers.smo.seeded.solve_seeded` (LIBSVM's algorithm, no
+    :func:`gpuksvm.solvers.smo.gram_smo.solve_on_gram` (LIBSVM's algorithm, no
     submatrix copied) from α = 0: so each model is the one LIBSVM's
     iterations reach (same working-set rule, same stopping rule).  Seeds were
     measured and are not used.  Along C, the previous solution scaled by the
@@ -80,7 +80,7 @@ from __future__ import annotations
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from itertools import combinations
 from typing import Any, Sequence
 
@@ -92,7 +92,7 @@ from gpuksvm.array.blas_threads import host_busy, one_blas_thread
 from gpuksvm.kernels.kernel import Kernel, kernel_block
 from gpuksvm.solvers.multiclass import problem_rows
 from gpuksvm.solvers.smo.engines import _n_workers, solve_batched
-from gpuksvm.solvers.smo import seeded
+from gpuksvm.solvers.smo import gram_smo
 from gpuksvm.solvers.smo.host import _libsvm_fit
 from gpuksvm.solvers.smo.svc import KernelSVCResult, ovo_model
 from gpuksvm.solvers.svc_dual import PRECOMPUTED, SMOResult, intercept_from_F, problem_data
@@ -125,8 +125,11 @@ _COLD_ROWS = 500
 _COLD_FRACTION = 4
 #: at most max(|A|/2, this) violating rows join A per round, the most violating first
 _MIN_ADD = 256
-#: kernel rows gathered per product when F is recomputed (bounds the temporary to 256 × n)
+#: kernel rows gathered per product when F is recomputed (bounds the temporary to 256 × n), and
+#: computed per block of the Gram matrix
 _CHUNK = 256
+#: states of a block of rows in KernelRows.matrix
+_TODO, _CLAIMED, _DONE = 0, 1, 2
 
 
 class KernelRows:
@@ -160,16 +163,22 @@ class KernelRows:
         self.used = 0
         self.computed = 0      # kernel rows evaluated so far (diagnostics, tests)
         self.lock = threading.Lock()
+        self.cond = threading.Condition(self.lock)
+        # matrix(): each block of _CHUNK rows to compute, being computed by a thread, or done
+        self.block_state = np.full(-(-self.n // _CHUNK), _TODO, dtype=np.int8)
         self.full = full
         # rows per product in weighted_sum: within the cache's share of the budget
         self.step = _CHUNK if full else max(1, min(_CHUNK, self.capacity))
         # full: row i in row i, written on first use (np.empty: pages untouched until then)
         self.rows = np.empty((self.capacity, self.n))
 
-    def _compute(self, idx: np.ndarray) -> np.ndarray:
-        self.computed += idx.size
+    def _kernel(self, idx: np.ndarray) -> np.ndarray:
         return np.asarray(bk.to_host(kernel_block(bk.take_rows(self.X, idx), self.X, self.kernel,
                                                   dtype=np.float64)), dtype=np.float64)
+
+    def _compute(self, idx: np.ndarray) -> np.ndarray:
+        self.computed += idx.size
+        return self._kernel(idx)
 
     def _ensure_full(self, idx: np.ndarray) -> None:
         """The rows ``idx`` of the whole Gram matrix, computed if not yet."""
@@ -201,11 +210,41 @@ class KernelRows:
         return True
 
     def matrix(self) -> np.ndarray:
-        """The whole n × n Gram matrix (its missing rows computed now); only when it fits the budget."""
+        """The whole n × n Gram matrix (its missing rows computed now); only when it fits the budget.
+
+        Threads that ask at once share the work: each takes the next block of 256 rows nobody
+        computes yet, then waits for the blocks others took (the folds of one kernel start on
+        both threads of a 2-core host together: the second no longer waits idle for the first's
+        whole matrix)."""
         if not self.full:
             raise ValueError("the Gram matrix does not fit this cache's budget")
-        self._ensure_full(np.arange(self.n))
-        return self.rows
+        while True:
+            with self.cond:
+                todo = np.flatnonzero(self.block_state == _TODO)
+                if todo.size == 0:
+                    if (self.block_state == _DONE).all():
+                        return self.rows
+                    self.cond.wait()
+                    continue
+                b = int(todo[0])
+                part = np.arange(b * _CHUNK, min(self.n, (b + 1) * _CHUNK))
+                if (self.slot[part] >= 0).all():
+                    self.block_state[b] = _DONE
+                    continue
+                self.block_state[b] = _CLAIMED
+            try:
+                block = self._kernel(part)
+            except BaseException:
+                with self.cond:
+                    self.block_state[b] = _TODO
+                    self.cond.notify_all()
+                raise
+            self.rows[part] = block     # rows no other thread writes or reads before they are done
+            with self.cond:
+                self.computed += part.size
+                self.slot[part] = part
+                self.block_state[b] = _DONE
+                self.cond.notify_all()
 
     def weighted_sum(self, idx: np.ndarray, coef: np.ndarray) -> np.ndarray:
         """Σⱼ coefⱼ K(x_{idx_j}, X): the (n,) kernel expansion of the rows ``idx``."""
@@ -456,11 +495,14 @@ class GridSolution:
     error : the exception that stopped the job, if any
     engine : which engine solved it: ``"smo-gram"`` (the compiled SMO on the Gram matrix) or
         ``"libsvm-active-set"``
+    capped : capped[f][c] — binary problems of that model the compiled SMO stopped at its step cap
+        (:data:`gpuksvm.solvers.smo.gram_smo.MAX_ITER`) before the gap reached ``tol``
     """
 
     results: list
     seconds: list
     rounds: list
+    capped: list = field(default_factory=list)
     kernel_seconds: float = 0.0
     kernel_rows: int = 0
     error: BaseException | None = None
@@ -475,7 +517,7 @@ class _JobState:
         self.job = job
         k = len(job.Cs)
         self.out = GridSolution(results=[[None] * k for _ in job.folds], seconds=[[0.0] * k for _ in job.folds],
-                                rounds=[[0] * k for _ in job.folds])
+                                rounds=[[0] * k for _ in job.folds], capped=[[0] * k for _ in job.folds])
         self.cache: KernelRows | None = None
         self.first: dict[tuple[int, int], _Binary] | None = None
         self.left = len(job.folds)
@@ -526,28 +568,30 @@ def _fold_path_gram(st: _JobState, f: int, G: np.ndarray, pos: np.ndarray, probl
     seeded: the module docstring)."""
     job = st.job
     rows = job.folds[f].rows
+    cap = gram_smo.MAX_ITER
     for c, C in enumerate(job.Cs):
         t0 = time.perf_counter()
         results = []
         for R, lab, w in problems:
             Cv = float(C) * w
-            alpha, grad, n_iter = seeded.solve_seeded(G, R, lab, Cv, tol=job.tol)
+            alpha, grad, n_iter = gram_smo.solve_on_gram(G, R, lab, Cv, tol=job.tol, max_iter=cap)
             sv = np.flatnonzero(alpha > 0)
             sv = sv[np.argsort(pos[R[sv]], kind="stable")]
             results.append(SMOResult(
                 support=pos[R[sv]], dual_coef=lab[sv] * alpha[sv],
                 intercept=intercept_from_F(-lab * grad, alpha, lab, Cv),
                 objective=float(0.5 * np.dot(alpha, grad - 1.0)), n_iter=n_iter,
-                converged=n_iter < seeded.MAX_ITER, solver="smo", max_iter_reached=n_iter >= seeded.MAX_ITER))
+                converged=n_iter < cap, solver="smo", max_iter_reached=n_iter >= cap))
         st.out.results[f][c] = ovo_model(results, Xf, yidx[rows], classes, job.kernel, bk.CPU, np.float64)
         st.out.seconds[f][c] = time.perf_counter() - t0
         st.out.rounds[f][c] = len(problems)
+        st.out.capped[f][c] = sum(r.max_iter_reached for r in results)
 
 
 def gram_fits(n: int, budget: int) -> bool:
     """Whether :func:`solve_grids` solves a job of ``n`` rows by the compiled SMO on its Gram matrix:
     numba imported and the n × n float64 matrix within ``budget`` bytes (a job's share)."""
-    return seeded.AVAILABLE and 8 * n * n <= budget
+    return gram_smo.AVAILABLE and 8 * n * n <= budget
 
 
 def solve_grids(X: Any, yidx: np.ndarray, classes: np.ndarray, jobs: Sequence[GridJob], *,
