@@ -524,8 +524,10 @@ class _JobState:
         self.lock = threading.Lock()
 
 
-def _fold_path(st: _JobState, f: int, X: Any, yidx: np.ndarray, classes: np.ndarray, budget: int) -> None:
-    """Fold f of a job at every C, ascending, each solve seeded by the previous one."""
+def _fold_path(st: _JobState, f: int, X: Any, yidx: np.ndarray, classes: np.ndarray, budget: int,
+               cs: Sequence[int] | None = None) -> None:
+    """Fold f of a job: by the compiled SMO at the C values ``cs`` (indices into the job's Cs), else
+    by LIBSVM on active sets at every C, ascending, each solve seeded by the previous one."""
     job = st.job
     with st.lock:
         if st.out.error is not None:
@@ -547,7 +549,7 @@ def _fold_path(st: _JobState, f: int, X: Any, yidx: np.ndarray, classes: np.ndar
         if cache.computed > before:      # this path computed (some of) the Gram matrix
             with st.lock:
                 st.out.kernel_seconds += time.perf_counter() - t0
-        _fold_path_gram(st, f, G, pos, problems, Xf, yidx, classes)
+        _fold_path_gram(st, f, G, pos, problems, Xf, yidx, classes, range(len(job.Cs)) if cs is None else cs)
         return
     seeds = st.first or {}
     for k, c in enumerate(np.argsort(np.asarray(job.Cs, dtype=np.float64), kind="stable")):
@@ -563,13 +565,14 @@ def _fold_path(st: _JobState, f: int, X: Any, yidx: np.ndarray, classes: np.ndar
 
 
 def _fold_path_gram(st: _JobState, f: int, G: np.ndarray, pos: np.ndarray, problems: list, Xf: Any,
-                    yidx: np.ndarray, classes: np.ndarray) -> None:
-    """Fold f of a job at every C by the compiled SMO on the Gram matrix G, each from α = 0 (why not
-    seeded: the module docstring)."""
+                    yidx: np.ndarray, classes: np.ndarray, cs: Sequence[int]) -> None:
+    """Fold f of a job at the C values ``cs`` by the compiled SMO on the Gram matrix G, each from
+    α = 0 (why not seeded: the module docstring)."""
     job = st.job
     rows = job.folds[f].rows
     cap = gram_smo.MAX_ITER
-    for c, C in enumerate(job.Cs):
+    for c in cs:
+        C = job.Cs[c]
         t0 = time.perf_counter()
         results = []
         for R, lab, w in problems:
@@ -599,8 +602,10 @@ def solve_grids(X: Any, yidx: np.ndarray, classes: np.ndarray, jobs: Sequence[Gr
     """The one-vs-one C-SVC of every fold of every job at every C, sharing kernel rows and
     solutions within a job (CPU).
 
-    The (job, fold) paths run in ``n_jobs`` threads, job by job: a job's kernel
-    rows are computed by the first of its paths that starts and dropped after
+    The (job, fold) paths — for the compiled SMO the (job, fold, C) problems,
+    largest C first — run in ``n_jobs`` threads, job by job: a job's kernel
+    rows are computed by the first of its tasks that starts (the Gram matrix:
+    by all that start before it is done, block by block) and dropped after
     its last, so at most ``min(n_jobs, len(jobs))`` caches live at once, each
     within an equal share of ``budget``.  Paths of the same job overlap: a fold
     that starts while no fold of its job has solved its first C yet starts cold.
@@ -623,20 +628,29 @@ def solve_grids(X: Any, yidx: np.ndarray, classes: np.ndarray, jobs: Sequence[Gr
     Xh = bk.to_host(X)
     budget = bk.memory_budget(bk.CPU) if budget is None else int(budget)
     states = [_JobState(j) for j in jobs]
-    tasks = [(st, f) for st in states for f in range(len(st.job.folds))]
+    n_paths = sum(len(st.job.folds) for st in states)
     # a host whose load already fills its cores runs the paths in one thread: at load 5 on 2
     # cores two threads took 6.2 and 8.4 s for the 3-γ ijcnn1 grid, one thread 5.3 and 5.7 s
     # (the threads' CPU time grew by 15–30 %: they only contend there)
-    workers = 1 if n_jobs is None and host_busy() else _n_workers(n_jobs, max(len(tasks), 1))
+    workers = 1 if n_jobs is None and host_busy() else _n_workers(n_jobs, max(n_paths, 1))
     share = budget // max(min(workers, len(states)), 1)
+    tasks: list[tuple[_JobState, int, list[int] | None]] = []
     for st in states:
+        folds = range(len(st.job.folds))
         if gram_fits(yidx.shape[0], share):
+            # one task per (fold, C), the largest C (the most steps) first: the threads end together
             st.out.engine = ENGINE_GRAM
+            order = np.argsort(-np.asarray(st.job.Cs, dtype=np.float64), kind="stable")
+            mine = [(st, f, [int(c)]) for c in order for f in folds]
+        else:   # the active-set engine seeds each C of a fold from the previous one: one task per fold
+            mine = [(st, f, None) for f in folds]
+        st.left = len(mine)
+        tasks.extend(mine)
 
-    def run(task: tuple[_JobState, int]) -> None:
-        st, f = task
+    def run(task: tuple[_JobState, int, list[int] | None]) -> None:
+        st, f, cs = task
         try:
-            _fold_path(st, f, Xh, yidx, classes, share)
+            _fold_path(st, f, Xh, yidx, classes, share, cs)
         except Exception as exc:  # the job's models are refused; the caller decides what follows
             with st.lock:
                 st.out.error = exc
