@@ -26,7 +26,10 @@ between folds) are solved in one call into the solver layer:
 
 Each model equals ``clone(estimator).set_params(**candidate).fit(X[train],
 y[train], sample_weight=sw[train])`` to the solver tolerance (same dual
-problem, same stopping rule).  Anything else falls back to independent fits,
+problem, same stopping rule).  A binary problem the compiled SMO stops at its
+step cap (:data:`gpuksvm.solvers.smo.gram_smo.MAX_ITER`, LIBSVM's) gives one
+``ConvergenceWarning`` for the search, and its candidate's
+``shared_work`` says NOT CONVERGED (:data:`SHARED_CAPPED`).  Anything else falls back to independent fits,
 said in the :class:`~gpuksvm.model_selection.shared.SplitFit`'s ``shared``:
 ``probability=True`` (Platt scaling runs its own internal CV; the search
 calibrates from out-of-fold values itself), callable and precomputed kernels,
