@@ -37,8 +37,12 @@ steps against 32,584 and no less time; a cache of the kernel rows of i and j
 over the active rows only, contiguous (LIBSVM's layout; 95 % hits at
 C = 1,000), and passes that test one precomputed float per row for I_up and
 I_low instead of y, α and C took the same steps in 7.9 against 5.7 µs a
-step at C = 1,000 (the passes are not bound by the reads of the Gram rows:
-the rows of a 5,000-row problem stay in the host's cache).
+step at C = 1,000, the cache alone 0.30 against 0.29 s for the 8 C (the
+passes are not bound by the reads of the Gram rows: the rows of a 5,000-row
+problem stay in the host's cache); the choice of j compared by products
+instead of one division per row, 0.28 s both; the shrunk rows' gradient
+rebuilt by one dot product per row instead of one axpy per support vector,
+0.28 against 0.24 s.
 """
 from __future__ import annotations
 
