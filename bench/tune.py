@@ -33,7 +33,9 @@ TorchKM protocol) and the same grid, in one process:
 Every record has the search time (``fit_s``), the refit model's test
 accuracy, and in ``extra`` the selected parameters, the best CV score, the
 largest |Δ mean_test_score| against scikit-learn's search over the same
-estimator and the speed-up over it.  One untimed fit on 500 rows and one
+estimator and the speed-up over it; gpuksvm's record also the distinct
+``cv_results_["shared_work"]`` values (the engine that ran, and a candidate
+whose fold models the compiled SMO stopped at its step cap).  One untimed fit on 500 rows and one
 untimed search on 300 rows (2 folds, the grid's first two values of each
 parameter) come first: first-call costs, among them loading the compiled SMO
 of the KernelSVC engine from numba's cache (or compiling it, ≈ 3 s, on the
@@ -206,6 +208,9 @@ def _row(ctx: Context, spec: dict, method: str, seconds: float, search: Any, Xt:
     extra = {"best_params": {k: float(v) for k, v in search.best_params_.items()},
              "best_cv": float(search.best_score_), "folds": spec["folds"],
              "candidates": len(search.cv_results_["params"])}
+    if "shared_work" in getattr(search, "cv_results_", {}):
+        # what the engine shared, and whether it stopped a problem at its step cap (it says so there)
+        extra["shared_work"] = sorted({str(v) for v in search.cv_results_["shared_work"]})
     if ref is not None:
         extra["max_abs_d_mean_test_score"] = float(np.max(np.abs(search.cv_results_["mean_test_score"]
                                                                  - ref[0].cv_results_["mean_test_score"])))

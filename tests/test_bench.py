@@ -284,6 +284,8 @@ def test_tune_case_runs_at_tiny_scale(tmp_path):
                for r in (ours, same, svc))
     assert ours.extra["max_abs_d_mean_test_score"] <= 0.002 and ours.extra["same_best_params"]
     assert ours.extra["best_params"] == same.extra["best_params"] and ours.extra["candidates"] == 4
+    assert ours.extra["shared_work"] and not any("NOT CONVERGED" in w for w in ours.extra["shared_work"])
+    assert "shared_work" not in svc.extra
 
 
 def test_tune_runs_a_paper_case_at_a_chosen_size(tmp_path, capsys):

@@ -10,7 +10,7 @@ from gpuksvm.array.validation import encode_classes
 from gpuksvm.estimators.kernel_svc import KernelSVC
 from gpuksvm.kernels.kernel import Kernel
 from gpuksvm.model_selection import kernel_svc as engine
-from gpuksvm.solvers.smo import path, seeded
+from gpuksvm.solvers.smo import gram_smo, path
 from gpuksvm.solvers.smo.svc import solve_svc
 
 
@@ -29,7 +29,7 @@ def _grid(gammas=(0.5, 2.0), Cs=(0.1, 1.0, 10.0, 100.0)):
 
 #: what the CPU engine records when the Gram matrix fits the budget: the compiled SMO where numba is
 #: installed, else LIBSVM on active sets
-SHARED = engine.SHARED_CPU_GRAM if seeded.AVAILABLE else engine.SHARED_CPU
+SHARED = engine.SHARED_CPU_GRAM if gram_smo.AVAILABLE else engine.SHARED_CPU
 
 
 def _host(a):
@@ -118,7 +118,7 @@ def test_small_budget_never_builds_the_whole_gram(monkeypatch):
 
 def test_without_numba_libsvm_on_active_sets_runs(monkeypatch):
     """The compiled SMO unavailable (numba not installed): the same search by LIBSVM on active sets."""
-    monkeypatch.setattr(seeded, "AVAILABLE", False)
+    monkeypatch.setattr(gram_smo, "AVAILABLE", False)
     X, y = _data(classes=3, seed=1)
     sw = np.random.default_rng(2).uniform(0.2, 3.0, size=y.size)
     splits = list(StratifiedKFold(3, shuffle=True, random_state=1).split(X, y))
@@ -134,10 +134,10 @@ def test_the_engine_follows_the_memory_budget():
     small = path.solve_grids(X, yidx, classes, [job], budget=8 * 200 * 200 - 1, n_jobs=1)[0]
     big = path.solve_grids(X, yidx, classes, [job], budget=8 * 200 * 200, n_jobs=1)[0]
     assert small.engine == path.ENGINE_ACTIVE_SET
-    assert big.engine == (path.ENGINE_GRAM if seeded.AVAILABLE else path.ENGINE_ACTIVE_SET)
+    assert big.engine == (path.ENGINE_GRAM if gram_smo.AVAILABLE else path.ENGINE_ACTIVE_SET)
     # ijcnn1's 50,000 rows: 20 GB of Gram matrix, never within the default 512 MiB budget
     assert not path.gram_fits(50_000, bk.memory_budget("cpu"))
-    assert path.gram_fits(5_000, bk.memory_budget("cpu")) == seeded.AVAILABLE
+    assert path.gram_fits(5_000, bk.memory_budget("cpu")) == gram_smo.AVAILABLE
 
 
 def test_kernel_rows_cache_evicts_and_computes_each_row_once():
@@ -210,3 +210,49 @@ def test_gpu_one_batched_call_per_kernel(gpu, monkeypatch):
     est = KernelSVC(device="cuda", gamma=0.5, dtype="float64")
     _check_equivalent(est, X, y, splits, [{"C": C} for C in (0.5, 5.0)], shared=engine.SHARED_GPU)
     assert calls[0] == 3 * 3 * 2       # folds × pairs × C values in the first (shared) call
+
+
+def test_a_problem_stopped_at_the_step_cap_warns_once_and_is_recorded(monkeypatch):
+    """The compiled SMO stopped by its step cap: one ConvergenceWarning for the search, and the
+    candidates whose fold models are not converged say so in cv_results_["shared_work"]."""
+    pytest.importorskip("numba")
+    from sklearn.exceptions import ConvergenceWarning
+
+    from gpuksvm.model_selection import GridSearchCV
+
+    X, y = _data(n=150, seed=9)
+    monkeypatch.setattr(gram_smo, "MAX_ITER", 100)   # C = 100 takes about 250 steps a fold, C = 0.01 under 60
+    cv = StratifiedKFold(3, shuffle=True, random_state=0)
+    with pytest.warns(ConvergenceWarning, match="step cap") as caught:
+        search = GridSearchCV(KernelSVC(device="cpu", gamma=1.0), {"C": [0.01, 100.0]}, cv=cv).fit(X, y)
+    assert sum(issubclass(w.category, ConvergenceWarning) for w in caught) == 1
+    shared = search.cv_results_["shared_work"]
+    assert shared[0] == engine.SHARED_CPU_GRAM
+    assert engine.SHARED_CAPPED in shared[1]
+    fits = list(engine.search_kernel_svc(KernelSVC(device="cpu", gamma=1.0), X, y, list(cv.split(X, y)),
+                                         [{"C": 100.0}]))
+    assert all(not np.all(f.estimator.converged_) for f in fits)
+
+
+def test_threads_share_the_gram_matrix_work():
+    """Threads asking for the Gram matrix at once split its blocks: every row computed once, the
+    same matrix for all of them."""
+    import threading
+
+    X, _ = _data(n=1100, seed=10)
+    cache = path.KernelRows(X, Kernel("rbf", gamma=0.5), budget=8 * 1100 * 1100)
+    got, barrier = [], threading.Barrier(3)
+
+    def ask():
+        barrier.wait()
+        got.append(cache.matrix())
+
+    threads = [threading.Thread(target=ask) for _ in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(got) == 3 and all(g is got[0] for g in got)
+    assert cache.computed == 1100                        # 5 blocks of 256 rows, none computed twice
+    full = np.exp(-0.5 * ((X[:, None, :] - X[None, :, :]) ** 2).sum(-1))
+    np.testing.assert_allclose(got[0], full, atol=1e-12)

@@ -26,7 +26,10 @@ between folds) are solved in one call into the solver layer:
 
 Each model equals ``clone(estimator).set_params(**candidate).fit(X[train],
 y[train], sample_weight=sw[train])`` to the solver tolerance (same dual
-problem, same stopping rule).  Anything else falls back to independent fits,
+problem, same stopping rule).  A binary problem the compiled SMO stops at its
+step cap (:data:`gpuksvm.solvers.smo.gram_smo.MAX_ITER`, LIBSVM's) gives one
+``ConvergenceWarning`` for the search, and its candidate's
+``shared_work`` says NOT CONVERGED (:data:`SHARED_CAPPED`).  Anything else falls back to independent fits,
 said in the :class:`~gpuksvm.model_selection.shared.SplitFit`'s ``shared``:
 ``probability=True`` (Platt scaling runs its own internal CV; the search
 calibrates from out-of-fold values itself), callable and precomputed kernels,
@@ -37,18 +40,22 @@ that lacks a class or a positive weight for one (the fit raises its own error).
 from __future__ import annotations
 
 import time
+import warnings
 from dataclasses import dataclass
 from typing import Any, Iterator, Sequence
 
 import numpy as np
 from sklearn.base import clone
+from sklearn.exceptions import ConvergenceWarning
 
 from gpuksvm.array import backend as bk
 from gpuksvm.array.validation import encode_classes
 from gpuksvm.estimators.kernel_svc import KernelSVC, svc_row_weights
 from gpuksvm.kernels.kernel import make_kernel
 from gpuksvm.model_selection.shared import SplitFit, group_candidates, independent_fits, is_positive_number
-from gpuksvm.solvers.smo.path import ENGINE_GRAM, GridJob, GridProblem, solve_grid_batched, solve_grids
+from gpuksvm.solvers.smo import gram_smo
+from gpuksvm.solvers.smo.path import (ENGINE_GRAM, GridJob, GridProblem, GridSolution, solve_grid_batched,
+                                      solve_grids)
 
 __all__ = ["search_kernel_svc"]
 
@@ -56,6 +63,20 @@ _KERNELS = ("linear", "poly", "rbf", "sigmoid")
 SHARED_CPU = "kernel rows; alpha seeding along C and across folds"
 SHARED_CPU_GRAM = "the Gram matrix of all rows (compiled SMO)"
 SHARED_GPU = "kernel rows; all folds and C values in one batched working-set call"
+#: appended to SHARED_CPU_GRAM for a fold model with a binary problem stopped at the step cap
+SHARED_CAPPED = " — NOT CONVERGED: a binary problem stopped at the compiled SMO's step cap"
+
+
+def _warn_capped(sols: Sequence[GridSolution]) -> None:
+    """One ConvergenceWarning for the search when the compiled SMO stopped binary problems at its
+    step cap (their fold models are recorded in ``cv_results_["shared_work"]``)."""
+    capped = sum(k for sol in sols for row in sol.capped for k in row)
+    if capped:
+        models = sum(k > 0 for sol in sols for row in sol.capped for k in row)
+        warnings.warn(f"The compiled SMO stopped {capped} binary problem(s) of {models} fold model(s) at its "
+                      f"step cap (max_iter={gram_smo.MAX_ITER:,}) before the optimality gap reached tol: those models are "
+                      "not converged; cv_results_['shared_work'] names their candidates.",
+                      ConvergenceWarning, stacklevel=3)
 
 
 def _unsupported(est: KernelSVC) -> str | None:
@@ -139,11 +160,14 @@ def search_kernel_svc(estimator: KernelSVC, X: Any, y: Any, splits: Sequence[tup
     if cpu:   # every CPU job in one call: its threads balance folds of all kernels
         # LIBSVM computes in float64 whatever the dtype parameter (so does the CPU fit)
         sols = solve_grids(X, yidx, classes, [j.grid for j in cpu])
+        _warn_capped(sols)
         for job, sol in zip(cpu, sols):
             share = sol.kernel_seconds / (len(job.splits) * len(job.members))
             own = [[t + share for t in row] for row in sol.seconds]
+            shared = SHARED_CPU_GRAM if sol.engine == ENGINE_GRAM else SHARED_CPU
             yield from _wrap(estimator, X, y, splits, candidates, sw, job, sol.results, own, sol.error,
-                             SHARED_CPU_GRAM if sol.engine == ENGINE_GRAM else SHARED_CPU)
+                             [[shared + (SHARED_CAPPED if k else "") for k in row] for row in sol.capped]
+                             if sol.capped else shared)
     for job in jobs:
         if not job.device.is_gpu:
             continue
@@ -200,8 +224,9 @@ def _plan(estimator: Any, template: KernelSVC, X: Any, y: np.ndarray, splits: Se
 
 def _wrap(estimator: Any, X: Any, y: np.ndarray, splits: Sequence, candidates: Sequence[dict],
           sw: np.ndarray | None, job: _Job, results: list | None, own: list, error: BaseException | None,
-          shared: str) -> Iterator[SplitFit]:
-    """The SplitFits of a solved job (independent fits when its solve failed)."""
+          shared: str | list) -> Iterator[SplitFit]:
+    """The SplitFits of a solved job (independent fits when its solve failed); ``shared``: what every
+    fit reused, or shared[f][k] per fit."""
     if error is not None or results is None:
         yield from independent_fits(estimator, X, y, splits, candidates, job.members, job.splits, sw,
                                 f"the shared engine failed ({type(error).__name__}: {error})")
@@ -215,4 +240,5 @@ def _wrap(estimator: Any, X: Any, y: np.ndarray, splits: Sequence, candidates: S
                 est = type(job.template).from_result(results[f][k], Xtr, job.grid.kernel, **params)
             except Exception as exc:   # e.g. a parameter the fit refuses
                 err = exc
-            yield SplitFit(candidate=c, split=s, estimator=est, fit_time=own[f][k], error=err, shared=shared)
+            yield SplitFit(candidate=c, split=s, estimator=est, fit_time=own[f][k], error=err,
+                           shared=shared if isinstance(shared, str) else shared[f][k])

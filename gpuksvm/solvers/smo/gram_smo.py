@@ -1,6 +1,6 @@
 """A compiled SMO on rows of a precomputed Gram matrix, from α = 0 or any feasible start.
 
-:func:`solve_seeded` solves the binary C-SVC dual
+:func:`solve_on_gram` solves the binary C-SVC dual
 
     min ½ αᵀQα − eᵀα   subject to   0 ≤ αᵢ ≤ Cᵢ,  yᵀα = 0,   Qᵢⱼ = yᵢyⱼK(xᵢ, xⱼ)
 
@@ -28,7 +28,21 @@ The loop is compiled by numba (``@njit(cache=True, nogil=True)``: compiled
 once per installation into numba's cache, and it releases the GIL so problems
 run in parallel threads).  numba is optional (the ``fast`` extra):
 :data:`AVAILABLE` says whether it imported, and without it callers use
-another solver (:func:`solve_seeded` raises ImportError).
+another solver (:func:`solve_on_gram` raises ImportError).
+
+Measured and not used (one 4,000-row ijcnn1 fold, γ = 1, 8 C values from 0.1
+to 1,000, thread CPU time, load average 1.5–4 on the 2-core host): a
+float32 Gram matrix (LIBSVM caches its kernel values as float32) took 34,745
+steps against 32,584 and no less time; a cache of the kernel rows of i and j
+over the active rows only, contiguous (LIBSVM's layout; 95 % hits at
+C = 1,000), and passes that test one precomputed float per row for I_up and
+I_low instead of y, α and C took the same steps in 7.9 against 5.7 µs a
+step at C = 1,000, the cache alone 0.30 against 0.29 s for the 8 C (the
+passes are not bound by the reads of the Gram rows: the rows of a 5,000-row
+problem stay in the host's cache); the choice of j compared by products
+instead of one division per row, 0.28 s both; the shrunk rows' gradient
+rebuilt by one dot product per row instead of one axpy per support vector,
+0.28 against 0.24 s.
 """
 from __future__ import annotations
 
@@ -39,7 +53,7 @@ try:
 except ImportError:  # the optional "fast" extra is not installed: AVAILABLE is False
     numba = None
 
-__all__ = ["AVAILABLE", "MAX_ITER", "solve_seeded"]
+__all__ = ["AVAILABLE", "MAX_ITER", "solve_on_gram"]
 
 #: whether numba imported (the compiled SMO can run)
 AVAILABLE = numba is not None
@@ -263,14 +277,14 @@ if numba is not None:
     _smo_loop, _gradient = _jit(_smo_loop), _jit(_gradient)
 
 
-def solve_seeded(G: np.ndarray, R: np.ndarray, y: np.ndarray, Cv: np.ndarray, alpha: np.ndarray | None = None,
-                 grad: np.ndarray | None = None, *, tol: float = 1e-3,
-                 max_iter: int = MAX_ITER, shrinking: bool = True) -> tuple[np.ndarray, np.ndarray, int]:
-    """Solve the C-SVC dual on rows R of the Gram matrix G from a feasible start.
+def solve_on_gram(G: np.ndarray, R: np.ndarray, y: np.ndarray, Cv: np.ndarray, alpha: np.ndarray | None = None,
+                  grad: np.ndarray | None = None, *, tol: float = 1e-3, max_iter: int = MAX_ITER,
+                  shrinking: bool = True) -> tuple[np.ndarray, np.ndarray, int]:
+    """Solve the C-SVC dual on rows R of the Gram matrix G from α = 0 or a feasible start.
 
     Parameters
     ----------
-    G : (N, N) float64 C-contiguous Gram matrix of all rows (read only)
+    G : (N, N) float64 or float32 C-contiguous Gram matrix of all rows (read only)
     R : (n,) int64 rows of G that make the problem
     y : (n,) labels ±1 (float64)
     Cv : (n,) upper bounds Cᵢ = C·wᵢ (> 0)
@@ -287,7 +301,7 @@ def solve_seeded(G: np.ndarray, R: np.ndarray, y: np.ndarray, Cv: np.ndarray, al
     n_iter : steps taken (``max_iter`` means the cap was reached)
     """
     if numba is None:
-        raise ImportError("solve_seeded needs numba (pip install 'gpuksvm[fast]')")
+        raise ImportError("solve_on_gram needs numba (pip install 'gpuksvm[fast]')")
     R = np.ascontiguousarray(R, dtype=np.int64)
     y = np.ascontiguousarray(y, dtype=np.float64)
     Cv = np.ascontiguousarray(Cv, dtype=np.float64)

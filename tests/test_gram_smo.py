@@ -1,11 +1,11 @@
-"""The compiled SMO on rows of a Gram matrix (gpuksvm.solvers.smo.seeded) against scikit-learn's SVC
+"""The compiled SMO on rows of a Gram matrix (gpuksvm.solvers.smo.gram_smo) against scikit-learn's SVC
 (LIBSVM) on the same precomputed kernel: objective, decision values, cold and seeded starts."""
 import numpy as np
 import pytest
 from sklearn.metrics.pairwise import rbf_kernel
 from sklearn.svm import SVC
 
-from gpuksvm.solvers.smo import seeded
+from gpuksvm.solvers.smo import gram_smo
 from gpuksvm.solvers.svc_dual import intercept_from_F
 
 pytest.importorskip("numba")
@@ -42,8 +42,8 @@ def test_binary_matches_libsvm_on_a_subset_of_rows(C, shrinking):
     R = np.sort(np.random.default_rng(1).choice(y.size, 300, replace=False))   # a fold: rows of G
     test = np.setdiff1d(np.arange(y.size), R)
     K = G[np.ix_(R, R)]
-    alpha, grad, n_iter = seeded.solve_seeded(G, R, y[R], np.full(R.size, C), shrinking=shrinking)
-    assert 0 < n_iter < seeded.MAX_ITER
+    alpha, grad, n_iter = gram_smo.solve_on_gram(G, R, y[R], np.full(R.size, C), shrinking=shrinking)
+    assert 0 < n_iter < gram_smo.MAX_ITER
     np.testing.assert_allclose(grad, (y[R] * alpha) @ K * y[R] - 1.0, atol=1e-8)   # its own gradient
     assert abs(np.dot(y[R], alpha)) < 1e-9 and (alpha >= 0).all() and (alpha <= C).all()
     svc, ref = _libsvm(K, y[R], C)
@@ -61,7 +61,7 @@ def test_class_and_sample_weights_as_per_row_bounds():
     cw = {-1.0: 2.0, 1.0: 0.5}
     C = 4.0
     Cv = C * sw * np.where(y > 0, cw[1.0], cw[-1.0])
-    alpha, grad, _ = seeded.solve_seeded(G, R, y, Cv)
+    alpha, grad, _ = gram_smo.solve_on_gram(G, R, y, Cv)
     assert (alpha <= Cv * (1 + 1e-12)).all()
     svc = SVC(C=C, kernel="precomputed", class_weight=cw).fit(G, y, sample_weight=sw)
     ref = np.zeros(y.size)
@@ -82,7 +82,7 @@ def test_one_vs_one_three_classes_match_libsvm():
     for col, (lo, hi) in enumerate([(0, 1), (0, 2), (1, 2)]):
         R = np.flatnonzero((labels == lo) | (labels == hi))
         yp = np.where(labels[R] == lo, 1.0, -1.0)        # LIBSVM's pair: +1 for the first class
-        alpha, grad, _ = seeded.solve_seeded(G, R, yp, np.full(R.size, 2.0))
+        alpha, grad, _ = gram_smo.solve_on_gram(G, R, yp, np.full(R.size, 2.0))
         d = _decision(G, R, yp, alpha, grad, np.full(R.size, 2.0), np.arange(360))
         np.testing.assert_allclose(d, ref[:, col], atol=2e-2 * max(1.0, np.abs(ref[:, col]).max()))
 
@@ -96,8 +96,8 @@ def test_seeded_path_reaches_the_cold_solution():
         if alpha is not None:
             alpha, grad = alpha * (C / prev), grad * (C / prev) + (C / prev - 1.0)   # DeCoste & Wagstaff
             np.testing.assert_allclose(grad, (y * alpha) @ G * y - 1.0, atol=1e-8)   # exact seed gradient
-        alpha, grad, _ = seeded.solve_seeded(G, R, y, np.full(y.size, C), alpha, grad)
-        cold, _, _ = seeded.solve_seeded(G, R, y, np.full(y.size, C))
+        alpha, grad, _ = gram_smo.solve_on_gram(G, R, y, np.full(y.size, C), alpha, grad)
+        cold, _, _ = gram_smo.solve_on_gram(G, R, y, np.full(y.size, C))
         o, o_cold = _objective(G, y, alpha), _objective(G, y, cold)
         assert abs(o - o_cold) <= 1e-3 * (1 + abs(o_cold))
         _, ref = _libsvm(G, y, C)
@@ -110,6 +110,6 @@ def test_a_given_start_is_not_modified():
     R = np.arange(y.size)
     a0, g0 = np.zeros(y.size), np.full(y.size, -1.0)     # α = 0 and its gradient −e
     keep = (a0.copy(), g0.copy())
-    seeded.solve_seeded(G, R, y, np.full(y.size, 1.0), a0, g0)
+    gram_smo.solve_on_gram(G, R, y, np.full(y.size, 1.0), a0, g0)
     np.testing.assert_array_equal(a0, keep[0])
     np.testing.assert_array_equal(g0, keep[1])
