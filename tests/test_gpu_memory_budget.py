@@ -161,9 +161,6 @@ def test_predict_out_of_memory_is_retried_with_smaller_blocks(emulated_gpu, name
 NO_FIT_RETRY = {
     "linear_blocks": "a 64,000 B allocation of the streamed Newton fit outside any retried block loop",
     "linear_multiclass": "a 14,848 B allocation of the Newton solver outside any retried block loop",
-    "svc": "SMO's working-set kernel rows (1,048,576 B, 512 x 512) are not retried smaller",
-    "svi": "SMO's working-set arrays (1,230,848 B, 512 x 601) are not retried smaller",
-    "svi_multiclass": "as svi (1,231,872 B)",
 }
 
 

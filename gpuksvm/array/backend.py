@@ -25,6 +25,7 @@ Device strings
 from __future__ import annotations
 
 import contextlib
+import gc
 import os
 import re
 import threading
@@ -838,12 +839,17 @@ def smaller_on_out_of_memory(fn: Callable[[int], Any], size: int, minimum: int, 
         except Exception as exc:  # noqa: BLE001 - only OOM is handled
             if not is_out_of_memory(exc) or size <= minimum:
                 raise
-            free_gpu_cache()
-            size = max(size // 2, minimum)
-            if warn:
-                warnings.warn(f"{what}: out of memory, retrying with {size_text.format(size=size)}",
-                              MemoryFallbackWarning, stacklevel=3)
-                warn = False
+        # past the handler, and after a collection (reference cycles through the traceback's
+        # frames), the failed try's arrays are freed, so the cache handed back now holds them too
+        # (else they stay cached, in pieces the retry's larger arrays cannot reuse, and count
+        # against the pool's limit; CuPy's own allocator collects before it gives up, too)
+        gc.collect()
+        free_gpu_cache()
+        size = max(size // 2, minimum)
+        if warn:
+            warnings.warn(f"{what}: out of memory, retrying with {size_text.format(size=size)}",
+                          MemoryFallbackWarning, stacklevel=3)
+            warn = False
 
 
 def map_row_blocks(fn: Callable[[int, int], None], n_rows: int, block_rows: int,

@@ -113,6 +113,67 @@ def _default_ws(n_max: int, P: int, itemsize: int, dev: bk.Device) -> int:
     return ws
 
 
+
+def _kernel_rows(Xp_p: Any, rows_d: Any, kernel: Kernel | str, dt: Any, *, out: Any = None,
+                 cols: Any = None) -> Any:
+    """K(rows, cols) of one problem (its rows ``Xp_p``, or its Gram block with a precomputed
+    kernel); ``cols`` None: all its rows.  Written into ``out`` when given."""
+    if is_precomputed(kernel):
+        K = Xp_p[rows_d] if cols is None else Xp_p[rows_d][:, cols]
+        if out is None:
+            return K
+        out[...] = K
+        return out
+    Z = Xp_p if cols is None else Xp_p[cols]
+    return kernel_block(Xp_p[rows_d], Z, kernel, dtype=dt, out=out)
+
+
+def _working_set_gram(Xp: list, widx: np.ndarray, wvalid: np.ndarray, kernel: Kernel | str, dt: Any,
+                      Kww: Any) -> Any:
+    """The (P, ws, ws) kernel among each problem's working-set rows, computed from the rows into
+    ``Kww`` (no row cache); the empty slots' rows and columns are 0, as the cache's dummy column
+    gives them."""
+    P, ws = widx.shape
+    xp = bk.namespace_of(Kww)
+    Kww[...] = 0
+    for p in range(P):
+        v = np.flatnonzero(wvalid[p])
+        if v.size == 0:
+            continue
+        rows_d = xp.asarray(widx[p, v])
+        if v.size == ws:
+            _kernel_rows(Xp[p], rows_d, kernel, dt, out=Kww[p], cols=rows_d)
+        else:
+            vd = xp.asarray(v)
+            Kww[p, vd[:, None], vd[None, :]] = _kernel_rows(Xp[p], rows_d, kernel, dt, cols=rows_d)
+    return Kww
+
+
+def _update_gradient(F: Any, Xp: list, widx: np.ndarray, active: np.ndarray, coef: Any,
+                     kernel: Kernel | str, dt: Any, block: list) -> None:
+    """F[p] −= K(working set, rows)ᵀ coef[p] for the ``active`` problems, without the row cache:
+    the kernel between the working set and a block of ``block[0]`` of the problem's rows at a
+    time (retried smaller on an out-of-memory error, :func:`~gpuksvm.array.backend.map_row_blocks`;
+    ``block[0]`` keeps the smaller size for the next rounds).  Each entry of F sums over every
+    slot of the working set in slot order as the cached GEMM does (empty slots: any row, weight
+    0), so the rounds stay those of the cached path."""
+    xp = bk.namespace_of(F)
+    for p in np.flatnonzero(active):
+        n_p = int(Xp[p].shape[0])
+        rows_d = xp.asarray(np.where(widx[p] < n_p, widx[p], 0))
+        Xw = Xp[p][rows_d]
+        c = coef[p]
+
+        def run(s: int, e: int, p: int = p, Xw: Any = Xw, c: Any = c) -> None:
+            if is_precomputed(kernel):
+                Kb = Xw[:, s:e]
+            else:
+                Kb = kernel_block(Xw, Xp[p][s:e], kernel, dtype=dt)
+            F[p, s:e] -= c @ Kb
+
+        block[0] = bk.map_row_blocks(run, n_p, block[0], what="working-set SMO kernel rows")
+
+
 def round_keys_host(yv: np.ndarray, Cvv: np.ndarray, alpha: np.ndarray, F: np.ndarray,
                     widx_keep: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """NumPy twin of ``kernels_cuda/smo.cu:smo_round_keys`` + ``smo_round_finish`` (and its oracle).
@@ -253,75 +314,100 @@ def solve_working_set(X: Any, ys: list[np.ndarray], subs: list[np.ndarray], kern
     for p, S in enumerate(subs):
         y_h[p, : S.size] = ys[p]
         C_h[p, : S.size] = box_bounds(Cs[p], None if sample_weight is None else sample_weight[S], S.size)
-    yv = xp.asarray(y_h, dtype=dt)
-    Cvv = xp.asarray(C_h, dtype=dt)
-    alpha = xp.zeros((P, N1), dtype=dt)
-    F = yv.copy()
-    Kws = xp.zeros((P, ws, N1), dtype=dt)
-    widx = np.full((P, ws), n_max, dtype=np.int64)  # working-set rows (host); n_max: empty slot
-    widx_d = xp.asarray(widx)                        # ... and its device copy
-    wvalid = np.zeros((P, ws), dtype=bool)
-    done = np.zeros(P, dtype=bool)
-    converged = np.zeros(P, dtype=bool)
-    best = np.full(P, np.inf)          # lowest dual objective so far
-    since_best = np.zeros(P, dtype=np.int64)
-    n_inner_d = xp.zeros(P, dtype=xp.int64)          # inner steps, summed on the device
-    rounds = np.zeros(P, dtype=np.int64)
-    ar = xp.arange(P)[:, None]
-    r = 0
-    while True:
-        # (0) one device→host transfer per round: the gap and objective of every problem and the
-        # candidate rows for the next working sets (the decisions below need all of them)
-        slots = np.arange(ws) if r == 0 else np.arange(q) + q * ((r - 1) % 2)
-        keep_slots = np.setdiff1d(np.arange(ws), slots)
-        gap, obj, ou, vu, ol, vl = _round_state(yv, Cvv, alpha, F, widx_d[:, keep_slots], slots.size, xp)
-        for p in np.flatnonzero(~done):
-            if not gap[p] >= tol:
-                done[p] = converged[p] = True
-            elif max_iter is not None and rounds[p] >= max_iter:
-                done[p] = True
-            elif not np.isfinite(best[p]) or obj[p] < best[p] - 1e-12 * abs(best[p]):
-                best[p], since_best[p] = obj[p], 0
-            else:
-                since_best[p] += 1
-                if since_best[p] >= _STALL_ROUNDS:
+
+    def run_rounds(row_cache: int) -> tuple:
+        """The round loop from α = 0: with the kernel-row cache (1), or recomputing the working
+        set's rows each round (0)."""
+        yv = xp.asarray(y_h, dtype=dt)
+        Cvv = xp.asarray(C_h, dtype=dt)
+        alpha = xp.zeros((P, N1), dtype=dt)
+        F = yv.copy()
+        # the kernel rows of every working-set row against its problem's rows (the row cache); None
+        # when recomputed each round (row_cache=False)
+        Kws = xp.zeros((P, ws, N1), dtype=dt) if row_cache else None
+        # without it: the working sets' Gram, one buffer for every round, and the block of F's columns in the
+        # gradient update (kept smaller once it ran out of memory)
+        Kww_buf = None if row_cache else xp.empty((P, ws, ws), dtype=dt)
+        update_rows = [bk.plan_rows(n_max, 2 * ws * dt.itemsize, dev)]
+        widx = np.full((P, ws), n_max, dtype=np.int64)  # working-set rows (host); n_max: empty slot
+        widx_d = xp.asarray(widx)                        # ... and its device copy
+        wvalid = np.zeros((P, ws), dtype=bool)
+        done = np.zeros(P, dtype=bool)
+        converged = np.zeros(P, dtype=bool)
+        best = np.full(P, np.inf)          # lowest dual objective so far
+        since_best = np.zeros(P, dtype=np.int64)
+        n_inner_d = xp.zeros(P, dtype=xp.int64)          # inner steps, summed on the device
+        rounds = np.zeros(P, dtype=np.int64)
+        ar = xp.arange(P)[:, None]
+        r = 0
+        while True:
+            # (0) one device→host transfer per round: the gap and objective of every problem and the
+            # candidate rows for the next working sets (the decisions below need all of them)
+            slots = np.arange(ws) if r == 0 else np.arange(q) + q * ((r - 1) % 2)
+            keep_slots = np.setdiff1d(np.arange(ws), slots)
+            gap, obj, ou, vu, ol, vl = _round_state(yv, Cvv, alpha, F, widx_d[:, keep_slots], slots.size, xp)
+            for p in np.flatnonzero(~done):
+                if not gap[p] >= tol:
+                    done[p] = converged[p] = True
+                elif max_iter is not None and rounds[p] >= max_iter:
                     done[p] = True
-        if done.all():
-            break
-        # (1) selection (host): which half is replaced (FIFO), the new rows per problem
-        n_new = np.zeros(P, dtype=np.int64)
-        for p in np.flatnonzero(~done):
-            keep = widx[p, keep_slots][wvalid[p, keep_slots]]
-            new = _merge_new(ou[p][vu[p]], ol[p][vl[p]], int(sizes[p]), keep, slots.size)
-            widx[p, slots] = np.where(new >= 0, new, n_max)
-            wvalid[p, slots] = new >= 0
-            n_new[p] = int((new >= 0).sum())
-        widx_d = xp.asarray(widx)
-        # (2) their kernel rows: q × n_p per problem, one GEMM + epilogue (rows read on the device)
-        s0 = int(slots[0])
-        for p in np.flatnonzero(n_new):
-            rows_d = widx_d[p, s0:s0 + int(n_new[p])]
-            Kb = (Xp[p][rows_d] if is_precomputed(kernel)
-                  else kernel_block(Xp[p][rows_d], Xp[p], kernel, dtype=dt))
-            Kws[p, s0:s0 + int(n_new[p]), : int(sizes[p])] = Kb
-        # (3) the subproblems of all problems in one call
-        act = ~done
-        yw = yv[ar, widx_d]
-        Cw = Cvv[ar, widx_d]
-        aw = alpha[ar, widx_d]
-        Fw = F[ar, widx_d]
-        Kww = xp.take_along_axis(Kws, xp.broadcast_to(widx_d[:, None, :], (P, ws, ws)), axis=2)
-        if subproblem == "cuda":
-            anew, n_in, _g0 = _solve_subproblems_cuda(Kww, yw, Cw, aw, Fw, act, tol, max_inner)
-        else:
-            anew, n_in, _g0 = solve_subproblems_host(Kww, yw, Cw, aw, Fw, act, tol, max_inner)
-        # (4) F ← F − K_wsᵀ (y ∘ Δα): one batched GEMM for every problem
-        delta = anew - aw
-        alpha[ar, widx_d] = anew
-        F -= xp.matmul((yw * delta)[:, None, :], Kws)[:, 0, :]
-        n_inner_d += xp.asarray(n_in).astype(xp.int64)       # inactive problems report 0 steps
-        rounds += act
-        r += 1
+                elif not np.isfinite(best[p]) or obj[p] < best[p] - 1e-12 * abs(best[p]):
+                    best[p], since_best[p] = obj[p], 0
+                else:
+                    since_best[p] += 1
+                    if since_best[p] >= _STALL_ROUNDS:
+                        done[p] = True
+            if done.all():
+                break
+            # (1) selection (host): which half is replaced (FIFO), the new rows per problem
+            n_new = np.zeros(P, dtype=np.int64)
+            for p in np.flatnonzero(~done):
+                keep = widx[p, keep_slots][wvalid[p, keep_slots]]
+                new = _merge_new(ou[p][vu[p]], ol[p][vl[p]], int(sizes[p]), keep, slots.size)
+                widx[p, slots] = np.where(new >= 0, new, n_max)
+                wvalid[p, slots] = new >= 0
+                n_new[p] = int((new >= 0).sum())
+            widx_d = xp.asarray(widx)
+            # (2) their kernel rows: q × n_p per problem, one GEMM + epilogue (rows read on the device)
+            s0 = int(slots[0])
+            if row_cache:
+                for p in np.flatnonzero(n_new):
+                    rows_d = widx_d[p, s0:s0 + int(n_new[p])]
+                    _kernel_rows(Xp[p], rows_d, kernel, dt, out=Kws[p, s0:s0 + int(n_new[p]), : int(sizes[p])])
+            # (3) the subproblems of all problems in one call
+            act = ~done
+            yw = yv[ar, widx_d]
+            Cw = Cvv[ar, widx_d]
+            aw = alpha[ar, widx_d]
+            Fw = F[ar, widx_d]
+            if row_cache:
+                Kww = xp.take_along_axis(Kws, xp.broadcast_to(widx_d[:, None, :], (P, ws, ws)), axis=2)
+            else:
+                Kww = _working_set_gram(Xp, widx, wvalid, kernel, dt, Kww_buf)
+            if subproblem == "cuda":
+                anew, n_in, _g0 = _solve_subproblems_cuda(Kww, yw, Cw, aw, Fw, act, tol, max_inner)
+            else:
+                anew, n_in, _g0 = solve_subproblems_host(Kww, yw, Cw, aw, Fw, act, tol, max_inner)
+            # (4) F ← F − K_wsᵀ (y ∘ Δα): one batched GEMM for every problem (without the cache: per
+            # problem, over blocks of the working set's rows)
+            del Kww
+            delta = anew - aw
+            if row_cache:
+                F -= xp.matmul((yw * delta)[:, None, :], Kws)[:, 0, :]
+            else:
+                _update_gradient(F, Xp, widx, act, yw * delta, kernel, dt, update_rows)
+            alpha[ar, widx_d] = anew
+            n_inner_d += xp.asarray(n_in).astype(xp.int64)       # inactive problems report 0 steps
+            rounds += act
+            r += 1
+        return alpha, F, n_inner_d, rounds, converged, gap
+
+    # the row cache is working memory by choice: on an out-of-memory error the fit starts again
+    # without it (the same rounds: the same working sets, subproblems and updates; an OOM comes in
+    # the first round, when Kws and Kww are first allocated, so little work is lost)
+    (alpha, F, n_inner_d, rounds, converged, gap), _ = bk.smaller_on_out_of_memory(
+        run_rounds, 1, 0, what="working-set SMO", size_text="the working set's kernel rows recomputed each "
+        "round instead of cached")
     n_inner_tot = np.asarray(bk.to_host(n_inner_d), dtype=np.int64)
     alpha_h = np.asarray(bk.to_host(alpha), dtype=np.float64)
     F_h = np.asarray(bk.to_host(F), dtype=np.float64)
