@@ -113,65 +113,25 @@ def _default_ws(n_max: int, P: int, itemsize: int, dev: bk.Device) -> int:
     return ws
 
 
-
-def _kernel_rows(Xp_p: Any, rows_d: Any, kernel: Kernel | str, dt: Any, *, out: Any = None,
-                 cols: Any = None) -> Any:
-    """K(rows, cols) of one problem (its rows ``Xp_p``, or its Gram block with a precomputed
-    kernel); ``cols`` None: all its rows.  Written into ``out`` when given."""
-    if is_precomputed(kernel):
-        K = Xp_p[rows_d] if cols is None else Xp_p[rows_d][:, cols]
-        if out is None:
-            return K
-        out[...] = K
-        return out
-    Z = Xp_p if cols is None else Xp_p[cols]
-    return kernel_block(Xp_p[rows_d], Z, kernel, dtype=dt, out=out)
+def _kernel_rows(Xp_p: Any, rows_d: Any, kernel: Kernel | str, dt: Any, *, out: Any = None) -> Any:
+    """The kernel rows ``rows_d`` of one problem against all its rows (``Xp_p``: its rows, or its
+    Gram block with a precomputed kernel), into ``out`` when given."""
+    if not is_precomputed(kernel):
+        return kernel_block(Xp_p[rows_d], Xp_p, kernel, dtype=dt, out=out)
+    if out is None:
+        return Xp_p[rows_d]
+    out[...] = Xp_p[rows_d]
+    return out
 
 
-def _working_set_gram(Xp: list, widx: np.ndarray, wvalid: np.ndarray, kernel: Kernel | str, dt: Any,
-                      Kww: Any) -> Any:
-    """The (P, ws, ws) kernel among each problem's working-set rows, computed from the rows into
-    ``Kww`` (no row cache); the empty slots' rows and columns are 0, as the cache's dummy column
-    gives them."""
-    P, ws = widx.shape
-    xp = bk.namespace_of(Kww)
-    Kww[...] = 0
-    for p in range(P):
-        v = np.flatnonzero(wvalid[p])
-        if v.size == 0:
-            continue
-        rows_d = xp.asarray(widx[p, v])
-        if v.size == ws:
-            _kernel_rows(Xp[p], rows_d, kernel, dt, out=Kww[p], cols=rows_d)
-        else:
-            vd = xp.asarray(v)
-            Kww[p, vd[:, None], vd[None, :]] = _kernel_rows(Xp[p], rows_d, kernel, dt, cols=rows_d)
-    return Kww
+def _host_rows(out: np.ndarray, Xp_p: Any, rows_d: Any, kernel: Kernel | str, dt: Any, block: int) -> int:
+    """The kernel rows ``rows_d`` of one problem into the host array ``out``, computed on the device
+    ``block`` rows at a time (retried smaller on an out-of-memory error,
+    :func:`~gpuksvm.array.backend.map_row_blocks`); returns the block size used."""
+    def run(s: int, e: int) -> None:
+        out[s:e] = bk.to_host(_kernel_rows(Xp_p, rows_d[s:e], kernel, dt))
 
-
-def _update_gradient(F: Any, Xp: list, widx: np.ndarray, active: np.ndarray, coef: Any,
-                     kernel: Kernel | str, dt: Any, block: list) -> None:
-    """F[p] −= K(working set, rows)ᵀ coef[p] for the ``active`` problems, without the row cache:
-    the kernel between the working set and a block of ``block[0]`` of the problem's rows at a
-    time (retried smaller on an out-of-memory error, :func:`~gpuksvm.array.backend.map_row_blocks`;
-    ``block[0]`` keeps the smaller size for the next rounds).  Each entry of F sums over every
-    slot of the working set in slot order as the cached GEMM does (empty slots: any row, weight
-    0), so the rounds stay those of the cached path."""
-    xp = bk.namespace_of(F)
-    for p in np.flatnonzero(active):
-        n_p = int(Xp[p].shape[0])
-        rows_d = xp.asarray(np.where(widx[p] < n_p, widx[p], 0))
-        Xw = Xp[p][rows_d]
-        c = coef[p]
-
-        def run(s: int, e: int, p: int = p, Xw: Any = Xw, c: Any = c) -> None:
-            if is_precomputed(kernel):
-                Kb = Xw[:, s:e]
-            else:
-                Kb = kernel_block(Xw, Xp[p][s:e], kernel, dtype=dt)
-            F[p, s:e] -= c @ Kb
-
-        block[0] = bk.map_row_blocks(run, n_p, block[0], what="working-set SMO kernel rows")
+    return bk.map_row_blocks(run, int(rows_d.shape[0]), block, what="working-set SMO kernel rows")
 
 
 def round_keys_host(yv: np.ndarray, Cvv: np.ndarray, alpha: np.ndarray, F: np.ndarray,
@@ -315,20 +275,15 @@ def solve_working_set(X: Any, ys: list[np.ndarray], subs: list[np.ndarray], kern
         y_h[p, : S.size] = ys[p]
         C_h[p, : S.size] = box_bounds(Cs[p], None if sample_weight is None else sample_weight[S], S.size)
 
-    def run_rounds(row_cache: int) -> tuple:
-        """The round loop from α = 0: with the kernel-row cache (1), or recomputing the working
-        set's rows each round (0)."""
+    def run_rounds(on_device: int) -> tuple:
+        """The round loop from α = 0, the kernel-row cache on the device (1) or in host memory (0)."""
         yv = xp.asarray(y_h, dtype=dt)
         Cvv = xp.asarray(C_h, dtype=dt)
         alpha = xp.zeros((P, N1), dtype=dt)
         F = yv.copy()
-        # the kernel rows of every working-set row against its problem's rows (the row cache); None
-        # when recomputed each round (row_cache=False)
-        Kws = xp.zeros((P, ws, N1), dtype=dt) if row_cache else None
-        # without it: the working sets' Gram, one buffer for every round, and the block of F's columns in the
-        # gradient update (kept smaller once it ran out of memory)
-        Kww_buf = None if row_cache else xp.empty((P, ws, ws), dtype=dt)
-        update_rows = [bk.plan_rows(n_max, 2 * ws * dt.itemsize, dev)]
+        # the kernel rows of every working-set row against its problem's rows (the row cache)
+        Kws = (xp if on_device else np).zeros((P, ws, N1), dtype=dt)
+        rows_block = [bk.plan_rows(ws, 2 * n_max * dt.itemsize, dev)]    # of the host cache's rows
         widx = np.full((P, ws), n_max, dtype=np.int64)  # working-set rows (host); n_max: empty slot
         widx_d = xp.asarray(widx)                        # ... and its device copy
         wvalid = np.zeros((P, ws), dtype=bool)
@@ -370,44 +325,47 @@ def solve_working_set(X: Any, ys: list[np.ndarray], subs: list[np.ndarray], kern
             widx_d = xp.asarray(widx)
             # (2) their kernel rows: q × n_p per problem, one GEMM + epilogue (rows read on the device)
             s0 = int(slots[0])
-            if row_cache:
-                for p in np.flatnonzero(n_new):
-                    rows_d = widx_d[p, s0:s0 + int(n_new[p])]
+            for p in np.flatnonzero(n_new):
+                rows_d = widx_d[p, s0:s0 + int(n_new[p])]
+                if on_device:
                     _kernel_rows(Xp[p], rows_d, kernel, dt, out=Kws[p, s0:s0 + int(n_new[p]), : int(sizes[p])])
+                else:
+                    rows_block[0] = _host_rows(Kws[p, s0:s0 + int(n_new[p]), : int(sizes[p])], Xp[p], rows_d,
+                                               kernel, dt, rows_block[0])
             # (3) the subproblems of all problems in one call
             act = ~done
             yw = yv[ar, widx_d]
             Cw = Cvv[ar, widx_d]
             aw = alpha[ar, widx_d]
             Fw = F[ar, widx_d]
-            if row_cache:
+            if on_device:
                 Kww = xp.take_along_axis(Kws, xp.broadcast_to(widx_d[:, None, :], (P, ws, ws)), axis=2)
             else:
-                Kww = _working_set_gram(Xp, widx, wvalid, kernel, dt, Kww_buf)
+                Kww = xp.asarray(np.take_along_axis(Kws, np.broadcast_to(widx[:, None, :], (P, ws, ws)), axis=2))
             if subproblem == "cuda":
                 anew, n_in, _g0 = _solve_subproblems_cuda(Kww, yw, Cw, aw, Fw, act, tol, max_inner)
             else:
                 anew, n_in, _g0 = solve_subproblems_host(Kww, yw, Cw, aw, Fw, act, tol, max_inner)
-            # (4) F ← F − K_wsᵀ (y ∘ Δα): one batched GEMM for every problem (without the cache: per
-            # problem, over blocks of the working set's rows)
+            # (4) F ← F − K_wsᵀ (y ∘ Δα): one batched GEMM for every problem (where the cache is)
             del Kww
             delta = anew - aw
-            if row_cache:
+            if on_device:
                 F -= xp.matmul((yw * delta)[:, None, :], Kws)[:, 0, :]
             else:
-                _update_gradient(F, Xp, widx, act, yw * delta, kernel, dt, update_rows)
+                F -= xp.asarray(np.matmul(np.asarray(bk.to_host(yw * delta))[:, None, :], Kws)[:, 0, :])
             alpha[ar, widx_d] = anew
             n_inner_d += xp.asarray(n_in).astype(xp.int64)       # inactive problems report 0 steps
             rounds += act
             r += 1
         return alpha, F, n_inner_d, rounds, converged, gap
 
-    # the row cache is working memory by choice: on an out-of-memory error the fit starts again
-    # without it (the same rounds: the same working sets, subproblems and updates; an OOM comes in
-    # the first round, when Kws and Kww are first allocated, so little work is lost)
+    # on a GPU that runs out of memory the fit starts again with the row cache in host memory (the
+    # same rounds: the same kernel rows, working sets, subproblems and updates; the device then
+    # holds the working sets' Gram and a block of new kernel rows at a time).  An OOM comes in the
+    # first rounds, when Kws, Kww and the kernel rows are first allocated: little work is lost.
     (alpha, F, n_inner_d, rounds, converged, gap), _ = bk.smaller_on_out_of_memory(
-        run_rounds, 1, 0, what="working-set SMO", size_text="the working set's kernel rows recomputed each "
-        "round instead of cached")
+        run_rounds, 1, 0 if dev.is_gpu else 1, what="working-set SMO",
+        size_text="the kernel-row cache in host memory")
     n_inner_tot = np.asarray(bk.to_host(n_inner_d), dtype=np.int64)
     alpha_h = np.asarray(bk.to_host(alpha), dtype=np.float64)
     F_h = np.asarray(bk.to_host(F), dtype=np.float64)
