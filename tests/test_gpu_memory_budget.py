@@ -159,7 +159,6 @@ def test_predict_out_of_memory_is_retried_with_smaller_blocks(emulated_gpu, name
 
 #: estimators whose fit does not survive the injected out-of-memory error (measured here)
 NO_FIT_RETRY = {
-    "linear_blocks": "a 64,000 B allocation of the streamed Newton fit outside any retried block loop",
     "linear_multiclass": "a 14,848 B allocation of the Newton solver outside any retried block loop",
 }
 

@@ -428,9 +428,11 @@ def test_stream_oracle_one_pass_steps_equal_two_pass_steps():
     X, y = _synthetic(1200, d=9, classes=3, noise=1.0)
     Y, S = ovr_targets(y, 3, class_weight=np.array([1.0, 2.0, 0.5]))
 
-    def blocks():
+    def blocks(split=1):
         for a in range(0, 1200, 250):
-            yield a, X[a:a + 250]
+            step = -(-X[a:a + 250].shape[0] // split)
+            for b in range(a, min(a + 250, 1200), step):
+                yield b, X[b:min(b + step, a + 250)]
 
     sols = [newton_solve(StreamOracle(blocks, Y, 0.7 * S, n_features=9, **kw), tol=1e-9, max_iter=100)
             for kw in ({}, {"spare_blocks": 0.0}, {"t_max": 0.0})]
@@ -441,6 +443,37 @@ def test_stream_oracle_one_pass_steps_equal_two_pass_steps():
     assert sols[0].info["n_passes"] < sols[1].info["n_passes"] <= 2 * sols[1].n_iter + 1
     ref = newton_squared_hinge(X, Y, 0.7, sample_weight=S, tol=1e-9)
     np.testing.assert_allclose(sols[0].objective, ref.objective, rtol=1e-9)
+
+
+def test_stream_oracle_out_of_memory_cuts_the_blocks():
+    # a pass whose block does not fit the device (here: MemoryError while a whole block is
+    # yielded) runs again with every block cut into pieces: one MemoryFallbackWarning, the
+    # same iterates (the statistics' float64 sums regrouped)
+    from gpuksvm.solvers.linear.newton import newton_solve
+    from gpuksvm.solvers.linear.newton_stream import StreamOracle
+
+    X, y = _synthetic(1200, d=9, classes=3, noise=1.0)
+    Y, S = ovr_targets(y, 3)
+    splits = []
+
+    def blocks(split=1):
+        splits.append(split)
+        for a in range(0, 1200, 250):
+            if split == 1 and len(splits) == 3:        # the second pass: a line search's
+                raise MemoryError("a block does not fit")
+            step = -(-X[a:a + 250].shape[0] // split)
+            for b in range(a, min(a + 250, 1200), step):
+                yield b, X[b:min(b + step, a + 250)]
+
+    def whole(split=1):
+        return ((a, X[a:a + 250]) for a in range(0, 1200, 250))
+
+    want = newton_solve(StreamOracle(whole, Y, 0.7 * S, n_features=9), tol=1e-9, max_iter=100)
+    with pytest.warns(bk.MemoryFallbackWarning, match="streamed Newton pass"):
+        got = newton_solve(StreamOracle(blocks, Y, 0.7 * S, n_features=9), tol=1e-9, max_iter=100)
+    assert splits[:4] == [1, 1, 1, 2] and set(splits[4:]) == {2}
+    np.testing.assert_allclose(got.objective, want.objective, rtol=1e-11)
+    np.testing.assert_allclose(got.info["W"], want.info["W"], rtol=1e-7, atol=1e-10)
 
 
 def test_sbm_memory_bound(tmp_path):
