@@ -207,9 +207,8 @@ def solve_linear_svm(X: Any, y: np.ndarray, params: LinearSVMParams, *, device: 
         return LinearSVMResult.from_solution(sol, classes, X.shape[1], sol.info["engine"], device, dt, log_scale)
     Xd = bk.to_device(X, device, dt)
     if engine == "newton":
-        xp = bk.get_namespace(device)
         W0 = _start_weights(start, Y.reshape(Y.shape[0], -1).shape[1], X.shape[1], s, device, dt)
-        sol = newton_squared_hinge(Xd, xp.asarray(Y, dtype=dt), C, sample_weight=xp.asarray(S, dtype=dt),
+        sol = newton_squared_hinge(Xd, Y, C, sample_weight=S,
                                    intercept_scaling=s, W0=W0, tol=float(params.tol), max_iter=int(params.max_iter),
                                    random_state=params.random_state, verbose=params.verbose)
         if sol.info["method"] == "cg":
