@@ -242,3 +242,32 @@ def test_gpu_budget_caps_the_free_memory_share(emulated_gpu):
     with bk.config_context(gpu_memory_budget=10**15):
         assert bk.memory_budget("cuda") == free_share
     assert bk.get_config()["gpu_memory_budget"] is None
+
+
+#: fits whose out-of-memory retry is recorded in ``memory_fallback_`` (the estimators that solve
+#: through the working-set SMO, the CVM core sets, the Newton solvers).  Not "linear": its retry
+#: is in the validation's copies of X, before the solver (not recorded)
+RECORDS_RETRY = ("svc", "cvm", "linear_multiclass", "linear_blocks")
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("name", RECORDS_RETRY)
+def test_fit_out_of_memory_retry_is_recorded(emulated_gpu, name):
+    """The retried fit of the test above says what it cut: ``memory_fallback_`` names the
+    out-of-memory retry; the unlimited fit's is None."""
+    from gpuemu.pool import fresh_pool, measure_peak
+
+    cp = emulated_gpu
+    X, y = zoo_data(ZOO[name][3], n=N_ROWS)
+    Xd = cp.asarray(np.hstack([X, np.zeros((X.shape[0], 78))]), dtype=cp.float32)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        est, task = estimator_for(name, device="cuda")
+        with fresh_pool(), measure_peak() as peak:
+            _fit(est, task, Xd, y)
+        assert est.memory_fallback_ is None
+        est, task = estimator_for(name, device="cuda")
+        with fresh_pool() as pool:
+            pool.set_limit(size=3 * peak.growth // 4)
+            _fit(est, task, Xd, y)
+    assert est.memory_fallback_ and "out_of_memory: " in est.memory_fallback_, est.memory_fallback_

@@ -687,3 +687,23 @@ def test_gpu_newton_cg_and_sbm(gpu):
         g = LinearSVM(device="gpu", solver=solver, dtype="float64", **kw).fit(
             as_block_source(X, y, block_size=150))
         np.testing.assert_allclose(g.objective_, cpu.objective_, rtol=rtol)
+
+
+def test_newton_solves_one_vs_rest_problems_in_groups_within_the_budget():
+    # the per-row state of 4 problems on 3,000 rows (NEWTON_ROW_BYTES each) does not fit a
+    # 1 MB budget: two problems at a time (the budget's share), the same solutions
+    from gpuksvm.solvers.linear.newton_memory import NEWTON_ROW_BYTES
+
+    X, y = _synthetic(3000, d=6, classes=4, noise=1.0)
+    Y, S = ovr_targets(y, 4)
+    want = newton_squared_hinge(X, Y, 0.5, sample_weight=S, tol=1e-8)
+    assert want.info["problems_at_once"] == 4
+    budget = 2 * 3000 * NEWTON_ROW_BYTES + 100
+    with bk.config_context(cpu_memory_budget=budget), \
+            pytest.warns(bk.MemoryFallbackWarning, match="solving 2 at a time"):
+        got = newton_squared_hinge(X, Y, 0.5, sample_weight=S, tol=1e-8)
+    assert got.info["problems_at_once"] == got.info["problems_planned"] == 2
+    np.testing.assert_allclose(got.objective, want.objective, rtol=1e-10)
+    np.testing.assert_allclose(got.coef, want.coef, rtol=1e-6, atol=1e-9)
+    np.testing.assert_allclose(got.intercept, want.intercept, rtol=1e-6, atol=1e-9)
+    assert got.info["W"].shape == want.info["W"].shape

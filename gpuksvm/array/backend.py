@@ -25,6 +25,7 @@ Device strings
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import gc
 import os
 import re
@@ -81,6 +82,8 @@ __all__ = [
     "plan_rows",
     "is_out_of_memory",
     "smaller_on_out_of_memory",
+    "recorded_fallbacks",
+    "fallback_text",
     "map_row_blocks",
 ]
 
@@ -821,6 +824,34 @@ def free_gpu_cache() -> None:
         cp.get_default_memory_pool().free_all_blocks()
 
 
+#: the lists :func:`recorded_fallbacks` collects into (innermost last)
+_RECORDERS: contextvars.ContextVar[tuple] = contextvars.ContextVar("gpuksvm_fallback_recorders", default=())
+
+
+@contextlib.contextmanager
+def recorded_fallbacks() -> Iterator[list]:
+    """``with recorded_fallbacks() as cut:`` — ``cut`` then holds the ``what`` of every
+    out-of-memory retry (:func:`smaller_on_out_of_memory`, :func:`map_row_blocks`) made in the
+    block, each once, in order: what a fit made smaller, for its ``memory_fallback_``.  Blocks
+    nest (an outer one sees the inner ones' retries too); per thread and task (a context variable)."""
+    cut: list = []
+    token = _RECORDERS.set(_RECORDERS.get() + (cut,))
+    try:
+        yield cut
+    finally:
+        _RECORDERS.reset(token)
+
+
+def fallback_text(*parts: str | None, retried: list | None = None) -> str | None:
+    """A fit's ``memory_fallback_``: the named ``parts`` that are not None and, when ``retried``
+    (a :func:`recorded_fallbacks` list) holds any, ``"out_of_memory: <what>; <what>"``; None when
+    nothing was made smaller."""
+    names = [p for p in parts if p]
+    if retried:
+        names.append("out_of_memory: " + "; ".join(retried))
+    return ", ".join(names) or None
+
+
 def smaller_on_out_of_memory(fn: Callable[[int], Any], size: int, minimum: int, *,
                              what: str = "an allocation", size_text: str = "{size:,} bytes",
                              warn: bool = True) -> tuple[Any, int]:
@@ -846,6 +877,9 @@ def smaller_on_out_of_memory(fn: Callable[[int], Any], size: int, minimum: int, 
         gc.collect()
         free_gpu_cache()
         size = max(size // 2, minimum)
+        for cut in _RECORDERS.get():
+            if what not in cut:
+                cut.append(what)
         if warn:
             warnings.warn(f"{what}: out of memory, retrying with {size_text.format(size=size)}",
                           MemoryFallbackWarning, stacklevel=3)

@@ -8,6 +8,7 @@ the sorted breakpoints (:func:`~gpuksvm.solvers.linear.newton.exact_line_step`).
 """
 from __future__ import annotations
 
+import warnings
 from typing import Any
 
 import numpy as np
@@ -327,8 +328,9 @@ def newton_squared_hinge(F: Any, Y: Any, C: float, *, sample_weight: Any = None,
     -------
     LinearSolution (``info["method"]`` says which direction solver ran; ``info["problems_at_once"]``
     how many problems were solved together: all of them, unless their per-row state —
-    :data:`NEWTON_ROW_BYTES` a row and problem — exceeds the memory budget, or an out-of-memory
-    error cut the group (one ``MemoryFallbackWarning``).  The problems are independent, so a
+    :data:`NEWTON_ROW_BYTES` a row and problem — exceeds the memory budget (then
+    ``info["problems_planned"]`` is smaller than m), or an out-of-memory error cut the group
+    (one ``MemoryFallbackWarning`` either way).  The problems are independent, so a
     group's solutions are those of all at once, up to round-off).
 
     Notes
@@ -363,7 +365,12 @@ def newton_squared_hinge(F: Any, Y: Any, C: float, *, sample_weight: Any = None,
     if method == "auto":
         method = _choose_method(X, m)
     device = bk.device_of(F if not X.sparse else F.data)
-    at_once = max(1, min(m, bk.memory_budget(device) // max(n * NEWTON_ROW_BYTES, 1)))
+    budget = bk.memory_budget(device)
+    at_once = max(1, min(m, budget // max(n * NEWTON_ROW_BYTES, 1)))
+    if at_once < m:
+        warnings.warn(f"Newton: the per-row state of {m} problems on {n:,} rows ({m * n * NEWTON_ROW_BYTES:,} "
+                      f"bytes) exceeds the memory budget ({budget:,} bytes); solving {at_once} at a time",
+                      bk.MemoryFallbackWarning, stacklevel=2)
 
     def solve(k: int) -> LinearSolution:
         parts = []
@@ -383,6 +390,7 @@ def newton_squared_hinge(F: Any, Y: Any, C: float, *, sample_weight: Any = None,
     sol, used = bk.smaller_on_out_of_memory(solve, at_once, 1, what="Newton's one-vs-rest problems",
                                             size_text="{size} problem(s) at a time")
     sol.info["problems_at_once"] = int(used)
+    sol.info["problems_planned"] = int(at_once)         # what the budget allowed, before any retry
     return sol
 
 
