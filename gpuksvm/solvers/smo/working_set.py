@@ -113,7 +113,7 @@ def _default_ws(n_max: int, P: int, itemsize: int, dev: bk.Device) -> int:
     return ws
 
 
-def _kernel_rows(Xp_p: Any, rows_d: Any, kernel: Kernel | str, dt: Any, *, out: Any = None) -> Any:
+def _problem_rows_kernel(Xp_p: Any, rows_d: Any, kernel: Kernel | str, dt: Any, *, out: Any = None) -> Any:
     """The kernel rows ``rows_d`` of one problem against all its rows (``Xp_p``: its rows, or its
     Gram block with a precomputed kernel), into ``out`` when given."""
     if not is_precomputed(kernel):
@@ -129,7 +129,7 @@ def _host_rows(out: np.ndarray, Xp_p: Any, rows_d: Any, kernel: Kernel | str, dt
     ``block`` rows at a time (retried smaller on an out-of-memory error,
     :func:`~gpuksvm.array.backend.map_row_blocks`); returns the block size used."""
     def run(s: int, e: int) -> None:
-        out[s:e] = bk.to_host(_kernel_rows(Xp_p, rows_d[s:e], kernel, dt))
+        out[s:e] = bk.to_host(_problem_rows_kernel(Xp_p, rows_d[s:e], kernel, dt))
 
     return bk.map_row_blocks(run, int(rows_d.shape[0]), block, what="working-set SMO kernel rows")
 
@@ -328,7 +328,7 @@ def solve_working_set(X: Any, ys: list[np.ndarray], subs: list[np.ndarray], kern
             for p in np.flatnonzero(n_new):
                 rows_d = widx_d[p, s0:s0 + int(n_new[p])]
                 if on_device:
-                    _kernel_rows(Xp[p], rows_d, kernel, dt, out=Kws[p, s0:s0 + int(n_new[p]), : int(sizes[p])])
+                    _problem_rows_kernel(Xp[p], rows_d, kernel, dt, out=Kws[p, s0:s0 + int(n_new[p]), : int(sizes[p])])
                 else:
                     rows_block[0] = _host_rows(Kws[p, s0:s0 + int(n_new[p]), : int(sizes[p])], Xp[p], rows_d,
                                                kernel, dt, rows_block[0])
