@@ -157,13 +157,18 @@ def test_predict_out_of_memory_is_retried_with_smaller_blocks(emulated_gpu, name
 
 #: estimators whose fit does not survive the injected out-of-memory error (measured here)
 NO_FIT_RETRY: dict = {}
+#: fits whose out-of-memory retry is recorded in ``memory_fallback_`` (those solving through the
+#: working-set SMO, the CVM core sets, the Newton solvers).  Not "linear": its retry is in the
+#: validation's copies of X, before the solver (not recorded)
+RECORDS_RETRY = ("svc", "cvm", "linear_multiclass", "linear_blocks")
 
 
 @pytest.mark.parametrize("name", _cases(NO_FIT_RETRY))
 def test_fit_out_of_memory_is_retried_with_smaller_blocks(emulated_gpu, name):
     """As the prediction test, for ``fit``: a new pool limited to 3/4 of the fit's
     peak growth; the fit retries its blocks smaller (a MemoryFallbackWarning) and predicts as the
-    unlimited fit does."""
+    unlimited fit does; where the solver records it, ``memory_fallback_`` names the retry
+    (None after the unlimited fit)."""
     from gpuemu.pool import fresh_pool, measure_peak
 
     cp = emulated_gpu
@@ -175,6 +180,7 @@ def test_fit_out_of_memory_is_retried_with_smaller_blocks(emulated_gpu, name):
         with fresh_pool(), measure_peak() as peak:
             _fit(est, task, Xd, y)
         want = _outputs(est, Xd)
+        unlimited_fallback = getattr(est, "memory_fallback_", None)
         est, task = estimator_for(name, device="cuda")
         with fresh_pool() as pool:
             pool.set_limit(size=3 * peak.growth // 4)
@@ -186,6 +192,9 @@ def test_fit_out_of_memory_is_retried_with_smaller_blocks(emulated_gpu, name):
         f"{name}: no MemoryFallbackWarning (fit peak {peak.growth:,} B)"
     for meth, val in want.items():
         np.testing.assert_allclose(got[meth], val, rtol=1e-4, atol=1e-5, err_msg=f"{name}.{meth}")
+    if name in RECORDS_RETRY:
+        assert unlimited_fallback is None and "out_of_memory: " in (est.memory_fallback_ or ""), \
+            (unlimited_fallback, est.memory_fallback_)
 
 
 # ----------------------------------------------------------------------------- the pool itself
@@ -243,31 +252,3 @@ def test_gpu_budget_caps_the_free_memory_share(emulated_gpu):
         assert bk.memory_budget("cuda") == free_share
     assert bk.get_config()["gpu_memory_budget"] is None
 
-
-#: fits whose out-of-memory retry is recorded in ``memory_fallback_`` (the estimators that solve
-#: through the working-set SMO, the CVM core sets, the Newton solvers).  Not "linear": its retry
-#: is in the validation's copies of X, before the solver (not recorded)
-RECORDS_RETRY = ("svc", "cvm", "linear_multiclass", "linear_blocks")
-
-
-@pytest.mark.gpu
-@pytest.mark.parametrize("name", RECORDS_RETRY)
-def test_fit_out_of_memory_retry_is_recorded(emulated_gpu, name):
-    """The retried fit of the test above says what it cut: ``memory_fallback_`` names the
-    out-of-memory retry; the unlimited fit's is None."""
-    from gpuemu.pool import fresh_pool, measure_peak
-
-    cp = emulated_gpu
-    X, y = zoo_data(ZOO[name][3], n=N_ROWS)
-    Xd = cp.asarray(np.hstack([X, np.zeros((X.shape[0], 78))]), dtype=cp.float32)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        est, task = estimator_for(name, device="cuda")
-        with fresh_pool(), measure_peak() as peak:
-            _fit(est, task, Xd, y)
-        assert est.memory_fallback_ is None
-        est, task = estimator_for(name, device="cuda")
-        with fresh_pool() as pool:
-            pool.set_limit(size=3 * peak.growth // 4)
-            _fit(est, task, Xd, y)
-    assert est.memory_fallback_ and "out_of_memory: " in est.memory_fallback_, est.memory_fallback_
