@@ -10,7 +10,9 @@ GEMM for all problems).  :func:`solve_working_set` is the outer loop shared by
 both devices; only the subproblem solver differs: one CUDA thread block per
 problem (``kernels_cuda/smo.cu``, one launch for all problems,
 :mod:`gpuksvm.solvers.smo.cuda_launch`) on a GPU, :func:`solve_subproblems_host` (its
-NumPy twin and test oracle) on the CPU.
+NumPy twin and test oracle) on the CPU.  On a GPU that runs out of memory the fit starts again
+with the row cache Kws in host memory (one ``MemoryFallbackWarning``): the same rounds, the
+device then holding the working sets' Gram and a block of new kernel rows at a time.
 
 The dual, its notation and the shared pieces: :mod:`gpuksvm.solvers.svc_dual`.
 """
