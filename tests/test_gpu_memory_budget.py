@@ -252,3 +252,24 @@ def test_gpu_budget_caps_the_free_memory_share(emulated_gpu):
         assert bk.memory_budget("cuda") == free_share
     assert bk.get_config()["gpu_memory_budget"] is None
 
+
+
+def test_recorded_fallbacks_name_each_retry_once():
+    """Out-of-memory retries (here: MemoryError above 2) are recorded by every enclosing
+    ``recorded_fallbacks`` block, each ``what`` once; none outside one."""
+    def fn(size: int) -> int:
+        if size > 2:
+            raise MemoryError("too large")
+        return size
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        assert bk.smaller_on_out_of_memory(fn, 8, 1, what="outside") == (2, 2)
+        with bk.recorded_fallbacks() as outer:
+            with bk.recorded_fallbacks() as inner:
+                assert bk.smaller_on_out_of_memory(fn, 8, 1, what="blocks") == (2, 2)
+                assert bk.smaller_on_out_of_memory(fn, 16, 1, what="blocks") == (2, 2)
+            assert bk.smaller_on_out_of_memory(fn, 2, 1, what="fits") == (2, 2)      # no retry
+    assert inner == outer == ["blocks"]
+    assert bk.fallback_text("kernel_cache", retried=inner) == "kernel_cache, out_of_memory: blocks"
+    assert bk.fallback_text(None, retried=[]) is None

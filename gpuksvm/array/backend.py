@@ -862,6 +862,7 @@ def smaller_on_out_of_memory(fn: Callable[[int], Any], size: int, minimum: int, 
 
     For working memory whose size is a choice (a block, a buffer's spare capacity), not a need:
     the error is raised again once ``minimum`` fails.  Returns ``fn``'s result and the size used.
+    A retry is recorded (``what``) in the lists of the :func:`recorded_fallbacks` blocks around it.
     """
     size, minimum = max(int(size), 1), int(minimum)
     while True:
