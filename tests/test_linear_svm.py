@@ -428,9 +428,11 @@ def test_stream_oracle_one_pass_steps_equal_two_pass_steps():
     X, y = _synthetic(1200, d=9, classes=3, noise=1.0)
     Y, S = ovr_targets(y, 3, class_weight=np.array([1.0, 2.0, 0.5]))
 
-    def blocks():
+    def blocks(split=1):
         for a in range(0, 1200, 250):
-            yield a, X[a:a + 250]
+            step = -(-X[a:a + 250].shape[0] // split)
+            for b in range(a, min(a + 250, 1200), step):
+                yield b, X[b:min(b + step, a + 250)]
 
     sols = [newton_solve(StreamOracle(blocks, Y, 0.7 * S, n_features=9, **kw), tol=1e-9, max_iter=100)
             for kw in ({}, {"spare_blocks": 0.0}, {"t_max": 0.0})]
@@ -441,6 +443,37 @@ def test_stream_oracle_one_pass_steps_equal_two_pass_steps():
     assert sols[0].info["n_passes"] < sols[1].info["n_passes"] <= 2 * sols[1].n_iter + 1
     ref = newton_squared_hinge(X, Y, 0.7, sample_weight=S, tol=1e-9)
     np.testing.assert_allclose(sols[0].objective, ref.objective, rtol=1e-9)
+
+
+def test_stream_oracle_out_of_memory_cuts_the_blocks():
+    # a pass whose block does not fit the device (here: MemoryError while a whole block is
+    # yielded) runs again with every block cut into pieces: one MemoryFallbackWarning, the
+    # same iterates (the statistics' float64 sums regrouped)
+    from gpuksvm.solvers.linear.newton import newton_solve
+    from gpuksvm.solvers.linear.newton_stream import StreamOracle
+
+    X, y = _synthetic(1200, d=9, classes=3, noise=1.0)
+    Y, S = ovr_targets(y, 3)
+    splits = []
+
+    def blocks(split=1):
+        splits.append(split)
+        for a in range(0, 1200, 250):
+            if split == 1 and len(splits) == 3:        # the second pass: a line search's
+                raise MemoryError("a block does not fit")
+            step = -(-X[a:a + 250].shape[0] // split)
+            for b in range(a, min(a + 250, 1200), step):
+                yield b, X[b:min(b + step, a + 250)]
+
+    def whole(split=1):
+        return ((a, X[a:a + 250]) for a in range(0, 1200, 250))
+
+    want = newton_solve(StreamOracle(whole, Y, 0.7 * S, n_features=9), tol=1e-9, max_iter=100)
+    with pytest.warns(bk.MemoryFallbackWarning, match="streamed Newton pass"):
+        got = newton_solve(StreamOracle(blocks, Y, 0.7 * S, n_features=9), tol=1e-9, max_iter=100)
+    assert splits[:4] == [1, 1, 1, 2] and set(splits[4:]) == {2}
+    np.testing.assert_allclose(got.objective, want.objective, rtol=1e-11)
+    np.testing.assert_allclose(got.info["W"], want.info["W"], rtol=1e-7, atol=1e-10)
 
 
 def test_sbm_memory_bound(tmp_path):
@@ -654,3 +687,23 @@ def test_gpu_newton_cg_and_sbm(gpu):
         g = LinearSVM(device="gpu", solver=solver, dtype="float64", **kw).fit(
             as_block_source(X, y, block_size=150))
         np.testing.assert_allclose(g.objective_, cpu.objective_, rtol=rtol)
+
+
+def test_newton_solves_one_vs_rest_problems_in_groups_within_the_budget():
+    # the per-row state of 4 problems on 3,000 rows (NEWTON_ROW_BYTES each) does not fit a
+    # 1 MB budget: two problems at a time (the budget's share), the same solutions
+    from gpuksvm.solvers.linear.newton_memory import NEWTON_ROW_BYTES
+
+    X, y = _synthetic(3000, d=6, classes=4, noise=1.0)
+    Y, S = ovr_targets(y, 4)
+    want = newton_squared_hinge(X, Y, 0.5, sample_weight=S, tol=1e-8)
+    assert want.info["problems_at_once"] == 4
+    budget = 2 * 3000 * NEWTON_ROW_BYTES + 100
+    with bk.config_context(cpu_memory_budget=budget), \
+            pytest.warns(bk.MemoryFallbackWarning, match="solving 2 at a time"):
+        got = newton_squared_hinge(X, Y, 0.5, sample_weight=S, tol=1e-8)
+    assert got.info["problems_at_once"] == got.info["problems_planned"] == 2
+    np.testing.assert_allclose(got.objective, want.objective, rtol=1e-10)
+    np.testing.assert_allclose(got.coef, want.coef, rtol=1e-6, atol=1e-9)
+    np.testing.assert_allclose(got.intercept, want.intercept, rtol=1e-6, atol=1e-9)
+    assert got.info["W"].shape == want.info["W"].shape

@@ -25,6 +25,7 @@ Device strings
 from __future__ import annotations
 
 import contextlib
+import gc
 import os
 import re
 import sys
@@ -81,6 +82,7 @@ __all__ = [
     "plan_rows",
     "is_out_of_memory",
     "smaller_on_out_of_memory",
+    "fallback_text",
     "map_row_blocks",
     "FallbackCollector",
 ]
@@ -834,7 +836,9 @@ class FallbackCollector:
     :class:`MemoryFallbackWarning`.  When the block ends (also by an exception) the first
     message is passed on once: to the enclosing collector of this thread if there is one,
     else as one ``MemoryFallbackWarning``.  ``messages`` keeps them all; ``retried`` says
-    whether there was one.
+    whether there was one; ``cut`` names what was made smaller (each ``what`` once, in order;
+    an enclosing collector receives the inner ones' too), for a fit's ``memory_fallback_``
+    (:func:`fallback_text`).
 
     Thread-safe: each thread has its own stack of collectors and nothing of Python's
     process-wide warnings state (filters, ``showwarning``) is touched, so fits running at once
@@ -863,15 +867,20 @@ class FallbackCollector:
 
     def __init__(self) -> None:
         self.messages: list[str] = []
+        self.cut: list[str] = []
 
     @property
     def retried(self) -> bool:
         """Whether a retry was reported."""
         return bool(self.messages)
 
-    def report(self, message: str) -> None:
-        """Record one fallback (the message its warning would have had)."""
+    def report(self, message: str, what: str | None = None) -> None:
+        """Record one fallback: the message its warning would have had and what was made smaller
+        (``cut``: each ``what`` once, in order, for a fit's ``memory_fallback_``,
+        :func:`fallback_text`)."""
         self.messages.append(str(message))
+        if what and what not in self.cut:
+            self.cut.append(what)
 
     @staticmethod
     def active() -> "FallbackCollector | None":
@@ -892,6 +901,7 @@ class FallbackCollector:
             outer = stack[-1] if stack else None
             if outer is not None:
                 outer.report(self.messages[0])
+                outer.cut.extend(w for w in self.cut if w not in outer.cut)
             else:
                 # at the code whose with block this is; no registry: every block that retried
                 # warns (once), not only the first at that line of the process
@@ -901,6 +911,16 @@ class FallbackCollector:
                                        module_globals=at.f_globals)
 
 
+def fallback_text(*parts: str | None, retried: list | None = None) -> str | None:
+    """A fit's ``memory_fallback_``: the named ``parts`` that are not None and, when ``retried``
+    (a :class:`FallbackCollector`'s ``cut``) holds any, ``"out_of_memory: <what>; <what>"``; None when
+    nothing was made smaller."""
+    names = [p for p in parts if p]
+    if retried:
+        names.append("out_of_memory: " + "; ".join(retried))
+    return ", ".join(names) or None
+
+
 def smaller_on_out_of_memory(fn: Callable[[int], Any], size: int, minimum: int, *,
                              what: str = "an allocation", size_text: str = "{size:,} bytes",
                              warn: bool = True) -> tuple[Any, int]:
@@ -908,7 +928,8 @@ def smaller_on_out_of_memory(fn: Callable[[int], Any], size: int, minimum: int, 
     below ``minimum``) after returning the pool's cached blocks, with a
     :class:`MemoryFallbackWarning` at the first fallback (when ``warn``; ``size_text`` formats
     the new size in it), or, within a :class:`FallbackCollector` block of the calling thread,
-    that message reported to it instead.
+    that message and ``what`` reported to it instead (it warns once for the block and names
+    what was cut for the fit's ``memory_fallback_``).
 
     For working memory whose size is a choice (a block, a buffer's spare capacity), not a need:
     the error is raised again once ``minimum`` fails.  Returns ``fn``'s result and the size used.
@@ -920,16 +941,20 @@ def smaller_on_out_of_memory(fn: Callable[[int], Any], size: int, minimum: int, 
         except Exception as exc:  # noqa: BLE001 - only OOM is handled
             if not is_out_of_memory(exc) or size <= minimum:
                 raise
-            free_gpu_cache()
-            size = max(size // 2, minimum)
-            if warn:
-                message = f"{what}: out of memory, retrying with {size_text.format(size=size)}"
-                collector = FallbackCollector.active()
-                if collector is not None:
-                    collector.report(message)
-                else:
-                    warnings.warn(message, MemoryFallbackWarning, stacklevel=3)
-                warn = False
+        # past the handler, and after a collection (reference cycles through the traceback's
+        # frames), the failed try's arrays are freed, so the cache handed back now holds them too
+        # (else they stay cached, in pieces the retry's larger arrays cannot reuse, and count
+        # against the pool's limit; CuPy's own allocator collects before it gives up, too)
+        gc.collect()
+        free_gpu_cache()
+        size = max(size // 2, minimum)
+        message = f"{what}: out of memory, retrying with {size_text.format(size=size)}"
+        collector = FallbackCollector.active()
+        if collector is not None:
+            collector.report(message, what)
+        elif warn:
+            warnings.warn(message, MemoryFallbackWarning, stacklevel=3)
+            warn = False
 
 
 def map_row_blocks(fn: Callable[[int, int], None], n_rows: int, block_rows: int,

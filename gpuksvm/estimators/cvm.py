@@ -238,7 +238,9 @@ class CVM(ClassifierMixin, CVMBase, SVCSurfaceMixin):
     memory_fallback_ : str or None
         ``"kernel_cache"`` when a core set outgrew the dense QP and
         ``cpu_memory_budget`` cut the K̃ row cache below ``cache_size`` (to
-        half the budget; one ``MemoryFallbackWarning``), else None.  The dense
+        half the budget; one ``MemoryFallbackWarning``); ``"out_of_memory: ..."`` (also) when
+        the GPU ran out of memory and a retry cut a kernel block or the core set's spare room
+        (one ``MemoryFallbackWarning``); else None.  The dense
         QP itself ends where its six s×s float64 matrices would exceed the
         budget (3,072 core vectors at the default 512 MiB, 2,041 at 200 MB).
     kernel_ : Kernel

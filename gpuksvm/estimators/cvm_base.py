@@ -205,7 +205,7 @@ class CVMBase(DeviceMixin, BaseEstimator):
         self.history_ = [r.history for r in results]
         self.fit_times_ = {**(times or {}), **result.times}
         self.memory_fallback_ = result.memory_fallback
-        if result.memory_fallback:
+        if result.memory_fallback and "kernel_cache" in result.memory_fallback:   # an OOM retry warned itself
             warn_memory_fallback(type(self).__name__, f"the core-set QP's K̃ row cache was cut from "
                                  f"cache_size={float(self.cache_size):g} MB to half the budget",
                                  stacklevel=5)

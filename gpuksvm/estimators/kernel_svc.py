@@ -189,7 +189,9 @@ class KernelSVC(DeviceMixin, SVCSurfaceMixin, ProbabilityMixin, ClassifierMixin,
         Engine that ran: "libsvm", "smo", "working_set-cpu" or "working_set-cuda".
     memory_fallback_ : str or None
         What the memory budget made smaller than asked (``"kernel_cache"``:
-        ``cache_size`` was cut to half of ``cpu_memory_budget``), None if nothing.
+        ``cache_size`` was cut to half of ``cpu_memory_budget``; ``"out_of_memory: ..."``: the GPU
+        ran out of memory and the fit went on with less, e.g. the working-set SMO's kernel-row
+        cache in host memory, one ``MemoryFallbackWarning``), None if nothing.
     shape_fit_ : tuple
         Shape of the training X.
     probA_, probB_ : ndarray
@@ -322,8 +324,9 @@ class KernelSVC(DeviceMixin, SVCSurfaceMixin, ProbabilityMixin, ClassifierMixin,
                            cache_bytes=int(float(self.cache_size) * 2**20))
         self._store(result, kernel_=kernel_, X=X)
         cache, capped = cache_within_budget(int(float(self.cache_size) * 2**20))
-        self.memory_fallback_ = "kernel_cache" if capped and result.solver in ("libsvm", "smo") else None
-        if self.memory_fallback_:
+        cut_cache = capped and result.solver in ("libsvm", "smo")
+        self.memory_fallback_ = bk.fallback_text("kernel_cache" if cut_cache else None, result.memory_fallback)
+        if cut_cache:
             warn_memory_fallback("KernelSVC", f"the kernel cache was cut from cache_size="
                                  f"{float(self.cache_size):g} MB to {cache / 2**20:.0f} MB")
         warn_unconverged(result.converged.tolist(), result.max_iter_reached.tolist(), max_iter,

@@ -192,6 +192,11 @@ class LinearSVM(DeviceMixin, ProbabilityMixin, ClassifierMixin, BaseEstimator):
         extreme, see the module docstring)
     n_iter_ : int — Newton steps, DCD epochs or SBM passes (largest over problems)
     n_passes_ : int — passes over the data (out-of-core fits only)
+    memory_fallback_ : str or None — what the memory budget made smaller (``"problem_groups"``:
+        the Newton solver's one-vs-rest problems solved a group at a time, their per-row state
+        did not fit together; ``"out_of_memory: ..."``: the GPU ran out of memory and the fit
+        went on with less — fewer problems at once, the streamed blocks cut into pieces; one
+        ``MemoryFallbackWarning`` either way), None if nothing
     objective_ : (1,) or (n_classes,) host float64 primal objective of each binary problem
     converged_ : bool
     n_features_in_ : int
@@ -338,6 +343,7 @@ class LinearSVM(DeviceMixin, ProbabilityMixin, ClassifierMixin, BaseEstimator):
             self.dual_coef_ = result.dual_coef
         if result.n_passes is not None:
             self.n_passes_ = int(result.n_passes)
+        self.memory_fallback_ = result.memory_fallback
         self._set_fitted_device(result.device)
 
     def _warn_unconverged(self, stacklevel: int) -> None:

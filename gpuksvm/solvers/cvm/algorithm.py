@@ -256,47 +256,50 @@ def solve_cvm(rows: CVMRows, y: np.ndarray | None, *, n_classes: int = 2, kernel
     """
     dtype = np.dtype(dtype)
     t_start = bk.synchronized_clock(device)
-    hasher = RowHasher(rows.shape[1], random_state)
-    # every draw and tie goes by position in this order: the same rows in any order give one model
-    order = smallest_keys(rows.row_keys(hasher), None, y)
-    t_order = bk.synchronized_clock(device)
-    threshold = None
-    problems = None
-    if y is None:
-        res = _core_set(rows, None, order, kernel, xscale, params, device, dtype, random_state)
-        results = [res]
-        t_solved = bk.synchronized_clock(device)
-        support, SV, D, scale = _expansion(rows, results, False, xscale, device, dtype)
-        threshold = outlier_threshold(res, float(params.C))
-        intercept = np.array([-threshold])
-    else:
-        problems = binary_problems(int(n_classes), params.multi_class)
-        results = []
-        for p, (ci, cj) in enumerate(problems):
-            prows, yp = problem_rows(y, ci, cj)
-            ypm = np.zeros(y.shape[0])       # ±1 on the problem's rows
-            ypm[prows] = yp
-            res = _core_set(rows, ypm, order if cj is None else order[ypm[order] != 0], kernel, xscale,
-                            params, device, dtype, random_state)
-            results.append(res)
-            report("CVM", f"problem {p + 1}/{len(problems)}: {res.n_iter} iterations, core set "
-                   f"{res.core.shape[0]}, stop={res.stop}, gap={res.gap:.3g}, search={res.search}",
-                   params.verbose)
-        t_solved = bk.synchronized_clock(device)
-        support, SV, D, scale = _expansion(rows, results, True, xscale, device, dtype)
-        intercept = np.array([r.b for r in results])
+    with bk.FallbackCollector() as retried:     # out-of-memory retries: for memory_fallback
+        hasher = RowHasher(rows.shape[1], random_state)
+        # every draw and tie goes by position in this order: the same rows in any order give one model
+        order = smallest_keys(rows.row_keys(hasher), None, y)
+        t_order = bk.synchronized_clock(device)
+        threshold = None
+        problems = None
+        if y is None:
+            res = _core_set(rows, None, order, kernel, xscale, params, device, dtype, random_state)
+            results = [res]
+            t_solved = bk.synchronized_clock(device)
+            support, SV, D, scale = _expansion(rows, results, False, xscale, device, dtype)
+            threshold = outlier_threshold(res, float(params.C))
+            intercept = np.array([-threshold])
+        else:
+            problems = binary_problems(int(n_classes), params.multi_class)
+            results = []
+            for p, (ci, cj) in enumerate(problems):
+                prows, yp = problem_rows(y, ci, cj)
+                ypm = np.zeros(y.shape[0])       # ±1 on the problem's rows
+                ypm[prows] = yp
+                res = _core_set(rows, ypm, order if cj is None else order[ypm[order] != 0], kernel, xscale,
+                                params, device, dtype, random_state)
+                results.append(res)
+                report("CVM", f"problem {p + 1}/{len(problems)}: {res.n_iter} iterations, core set "
+                       f"{res.core.shape[0]}, stop={res.stop}, gap={res.gap:.3g}, search={res.search}",
+                       params.verbose)
+            t_solved = bk.synchronized_clock(device)
+            support, SV, D, scale = _expansion(rows, results, True, xscale, device, dtype)
+            intercept = np.array([r.b for r in results])
     times = {"row_order": t_order - t_start, "core_sets": t_solved - t_order,
              "model": bk.synchronized_clock(device) - t_solved}
     _warn_early_stops(results, params)
     return CVMResult(support=support, support_vectors=SV, dual_coef=D, intercept=intercept,
                      sv_scale=scale, problems=problems, core_sets=tuple(results), threshold=threshold,
-                     kernel=kernel, times=times, memory_fallback=memory_fallback(results, params))
+                     kernel=kernel, times=times, memory_fallback=memory_fallback(results, params, retried.cut))
 
 
-def memory_fallback(results: list[CoreSetResult], params: CVMParams) -> str | None:
+def memory_fallback(results: list[CoreSetResult], params: CVMParams, retried: list | None = None) -> str | None:
     """What the memory budget made smaller in a fit whose core sets are ``results``:
     ``"kernel_cache"`` when a core set outgrew the dense regime (the row cache then
-    works) and the budget cut the cache below ``cache_size``; else None."""
+    works) and the budget cut the cache below ``cache_size``; ``"out_of_memory: ..."`` when the
+    GPU ran out of memory and a retry cut a block or the core set's spare room (``retried``, the
+    ``cut`` of the fit's :class:`~gpuksvm.array.backend.FallbackCollector`); else None."""
     _cache, dense_max, capped = qp_memory(params)
     grown = any(r.core.shape[0] > dense_max for r in results)
-    return "kernel_cache" if capped and grown else None
+    return bk.fallback_text("kernel_cache" if capped and grown else None, retried=retried)

@@ -8,6 +8,7 @@ the sorted breakpoints (:func:`~gpuksvm.solvers.linear.newton.exact_line_step`).
 """
 from __future__ import annotations
 
+import warnings
 from typing import Any
 
 import numpy as np
@@ -36,7 +37,14 @@ from gpuksvm.solvers.linear.newton import (
     newton_solve,
 )
 
-__all__ = ["DesignOracle", "newton_squared_hinge", "GPU_CHOLESKY_MAX_DIM"]
+__all__ = ["DesignOracle", "newton_squared_hinge", "GPU_CHOLESKY_MAX_DIM", "NEWTON_ROW_BYTES"]
+
+#: Bytes of the in-memory Newton solver's working memory per row and problem solved at once
+#: (margins, outputs, targets, costs, the line search's float64 temporaries): one problem on
+#: 600 rows grew the emulated GPU pool by 104,448 B (174 B a row) before the line search dropped
+#: its temporaries early.  Problems whose n × problems × this exceeds the memory budget are
+#: solved a group at a time (:func:`newton_squared_hinge`).
+NEWTON_ROW_BYTES = 176
 
 #: Widest design whose Grams the Newton solver keeps on a GPU, in memory (on the CPU:
 #: :data:`~gpuksvm.solvers.linear.problem.STREAM_MAX_DIM`): there a Cholesky step (~dim³/3 FLOPs at GEMM speed) is cheap
@@ -290,7 +298,8 @@ def newton_squared_hinge(F: Any, Y: Any, C: float, *, sample_weight: Any = None,
     Parameters
     ----------
     F : (n, d) array or sparse CSR (NumPy/SciPy or CuPy)
-    Y : (n,) or (n, m) targets in {−1, +1}
+    Y : (n,) or (n, m) targets in {−1, +1} (host or device: each group of problems' columns
+        is brought to F's device when it is solved)
     C : float
     sample_weight : (n,) or (n, m), optional — multipliers of C
     intercept_scaling : float or None
@@ -317,7 +326,12 @@ def newton_squared_hinge(F: Any, Y: Any, C: float, *, sample_weight: Any = None,
 
     Returns
     -------
-    LinearSolution (``info["method"]`` says which direction solver ran).
+    LinearSolution (``info["method"]`` says which direction solver ran; ``info["problems_at_once"]``
+    how many problems were solved together: all of them, unless their per-row state —
+    :data:`NEWTON_ROW_BYTES` a row and problem — exceeds the memory budget (then
+    ``info["problems_planned"]`` is smaller than m), or an out-of-memory error cut the group
+    (one ``MemoryFallbackWarning`` either way).  The problems are independent, so a
+    group's solutions are those of all at once, up to round-off).
 
     Notes
     -----
@@ -344,18 +358,65 @@ def newton_squared_hinge(F: Any, Y: Any, C: float, *, sample_weight: Any = None,
     X = Design(F, intercept_scaling)
     xp = X.xp
     dt = F.dtype if F.dtype in (np.float32, np.float64) else np.dtype(np.float64)
-    Y = _as_2d(xp.asarray(Y, dtype=dt))
+    Y = _as_2d(Y if hasattr(Y, "ndim") else np.asarray(Y))
     n, m = Y.shape
     if n != X.n:
         raise ValueError(f"F has {X.n} rows but Y has {n}")
-    CS = float(C) * _weights(sample_weight, n, m, xp, dt)
     if method == "auto":
         method = _choose_method(X, m)
+    device = bk.device_of(F if not X.sparse else F.data)
+    budget = bk.memory_budget(device)
+    at_once = max(1, min(m, budget // max(n * NEWTON_ROW_BYTES, 1)))
+    if at_once < m:
+        warnings.warn(f"Newton: the per-row state of {m} problems on {n:,} rows ({m * n * NEWTON_ROW_BYTES:,} "
+                      f"bytes) exceeds the memory budget ({budget:,} bytes); solving {at_once} at a time",
+                      bk.MemoryFallbackWarning, stacklevel=2)
+
+    def solve(k: int) -> LinearSolution:
+        parts = []
+        for a in range(0, m, k):
+            cols = slice(a, min(a + k, m))
+            Yg = xp.asarray(Y[:, cols], dtype=dt)
+            sw = sample_weight
+            if sw is not None and getattr(sw, "ndim", 1) == 2:
+                sw = sw[:, cols]
+            CS = float(C) * _weights(sw, n, Yg.shape[1], xp, dt)
+            parts.append(_solve_problems(X, Yg, CS, method=method, W0=None if W0 is None else W0[:, cols],
+                                         cg_max_iter=cg_max_iter, warm_start=warm_start, random_state=random_state,
+                                         tol=tol, max_iter=max_iter, verbose=verbose, callback=callback))
+            del Yg, CS
+        return parts[0] if len(parts) == 1 else _joined(parts)
+
+    sol, used = bk.smaller_on_out_of_memory(solve, at_once, 1, what="Newton's one-vs-rest problems",
+                                            size_text="{size} problem(s) at a time")
+    sol.info["problems_at_once"] = int(used)
+    sol.info["problems_planned"] = int(at_once)         # what the budget allowed, before any retry
+    return sol
+
+
+def _solve_problems(X: Design, Y: Any, CS: Any, *, method: str, W0: Any, cg_max_iter: int, warm_start: bool,
+                    random_state: Any, tol: float, max_iter: int, verbose: int, callback: Any) -> LinearSolution:
+    """:func:`newton_squared_hinge` on the problems of Y's columns, all at once."""
+    xp = X.xp
     with _blas_limit(X), one_blas_thread(method == "cholesky" and xp is np):
-        if W0 is None and warm_start and method == "cholesky" and n >= 10 * X.dim and n >= 2000:
+        if W0 is None and warm_start and method == "cholesky" and X.n >= 10 * X.dim and X.n >= 2000:
             # a Newton solve on a random tenth of the rows (C scaled up to match)
             # gives a start whose active set is near the final one: the first full
             # Hessian then costs |I|·d² instead of n·d²
             W0 = _subsample_start(X, Y, CS, random_state)
         oracle = DesignOracle(X, Y, CS, method=method, cg_max_iter=cg_max_iter, W0=W0)
         return newton_solve(oracle, W0, tol=tol, max_iter=max_iter, verbose=verbose, callback=callback)
+
+
+def _joined(parts: list[LinearSolution]) -> LinearSolution:
+    """One solution of the problems solved in groups (``parts``, in column order)."""
+    xp = bk.namespace_of(parts[0].coef)
+    info = dict(parts[-1].info)
+    info["W"] = xp.concatenate([p.info["W"] for p in parts], axis=1)
+    info["grad_norm"] = np.concatenate([np.asarray(p.info["grad_norm"]) for p in parts])
+    for key in ("n_passes", "cg_iter", "gram_rows"):
+        if key in info:
+            info[key] = int(sum(p.info[key] for p in parts))
+    return LinearSolution(xp.concatenate([p.coef for p in parts]), xp.concatenate([p.intercept for p in parts]),
+                          np.concatenate([p.objective for p in parts]), max(p.n_iter for p in parts),
+                          all(p.converged for p in parts), None, info)

@@ -26,6 +26,10 @@ from gpuksvm.solvers.linear.newton_memory import newton_squared_hinge
 
 __all__ = ["StreamOracle", "newton_stream"]
 
+#: The most pieces an out-of-memory error cuts a block into (:meth:`StreamOracle._pass`; past a
+#: block's rows, single rows)
+_MAX_SPLIT = 2**20
+
 
 class StreamOracle(_GramOracle):
     """Newton statistics over row blocks read one at a time (out of core, SPEC §1).
@@ -60,7 +64,8 @@ class StreamOracle(_GramOracle):
 
     Parameters
     ----------
-    blocks : callable () → iterator of (offset, B_b) — one pass, blocks in the same order
+    blocks : callable (split) → iterator of (offset, B_b) — one pass, blocks in the same order,
+        each cut into ``split`` pieces of consecutive rows before it is brought to the device
     Y, CS : (n, m) host float64 — targets ±1 and costs C·sᵢ of every row, in pass order
     transform : (p, d) array or None
     n_features : int — p, the width of the base rows (needed when ``transform`` is None)
@@ -96,6 +101,21 @@ class StreamOracle(_GramOracle):
         self._t = None
         self.t_max, self.spare_blocks = float(t_max), float(spare_blocks)
         self.gram_rows = 0
+        self.split = 1          # the pieces each block is cut into (more after an out-of-memory error)
+
+    def _pass(self, body: Any) -> Any:
+        """``body()``, a pass over ``blocks(split)`` that starts its statistics afresh; on an
+        out-of-memory error it runs again with every block cut into twice as many pieces (each
+        piece's device copies and Gram scratch are that much smaller; the sums are the same up to
+        float64 rounding), down to single rows.  Then the split stays for the next passes.
+        """
+        def attempt(part: int) -> Any:
+            self.split = _MAX_SPLIT // part
+            return body()
+
+        out, _ = bk.smaller_on_out_of_memory(attempt, _MAX_SPLIT // self.split, 1, what="streamed Newton pass",
+                                             size_text="every block cut into smaller pieces")
+        return out
 
     def _base_map(self, W: np.ndarray, xp: Any) -> Any:
         """T̃ W on the blocks' device: the base-space weights (p̃, m)."""
@@ -161,16 +181,20 @@ class StreamOracle(_GramOracle):
         todo = np.flatnonzero(active)
         st = self._settle(todo)
         if st is None:
-            st = self._new_stats(todo, first=self._g0 is None)
-            V = None
-            for off, Bb in self.blocks():
-                B = Design(Bb, self.scale)
-                if V is None:
-                    V = self._base_map(W, B.xp)
-                rows = slice(off, off + B.n)
-                O = B.dot(V)
-                self._block_stats(B, rows, O, todo, st)
-                self.o[rows] = np.asarray(bk.to_host(O))
+            def one_pass() -> dict:
+                st = self._new_stats(todo, first=self._g0 is None)
+                V = None
+                for off, Bb in self.blocks(self.split):
+                    B = Design(Bb, self.scale)
+                    if V is None:
+                        V = self._base_map(W, B.xp)
+                    rows = slice(off, off + B.n)
+                    O = B.dot(V)
+                    self._block_stats(B, rows, O, todo, st)
+                    self.o[rows] = np.asarray(bk.to_host(O))
+                return st
+
+            st = self._pass(one_pass)
             self.n_passes += 1
             if st["g"] is None:
                 raise ValueError("the block source yielded no data")
@@ -194,50 +218,55 @@ class StreamOracle(_GramOracle):
     def line_start(self, W: np.ndarray, P: np.ndarray) -> None:
         """One pass: z = F̃p, and the next :meth:`evaluate` prepared for t ∈ [0, t_max]."""
         todo = np.flatnonzero(np.any(P != 0, axis=0))
-        sp = {"gA": None, "gB": None, "L": np.zeros((3, self.m)), "grams": [None] * self.m,
-              "gram_rows": 0, "rows": [], "B": [], "nbytes": 0, "full": False, "todo": todo}
-        budget = 0
-        V = None
-        for off, Bb in self.blocks():
-            B = Design(Bb, self.scale)
-            xp = B.xp
-            if V is None:
-                V = self._base_map(P, xp)
-            rows = slice(off, off + B.n)
-            budget = max(budget, int(self.spare_blocks * B.n * B.dim * 8))
-            z = np.asarray(bk.to_host(B.dot(V)), dtype=np.float64)
-            self.z[rows] = z
-            Yh, Ch = self.Y[rows], self.CS[rows]
-            alpha, beta = 1.0 - Yh * self.o[rows], Yh * z          # margin at t: α − tβ
-            hi = alpha - self.t_max * beta
-            sure = (alpha > 0) & (hi > 0)
-            undecided = (alpha > 0) != (hi > 0)
-            a, b = Ch * Yh * alpha * sure, Ch * z * sure          # r(t) = a − t b on the sure rows
-            for key, val in (("gA", a), ("gB", b)):
-                part = B.tdot(xp.asarray(val))
-                sp[key] = part if sp[key] is None else sp[key] + part
-            sp["L"] += np.stack([(Ch * alpha * alpha * sure).sum(axis=0), (Ch * alpha * beta * sure).sum(axis=0),
-                                 (Ch * beta * beta * sure).sum(axis=0)])
-            Cd = xp.asarray(Ch)
-            for c in todo:              # Gram changes of the decided rows
-                prev = self._prev[rows, c]
-                chg = (sure[:, c] & ~prev) | (~(sure[:, c] | undecided[:, c]) & prev)
-                if chg.any():
-                    w = xp.where(xp.asarray(sure[:, c]), Cd[:, c], -Cd[:, c])
-                    upd = B.signed_gram(w, xp.asarray(np.flatnonzero(chg)))
-                    sp["grams"][c] = upd if sp["grams"][c] is None else sp["grams"][c] + upd
-                    sp["gram_rows"] += int(chg.sum())
-            keep = np.flatnonzero(undecided[:, todo].any(axis=1))
-            if keep.size and not sp["full"]:
-                kept = B.take(xp.asarray(keep))
-                nbytes = kept.n * kept.dim * 8
-                if sp["nbytes"] + nbytes > budget:
-                    sp["full"] = True       # too many undecided rows: evaluate will read the data
-                    sp["rows"], sp["B"] = [], []
-                else:
-                    sp["rows"].append(off + keep)
-                    sp["B"].append(kept)
-                    sp["nbytes"] += nbytes
+
+        def one_pass() -> dict:
+            sp = {"gA": None, "gB": None, "L": np.zeros((3, self.m)), "grams": [None] * self.m,
+                  "gram_rows": 0, "rows": [], "B": [], "nbytes": 0, "full": False, "todo": todo}
+            budget = 0
+            V = None
+            for off, Bb in self.blocks(self.split):
+                B = Design(Bb, self.scale)
+                xp = B.xp
+                if V is None:
+                    V = self._base_map(P, xp)
+                rows = slice(off, off + B.n)
+                budget = max(budget, int(self.spare_blocks * B.n * B.dim * 8))
+                z = np.asarray(bk.to_host(B.dot(V)), dtype=np.float64)
+                self.z[rows] = z
+                Yh, Ch = self.Y[rows], self.CS[rows]
+                alpha, beta = 1.0 - Yh * self.o[rows], Yh * z          # margin at t: α − tβ
+                hi = alpha - self.t_max * beta
+                sure = (alpha > 0) & (hi > 0)
+                undecided = (alpha > 0) != (hi > 0)
+                a, b = Ch * Yh * alpha * sure, Ch * z * sure          # r(t) = a − t b on the sure rows
+                for key, val in (("gA", a), ("gB", b)):
+                    part = B.tdot(xp.asarray(val))
+                    sp[key] = part if sp[key] is None else sp[key] + part
+                sp["L"] += np.stack([(Ch * alpha * alpha * sure).sum(axis=0), (Ch * alpha * beta * sure).sum(axis=0),
+                                     (Ch * beta * beta * sure).sum(axis=0)])
+                Cd = xp.asarray(Ch)
+                for c in todo:              # Gram changes of the decided rows
+                    prev = self._prev[rows, c]
+                    chg = (sure[:, c] & ~prev) | (~(sure[:, c] | undecided[:, c]) & prev)
+                    if chg.any():
+                        w = xp.where(xp.asarray(sure[:, c]), Cd[:, c], -Cd[:, c])
+                        upd = B.signed_gram(w, xp.asarray(np.flatnonzero(chg)))
+                        sp["grams"][c] = upd if sp["grams"][c] is None else sp["grams"][c] + upd
+                        sp["gram_rows"] += int(chg.sum())
+                keep = np.flatnonzero(undecided[:, todo].any(axis=1))
+                if keep.size and not sp["full"]:
+                    kept = B.take(xp.asarray(keep))
+                    nbytes = kept.n * kept.dim * 8
+                    if sp["nbytes"] + nbytes > budget:
+                        sp["full"] = True       # too many undecided rows: evaluate will read the data
+                        sp["rows"], sp["B"] = [], []
+                    else:
+                        sp["rows"].append(off + keep)
+                        sp["B"].append(kept)
+                        sp["nbytes"] += nbytes
+            return sp
+
+        sp = self._pass(one_pass)
         self.n_passes += 1
         self._spec = None if sp["gA"] is None or sp["full"] else sp
 
@@ -333,14 +362,18 @@ def newton_stream(source: Any, C: float, *, labels: np.ndarray | None = None,
             p = int(Xb.shape[1])
             break
 
-    def blocks():
+    def blocks(split: int = 1):
         for off, Bb in _pass_blocks(base(), labels):
-            if mapped:       # base_fn's rows come from checked blocks: only place and dtype
-                if Bb.shape[1] != p:
-                    raise ValueError(f"a base block has {Bb.shape[1]} columns, expected {p}")
-                yield off, bk.to_device(Bb, dev, np.float64)
-            else:
-                yield off, check_block(Bb, p, dev, np.float64)
+            if mapped and Bb.shape[1] != p:
+                raise ValueError(f"a base block has {Bb.shape[1]} columns, expected {p}")
+            nb = int(Bb.shape[0])
+            step = -(-nb // split)
+            for a in range(0, nb, step):
+                piece = Bb[a:a + step] if step < nb else Bb
+                if mapped:       # base_fn's rows come from checked blocks: only place and dtype
+                    yield off + a, bk.to_device(piece, dev, np.float64)
+                else:
+                    yield off + a, check_block(piece, p, dev, np.float64)
 
     oracle = StreamOracle(blocks, Y, float(C) * S, transform=T, n_features=p, scale=intercept_scaling)
     W0 = None

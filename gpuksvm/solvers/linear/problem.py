@@ -134,25 +134,35 @@ class Design:
         Grams are summed in float64: a single float32 product over n rows
         accumulates a round-off of up to n·eps(float32) on the large diagonal
         (7 % at n = 800,000), blocks keep it near ``block_rows``·eps.  The
-        scratch is one copy of a block's rows of one sign at a time.
+        scratch is one copy of a block's rows of one sign at a time; a block that
+        runs out of device memory is retried with fewer rows
+        (:func:`~gpuksvm.array.backend.map_row_blocks`, a ``MemoryFallbackWarning``).
         """
         xp = self.xp
         if idx is None:
             idx = xp.arange(self.n)
         out = xp.zeros((self.dim, self.dim), dtype=np.float64)
-        for s in range(0, int(idx.shape[0]), block_rows):
-            rows = idx[s:s + block_rows]
+
+        def run(s: int, e: int) -> None:
+            rows = idx[s:e]
             w = weights[rows]
             pos, neg = w > 0, w < 0
             if bool(pos.all()):
-                out += self._rows_gram(rows, w, float64)
-                continue
-            if bool(pos.any()):
-                sel = xp.nonzero(pos)[0]
-                out += self._rows_gram(rows[sel], w[sel], float64)
-            if bool(neg.any()):
-                sel = xp.nonzero(neg)[0]
-                out -= self._rows_gram(rows[sel], -w[sel], float64)
+                part = self._rows_gram(rows, w, float64)
+            else:           # the block's share is complete before it is added: a retry adds it once
+                part = None
+                if bool(pos.any()):
+                    sel = xp.nonzero(pos)[0]
+                    part = self._rows_gram(rows[sel], w[sel], float64)
+                if bool(neg.any()):
+                    sel = xp.nonzero(neg)[0]
+                    G = self._rows_gram(rows[sel], -w[sel], float64)
+                    part = -G if part is None else part - G
+                if part is None:
+                    return
+            out[...] += part
+
+        bk.map_row_blocks(run, int(idx.shape[0]), block_rows, what="Gram of row blocks")
         return out
 
     def row_gram(self) -> Any:

@@ -109,6 +109,9 @@ class LinearSVMResult:
     device : the device the model lives on
     dual_coef : (n, m) host dual variables (DCD and SBM), else None
     n_passes : passes over the data (out-of-core solves), else None
+    memory_fallback : what the memory budget or an out-of-memory error made the solve cut
+        (``"problem_groups"``: Newton's one-vs-rest problems solved a group at a time;
+        ``"out_of_memory: ..."``, :func:`~gpuksvm.array.backend.fallback_text`), else None
     """
 
     classes: np.ndarray
@@ -123,11 +126,12 @@ class LinearSVMResult:
     device: bk.Device
     dual_coef: np.ndarray | None = None
     n_passes: int | None = None
+    memory_fallback: str | None = None
 
     @classmethod
     def from_solution(cls, sol: lin.LinearSolution, classes: np.ndarray, n_features: int, solver: str,
                       device: bk.Device, dtype: Any, log_scale: float = 0.0,
-                      n_passes: int | None = None) -> "LinearSVMResult":
+                      n_passes: int | None = None, memory_fallback: str | None = None) -> "LinearSVMResult":
         """The result of a :class:`~gpuksvm.solvers.linear.problem.LinearSolution` found by any
         linear solver (the Dask Newton fit's too): weights moved to ``device`` in ``dtype``;
         ``log_scale`` as :func:`~gpuksvm.solvers.cost_scaling.extreme_cost_scale` returned it."""
@@ -135,7 +139,8 @@ class LinearSVMResult:
                    coef=bk.to_device(sol.coef, device, dtype), intercept=bk.to_device(sol.intercept, device, dtype),
                    objective=np.asarray(sol.objective, dtype=np.float64), n_iter=int(sol.n_iter),
                    converged=bool(sol.converged), solver=solver, cost_scale=math.exp(log_scale),
-                   device=device, dual_coef=sol.alpha, n_passes=None if n_passes is None else int(n_passes))
+                   device=device, dual_coef=sol.alpha, n_passes=None if n_passes is None else int(n_passes),
+                   memory_fallback=memory_fallback)
 
 
 def choose_engine(solver: str, loss: str, device: bk.Device, X: Any) -> str:
@@ -206,12 +211,15 @@ def solve_linear_svm(X: Any, y: np.ndarray, params: LinearSVMParams, *, device: 
         sol = solve_liblinear(X, y, params, Y, S, C, log_scale, sample_weight=sample_weight)
         return LinearSVMResult.from_solution(sol, classes, X.shape[1], sol.info["engine"], device, dt, log_scale)
     Xd = bk.to_device(X, device, dt)
+    fallback = None
     if engine == "newton":
-        xp = bk.get_namespace(device)
         W0 = _start_weights(start, Y.reshape(Y.shape[0], -1).shape[1], X.shape[1], s, device, dt)
-        sol = newton_squared_hinge(Xd, xp.asarray(Y, dtype=dt), C, sample_weight=xp.asarray(S, dtype=dt),
-                                   intercept_scaling=s, W0=W0, tol=float(params.tol), max_iter=int(params.max_iter),
-                                   random_state=params.random_state, verbose=params.verbose)
+        with bk.FallbackCollector() as retried:
+            sol = newton_squared_hinge(Xd, Y, C, sample_weight=S, intercept_scaling=s, W0=W0, tol=float(params.tol),
+                                       max_iter=int(params.max_iter), random_state=params.random_state,
+                                       verbose=params.verbose)
+        grouped = sol.info["problems_planned"] < Y.reshape(Y.shape[0], -1).shape[1]
+        fallback = bk.fallback_text("problem_groups" if grouped else None, retried=retried.cut)
         if sol.info["method"] == "cg":
             engine = "newton-cg"
     else:
@@ -220,7 +228,7 @@ def solve_linear_svm(X: Any, y: np.ndarray, params: LinearSVMParams, *, device: 
     return LinearSVMResult(classes=classes, n_features=int(X.shape[1]), coef=sol.coef, intercept=sol.intercept,
                            objective=np.asarray(sol.objective, dtype=np.float64), n_iter=int(sol.n_iter),
                            converged=bool(sol.converged), solver=engine, cost_scale=math.exp(log_scale),
-                           device=device, dual_coef=sol.alpha)
+                           device=device, dual_coef=sol.alpha, memory_fallback=fallback)
 
 
 def _start_weights(start: tuple[Any, Any] | None, m: int, d: int, scale: float | None,
@@ -325,10 +333,12 @@ def _solve_newton_stream(source: Any, labels: np.ndarray, classes: np.ndarray, c
     log_scale = extreme_cost_scale(float(params.C), float(weights.max()), labels.shape[0], r + s * s,
                                    stacklevel=stacklevel + 1)
     C, scaled = scaled_costs(float(params.C), weights, log_scale)
-    sol, classes, n_features = newton_stream(
-        source, C, labels=labels, classes=classes,
-        class_weight=None if cw is None and log_scale == 0.0 else scaled,
-        intercept_scaling=params.scaling, tol=float(params.tol), max_iter=int(params.max_iter),
-        device=device, verbose=params.verbose)
+    with bk.FallbackCollector() as retried:
+        sol, classes, n_features = newton_stream(
+            source, C, labels=labels, classes=classes,
+            class_weight=None if cw is None and log_scale == 0.0 else scaled,
+            intercept_scaling=params.scaling, tol=float(params.tol), max_iter=int(params.max_iter),
+            device=device, verbose=params.verbose)
     return LinearSVMResult.from_solution(sol, classes, n_features, "newton-stream", device, dt, log_scale,
-                                         n_passes=int(sol.info["n_passes"]) + r_passes)
+                                         n_passes=int(sol.info["n_passes"]) + r_passes,
+                                         memory_fallback=bk.fallback_text(retried=retried.cut))

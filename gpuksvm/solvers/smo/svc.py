@@ -12,7 +12,7 @@ class 1, as scikit-learn's SVC.  This is the model
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -42,6 +42,9 @@ class KernelSVCResult:
     n_iter, objective, converged, max_iter_reached : (K(K − 1)/2,) per binary problem
     solver : str, the engine that ran
     device : where the model lives
+    memory_fallback : what an out-of-memory error made the solve cut
+        (:func:`~gpuksvm.array.backend.fallback_text`; the working-set SMO's kernel-row cache moved
+        to host memory, kernel blocks), else None
     """
 
     classes: np.ndarray
@@ -56,6 +59,7 @@ class KernelSVCResult:
     max_iter_reached: np.ndarray
     solver: str
     device: bk.Device
+    memory_fallback: str | None = None
 
     @property
     def finite(self) -> bool:
@@ -81,13 +85,15 @@ def solve_svc(data: Any, yidx: np.ndarray, classes: np.ndarray, kernel: Kernel |
 
     Returns
     -------
-    KernelSVCResult
+    KernelSVCResult (``memory_fallback``: what an out-of-memory error cut, if one did)
     """
-    results = solve_ovo(data, yidx, kernel, float(C), n_classes=classes.shape[0], tol=float(tol),
-                        max_iter=max_iter, device=device, dtype=dtype, sample_weight=sample_weight,
-                        class_weight=class_weight, method=method, shrinking=bool(shrinking),
-                        cache_bytes=int(cache_bytes), warn_convergence=False)
-    return ovo_model(results, data, yidx, classes, kernel, device, dtype)
+    with bk.FallbackCollector() as retried:
+        results = solve_ovo(data, yidx, kernel, float(C), n_classes=classes.shape[0], tol=float(tol),
+                            max_iter=max_iter, device=device, dtype=dtype, sample_weight=sample_weight,
+                            class_weight=class_weight, method=method, shrinking=bool(shrinking),
+                            cache_bytes=int(cache_bytes), warn_convergence=False)
+    model = ovo_model(results, data, yidx, classes, kernel, device, dtype)
+    return replace(model, memory_fallback=bk.fallback_text(retried=retried.cut))
 
 
 def ovo_model(results: list[SMOResult], data: Any, yidx: np.ndarray, classes: np.ndarray,

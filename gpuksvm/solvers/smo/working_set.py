@@ -10,7 +10,9 @@ GEMM for all problems).  :func:`solve_working_set` is the outer loop shared by
 both devices; only the subproblem solver differs: one CUDA thread block per
 problem (``kernels_cuda/smo.cu``, one launch for all problems,
 :mod:`gpuksvm.solvers.smo.cuda_launch`) on a GPU, :func:`solve_subproblems_host` (its
-NumPy twin and test oracle) on the CPU.
+NumPy twin and test oracle) on the CPU.  On a GPU that runs out of memory the fit starts again
+with the row cache Kws in host memory (one ``MemoryFallbackWarning``): the same rounds, the
+device then holding the working sets' Gram and a block of new kernel rows at a time.
 
 The dual, its notation and the shared pieces: :mod:`gpuksvm.solvers.svc_dual`.
 """
@@ -111,6 +113,27 @@ def _default_ws(n_max: int, P: int, itemsize: int, dev: bk.Device) -> int:
     while ws > 2 and 2 * P * ws * n_max * itemsize > budget:
         ws //= 2
     return ws
+
+
+def _problem_rows_kernel(Xp_p: Any, rows_d: Any, kernel: Kernel | str, dt: Any, *, out: Any = None) -> Any:
+    """The kernel rows ``rows_d`` of one problem against all its rows (``Xp_p``: its rows, or its
+    Gram block with a precomputed kernel), into ``out`` when given."""
+    if not is_precomputed(kernel):
+        return kernel_block(Xp_p[rows_d], Xp_p, kernel, dtype=dt, out=out)
+    if out is None:
+        return Xp_p[rows_d]
+    out[...] = Xp_p[rows_d]
+    return out
+
+
+def _host_rows(out: np.ndarray, Xp_p: Any, rows_d: Any, kernel: Kernel | str, dt: Any, block: int) -> int:
+    """The kernel rows ``rows_d`` of one problem into the host array ``out``, computed on the device
+    ``block`` rows at a time (retried smaller on an out-of-memory error,
+    :func:`~gpuksvm.array.backend.map_row_blocks`); returns the block size used."""
+    def run(s: int, e: int) -> None:
+        out[s:e] = bk.to_host(_problem_rows_kernel(Xp_p, rows_d[s:e], kernel, dt))
+
+    return bk.map_row_blocks(run, int(rows_d.shape[0]), block, what="working-set SMO kernel rows")
 
 
 def round_keys_host(yv: np.ndarray, Cvv: np.ndarray, alpha: np.ndarray, F: np.ndarray,
@@ -253,75 +276,98 @@ def solve_working_set(X: Any, ys: list[np.ndarray], subs: list[np.ndarray], kern
     for p, S in enumerate(subs):
         y_h[p, : S.size] = ys[p]
         C_h[p, : S.size] = box_bounds(Cs[p], None if sample_weight is None else sample_weight[S], S.size)
-    yv = xp.asarray(y_h, dtype=dt)
-    Cvv = xp.asarray(C_h, dtype=dt)
-    alpha = xp.zeros((P, N1), dtype=dt)
-    F = yv.copy()
-    Kws = xp.zeros((P, ws, N1), dtype=dt)
-    widx = np.full((P, ws), n_max, dtype=np.int64)  # working-set rows (host); n_max: empty slot
-    widx_d = xp.asarray(widx)                        # ... and its device copy
-    wvalid = np.zeros((P, ws), dtype=bool)
-    done = np.zeros(P, dtype=bool)
-    converged = np.zeros(P, dtype=bool)
-    best = np.full(P, np.inf)          # lowest dual objective so far
-    since_best = np.zeros(P, dtype=np.int64)
-    n_inner_d = xp.zeros(P, dtype=xp.int64)          # inner steps, summed on the device
-    rounds = np.zeros(P, dtype=np.int64)
-    ar = xp.arange(P)[:, None]
-    r = 0
-    while True:
-        # (0) one device→host transfer per round: the gap and objective of every problem and the
-        # candidate rows for the next working sets (the decisions below need all of them)
-        slots = np.arange(ws) if r == 0 else np.arange(q) + q * ((r - 1) % 2)
-        keep_slots = np.setdiff1d(np.arange(ws), slots)
-        gap, obj, ou, vu, ol, vl = _round_state(yv, Cvv, alpha, F, widx_d[:, keep_slots], slots.size, xp)
-        for p in np.flatnonzero(~done):
-            if not gap[p] >= tol:
-                done[p] = converged[p] = True
-            elif max_iter is not None and rounds[p] >= max_iter:
-                done[p] = True
-            elif not np.isfinite(best[p]) or obj[p] < best[p] - 1e-12 * abs(best[p]):
-                best[p], since_best[p] = obj[p], 0
-            else:
-                since_best[p] += 1
-                if since_best[p] >= _STALL_ROUNDS:
+
+    def run_rounds(on_device: int) -> tuple:
+        """The round loop from α = 0, the kernel-row cache on the device (1) or in host memory (0)."""
+        yv = xp.asarray(y_h, dtype=dt)
+        Cvv = xp.asarray(C_h, dtype=dt)
+        alpha = xp.zeros((P, N1), dtype=dt)
+        F = yv.copy()
+        # the kernel rows of every working-set row against its problem's rows (the row cache)
+        Kws = (xp if on_device else np).zeros((P, ws, N1), dtype=dt)
+        rows_block = [bk.plan_rows(ws, 2 * n_max * dt.itemsize, dev)]    # of the host cache's rows
+        widx = np.full((P, ws), n_max, dtype=np.int64)  # working-set rows (host); n_max: empty slot
+        widx_d = xp.asarray(widx)                        # ... and its device copy
+        wvalid = np.zeros((P, ws), dtype=bool)
+        done = np.zeros(P, dtype=bool)
+        converged = np.zeros(P, dtype=bool)
+        best = np.full(P, np.inf)          # lowest dual objective so far
+        since_best = np.zeros(P, dtype=np.int64)
+        n_inner_d = xp.zeros(P, dtype=xp.int64)          # inner steps, summed on the device
+        rounds = np.zeros(P, dtype=np.int64)
+        ar = xp.arange(P)[:, None]
+        r = 0
+        while True:
+            # (0) one device→host transfer per round: the gap and objective of every problem and the
+            # candidate rows for the next working sets (the decisions below need all of them)
+            slots = np.arange(ws) if r == 0 else np.arange(q) + q * ((r - 1) % 2)
+            keep_slots = np.setdiff1d(np.arange(ws), slots)
+            gap, obj, ou, vu, ol, vl = _round_state(yv, Cvv, alpha, F, widx_d[:, keep_slots], slots.size, xp)
+            for p in np.flatnonzero(~done):
+                if not gap[p] >= tol:
+                    done[p] = converged[p] = True
+                elif max_iter is not None and rounds[p] >= max_iter:
                     done[p] = True
-        if done.all():
-            break
-        # (1) selection (host): which half is replaced (FIFO), the new rows per problem
-        n_new = np.zeros(P, dtype=np.int64)
-        for p in np.flatnonzero(~done):
-            keep = widx[p, keep_slots][wvalid[p, keep_slots]]
-            new = _merge_new(ou[p][vu[p]], ol[p][vl[p]], int(sizes[p]), keep, slots.size)
-            widx[p, slots] = np.where(new >= 0, new, n_max)
-            wvalid[p, slots] = new >= 0
-            n_new[p] = int((new >= 0).sum())
-        widx_d = xp.asarray(widx)
-        # (2) their kernel rows: q × n_p per problem, one GEMM + epilogue (rows read on the device)
-        s0 = int(slots[0])
-        for p in np.flatnonzero(n_new):
-            rows_d = widx_d[p, s0:s0 + int(n_new[p])]
-            Kb = (Xp[p][rows_d] if is_precomputed(kernel)
-                  else kernel_block(Xp[p][rows_d], Xp[p], kernel, dtype=dt))
-            Kws[p, s0:s0 + int(n_new[p]), : int(sizes[p])] = Kb
-        # (3) the subproblems of all problems in one call
-        act = ~done
-        yw = yv[ar, widx_d]
-        Cw = Cvv[ar, widx_d]
-        aw = alpha[ar, widx_d]
-        Fw = F[ar, widx_d]
-        Kww = xp.take_along_axis(Kws, xp.broadcast_to(widx_d[:, None, :], (P, ws, ws)), axis=2)
-        if subproblem == "cuda":
-            anew, n_in, _g0 = _solve_subproblems_cuda(Kww, yw, Cw, aw, Fw, act, tol, max_inner)
-        else:
-            anew, n_in, _g0 = solve_subproblems_host(Kww, yw, Cw, aw, Fw, act, tol, max_inner)
-        # (4) F ← F − K_wsᵀ (y ∘ Δα): one batched GEMM for every problem
-        delta = anew - aw
-        alpha[ar, widx_d] = anew
-        F -= xp.matmul((yw * delta)[:, None, :], Kws)[:, 0, :]
-        n_inner_d += xp.asarray(n_in).astype(xp.int64)       # inactive problems report 0 steps
-        rounds += act
-        r += 1
+                elif not np.isfinite(best[p]) or obj[p] < best[p] - 1e-12 * abs(best[p]):
+                    best[p], since_best[p] = obj[p], 0
+                else:
+                    since_best[p] += 1
+                    if since_best[p] >= _STALL_ROUNDS:
+                        done[p] = True
+            if done.all():
+                break
+            # (1) selection (host): which half is replaced (FIFO), the new rows per problem
+            n_new = np.zeros(P, dtype=np.int64)
+            for p in np.flatnonzero(~done):
+                keep = widx[p, keep_slots][wvalid[p, keep_slots]]
+                new = _merge_new(ou[p][vu[p]], ol[p][vl[p]], int(sizes[p]), keep, slots.size)
+                widx[p, slots] = np.where(new >= 0, new, n_max)
+                wvalid[p, slots] = new >= 0
+                n_new[p] = int((new >= 0).sum())
+            widx_d = xp.asarray(widx)
+            # (2) their kernel rows: q × n_p per problem, one GEMM + epilogue (rows read on the device)
+            s0 = int(slots[0])
+            for p in np.flatnonzero(n_new):
+                rows_d = widx_d[p, s0:s0 + int(n_new[p])]
+                if on_device:
+                    _problem_rows_kernel(Xp[p], rows_d, kernel, dt, out=Kws[p, s0:s0 + int(n_new[p]), : int(sizes[p])])
+                else:
+                    rows_block[0] = _host_rows(Kws[p, s0:s0 + int(n_new[p]), : int(sizes[p])], Xp[p], rows_d,
+                                               kernel, dt, rows_block[0])
+            # (3) the subproblems of all problems in one call
+            act = ~done
+            yw = yv[ar, widx_d]
+            Cw = Cvv[ar, widx_d]
+            aw = alpha[ar, widx_d]
+            Fw = F[ar, widx_d]
+            if on_device:
+                Kww = xp.take_along_axis(Kws, xp.broadcast_to(widx_d[:, None, :], (P, ws, ws)), axis=2)
+            else:
+                Kww = xp.asarray(np.take_along_axis(Kws, np.broadcast_to(widx[:, None, :], (P, ws, ws)), axis=2))
+            if subproblem == "cuda":
+                anew, n_in, _g0 = _solve_subproblems_cuda(Kww, yw, Cw, aw, Fw, act, tol, max_inner)
+            else:
+                anew, n_in, _g0 = solve_subproblems_host(Kww, yw, Cw, aw, Fw, act, tol, max_inner)
+            # (4) F ← F − K_wsᵀ (y ∘ Δα): one batched GEMM for every problem (where the cache is)
+            del Kww
+            delta = anew - aw
+            if on_device:
+                F -= xp.matmul((yw * delta)[:, None, :], Kws)[:, 0, :]
+            else:
+                F -= xp.asarray(np.matmul(np.asarray(bk.to_host(yw * delta))[:, None, :], Kws)[:, 0, :])
+            alpha[ar, widx_d] = anew
+            n_inner_d += xp.asarray(n_in).astype(xp.int64)       # inactive problems report 0 steps
+            rounds += act
+            r += 1
+        return alpha, F, n_inner_d, rounds, converged, gap
+
+    # on a GPU that runs out of memory the fit starts again with the row cache in host memory (the
+    # same rounds: the same kernel rows, working sets, subproblems and updates; the device then
+    # holds the working sets' Gram and a block of new kernel rows at a time).  An OOM comes in the
+    # first rounds, when Kws, Kww and the kernel rows are first allocated: little work is lost.
+    (alpha, F, n_inner_d, rounds, converged, gap), _ = bk.smaller_on_out_of_memory(
+        run_rounds, 1, 0 if dev.is_gpu else 1, what="working-set SMO",
+        size_text="the kernel-row cache in host memory")
     n_inner_tot = np.asarray(bk.to_host(n_inner_d), dtype=np.int64)
     alpha_h = np.asarray(bk.to_host(alpha), dtype=np.float64)
     F_h = np.asarray(bk.to_host(F), dtype=np.float64)
