@@ -948,12 +948,13 @@ def smaller_on_out_of_memory(fn: Callable[[int], Any], size: int, minimum: int, 
         gc.collect()
         free_gpu_cache()
         size = max(size // 2, minimum)
-        message = f"{what}: out of memory, retrying with {size_text.format(size=size)}"
-        collector = FallbackCollector.active()
-        if collector is not None:
-            collector.report(message, what)
-        elif warn:
-            warnings.warn(message, MemoryFallbackWarning, stacklevel=3)
+        if warn:
+            message = f"{what}: out of memory, retrying with {size_text.format(size=size)}"
+            collector = FallbackCollector.active()
+            if collector is not None:
+                collector.report(message, what)
+            else:
+                warnings.warn(message, MemoryFallbackWarning, stacklevel=3)
             warn = False
 
 
