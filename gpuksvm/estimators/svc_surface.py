@@ -266,6 +266,7 @@ class SVCSurfaceMixin:
         values (pair (i, j): positive → class i); one-vs-rest problems: the
         (n, n_classes) values of each class's machine.
         """
+        check_is_fitted(self)
         K = len(self.classes_)
         if K == 2:
             out, kind = self._map_decisions(X, 0, np.float64, lambda D: D[:, 0])
