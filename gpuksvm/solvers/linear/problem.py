@@ -62,6 +62,14 @@ def _blas_limit(X: "Design") -> Any:
 # --------------------------------------------------------------------------- design
 
 
+def _add(out: Any, G: Any, sign: float) -> None:
+    """``out += sign · G`` in place."""
+    if sign > 0:
+        out += G
+    else:
+        out -= G
+
+
 class Design:
     """Rows x̃ᵢ = [xᵢ, s] of F with an implicit constant column (``scale=None``: no column).
 
@@ -96,12 +104,15 @@ class Design:
             return top
         return self.xp.concatenate([top, self.scale * U.sum(axis=0, keepdims=True)], axis=0)
 
-    def _rows_gram(self, rows: Any, weights: Any, float64: bool) -> Any:
-        """F̃ᵀ diag(weights) F̃ over ``rows`` for positive ``weights``, as float64.
+    def _rows_gram(self, rows: Any, weights: Any, float64: bool, out: Any, sign: float,
+                   cols: int | None = None) -> None:
+        """``out += sign ·`` F̃ᵀ diag(weights) F̃ over ``rows`` for positive ``weights``, in float64.
 
         One copy of the rows is made (in float64 when asked) and scaled by √weights in place
         before the product (SYRK in NumPy: the same operand twice); the constant column's
-        entries come from the unscaled copy.
+        entries come from the unscaled copy.  The product is added into ``out`` (the caller's
+        float64 accumulator) in place: the scratch is the copy and one d × d product (d ×
+        ``cols`` products, dense rows: a column block at a time).
         """
         xp = self.xp
         A = self.F[rows]
@@ -111,22 +122,23 @@ class Design:
         col = self.scale * (A.T @ w) if self.scale else None
         if self.sparse:
             G = xp.asarray((A.multiply(w[:, None]).T @ A).toarray())
+            _add(out[: self.d, : self.d], G, sign)
         else:
             A *= xp.sqrt(w)[:, None]
-            G = A.T @ A
+            step = self.d if cols is None else max(int(cols), 1)
+            for a in range(0, self.d, step):
+                b = min(a + step, self.d)
+                _add(out[: self.d, a:b], A.T @ A if step >= self.d else A.T @ A[:, a:b], sign)
         del A
         if not self.scale:
-            return G.astype(np.float64, copy=False)
-        out = xp.empty((self.dim, self.dim), dtype=np.float64)
-        out[: self.d, : self.d] = G
-        col = xp.asarray(col).reshape(-1)
-        out[: self.d, self.d] = col
-        out[self.d, : self.d] = col
-        out[self.d, self.d] = self.scale ** 2 * w.sum()
-        return out
+            return
+        col = xp.asarray(col).reshape(-1).astype(np.float64, copy=False)
+        out[: self.d, self.d] += sign * col
+        out[self.d, : self.d] += sign * col
+        out[self.d, self.d] += sign * self.scale ** 2 * w.sum()
 
     def signed_gram(self, weights: Any, idx: Any = None, *, block_rows: int = 8192,
-                    float64: bool = False) -> Any:
+                    float64: bool = False, out: Any = None, cols: int | None = None) -> Any:
         """Σᵢ wᵢ x̃ᵢx̃ᵢᵀ over the rows ``idx`` (all rows if None), weights of any sign; float64.
 
         The rows are multiplied in blocks of ``block_rows`` in the design's
@@ -134,25 +146,29 @@ class Design:
         Grams are summed in float64: a single float32 product over n rows
         accumulates a round-off of up to n·eps(float32) on the large diagonal
         (7 % at n = 800,000), blocks keep it near ``block_rows``·eps.  The
-        scratch is one copy of a block's rows of one sign at a time.
+        scratch is one copy of a block's rows of one sign at a time and one d × d product.
+        ``out`` (dim × dim float64): added into in place and returned (the streamed Newton
+        solvers' accumulators: no second dim × dim array); ``cols``: the products in column
+        blocks of this width (no d × d scratch; twice the flops of one SYRK).
         """
         xp = self.xp
         if idx is None:
             idx = xp.arange(self.n)
-        out = xp.zeros((self.dim, self.dim), dtype=np.float64)
+        if out is None:
+            out = xp.zeros((self.dim, self.dim), dtype=np.float64)
         for s in range(0, int(idx.shape[0]), block_rows):
             rows = idx[s:s + block_rows]
             w = weights[rows]
             pos, neg = w > 0, w < 0
             if bool(pos.all()):
-                out += self._rows_gram(rows, w, float64)
+                self._rows_gram(rows, w, float64, out, 1.0, cols)
                 continue
             if bool(pos.any()):
                 sel = xp.nonzero(pos)[0]
-                out += self._rows_gram(rows[sel], w[sel], float64)
+                self._rows_gram(rows[sel], w[sel], float64, out, 1.0, cols)
             if bool(neg.any()):
                 sel = xp.nonzero(neg)[0]
-                out -= self._rows_gram(rows[sel], -w[sel], float64)
+                self._rows_gram(rows[sel], -w[sel], float64, out, -1.0, cols)
         return out
 
     def row_gram(self) -> Any:

@@ -267,8 +267,12 @@ class BlockRows(LLSVMRows):
 
 def _stream_rows(k: int, device: bk.Device) -> int:
     """Rows per streamed kernel block: three float64 rows of k values each (the kernel row, its
-    mapped row and the solver's scratch) within the memory budget, at most 4,096."""
-    return bk.plan_rows(1 << 30, 3 * k * 8, device, max_rows=4096)
+    mapped row and the solver's scratch) within what the memory budget leaves beside the
+    streamed Newton solver's two (k + 1)² float64 arrays (its Gram and a transient), at most
+    4,096 and at least 256 (or what the whole budget holds: a budget below one row is an error)."""
+    rows = bk.plan_rows(1 << 30, 3 * k * 8, device, max_rows=4096)
+    left = bk.memory_budget(device) - 2 * (k + 1) ** 2 * 8
+    return max(min(rows, left // (3 * k * 8)), min(rows, 256))
 
 
 def kernel_row_source(source: Any, nmap: NystromMap, n_features: int, device: bk.Device, dtype: np.dtype, *,
@@ -418,10 +422,12 @@ def _fit_path(rows: LLSVMRows, kernels: Sequence[KernelSpec], Cs: Sequence[float
     t_eigh = (bk.synchronized_clock(dev) - t1) / len(kerns)
     state = rs.get_state()
     results = []
-    for nmap in maps:
+    for i in range(len(maps)):
+        nmap, maps[i] = maps[i], None
         rs.set_state(state)  # the same labelled subset for every kernel
         t2 = bk.synchronized_clock(dev)
-        nmap = apply_spectrum(nmap, Xs, ys, params, rs)
+        # the eigenvectors are not needed once the map is final: freed before the features
+        nmap = replace(apply_spectrum(nmap, Xs, ys, params, rs), eigvecs=None)
         t3 = bk.synchronized_clock(dev)
         features = rows.features(nmap, spec)
         t4 = bk.synchronized_clock(dev)
