@@ -76,8 +76,12 @@ class StreamOracle(_GramOracle):
 
     Memory: dim × dim float64 arrays, held one per problem (the base Gram) and, for a
     moment, one more (a block's Gram product, or the Hessian of :meth:`direction`, formed
-    from the base Gram in column blocks and factored in place), plus T in float64 and one
-    more per problem while :meth:`line_start` speculates.
+    from the base Gram in column blocks and factored in place), and one more per problem
+    while :meth:`line_start` speculates; T stays in its own dtype (its products take a block
+    of its rows in float64 at a time).  Measured (LLSVM, 5,000 rows, k = 1,000, budget 16 MB):
+    the Newton passes' traced peak 69 MB with a Gram change, a Hessian, its factor and T in
+    float64 held beside the Gram, 29 MB this way (the fit's VmHWM growth 85 → 37 MB with the
+    map's in-place eigendecomposition).
     """
 
     def __init__(self, blocks: Any, Y: np.ndarray, CS: np.ndarray, *, transform: Any = None,
