@@ -143,10 +143,11 @@ _SERIAL_BLAS_MAX_S = 512
 
 #: Share of the CPU memory budget the kernel caches of SVI's SMO calls may hold (their default
 #: 200 MB within it; the engine splits it among parallel solves).  The exact fallback runs after
-#: the ensemble, whose freed blocks the process still holds: on 10,000 synthetic rows under a
-#: 64 MB budget the fit grew 110 MB with the engine's half-budget cache, 90 MB with a quarter
-#: (fit time 122 vs 110 s, a loaded 2-core CPU).
-SVI_CACHE_BUDGET_SHARE = 0.25
+#: the ensemble, whose freed blocks the process still holds.  Measured (VmHWM growth of the fit,
+#: budget 64 MB, the exact fallback taken): 10,000 synthetic rows 110 MB with the engine's
+#: half-budget cache, 90 MB with a quarter; 20,000 rows (bound 93 MB) 124 MB with half, 97 MB
+#: with a quarter, 85 MB with an eighth (fit 414 vs 458 s, a loaded 2-core CPU).
+SVI_CACHE_BUDGET_SHARE = 0.125
 
 
 class ExactFallbackWarning(UserWarning):
