@@ -434,12 +434,15 @@ def test_stream_oracle_one_pass_steps_equal_two_pass_steps():
             for b in range(a, min(a + 250, 1200), step):
                 yield b, X[b:min(b + step, a + 250)]
 
+    # speculate=False (a small memory budget): no speculative Grams, two passes per step;
+    # gram_cols: the Gram products in column blocks
     sols = [newton_solve(StreamOracle(blocks, Y, 0.7 * S, n_features=9, **kw), tol=1e-9, max_iter=100)
-            for kw in ({}, {"spare_blocks": 0.0}, {"t_max": 0.0})]
+            for kw in ({}, {"spare_blocks": 0.0}, {"t_max": 0.0}, {"speculate": False, "gram_cols": 4})]
     for sol in sols[1:]:
         np.testing.assert_allclose(sol.objective, sols[0].objective, rtol=1e-11)
         np.testing.assert_allclose(sol.info["W"], sols[0].info["W"], rtol=1e-7, atol=1e-10)
     assert sols[2].info["n_passes"] == 2 * sols[2].n_iter + 1
+    assert sols[3].info["n_passes"] == 2 * sols[3].n_iter + 1
     assert sols[0].info["n_passes"] < sols[1].info["n_passes"] <= 2 * sols[1].n_iter + 1
     ref = newton_squared_hinge(X, Y, 0.7, sample_weight=S, tol=1e-9)
     np.testing.assert_allclose(sols[0].objective, ref.objective, rtol=1e-9)

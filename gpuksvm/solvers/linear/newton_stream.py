@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+import scipy.linalg as sla
 
 from gpuksvm.array import backend as bk
 from gpuksvm.data.blocks import BlockSource, LinearMapBlockSource, check_block
@@ -21,7 +22,8 @@ from gpuksvm.solvers.linear.problem import (
     _stream_labels,
     ovr_targets,
 )
-from gpuksvm.solvers.linear.newton import _eps_obj, _frac, _GramOracle, line_derivatives, newton_solve
+from gpuksvm.solvers.linear.newton import (_cholesky_step, _eps_obj, _frac, _GramOracle, line_derivatives,
+                                           newton_solve)
 from gpuksvm.solvers.linear.newton_memory import newton_squared_hinge
 
 __all__ = ["StreamOracle", "newton_stream"]
@@ -72,18 +74,33 @@ class StreamOracle(_GramOracle):
     scale : float or None — the constant column's value
     t_max : float — the bracket [0, t_max] of steps prepared by :meth:`line_start`
     spare_blocks : float — undecided base rows kept per step, in largest blocks
+    speculate : bool — whether :meth:`line_start` prepares the next :meth:`evaluate` (one
+        more dim × dim accumulator per problem); without it every step reads the data twice
+    gram_cols : int or None — form the blocks' Gram products in column blocks of this width
+        (a dim × ``gram_cols`` scratch instead of a dim × dim product; twice the flops)
+
+    Memory: dim × dim float64 arrays, held one per problem (the base Gram) and, for a
+    moment, one more (a block's Gram product, or the Hessian of :meth:`direction`, formed
+    from the base Gram in column blocks and factored in place), and one more per problem
+    while :meth:`line_start` speculates; T stays in its own dtype (its products take a block
+    of its rows in float64 at a time).  Measured (LLSVM, 5,000 rows, k = 1,000, budget 16 MB):
+    the Newton passes' traced peak 69 MB with a Gram change, a Hessian, its factor and T in
+    float64 held beside the Gram, 29 MB this way (the fit's VmHWM growth 85 → 37 MB with the
+    map's in-place eigendecomposition).
     """
 
     def __init__(self, blocks: Any, Y: np.ndarray, CS: np.ndarray, *, transform: Any = None,
                  n_features: int | None = None, scale: float | None = 1.0, t_max: float = 2.0,
-                 spare_blocks: float = 1.0):
+                 spare_blocks: float = 1.0, speculate: bool = True, gram_cols: int | None = None):
         self.blocks = blocks
         self.Y = np.asarray(Y, dtype=np.float64)
         self.CS = np.asarray(CS, dtype=np.float64)
         n, m = self.Y.shape
         self.n, self.m = n, m
         self.scale = None if not scale else float(scale)
-        self.T = None if transform is None else np.asarray(bk.to_host(transform), dtype=np.float64)
+        # T in its own dtype: its products are formed in float64 a block of its rows at a time
+        # (a float32 map's values are exact in float64), so no float64 copy of T is held
+        self.T = None if transform is None else np.asarray(bk.to_host(transform))
         if self.T is None and n_features is None:
             raise ValueError("StreamOracle needs n_features when there is no transform")
         self.d = int(n_features) if self.T is None else int(self.T.shape[1])
@@ -96,11 +113,12 @@ class StreamOracle(_GramOracle):
         self._prev = np.zeros((n, m), dtype=bool)
         self._grams: list = [None] * m          # base-space Grams (p̃ × p̃), blocks' device
         self._g0 = None
-        self._H = [None] * m
+        self.speculate = bool(speculate)
         self._spec = None
         self._t = None
         self.t_max, self.spare_blocks = float(t_max), float(spare_blocks)
         self.gram_rows = 0
+        self.gram_cols = gram_cols
         self.split = 1          # the pieces each block is cut into (more after an out-of-memory error)
 
     def _pass(self, body: Any) -> Any:
@@ -117,12 +135,31 @@ class StreamOracle(_GramOracle):
                                              size_text="every block cut into smaller pieces")
         return out
 
+    def _t_rows(self) -> Any:
+        """(rows, T[rows] in float64) in blocks of 128 rows."""
+        for a in range(0, int(self.T.shape[0]), 128):
+            yield slice(a, a + 128), self.T[a:a + 128].astype(np.float64, copy=False)
+
+    def _t_dot(self, A: np.ndarray) -> np.ndarray:
+        """T A in float64 (A: (d, c) float64)."""
+        out = np.empty((self.T.shape[0], A.shape[1]))
+        for rows, Tr in self._t_rows():
+            out[rows] = Tr @ A
+        return out
+
+    def _t_tdot(self, A: np.ndarray) -> np.ndarray:
+        """Tᵀ A in float64 (A: (p, c) float64)."""
+        out = np.zeros((self.T.shape[1], A.shape[1]))
+        for rows, Tr in self._t_rows():
+            out += Tr.T @ A[rows]
+        return out
+
     def _base_map(self, W: np.ndarray, xp: Any) -> Any:
         """T̃ W on the blocks' device: the base-space weights (p̃, m)."""
         if self.T is None:
             return xp.asarray(W)
         d = self.d
-        top = self.T @ W[:d]
+        top = self._t_dot(W[:d])
         if self.scale:
             top = np.concatenate([top, W[d:d + 1]], axis=0)
         return xp.asarray(top)
@@ -132,20 +169,26 @@ class StreamOracle(_GramOracle):
         if self.T is None:
             return A
         p = self.T.shape[0]
-        out = self.T.T @ A[:p]
+        out = self._t_tdot(A[:p])
         return np.concatenate([out, A[p:p + 1]], axis=0) if self.scale else out
 
-    def _gram_to_features(self, G: Any) -> np.ndarray:
+    def _gram_to_features(self, G: Any, block: int = 64) -> np.ndarray:
+        """T̃ᵀ G T̃ on the host (float64), formed in column blocks of ``block``: the scratch is
+        (p + d) × ``block`` values beside the result, not two more dim × dim products."""
         G = np.asarray(bk.to_host(G), dtype=np.float64)
         if self.T is None:
-            return G
+            return G.copy()
         p, d = self.T.shape
-        if not self.scale:
-            return self.T.T @ G @ self.T
-        out = np.empty((d + 1, d + 1))
-        out[:d, :d] = self.T.T @ G[:p, :p] @ self.T
-        out[:d, d] = out[d, :d] = self.T.T @ G[:p, p]
-        out[d, d] = G[p, p]
+        out = np.empty((self.dim, self.dim))
+        Gp = G[:p]                      # whole rows: a contiguous operand, not a copy of G[:p, :p]
+        for a in range(0, d, block):
+            b = min(a + block, d)
+            Tb = np.zeros((G.shape[1], b - a))
+            Tb[:p] = self.T[:, a:b]
+            out[:d, a:b] = self._t_tdot(Gp @ Tb)
+        if self.scale:
+            out[:d, d] = out[d, :d] = self._t_tdot(G[:p, p:p + 1])[:, 0]
+            out[d, d] = G[p, p]
         return out
 
     def _block_stats(self, B: Design, rows: slice, O: Any, todo: np.ndarray, st: dict) -> None:
@@ -166,9 +209,13 @@ class StreamOracle(_GramOracle):
             chg = act_h[:, c] != self._prev[rows, c]
             if chg.any():
                 w = xp.where(act[:, c], Cb[:, c], -Cb[:, c])
-                upd = B.signed_gram(w, xp.asarray(np.flatnonzero(chg)))
-                st["grams"][c] = upd if st["grams"][c] is None else st["grams"][c] + upd
+                st["grams"][c] = B.signed_gram(w, xp.asarray(np.flatnonzero(chg)), out=st["grams"][c],
+                                               cols=self.gram_cols)
                 st["gram_rows"] += int(chg.sum())
+                if st["grams"] is self._grams:
+                    # added to the Grams themselves: these rows are settled now, so a pass run
+                    # again after an out-of-memory error (:meth:`_pass`) does not add them twice
+                    self._prev[rows, c] = act_h[:, c]
 
     def _new_stats(self, todo: np.ndarray, first: bool = False) -> dict:
         st = {"g": None, "loss": np.zeros(self.m), "act": np.zeros((self.n, self.m), dtype=bool),
@@ -183,6 +230,7 @@ class StreamOracle(_GramOracle):
         if st is None:
             def one_pass() -> dict:
                 st = self._new_stats(todo, first=self._g0 is None)
+                st["grams"] = self._grams     # a full pass's changes go straight into the Grams
                 V = None
                 for off, Bb in self.blocks(self.split):
                     B = Design(Bb, self.scale)
@@ -203,21 +251,45 @@ class StreamOracle(_GramOracle):
             self._g0 = np.sqrt((g0 * g0).sum(axis=0))
         G = W - 2.0 * self._to_features(np.asarray(bk.to_host(st["g"]), dtype=np.float64))
         for c in todo:                  # the Grams now follow the activity at W
-            if st["grams"][c] is not None:
-                self._grams[c] = st["grams"][c] if self._grams[c] is None else self._grams[c] + st["grams"][c]
+            if st["grams"] is not self._grams and st["grams"][c] is not None:
+                if self._grams[c] is None:
+                    self._grams[c] = st["grams"][c]
+                else:
+                    self._grams[c] += st["grams"][c]
+                st["grams"][c] = None
             self._prev[:, c] = st["act"][:, c]
-            self._H[c] = (np.zeros((self.dim, self.dim)) if self._grams[c] is None     # no active row: H = I
-                          else self._gram_to_features(self._grams[c]))
         self.gram_rows += st["gram_rows"]
         f = 0.5 * (W * W).sum(axis=0) + st["loss"]
         return f, G
 
     def _gram(self, c: int) -> np.ndarray:
-        return self._H[c]
+        """The feature-space Gram T̃ᵀ G_c T̃ (zeros without an active row: H = I)."""
+        if self._grams[c] is None:
+            return np.zeros((self.dim, self.dim))
+        return self._gram_to_features(self._grams[c])
+
+    def direction(self, G: np.ndarray, active: np.ndarray) -> np.ndarray:
+        """−H⁻¹∇f per active problem, H = I + 2 T̃ᵀG_cT̃ formed and factored in place (one
+        dim × dim array; on a lost positive definiteness :func:`_cholesky_step`'s floor)."""
+        P = np.zeros_like(G)
+        for c in np.flatnonzero(active):
+            H = self._gram(int(c))
+            H *= 2.0
+            H[np.diag_indices_from(H)] += 1.0
+            try:
+                # H.T: the same symmetric matrix in the Fortran order LAPACK factors in place
+                L = sla.cholesky(H.T, lower=True, overwrite_a=True, check_finite=False)
+            except np.linalg.LinAlgError:
+                del H
+                P[:, c] = _cholesky_step(self._gram(int(c)), G[:, c])
+                continue
+            P[:, c] = sla.cho_solve((L, True), -G[:, c], check_finite=False)
+            del H, L
+        return P
 
     def line_start(self, W: np.ndarray, P: np.ndarray) -> None:
         """One pass: z = F̃p, and the next :meth:`evaluate` prepared for t ∈ [0, t_max]."""
-        todo = np.flatnonzero(np.any(P != 0, axis=0))
+        todo = np.flatnonzero(np.any(P != 0, axis=0)) if self.speculate else np.zeros(0, dtype=np.int64)
 
         def one_pass() -> dict:
             sp = {"gA": None, "gB": None, "L": np.zeros((3, self.m)), "grams": [None] * self.m,
@@ -250,11 +322,11 @@ class StreamOracle(_GramOracle):
                     chg = (sure[:, c] & ~prev) | (~(sure[:, c] | undecided[:, c]) & prev)
                     if chg.any():
                         w = xp.where(xp.asarray(sure[:, c]), Cd[:, c], -Cd[:, c])
-                        upd = B.signed_gram(w, xp.asarray(np.flatnonzero(chg)))
-                        sp["grams"][c] = upd if sp["grams"][c] is None else sp["grams"][c] + upd
+                        sp["grams"][c] = B.signed_gram(w, xp.asarray(np.flatnonzero(chg)), out=sp["grams"][c],
+                                                         cols=self.gram_cols)
                         sp["gram_rows"] += int(chg.sum())
                 keep = np.flatnonzero(undecided[:, todo].any(axis=1))
-                if keep.size and not sp["full"]:
+                if keep.size and self.speculate and not sp["full"]:
                     kept = B.take(xp.asarray(keep))
                     nbytes = kept.n * kept.dim * 8
                     if sp["nbytes"] + nbytes > budget:
@@ -268,7 +340,7 @@ class StreamOracle(_GramOracle):
 
         sp = self._pass(one_pass)
         self.n_passes += 1
-        self._spec = None if sp["gA"] is None or sp["full"] else sp
+        self._spec = None if sp["gA"] is None or sp["full"] or not self.speculate else sp
 
     def line_accept(self, t: Any) -> None:
         self._t = np.asarray(bk.to_host(t), dtype=np.float64)
@@ -299,8 +371,8 @@ class StreamOracle(_GramOracle):
                 chg = und[:, c] & (a_r[:, c] != self._prev[rows, c])
                 if chg.any():
                     w = xp.where(xp.asarray(a_r[:, c]), xp.asarray(Ch[:, c]), -xp.asarray(Ch[:, c]))
-                    upd = B.signed_gram(w, xp.asarray(np.flatnonzero(chg)))
-                    grams[c] = upd if grams[c] is None else grams[c] + upd
+                    grams[c] = B.signed_gram(w, xp.asarray(np.flatnonzero(chg)), out=grams[c],
+                                              cols=self.gram_cols)
                     gram_rows += int(chg.sum())
         self.o = o1
         return {"g": g, "loss": loss, "act": act, "grams": grams, "gram_rows": gram_rows}
@@ -375,14 +447,28 @@ def newton_stream(source: Any, C: float, *, labels: np.ndarray | None = None,
                 else:
                     yield off + a, check_block(piece, p, dev, np.float64)
 
-    oracle = StreamOracle(blocks, Y, float(C) * S, transform=T, n_features=p, scale=intercept_scaling)
+    dim = (int(T.shape[1]) if mapped else p) + (1 if intercept_scaling else 0)
+    budget = bk.memory_budget(dev)
+    square = dim * dim * 8
+    # held: a Gram per problem and a transient (a block's Gram product, or the Hessian); the
+    # product is formed in column blocks, and line_start speculates (one more Gram per problem),
+    # only where the budget has room for them
+    held = (Y.shape[1] + 1) * square
+    oracle = StreamOracle(blocks, Y, float(C) * S, transform=T, n_features=p, scale=intercept_scaling,
+                          speculate=held + Y.shape[1] * square <= budget,
+                          gram_cols=None if held <= budget else 256)
     W0 = None
     sample = getattr(source, "sample", None)
+    rows = 0
     if warm_start and sample is not None and sample[0].shape[0] < n:
-        Xs, ys = sample
+        rows = _warm_start_rows(int(sample[0].shape[0]), dim,
+                                np.dtype(source.dtype if mapped else np.float64).itemsize, Y.shape[1], budget)
+    if rows >= dim:         # else no room for a useful warm start within the budget
+        # the sample is in random (hash) order: its head is a random sample too
+        Xs, ys = sample[0][:rows], sample[1][:rows]
         if mapped:   # F of the sample in the source's dtype, piece by piece (B is float64)
             step = source.max_rows or Xs.shape[0]
-            Td = bk.to_device(T, dev, np.float64)
+            Td = bk.to_device(oracle.T, dev, np.float64)
             Fs = bk.get_namespace(dev).empty((Xs.shape[0], Td.shape[1]), dtype=source.dtype)
             for a in range(0, Xs.shape[0], step):
                 Fs[a:a + step] = check_block(source.base_fn(Xs[a:a + step]), p, dev, np.float64) @ Td
@@ -397,5 +483,14 @@ def newton_stream(source: Any, C: float, *, labels: np.ndarray | None = None,
         W0 = np.asarray(bk.to_host(start.info["W"]), dtype=np.float64)
         del Fs, start                   # the sample's features are not needed in the passes
     sol = newton_solve(oracle, W0, tol=tol, max_iter=max_iter, verbose=verbose, callback=callback)
-    sol.info["warm_start_rows"] = 0 if W0 is None else int(sample[0].shape[0])
+    sol.info["warm_start_rows"] = 0 if W0 is None else int(rows)
     return sol, classes, oracle.d
+
+
+def _warm_start_rows(n_sample: int, dim: int, itemsize: int, m: int, budget: int) -> int:
+    """Rows of the warm-start sample whose in-memory solve fits ``budget`` bytes: their
+    features (``itemsize`` each) and a float64 copy of a block of them (the Gram's scratch),
+    beside its four dim × dim float64 arrays per problem (Gram, reference Gram, Hessian and
+    factor) and T in float64.  The full sample where it fits; else fewer (possibly none)."""
+    room = int(budget) - (4 * max(int(m), 1) + 1) * dim * dim * 8
+    return int(min(n_sample, max(room, 0) // (dim * (itemsize + 8))))

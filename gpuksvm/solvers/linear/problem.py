@@ -62,6 +62,14 @@ def _blas_limit(X: "Design") -> Any:
 # --------------------------------------------------------------------------- design
 
 
+def _add(out: Any, G: Any, sign: float) -> None:
+    """``out += sign · G`` in place."""
+    if sign > 0:
+        out += G
+    else:
+        out -= G
+
+
 class Design:
     """Rows x̃ᵢ = [xᵢ, s] of F with an implicit constant column (``scale=None``: no column).
 
@@ -96,37 +104,57 @@ class Design:
             return top
         return self.xp.concatenate([top, self.scale * U.sum(axis=0, keepdims=True)], axis=0)
 
-    def _rows_gram(self, rows: Any, weights: Any, float64: bool) -> Any:
-        """F̃ᵀ diag(weights) F̃ over ``rows`` for positive ``weights``, as float64.
+    def _rows_gram(self, rows: Any, weights: Any, float64: bool, out: Any, sign: float,
+                   cols: int | None = None) -> None:
+        """``out += sign ·`` F̃ᵀ diag(weights) F̃ over ``rows`` for positive ``weights``, in float64.
 
         One copy of the rows is made (in float64 when asked) and scaled by √weights in place
         before the product (SYRK in NumPy: the same operand twice); the constant column's
-        entries come from the unscaled copy.
+        entries come from the unscaled copy.  The product is added into ``out`` (the caller's
+        float64 accumulator) in place: the scratch is the copy and one d × d product (d ×
+        ``cols`` products, dense rows: a column block at a time).
         """
         xp = self.xp
         A = self.F[rows]
         if float64 and A.dtype != np.float64:
             A = A.astype(np.float64)
         w = weights.astype(A.dtype, copy=False)
-        col = self.scale * (A.T @ w) if self.scale else None
+        if self.scale:      # the constant column's entries, ready before anything is added
+            col = sign * self.scale * xp.asarray(A.T @ w).reshape(-1).astype(np.float64, copy=False)
+            corner = sign * self.scale ** 2 * w.sum()
         if self.sparse:
             G = xp.asarray((A.multiply(w[:, None]).T @ A).toarray())
+            _add(out[: self.d, : self.d], G, sign)
         else:
             A *= xp.sqrt(w)[:, None]
-            G = A.T @ A
+            self._add_column_blocks(A, out, sign, self.d if cols is None else max(int(cols), 1))
         del A
-        if not self.scale:
-            return G.astype(np.float64, copy=False)
-        out = xp.empty((self.dim, self.dim), dtype=np.float64)
-        out[: self.d, : self.d] = G
-        col = xp.asarray(col).reshape(-1)
-        out[: self.d, self.d] = col
-        out[self.d, : self.d] = col
-        out[self.d, self.d] = self.scale ** 2 * w.sum()
-        return out
+        if self.scale:
+            out[: self.d, self.d] += col
+            out[self.d, : self.d] += col
+            out[self.d, self.d] += corner
+
+    def _add_column_blocks(self, A: Any, out: Any, sign: float, step: int) -> None:
+        """``out[:d, :d] += sign · AᵀA``, ``step`` columns of the product at a time.  A block that
+        runs out of memory is retried narrower (down to one column).  Before the first add the
+        error goes to the caller (nothing is in ``out`` yet: it may retry with fewer rows); after
+        it, running out of memory at one column is a RuntimeError (``out`` is partly updated)."""
+        a = 0
+        while a < self.d:
+            try:
+                G, step = bk.smaller_on_out_of_memory(
+                    lambda k: A.T @ A if (a == 0 and k >= self.d) else A.T @ A[:, a:a + k],
+                    min(step, self.d - a), 1, what="Gram columns", size_text="{size:,} columns")
+            except Exception as exc:  # noqa: BLE001 - only OOM is handled
+                if a == 0 or not bk.is_out_of_memory(exc):
+                    raise
+                raise RuntimeError(f"out of memory adding a Gram's columns {a}: on; the sum is partial") from exc
+            _add(out[: self.d, a:a + step], G, sign)
+            del G
+            a += step
 
     def signed_gram(self, weights: Any, idx: Any = None, *, block_rows: int = 8192,
-                    float64: bool = False) -> Any:
+                    float64: bool = False, out: Any = None, cols: int | None = None) -> Any:
         """Σᵢ wᵢ x̃ᵢx̃ᵢᵀ over the rows ``idx`` (all rows if None), weights of any sign; float64.
 
         The rows are multiplied in blocks of ``block_rows`` in the design's
@@ -134,33 +162,34 @@ class Design:
         Grams are summed in float64: a single float32 product over n rows
         accumulates a round-off of up to n·eps(float32) on the large diagonal
         (7 % at n = 800,000), blocks keep it near ``block_rows``·eps.  The
-        scratch is one copy of a block's rows of one sign at a time; a block that
-        runs out of device memory is retried with fewer rows
-        (:func:`~gpuksvm.array.backend.map_row_blocks`, a ``MemoryFallbackWarning``).
+        scratch is one copy of a block's rows of one sign at a time and one d × d product.
+        ``out`` (dim × dim float64): added into in place and returned (the streamed Newton
+        solvers' accumulators: no second dim × dim array); ``cols``: the products in column
+        blocks of this width (no d × d scratch; twice the flops of one SYRK).  A block that runs
+        out of device memory is retried with fewer rows (:func:`~gpuksvm.array.backend.map_row_blocks`,
+        a ``MemoryFallbackWarning``), from the first row whose product is not yet in ``out``.
         """
         xp = self.xp
         if idx is None:
             idx = xp.arange(self.n)
-        out = xp.zeros((self.dim, self.dim), dtype=np.float64)
+        if out is None:
+            out = xp.zeros((self.dim, self.dim), dtype=np.float64)
+        done = {1.0: 0, -1.0: 0}        # the rows idx[:done[sign]] of that sign are in ``out``
 
         def run(s: int, e: int) -> None:
-            rows = idx[s:e]
-            w = weights[rows]
-            pos, neg = w > 0, w < 0
-            if bool(pos.all()):
-                part = self._rows_gram(rows, w, float64)
-            else:           # the block's share is complete before it is added: a retry adds it once
-                part = None
-                if bool(pos.any()):
-                    sel = xp.nonzero(pos)[0]
-                    part = self._rows_gram(rows[sel], w[sel], float64)
-                if bool(neg.any()):
-                    sel = xp.nonzero(neg)[0]
-                    G = self._rows_gram(rows[sel], -w[sel], float64)
-                    part = -G if part is None else part - G
-                if part is None:
-                    return
-            out[...] += part
+            for sign in (1.0, -1.0):
+                a = max(s, done[sign])
+                if a >= e:
+                    continue
+                rows = idx[a:e]
+                w = sign * weights[rows]
+                mine = w > 0
+                if bool(mine.all()):
+                    self._rows_gram(rows, w, float64, out, sign, cols)
+                elif bool(mine.any()):
+                    sel = xp.nonzero(mine)[0]
+                    self._rows_gram(rows[sel], w[sel], float64, out, sign, cols)
+                done[sign] = e
 
         bk.map_row_blocks(run, int(idx.shape[0]), block_rows, what="Gram of row blocks")
         return out

@@ -49,7 +49,7 @@ class NystromMap:
     kernel : Kernel
     landmarks : (k, d) array Z
     eigvals : (k,) eigenvalues of K_zz after the floor (ascending)
-    eigvecs : (k, k) eigenvectors U
+    eigvecs : (k, k) eigenvectors U (None once the map is final: LLSVM's fit frees them)
     spectrum : (k,) weights s with M = U diag(s)^{1/2} (Nyström: 1/eigvals)
     map : (k, k) array M
     n_kept : number of eigenvalues at or above the floor
@@ -190,9 +190,13 @@ def nystrom_maps(Z: Any, kernels: Sequence[Kernel], *, eig_floor: float = 1e-10,
     # one BLAS thread up to k = 2048 or on a busy host: see gpuksvm.array.blas_threads)
     with host_blas_threads(xp, narrow=k <= 2048):
         M, w, kept = linalg.inv_sqrt_psd(Kzz, floor=_effective_floor(eig_floor, dt), mode="clip")
+    del Kzz
     M = _signed_columns(M, xp)
-    U = (M * xp.sqrt(w)[:, None, :]).astype(dt)
-    M, w = M.astype(dt), w.astype(dt)
+    root = xp.sqrt(w)
+    U = xp.empty(M.shape, dtype=dt)
+    for i in range(M.shape[0]):         # one k × k product at a time, not a float64 copy of the stack
+        U[i] = M[i] * root[i][None, :]
+    M, w = M.astype(dt, copy=False), w.astype(dt)
     kept = bk.to_host(kept)
     return [NystromMap(kernel=kern, landmarks=Z, eigvals=w[i], eigvecs=U[i], spectrum=1.0 / w[i],
                        map=M[i], n_kept=int(kept[i])) for i, kern in enumerate(kernels)]
@@ -204,7 +208,8 @@ def _signed_columns(M: Any, xp: Any) -> Any:
     ``transform``, would change sign with the library."""
     at = xp.argmax(xp.abs(M), axis=-2)[..., None, :]
     sign = xp.sign(xp.take_along_axis(M, at, axis=-2))
-    return M * xp.where(sign == 0, 1.0, sign).astype(M.dtype)
+    M *= xp.where(sign == 0, 1.0, sign).astype(M.dtype)     # M is the caller's own: in place
+    return M
 
 
 def supervised_spectrum(nmap: NystromMap, X_lab: Any, y_lab: Any, *, reg: float,

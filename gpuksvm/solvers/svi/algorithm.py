@@ -107,7 +107,7 @@ from gpuksvm.solvers.multiclass import binary_problems
 from gpuksvm.solvers.progress import report
 from gpuksvm.solvers.row_order import RowHasher
 from gpuksvm.array.blas_threads import one_blas_thread
-from gpuksvm.solvers.smo.engines import solve_batched
+from gpuksvm.solvers.smo.engines import DEFAULT_CACHE_BYTES, solve_batched
 from gpuksvm.solvers.svc_dual import warn_unconverged
 from gpuksvm.solvers.svi.steps import (
     CHECK_MAX_ROWS,
@@ -140,6 +140,14 @@ __all__ = ["SVIParams", "SVIEnsemble", "SVIResult", "SVIRows", "ArrayRows", "Exa
 #: step 5 run with one BLAS thread: threaded BLAS on s ≲ 500 only adds hand-off
 #: costs (10× slower on a busy 2-core CPU, measured on digits' 45 pairs).
 _SERIAL_BLAS_MAX_S = 512
+
+#: Share of the CPU memory budget the kernel caches of SVI's SMO calls may hold (their default
+#: 200 MB within it; the engine splits it among parallel solves).  The exact fallback runs after
+#: the ensemble, whose freed blocks the process still holds.  Measured (VmHWM growth of the fit,
+#: budget 64 MB, the exact fallback taken): 10,000 synthetic rows 110 MB with the engine's
+#: half-budget cache, 90 MB with a quarter; 20,000 rows (bound 93 MB) 124 MB with half, 97 MB
+#: with a quarter, 85 MB with an eighth (fit 414 vs 458 s, a loaded 2-core CPU).
+SVI_CACHE_BUDGET_SHARE = 0.125
 
 
 class ExactFallbackWarning(UserWarning):
@@ -437,9 +445,10 @@ class ArrayRows:
             return []
         params = self.params
         # one ConvergenceWarning per fit (assemble), not one per solve
+        cache = min(DEFAULT_CACHE_BYTES, int(bk.memory_budget(bk.CPU) * SVI_CACHE_BUDGET_SHARE))
         res = solve_batched(self.Xd, labels, row_sets, self.kernel, float(params.C), tol=float(params.tol),
                             max_iter=params.max_iter, device=self.device, dtype=self.dtype,
-                            n_jobs=params.n_jobs, warn_convergence=False)
+                            n_jobs=params.n_jobs, warn_convergence=False, cache_bytes=cache)
         return [solve_record(r) for r in res]
 
     def ensemble_values(self, ens: SVIEnsemble, models: list[list[tuple]]) -> list[Any]:

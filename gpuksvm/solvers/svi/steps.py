@@ -31,7 +31,7 @@ from gpuksvm.solvers.row_order import RowHasher
 
 __all__ = ["row_order_keys", "class_orders", "take_blocks",
            "draw_subsets", "plan_problem", "problem_subsets", "check_rows", "select_margin_rows", "closed_form_beta", "margin_solve_dtype", "margin_solve_bytes",
-           "max_margin_rows",
+           "max_margin_rows", "SUBMODEL_BLOCK_SHARE",
            "solve_margin_problem", "stack_submodels", "average_submodels", "submodel_values",
            "ensemble_check", "stack_margin_models", "DEFAULT_MARGIN_TOL", "DEFAULT_MAX_MARGIN_SV",
            "DEFAULT_MIN_MARGIN_SV", "DEFAULT_MIN_SUBSET_ROWS", "MAX_SUBMODEL_DISAGREEMENT",
@@ -413,14 +413,26 @@ def average_submodels(results: list[list[tuple[np.ndarray, np.ndarray, float]]]
     return union, W @ A, b @ A
 
 
+#: The share of the memory budget (1/this) one kernel block of :func:`submodel_values` takes.  The
+#: fit holds the sub-models' values, the check's rows and the allocator's freed blocks beside it:
+#: measured on ijcnn1 (49,990 rows, budget 64 MB, VmHWM growth of the fit), blocks of half the
+#: budget (kernel_matvec's own choice) 110-114 MB, of a quarter 62 MB, an eighth 56 MB.
+SUBMODEL_BLOCK_SHARE = 4
+
+
 def submodel_values(Xd: Any, rows: np.ndarray | None, Xsv: Any, W: np.ndarray, b: np.ndarray,
                     kernel: Kernel, dtype: Any) -> np.ndarray:
     """Host float64 (len(rows), m) decision values ``K(X[rows], Xsv) W + b`` of m
-    stacked sub-models (:func:`stack_submodels`); ``rows=None``: every row."""
+    stacked sub-models (:func:`stack_submodels`); ``rows=None``: every row.  The kernel blocks
+    take a quarter of the memory budget (:data:`SUBMODEL_BLOCK_SHARE`)."""
     Xr = Xd if rows is None else Xd[bk.to_device(rows, bk.device_of(Xd))]
     if W.shape[0] == 0:
         return np.tile(b, (Xr.shape[0], 1))
-    F = kernel_matvec(Xr, Xsv, bk.to_device(W.astype(dtype), bk.device_of(Xd)), kernel, dtype=dtype)
+    dev = bk.device_of(Xd)
+    per_row = (Xsv.shape[0] + Xr.shape[1]) * np.dtype(dtype).itemsize
+    rows = bk.plan_rows(Xr.shape[0], per_row, dev)      # a budget below one row: the error naming it
+    rows = max(1, min(rows, bk.memory_budget(dev) // SUBMODEL_BLOCK_SHARE // per_row))
+    F = kernel_matvec(Xr, Xsv, bk.to_device(W.astype(dtype), dev), kernel, dtype=dtype, block_rows=rows)
     return np.asarray(bk.to_host(F), dtype=np.float64).reshape(Xr.shape[0], W.shape[1]) + b
 
 
