@@ -122,11 +122,16 @@ def fit_context(*, partial: bool = False, distributed: Callable[..., Any] | None
             saved = _snapshot(self, deep=partial)
             active.add(id(self))
             try:
-                if not (partial and _is_fitted(self)):
-                    self._check_params()
-                if distributed is not None and is_dask_collection(X):
-                    return distributed(self, X, *args, **kwargs)
-                return method(self, X, *args, **kwargs)
+                # every out-of-memory retry of the fit (validation, solver, checks): one warning,
+                # and named in memory_fallback_
+                with bk.FallbackCollector() as retried:
+                    if not (partial and _is_fitted(self)):
+                        self._check_params()
+                    if distributed is not None and is_dask_collection(X):
+                        return distributed(self, X, *args, **kwargs)
+                    fitted = method(self, X, *args, **kwargs)
+                _name_retries(self, retried.cut)
+                return fitted
             except BaseException:
                 self.__dict__.clear()
                 self.__dict__.update(saved)
@@ -139,6 +144,15 @@ def fit_context(*, partial: bool = False, distributed: Callable[..., Any] | None
         return fitting
 
     return decorate
+
+
+def _name_retries(est: Any, cut: list[str]) -> None:
+    """Add the out-of-memory retries of a fit that its solver did not name to ``memory_fallback_``
+    (e.g. the input's validation scan, which runs before the solver)."""
+    named = getattr(est, "memory_fallback_", None)
+    missing = [what for what in cut if what not in (named or "")]
+    if missing:
+        est.memory_fallback_ = bk.fallback_text(named, retried=missing)
 
 
 def fitting_methods(cls: type) -> dict[str, Callable]:
