@@ -147,12 +147,11 @@ def fit_context(*, partial: bool = False, distributed: Callable[..., Any] | None
 
 
 def _name_retries(est: Any, cut: list[str]) -> None:
-    """Add the out-of-memory retries of a fit that its solver did not name to ``memory_fallback_``
-    (e.g. the input's validation scan, which runs before the solver)."""
-    named = getattr(est, "memory_fallback_", None)
-    missing = [what for what in cut if what not in (named or "")]
-    if missing:
-        est.memory_fallback_ = bk.fallback_text(named, retried=missing)
+    """A fit that retried after running out of memory and whose solver named no fallback (the
+    retry was outside it: e.g. the input's validation scan, which runs before the solver) gets
+    ``memory_fallback_ = "out_of_memory: <what>"``; a fallback the solver named stays as it is."""
+    if cut and getattr(est, "memory_fallback_", None) is None:
+        est.memory_fallback_ = bk.fallback_text(retried=cut)
 
 
 def fitting_methods(cls: type) -> dict[str, Callable]:
