@@ -135,6 +135,53 @@ def test_signed_gram_accumulates_in_place_in_column_blocks():
     assert peak <= F.nbytes + 400 * 50 * 8 + 0.5 * MB, peak / MB
 
 
+class _ProductRunsOutOnce(np.ndarray):
+    """Rows whose second product wider than 25 columns raises MemoryError (once)."""
+    products = 0
+    failed = False
+
+    def __matmul__(self, other):
+        if np.ndim(other) == 2 and other.shape[1] > 25:
+            type(self).products += 1
+            if type(self).products == 2 and not type(self).failed:
+                type(self).failed = True
+                raise MemoryError("injected")
+        return np.asarray(self) @ np.asarray(other)
+
+
+def test_signed_gram_out_of_memory_midway_adds_every_row_once(monkeypatch):
+    """An out-of-memory error after part of a block is in ``out`` (the positive rows added, the
+    negative ones failing; a column block failing after the first was added) is retried without
+    adding anything twice: the same sum as without the error."""
+    monkeypatch.setattr(_ProductRunsOutOnce, "products", 0)
+    monkeypatch.setattr(_ProductRunsOutOnce, "failed", False)
+    rng = np.random.default_rng(5)
+    F = rng.normal(size=(3000, 100))
+    w = rng.uniform(-2.0, 2.0, size=3000)
+    expect = Design(F, 0.5).signed_gram(w)
+    calls = {"negative": 0}
+    rows_gram = Design._rows_gram
+
+    def negative_runs_out_once(self, rows, weights, float64, out, sign, cols=None):
+        if sign < 0:
+            calls["negative"] += 1
+            if calls["negative"] == 1:
+                raise MemoryError("injected")
+        return rows_gram(self, rows, weights, float64, out, sign, cols)
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with monkeypatch.context() as m:
+            m.setattr(Design, "_rows_gram", negative_runs_out_once)
+            got = Design(F, 0.5).signed_gram(w, block_rows=1000)
+        np.testing.assert_allclose(got, expect, rtol=1e-10, atol=1e-8)
+        F_oom = F.view(_ProductRunsOutOnce)
+        got = Design(F_oom, 0.5).signed_gram(w, block_rows=1000, cols=50)
+        assert _ProductRunsOutOnce.failed
+        np.testing.assert_allclose(np.asarray(got), expect, rtol=1e-10, atol=1e-8)
+    assert sum("out of memory" in str(x.message) for x in caught) == 2
+
+
 def test_newton_cg_does_not_copy_mostly_active_rows():
     """Newton-CG with more than half of the rows active uses F itself (inactive rows weigh 0)
     instead of a copy of the active rows; with few active rows the copy (≤ F/2) pays."""
