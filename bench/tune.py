@@ -6,8 +6,8 @@ TorchKM protocol) and the same grid, in one process:
 
 * ``GridSearchCV (gpuksvm)`` — :class:`gpuksvm.model_selection.GridSearchCV`
   over the gpuksvm estimator (its search engine), ``n_jobs=-1`` as the SVC
-  search below (its engines use every core in any case; ``n_jobs`` adds the
-  scoring of the fold models on threads);
+  search below (KernelSVC's engine then runs its problems on every core
+  whatever the load average, and the fold models are scored on threads);
 * ``GridSearchCV (sklearn) same estimator`` — scikit-learn's search over the
   same gpuksvm estimator (independent fits, scikit-learn's default ``n_jobs``,
   as the search the targets were stated against);

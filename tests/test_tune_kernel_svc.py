@@ -256,3 +256,48 @@ def test_threads_share_the_gram_matrix_work():
     assert cache.computed == 1100                        # 5 blocks of 256 rows, none computed twice
     full = np.exp(-0.5 * ((X[:, None, :] - X[None, :, :]) ** 2).sum(-1))
     np.testing.assert_allclose(got[0], full, atol=1e-12)
+
+
+def test_the_search_n_jobs_reaches_the_engine_threads(monkeypatch):
+    """GridSearchCV(n_jobs=k) runs the compiled SMO's problems on k threads even while the load
+    average fills the cores (n_jobs=None keeps the load rule: one thread then)."""
+    from gpuksvm.model_selection import GridSearchCV
+
+    pools = []
+
+    class Recording(path.ThreadPoolExecutor):
+        def __init__(self, max_workers=None, **kwargs):
+            pools.append(max_workers)
+            super().__init__(max_workers=max_workers, **kwargs)
+
+    monkeypatch.setattr(path, "ThreadPoolExecutor", Recording)
+    monkeypatch.setattr(path, "host_busy", lambda: True)
+    X, y = _data(n=200, seed=11)
+    grid = {"gamma": [0.5], "C": [0.1, 1.0, 10.0]}
+    cv = StratifiedKFold(3, shuffle=True, random_state=0)
+    busy = GridSearchCV(KernelSVC(device="cpu"), grid, cv=cv).fit(X, y)
+    assert pools == []                                   # None on a busy host: one thread
+    two = GridSearchCV(KernelSVC(device="cpu"), grid, cv=cv, n_jobs=2).fit(X, y)
+    assert pools == [2]                                  # the engine's pool
+    np.testing.assert_array_equal(two.cv_results_["mean_test_score"], busy.cv_results_["mean_test_score"])
+    assert two.best_params_ == busy.best_params_
+
+
+def test_run_engine_gives_n_jobs_to_an_engine_that_takes_it():
+    from gpuksvm.model_selection import shared
+
+    seen = []
+
+    def whole(estimator, X, y, splits, candidates, *, sample_weight=None, n_jobs=None):
+        seen.append(n_jobs)
+        return shared.search_independent(estimator, X, y, splits, candidates, sample_weight=sample_weight)
+
+    whole.takes_n_jobs = True
+    X, y = _data(n=60, seed=12)
+    splits = list(StratifiedKFold(2, shuffle=True, random_state=0).split(X, y))
+    cands = [{"C": 1.0}, {"C": 2.0}]
+    shared.run_engine(whole, KernelSVC(device="cpu"), X, y, splits, cands, n_jobs=-1)
+    shared.run_engine(whole, KernelSVC(device="cpu"), X, y, splits, cands)
+    whole.group_key = lambda est, params: params["C"]   # two calls on two threads: one thread each
+    shared.run_engine(whole, KernelSVC(device="cpu"), X, y, splits, cands, n_jobs=2)
+    assert seen == [-1, None, 1, 1]

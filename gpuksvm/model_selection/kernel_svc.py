@@ -108,7 +108,8 @@ def _fold_weights(est: KernelSVC, y: np.ndarray, yidx: np.ndarray, classes: np.n
 
 
 def search_kernel_svc(estimator: KernelSVC, X: Any, y: Any, splits: Sequence[tuple[np.ndarray, np.ndarray]],
-                      candidates: Sequence[dict], *, sample_weight: Any = None) -> Iterator[SplitFit]:
+                      candidates: Sequence[dict], *, sample_weight: Any = None,
+                      n_jobs: int | None = None) -> Iterator[SplitFit]:
     """One fitted KernelSVC per (candidate, split), sharing kernel rows and solutions.
 
     Parameters
@@ -120,6 +121,12 @@ def search_kernel_svc(estimator: KernelSVC, X: Any, y: Any, splits: Sequence[tup
     splits : list of (train_idx, test_idx)
     candidates : list of parameter dicts
     sample_weight : (n,) array, optional
+    n_jobs : int or None
+        Threads of the CPU engine (the search's ``n_jobs``, as scikit-learn's: −1 is every
+        core).  None: every core, or one while the 1-minute load average already fills them
+        (:func:`gpuksvm.solvers.smo.path.solve_grids`).  An explicit value is obeyed whatever
+        the load: a search asked for ``n_jobs=-1`` runs right after another process's work raised
+        the load average, and one thread then doubled its time.
 
     Yields
     ------
@@ -159,7 +166,7 @@ def search_kernel_svc(estimator: KernelSVC, X: Any, y: Any, splits: Sequence[tup
     cpu = [j for j in jobs if not j.device.is_gpu]
     if cpu:   # every CPU job in one call: its threads balance folds of all kernels
         # LIBSVM computes in float64 whatever the dtype parameter (so does the CPU fit)
-        sols = solve_grids(X, yidx, classes, [j.grid for j in cpu])
+        sols = solve_grids(X, yidx, classes, [j.grid for j in cpu], n_jobs=n_jobs)
         _warn_capped(sols)
         for job, sol in zip(cpu, sols):
             share = sol.kernel_seconds / (len(job.splits) * len(job.members))
@@ -181,6 +188,9 @@ def search_kernel_svc(estimator: KernelSVC, X: Any, y: Any, splits: Sequence[tup
         share = (time.perf_counter() - t0) / (len(job.splits) * len(job.members))
         yield from _wrap(estimator, X, y, splits, candidates, sw, job, results,
                          [[share] * len(job.members) for _ in job.splits], error, SHARED_GPU)
+
+
+search_kernel_svc.takes_n_jobs = True   # run_engine passes the search's n_jobs
 
 
 @dataclass
@@ -231,13 +241,15 @@ def _wrap(estimator: Any, X: Any, y: np.ndarray, splits: Sequence, candidates: S
         yield from independent_fits(estimator, X, y, splits, candidates, job.members, job.splits, sw,
                                 f"the shared engine failed ({type(error).__name__}: {error})")
         return
+    # each candidate's parameters once, not once per fold (get_params inspects the signature: 0.2 s
+    # of a 120-fit search)
+    params = [clone(estimator).set_params(**candidates[c]).get_params(deep=False) for c in job.members]
     for f, s in enumerate(job.splits):
         Xtr = bk.take_rows(X, job.grid.folds[f].rows)
         for k, c in enumerate(job.members):
-            params = clone(estimator).set_params(**candidates[c]).get_params(deep=False)
             est, err = None, None
             try:
-                est = type(job.template).from_result(results[f][k], Xtr, job.grid.kernel, **params)
+                est = type(job.template).from_result(results[f][k], Xtr, job.grid.kernel, **params[k])
             except Exception as exc:   # e.g. a parameter the fit refuses
                 err = exc
             yield SplitFit(candidate=c, split=s, estimator=est, fit_time=own[f][k], error=err,

@@ -342,8 +342,11 @@ class GridSearchCV(_SharedSearch, _SklearnGridSearchCV):
         As scikit-learn's: None uses the estimator's ``score``.
     n_jobs : int or None, default=None
         Threads for independent engine calls (independent fits, or groups of
-        candidates that share work); scikit-learn's processes for other
-        estimators.
+        candidates that share work) and for scoring the fold models; an engine
+        that runs the whole grid in one call (KernelSVC's) runs its own threads
+        on ``n_jobs`` (−1: every core, as scikit-learn's; None: every core
+        unless the load average already fills them); scikit-learn's processes
+        for other estimators.
     refit : bool, str or callable, default=True
         Refit the best candidate on all rows (a scorer name with several
         metrics; a callable picks ``best_index_`` from ``cv_results_``).
@@ -450,7 +453,8 @@ class HalvingGridSearchCV(_SharedSearch, _SklearnHalvingGridSearchCV):
     random_state : int, RandomState instance or None, default=None
         Seeds the subsampling of the rows.
     n_jobs : int or None, default=None
-        Threads for independent engine calls.
+        Threads for independent engine calls, and of an engine that runs the whole grid in
+        one call (KernelSVC's; None: every core unless the load average already fills them).
     verbose : int, default=0
         Prints each iteration's candidates and resource when > 0.
     client : dask.distributed.Client or None, default=None

@@ -23,7 +23,11 @@ Parallel work (``n_jobs`` threads, or the tasks of a Dask client): an engine may
 params) -> hashable``; candidates with equal keys share work and are given
 to one engine call, different groups run on threads.  An engine with
 ``independent = True`` shares nothing: every (candidate, split) is its own
-call.  Any other engine gets all candidates in one call.
+call.  Any other engine gets all candidates in one call.  An engine with
+``takes_n_jobs = True`` parallelizes inside its call and is given the
+search's ``n_jobs`` (as scikit-learn's ``n_jobs``: −1 is every core, None
+the engine's own default) when its calls run one at a time on this host, 1
+when they already run on several threads, None on Dask workers.
 """
 from __future__ import annotations
 
@@ -188,12 +192,15 @@ def _units(engine: Engine, estimator: Any, candidates: Sequence[dict],
 
 
 def _run_unit(engine: Engine, estimator: Any, X: Any, y: Any, splits: Sequence[tuple[np.ndarray, np.ndarray]],
-              candidates: Sequence[dict], sample_weight: Any, cands: list[int], spl: list[int]) -> list[SplitFit]:
+              candidates: Sequence[dict], sample_weight: Any, cands: list[int], spl: list[int],
+              n_jobs: int | None = None) -> list[SplitFit]:
     """One engine call on the candidates ``cands`` and splits ``spl``, indices mapped back to the whole
-    grid's (a module-level function: Dask workers run it)."""
+    grid's (a module-level function: Dask workers run it); ``n_jobs`` goes to an engine that
+    ``takes_n_jobs``."""
     out = []
+    extra = {"n_jobs": n_jobs} if getattr(engine, "takes_n_jobs", False) else {}
     for fit in engine(estimator, X, y, [splits[s] for s in spl], [candidates[c] for c in cands],
-                      sample_weight=sample_weight):
+                      sample_weight=sample_weight, **extra):
         if not (0 <= fit.candidate < len(cands) and 0 <= fit.split < len(spl)):
             raise RuntimeError(f"search engine {engine_name(engine)} yielded (candidate {fit.candidate}, "
                                f"split {fit.split}) outside its {len(cands)} candidates × {len(spl)} splits")
@@ -218,7 +225,9 @@ def run_engine(engine: Engine, estimator: Any, X: Any, y: Any, splits: Sequence[
 
     Independent engine calls (see the module docstring) run on ``n_jobs`` threads, or as tasks of
     the Dask ``client`` when one is given (X, y and the weights are scattered to every worker once;
-    the fitted fold models come back to this process).
+    the fitted fold models come back to this process).  An engine that ``takes_n_jobs`` is given
+    ``n_jobs`` when its calls run one at a time here (KernelSVC's: one call for the whole grid,
+    its threads in the solver layer), 1 when they run on threads, None on Dask.
 
     Raises
     ------
@@ -233,9 +242,9 @@ def run_engine(engine: Engine, estimator: Any, X: Any, y: Any, splits: Sequence[
         batches = _on_dask(client, args, units)
     elif workers > 1:
         with ThreadPoolExecutor(max_workers=workers) as pool:
-            batches = list(pool.map(lambda unit: _run_unit(*args, *unit), units))
+            batches = list(pool.map(lambda unit: _run_unit(*args, *unit, n_jobs=1), units))
     else:
-        batches = [_run_unit(*args, *unit) for unit in units]
+        batches = [_run_unit(*args, *unit, n_jobs=n_jobs) for unit in units]
     table: list[SplitFit | None] = [None] * (len(candidates) * n_splits)
     for fit in (f for batch in batches for f in batch):
         at = fit.candidate * n_splits + fit.split
