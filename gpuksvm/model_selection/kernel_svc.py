@@ -242,8 +242,9 @@ def _wrap(estimator: Any, X: Any, y: np.ndarray, splits: Sequence, candidates: S
         yield from independent_fits(estimator, X, y, splits, candidates, job.members, job.splits, sw,
                                 f"the shared engine failed ({type(error).__name__}: {error})")
         return
-    # each candidate's parameters once, not once per fold (get_params inspects the signature: 0.2 s
-    # of a 120-fit search)
+    # each candidate's parameters once, not once per fold (get_params inspects the signature): the
+    # 120-fit ijcnn1 search made 473 get_params calls in 0.19 s against 857 in 0.33 s (cProfile,
+    # load average 4-8 on the 2-core host)
     params = [clone(estimator).set_params(**candidates[c]).get_params(deep=False) for c in job.members]
     for f, s in enumerate(job.splits):
         Xtr = bk.take_rows(X, job.grid.folds[f].rows)

@@ -78,7 +78,8 @@ _PERIOD = 300
 #: the largest Gram matrix whose rows the passes index by uint32 (unsigned: numba adds no
 #: negative-index wrap-around to a read of a kernel row).  One 4,000-row ijcnn1 fold, γ ∈ {0.5, 1}
 #: × 8 C, each problem timed twice against int64 indices in the same process: 0.83 against 0.89 s of
-#: thread time (13 of 16 problems faster, the same steps and α; load average 4.4–4.6 on the 2-core host)
+#: thread time (13 of 16 problems faster, the same steps and α; load average 4.4–4.6 on the 2-core
+#: host); γ ∈ {0.5, 1, 2}: 0.77 against 0.82 s (load average 4.2)
 _U32_ROWS = np.iinfo(np.uint32).max
 
 #: LIBSVM's floor for a non-positive curvature K_ii + K_jj − 2K_ij of the two-variable step
