@@ -639,27 +639,6 @@ def test_exact_line_step_is_the_minimizer():
             assert _phi(t[c], *args) <= _phi(t_it[c], *args) + 1e-9 * max(1.0, abs(best))
 
 
-def test_exact_line_step_sorting_the_near_breakpoints_first_gives_the_same_step(monkeypatch):
-    """Sorting only the breakpoints below LINE_FIRST_SPAN (and the first one beyond) finds the step of
-    the full sort: with spans that hold all of them, none, and some (the root before, at and past
-    the first breakpoint beyond, where the column is searched again over all of them)."""
-    rng = np.random.default_rng(3)
-    for trial in range(60):
-        n, m = int(rng.integers(40, 400)), int(rng.integers(1, 4))
-        o = rng.normal(size=(n, m)) * 3
-        z = rng.normal(size=(n, m)) * (0.05 if trial % 2 else 1.0)      # few or many rows change within t ≤ 1
-        Y = np.where(rng.random((n, m)) < 0.5, -1.0, 1.0)
-        CS = rng.random((n, m)) * 4
-        wp, pp = rng.normal(size=m) - 0.5, rng.random(m) + 1e-3
-        active = np.ones(m, dtype=bool)
-        monkeypatch.setattr(newton, "LINE_FIRST_SPAN", np.inf)       # every breakpoint: the full sort
-        full = newton.exact_line_step(wp, pp, o, z, Y, CS, active)
-        for span in (0.0, 1e-3, 0.3, 1.0, 5.0):
-            monkeypatch.setattr(newton, "LINE_FIRST_SPAN", span)
-            np.testing.assert_allclose(newton.exact_line_step(wp, pp, o, z, Y, CS, active), full,
-                                       rtol=1e-12, atol=1e-14)
-
-
 def test_gpu_takes_cholesky_up_to_a_wider_design(monkeypatch):
     """On a GPU Newton's direction is a Cholesky solve up to GPU_CHOLESKY_MAX_DIM columns (CG's
     launches cost more there), on the CPU up to STREAM_MAX_DIM."""

@@ -515,9 +515,9 @@ def fit_llsvm_grid(X: Any, y: Any, *, gammas: Sequence[float], Cs: Sequence[floa
     The landmarks (k-means does not depend on γ) are computed once, the maps of
     all γ come from one batched eigendecomposition (:func:`nystrom_maps`), the
     feature map F is computed once per γ, and only the linear SVM is trained per
-    (γ, C), each C after the first starting from the previous C's weights
-    (:meth:`LinearSVM.fit_from`; give ``Cs`` ascending for the shortest path) on features
-    validated once.  The models of one γ share the kernel rows K(X, Z) of the rows they
+    (γ, C), each C after the first starting from the previous C's weights and Newton's Hessian
+    Grams (a :class:`~gpuksvm.solvers.linear.newton_memory.NewtonPath`; give ``Cs`` ascending
+    for the shortest path) on features validated once.  The models of one γ share the kernel rows K(X, Z) of the rows they
     predict on (recognised by their contents; small blocks only, each kept until every C
     has read it): scoring every C on the same rows computes them once, with the same results.  With ``estimator.spectrum == "supervised"`` each map gets LLSVM2's
     spectrum (the same labelled subset for every γ).

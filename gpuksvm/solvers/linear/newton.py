@@ -196,11 +196,6 @@ def _line_search(wp: Any, pp: Any, derivs: Any, active: Any, *, max_iter: int = 
     return xp.where(active, t, 0)
 
 
-#: The breakpoints of :func:`exact_line_step` that are sorted first: those below this step (a
-#: Newton step is 1 where no row changes activity; the minimizer is rarely beyond it).
-LINE_FIRST_SPAN = 1.0
-
-
 def exact_line_step(wp: Any, pp: Any, o: Any, z: Any, Y: Any, CS: Any, active: Any) -> Any:
     """argmin_{t ≥ 0} φ(t) = ½‖w + tp‖² + Σᵢ CSᵢ max(0, 1 − yᵢ(oᵢ + t zᵢ))² per column, from the
     sorted breakpoints (Keerthi & DeCoste 2005, §3), with no host round trip.
@@ -215,11 +210,6 @@ def exact_line_step(wp: Any, pp: Any, o: Any, z: Any, Y: Any, CS: Any, active: A
     ~10 rounds of small kernels and a device→host check each (``bench/gpu_model.py`` predicts
     it at ~80 % of LinearSVM's H100 fit on ijcnn1).  Computed in
     float64 whatever the rows' dtype (the running sums span n rows).  Zero where not ``active``.
-
-    Only the breakpoints below :data:`LINE_FIRST_SPAN` and the first one beyond are sorted first
-    (their order is the start of the full order, so the sums are the same); a column whose root
-    lies further is searched again over all of them.  Near the optimum few rows change activity
-    within a step: on ijcnn1's LLSVM features (8,000 rows, k = 300) a few hundred of 8,000.
     """
     xp = bk.namespace_of(o)
     f64 = np.float64
@@ -240,41 +230,11 @@ def exact_line_step(wp: Any, pp: Any, o: Any, z: Any, Y: Any, CS: Any, active: A
     s1[leave] *= -1.0                                         # d = −s where the row leaves, s where it enters
     s2[leave] *= -1.0
     del leave
+    d1, d2 = s1, s2
     with np.errstate(divide="ignore", invalid="ignore"):
         tau = a / b
     tau = xp.where((b != 0) & (tau > 0) & xp.isfinite(tau), tau, xp.inf)
     del a, b
-    wp64, pp64 = wp.astype(f64), pp.astype(f64)
-    near = tau < LINE_FIRST_SPAN
-    rows = xp.nonzero(near.any(axis=1))[0]
-    if 2 * int(rows.shape[0]) <= int(tau.shape[0]):
-        # the breakpoints below the span, then the first one beyond (its own change is not needed:
-        # the sums before it are) and the sentinel
-        beyond = xp.where(near, xp.inf, tau).min(axis=0)[None, :]
-        ts = xp.where(near[rows], tau[rows], xp.inf)
-        t, found = _breakpoint_root(xp.concatenate([ts, beyond]), _padded(s1[rows], xp), _padded(s2[rows], xp),
-                                    S1, S2, wp64, pp64)
-        again = ~found & xp.isfinite(beyond[0])               # the root lies past the first breakpoint beyond
-        if not bool(again.any()):
-            return xp.where(active, t, 0.0).astype(wp.dtype)
-        t_all, _ = _breakpoint_root(tau, s1, s2, S1, S2, wp64, pp64)
-        t = xp.where(again, t_all, t)
-    else:
-        t, _ = _breakpoint_root(tau, s1, s2, S1, S2, wp64, pp64)
-    return xp.where(active, t, 0.0).astype(wp.dtype)
-
-
-def _padded(d: Any, xp: Any) -> Any:
-    """``d`` with a zero row below (the change at the first breakpoint beyond the span)."""
-    return xp.concatenate([d, xp.zeros((1, d.shape[1]), dtype=d.dtype)])
-
-
-def _breakpoint_root(tau: Any, d1: Any, d2: Any, S1: Any, S2: Any, wp64: Any, pp64: Any) -> tuple[Any, Any]:
-    """The minimizer of φ over the breakpoints ``tau`` (inf: none) with their changes ``d1``, ``d2`` of
-    (S₁, S₂), from (S₁, S₂) just after t = 0 (:func:`exact_line_step`); also whether φ' turned
-    non-negative at a breakpoint given (False: the root lies past them all)."""
-    xp = bk.namespace_of(tau)
-    f64 = np.float64
     m = tau.shape[1]
     sentinel = xp.full((1, m), xp.inf, dtype=f64)             # φ' beyond every breakpoint
     zero = xp.zeros((1, m), dtype=f64)
@@ -284,7 +244,7 @@ def _breakpoint_root(tau: Any, d1: Any, d2: Any, S1: Any, S2: Any, wp64: Any, pp
     del tau
     d1 = xp.take_along_axis(xp.concatenate([d1, zero]), order, axis=0)
     d2 = xp.take_along_axis(xp.concatenate([d2, zero]), order, axis=0)
-    del order
+    del order, s1, s2
     S1b = xp.cumsum(d1, axis=0)                               # sums on the interval before each breakpoint
     S1b += S1
     S1b -= d1
@@ -293,11 +253,11 @@ def _breakpoint_root(tau: Any, d1: Any, d2: Any, S1: Any, S2: Any, wp64: Any, pp
     S2b += S2
     S2b -= d2
     del d2
+    wp64, pp64 = wp.astype(f64), pp.astype(f64)
     with np.errstate(invalid="ignore"):
         g = wp64 + ts * pp64 - 2.0 * S1b + 2.0 * ts * S2b      # φ' at each breakpoint
     first = xp.argmax(~(g < 0), axis=0)[None, :]               # first breakpoint with φ' ≥ 0 (the sentinel's is NaN)
     del g
-    found = xp.isfinite(xp.take_along_axis(ts, first, axis=0)[0])
     S1j = xp.take_along_axis(S1b, first, axis=0)[0]
     S2j = xp.take_along_axis(S2b, first, axis=0)[0]
     # the root lies in [left, right] = [previous breakpoint (or 0), this one]; where φ' is flat
@@ -306,7 +266,8 @@ def _breakpoint_root(tau: Any, d1: Any, d2: Any, S1: Any, S2: Any, wp64: Any, pp
     right = xp.take_along_axis(ts, first, axis=0)[0]
     den = pp64 + 2.0 * S2j
     t = xp.where(den > 0, (2.0 * S1j - wp64) / xp.where(den > 0, den, 1.0), left)
-    return xp.minimum(xp.maximum(t, left), right), found
+    t = xp.minimum(xp.maximum(t, left), right)
+    return xp.where(active, t, 0.0).astype(wp.dtype)
 
 
 def line_derivatives(o: Any, z: Any, Y: Any, CS: Any, t: Any) -> tuple[Any, Any]:
@@ -373,7 +334,7 @@ def newton_solve(oracle: NewtonOracle, W0: Any = None, *, tol: float = 1e-4, max
         t = oracle.line_minimize((W * P).sum(axis=0), (P * P).sum(axis=0), xp.asarray(active))
         W = W + t[None, :] * P
         oracle.line_accept(t)
-        if int(verbose or 0) >= 2:     # the message formats host arrays: not for a silent solve
+        if int(verbose or 0) >= 2:     # formatting the arrays costs ~0.3 ms a step: not for a silent solve
             report("Newton", f"step {it}: f={f} |g|={gn} t={bk.to_host(t)}", verbose, level=2)
         if callback is not None:
             callback({"iteration": it, "objective": f.copy(), "grad_norm": gn.copy()})

@@ -247,8 +247,10 @@ class NewtonPath:
     their active sets; the next solve on the same array F, with the same cost multipliers and
     intercept column, starts from those weights and from the Grams scaled by the ratio of the
     costs, so its first step adds and removes only the rows whose activity changed instead of
-    summing every active row.  (Measured on ijcnn1, 8,000 rows, LLSVM k = 300 features,
-    C = 1 → 8 → 64: the first Gram of a step was about a third of a warm solve's time.)
+    summing every active row.  Measured on the LLSVM features of one ijcnn1 fold (8,000 rows,
+    k = 300, γ = 1, C = 1 → 8 → 64, float32): the rows summed into Grams by the solves at C = 8
+    and 64 fell from 4,313 and 2,394 (a warm start from the weights alone) to 1,407 and 751, and
+    the three solves took 0.121 s instead of 0.138 s (medians of 15, 2-core CPU at load 5.5).
     Anything else (other rows, other weights, problems solved in groups, CG) starts afresh
     (``W0`` or the cold start) and leaves the record replaced.
     """
