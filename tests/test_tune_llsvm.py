@@ -287,3 +287,56 @@ def test_the_host_fit_runs_on_one_blas_thread(monkeypatch):
         LLSVM(n_landmarks=20, device="cpu", random_state=0).fit(X, y)
         blas_threads()
     assert len(seen) > 3 and all(n == 1 for n in seen[1:-1]) and seen[-1] >= 2
+
+
+def test_the_search_does_each_shared_step_once(monkeypatch):
+    """Work the engine shares is done once: k-means once per fold, the maps' eigendecomposition
+    once per fold (all γ together), the features and their validation once per (fold, γ), and
+    every C after the first on a (fold, γ) starts from the previous C's Hessian Grams."""
+    from gpuksvm.estimators.linear_svm import LinearSVM as LSVM
+    from gpuksvm.solvers.linear.newton_memory import DesignOracle
+    from gpuksvm.solvers.nystrom import llsvm as nystrom_llsvm
+
+    calls = {"landmarks": 0, "maps": 0, "features": 0, "checks": 0, "seeded": 0}
+
+    def counted(name, f):
+        def wrapper(*args, **kwargs):
+            calls[name] += 1
+            return f(*args, **kwargs)
+        return wrapper
+
+    monkeypatch.setattr(nystrom_llsvm, "select_landmarks", counted("landmarks", nystrom_llsvm.select_landmarks))
+    monkeypatch.setattr(nystrom_llsvm, "nystrom_maps", counted("maps", nystrom_llsvm.nystrom_maps))
+    monkeypatch.setattr(nystrom_llsvm.ArrayRows, "features", counted("features", nystrom_llsvm.ArrayRows.features))
+    monkeypatch.setattr(LSVM, "_check_rows", counted("checks", LSVM._check_rows))
+    monkeypatch.setattr(DesignOracle, "seed_grams", counted("seeded", DesignOracle.seed_grams))
+    X, y = _data(n=2400)
+    splits = list(StratifiedKFold(3, shuffle=True, random_state=0).split(X, y))
+    fits = list(engine.search_llsvm(LLSVM(n_landmarks=40, device="cpu", random_state=0), X, y, splits,
+                                    _grid(gammas=(0.5, 1.0, 2.0), Cs=(1.0, 8.0, 64.0))))
+    assert len(fits) == 27 and all(f.error is None for f in fits)
+    assert calls == {"landmarks": 3, "maps": 3, "features": 9, "checks": 9, "seeded": 18}
+
+
+def test_newton_path_starts_each_C_from_the_previous_grams():
+    """Along a C path (NewtonPath) the next solve adds only the rows whose activity changed to the
+    previous C's Grams: far fewer Gram rows than a warm start from the weights alone, and the same
+    solution as a cold solve to the tolerance; other rows or weights start afresh."""
+    from gpuksvm.solvers.linear.newton_memory import NewtonPath, newton_squared_hinge
+
+    rng = np.random.default_rng(0)
+    F = rng.normal(size=(4000, 30)).astype(np.float32)
+    Y = np.sign(F[:, 0] + 0.5 * F[:, 1] + 0.5 * rng.normal(size=4000))
+    path, W = NewtonPath(), None
+    for C in (1.0, 8.0, 64.0):
+        on_path = newton_squared_hinge(F, Y, C, path=path, random_state=0)
+        warm = newton_squared_hinge(F, Y, C, W0=W, random_state=0)
+        cold = newton_squared_hinge(F, Y, C, random_state=0)
+        W = warm.info["W"]
+        np.testing.assert_allclose(on_path.objective, cold.objective, rtol=1e-5)
+        np.testing.assert_allclose(on_path.coef, cold.coef, rtol=1e-3, atol=1e-3)
+        if C > 1.0:
+            assert on_path.info["gram_rows"] < 0.5 * warm.info["gram_rows"]
+    assert path.grams(F.copy(), None, 1.0, 1, 1.0) is None          # other rows: nothing carried
+    assert path.grams(F, np.ones(4000), 1.0, 1, 1.0) is None        # other weights
+    assert path.grams(F, None, 1.0, 1, 128.0)[2] == 2.0             # the Grams scaled to the new C

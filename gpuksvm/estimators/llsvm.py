@@ -100,6 +100,7 @@ from gpuksvm.estimators.calibration import probability_enabled
 from gpuksvm.kernels.kernel import Kernel, kernel_matvec
 from gpuksvm.estimators.linear_svm import LinearSVM
 from gpuksvm.solvers.linear.svm import LinearSVMResult
+from gpuksvm.solvers.linear.newton_memory import NewtonPath
 from gpuksvm.solvers.nystrom.maps import (
     MapParams,
     NystromMap,
@@ -514,9 +515,9 @@ def fit_llsvm_grid(X: Any, y: Any, *, gammas: Sequence[float], Cs: Sequence[floa
     The landmarks (k-means does not depend on γ) are computed once, the maps of
     all γ come from one batched eigendecomposition (:func:`nystrom_maps`), the
     feature map F is computed once per γ, and only the linear SVM is trained per
-    (γ, C), each C after the first starting from the previous C's weights
-    (:meth:`LinearSVM.fit_from`; give ``Cs`` ascending for the shortest path) on features
-    validated once.  The models of one γ share the kernel rows K(X, Z) of the rows they
+    (γ, C), each C after the first starting from the previous C's weights and Newton's Hessian
+    Grams (a :class:`~gpuksvm.solvers.linear.newton_memory.NewtonPath`; give ``Cs`` ascending
+    for the shortest path) on features validated once.  The models of one γ share the kernel rows K(X, Z) of the rows they
     predict on (recognised by their contents; small blocks only, each kept until every C
     has read it): scoring every C on the same rows computes them once, with the same results.  With ``estimator.spectrum == "supervised"`` each map gets LLSVM2's
     spectrum (the same labelled subset for every γ).
@@ -626,25 +627,20 @@ class _LinearSVMStage:
     def __init__(self, estimator: LLSVM, warm_start: bool = False):
         self.estimator = estimator
         self.warm_start = warm_start
-        # the previous C's features, their validation and model
-        self._last: tuple[Any, Any, LinearSVM] | None = None
+        # the previous C's features, their validation and the Newton solver's state on them
+        self._last: tuple[Any, Any, NewtonPath] | None = None
 
     def fit(self, spec: LinearSpec, X: Any, y: Any = None, sample_weight: Any = None) -> LinearSVM:
         """With ``warm_start``, the features are validated once and the second and later C on them
-        start from the previous C's weights (as :meth:`LinearSVM.fit_from`; Newton: a cold fit's
-        model to the tolerance)."""
+        start from the previous C's weights and Hessian Grams (a :class:`NewtonPath`; Newton: a
+        cold fit's model to the tolerance; the other engines start from zero)."""
         svm = self.estimator._linear_svm(spec.C)
         if not self.warm_start or self.estimator.probability or is_block_input(X):
             return svm.fit(X, y, sample_weight=sample_weight)
-        last = self._last
-        if last is not None and last[0] is X:
-            model = svm._fit_rows(last[1], (last[2].coef_, last[2].intercept_))
-        else:
-            rows = svm._check_rows(X, y, sample_weight)
-            model = svm._fit_rows(rows)
-            last = (X, rows, model)
-        self._last = (X, last[1], model)
-        return model
+        if self._last is None or self._last[0] is not X:
+            self._last = None           # the previous features' state goes before the new rows' checks
+            self._last = (X, svm._check_rows(X, y, sample_weight), NewtonPath())
+        return svm._fit_rows(self._last[1], self._last[2])
 
     def from_newton(self, spec: LinearSpec, solution: Any, classes: np.ndarray, n_features: int, engine: str,
                     device: bk.Device, dtype: Any, log_scale: float, n_passes: int) -> LinearSVM:

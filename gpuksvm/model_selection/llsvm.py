@@ -6,7 +6,10 @@ parameter but ``gamma`` and ``C``; within a group, for every fold, one call of
 :func:`~gpuksvm.estimators.llsvm.fit_llsvm_grid` on the fold's training rows
 fits all its (γ, C) settings: k-means (which does not depend on γ or C) runs
 once, the Nyström maps of all γ come from one batched eigendecomposition, the
-features are formed once per γ, and only the linear SVM runs per (γ, C).  With
+features are formed once per γ, and only the linear SVM runs per (γ, C), each C after the
+first from the previous C's weights and Hessian Grams (a
+:class:`~gpuksvm.solvers.linear.newton_memory.NewtonPath`: its first Newton step adds only the
+rows whose activity changed, where a fresh Gram sums every active row).  With
 the template's ``random_state`` the landmarks, maps and LLSVM2's labelled
 subset are those an independent fit draws, so each model equals
 ``clone(estimator).set_params(**candidate).fit(X[train], y[train])`` (the same
@@ -34,7 +37,7 @@ from gpuksvm.model_selection.shared import (SplitFit, group_candidates, independ
 
 __all__ = ["search_llsvm"]
 
-SHARED = "landmarks per fold; maps, features and held-out kernel rows per (fold, γ)"
+SHARED = "landmarks per fold; maps, features and held-out kernel rows per (fold, γ); Newton's Grams along C"
 
 
 def _unsupported(template: LLSVM, gammas: Sequence[Any], Cs: Sequence[Any]) -> str | None:

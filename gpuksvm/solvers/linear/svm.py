@@ -34,7 +34,7 @@ from gpuksvm.array.validation import class_counts, class_weight_vector, encode_c
 from gpuksvm.solvers.cost_scaling import extreme_cost_scale, scaled_costs
 from gpuksvm.solvers.linear import problem as lin
 from gpuksvm.solvers.linear.dual_cd import dual_cd
-from gpuksvm.solvers.linear.newton_memory import newton_squared_hinge
+from gpuksvm.solvers.linear.newton_memory import NewtonPath, newton_squared_hinge
 from gpuksvm.solvers.linear.newton_stream import newton_stream
 from gpuksvm.solvers.linear.sbm import sbm
 
@@ -171,7 +171,7 @@ def class_weights(class_weight: Any, classes: np.ndarray, y_idx: np.ndarray,
 
 def solve_linear_svm(X: Any, y: np.ndarray, params: LinearSVMParams, *, device: bk.Device,
                      dtype: Any = None, sample_weight: np.ndarray | None = None,
-                     stacklevel: int = 2, start: tuple[Any, Any] | None = None,
+                     stacklevel: int = 2, start: tuple[Any, Any] | NewtonPath | None = None,
                      row_sq_norm: float | None = None) -> LinearSVMResult:
     """Solve the one-vs-rest linear SVM on validated arrays.
 
@@ -189,6 +189,9 @@ def solve_linear_svm(X: Any, y: np.ndarray, params: LinearSVMParams, *, device: 
         Weights of a solution of the same problem at another C (a warm start along a C path).
         The Newton engine starts from them; its stopping rule is relative to ‖∇f(0)‖, so the
         solution is a cold solve's to the tolerance.  The other engines start from zero.
+        A :class:`~gpuksvm.solvers.linear.newton_memory.NewtonPath` instead: the state of the
+        previous fit on the same X (the Newton engine's weights and Hessian Grams), which this
+        fit then replaces with its own — the fits along a C path share one.
     row_sq_norm : float, optional
         max‖xᵢ‖² of X (:func:`~gpuksvm.array.validation.max_row_sq_norm`) when the caller has it
         (fits along a C path on the same rows); computed otherwise.
@@ -213,11 +216,13 @@ def solve_linear_svm(X: Any, y: np.ndarray, params: LinearSVMParams, *, device: 
     Xd = bk.to_device(X, device, dt)
     fallback = None
     if engine == "newton":
-        W0 = _start_weights(start, Y.reshape(Y.shape[0], -1).shape[1], X.shape[1], s, device, dt)
+        path = start if isinstance(start, NewtonPath) else None
+        W0 = None if path is not None else _start_weights(start, Y.reshape(Y.shape[0], -1).shape[1], X.shape[1], s,
+                                                          device, dt)
         with bk.FallbackCollector() as retried:
             sol = newton_squared_hinge(Xd, Y, C, sample_weight=S, intercept_scaling=s, W0=W0, tol=float(params.tol),
                                        max_iter=int(params.max_iter), random_state=params.random_state,
-                                       verbose=params.verbose)
+                                       verbose=params.verbose, path=path)
         grouped = sol.info["problems_planned"] < Y.reshape(Y.shape[0], -1).shape[1]
         fallback = bk.fallback_text("problem_groups" if grouped else None, retried=retried.cut)
         if sol.info["method"] == "cg":
