@@ -131,3 +131,45 @@ def test_the_memory_case_is_registered_and_measures_the_default_budget_first():
     assert {(s["dataset"], s["n_train"], s["n_test"]) for s in specs} == {("ijcnn1", None, None),
                                                                           ("synthetic", 20000, 1000000)}
     assert next(s for s in specs if s["estimator"] == "LLSVM")["params"]["n_landmarks"] == 1000
+
+
+# --------------------------------------------------------------------------- the linear model's predictions
+def _three_classes(n: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    X, y = synthetic(n, seed)
+    return X, np.where(X[:, 2] > 0.05, 2, y)
+
+
+def test_linear_predictions_run_in_row_blocks_within_the_budget():
+    """LinearSVM's decision_function, predict and predict_proba of 200,000 float32 rows under a
+    4 MB budget: the same values as unbudgeted, and a traced peak within the budget + the
+    result (all rows at once: a float64 copy of X, 35 MB, and (n, 3) temporaries)."""
+    import tracemalloc
+
+    X, y = _three_classes(3000, 0)
+    est = gpuksvm.LinearSVM(probability=True, random_state=0).fit(X, y)
+    Xt = _three_classes(200_000, 1)[0].astype(np.float32)
+    Xt_before = Xt.copy()
+    free = {m: getattr(est, m)(Xt) for m in ("decision_function", "predict", "predict_proba")}
+    budget = 4_000_000
+    with gpuksvm.config_context(cpu_memory_budget=budget):
+        for method, ref in free.items():
+            tracemalloc.start()
+            try:
+                out = getattr(est, method)(Xt)
+                peak = tracemalloc.get_traced_memory()[1]
+            finally:
+                tracemalloc.stop()
+            assert peak <= budget + out.nbytes + 1_000_000, f"{method}: {peak / MB:.1f} MB traced"
+            np.testing.assert_allclose(out, ref, rtol=1e-12, atol=1e-12)
+    np.testing.assert_array_equal(Xt, Xt_before)
+
+
+def test_a_budget_below_one_block_of_linear_probabilities_is_an_error_naming_the_minimum():
+    X, y = synthetic(400, 0)
+    est = gpuksvm.LinearSVM(probability=True, random_state=0).fit(X, y)
+    with gpuksvm.config_context(cpu_memory_budget=1000):    # validates X, but not one block of probabilities
+        with pytest.raises(gpuksvm.MemoryBudgetError, match=r"block of decision values.* at least [\d,]+ bytes") as info:
+            est.predict_proba(X)
+    assert info.value.minimum > info.value.budget
+    with gpuksvm.config_context(cpu_memory_budget=4 * info.value.minimum):   # the decision blocks' quarter share
+        assert est.predict_proba(X).shape == (400, 2)

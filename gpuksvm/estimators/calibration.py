@@ -219,23 +219,39 @@ class ProbabilityMixin:
         D = np.asarray(bk.to_host(self.decision_function(X)), dtype=np.float64)
         return D.reshape(-1, 1) if D.ndim == 1 else D
 
+    def _decision_blocks(self, X: Any) -> tuple[Any, str, Callable[[Any], np.ndarray] | None, int]:
+        """Prediction input for :meth:`_map_decisions`: (rows, the caller's array kind, a function
+        from a row block ``rows[s:e]`` to its host (b, n_problems) float64 decision values,
+        float64 work values per row that function needs beyond its result).  A function of None:
+        the rows cannot be cut (:meth:`_binary_decisions` of all of them at once); the default.
+        An estimator whose decision values are a function of each row alone overrides it."""
+        return X, bk.array_kind(X), None, 0
+
     def _map_decisions(self, X: Any, width: int, dtype: Any, fn: Callable[[np.ndarray], np.ndarray], *,
                        work: int = 0) -> tuple[np.ndarray, str]:
-        """``fn`` of the decision values (:meth:`_binary_decisions`) of all rows, applied in row
-        blocks of the memory budget (:func:`~gpuksvm.solvers.multiclass.decision_block_rows`;
-        ``work``: float64 values of ``fn``'s work arrays per row): (n, width) host results of
-        ``dtype`` and the caller's array kind.  An estimator that computes its decision values
-        in row blocks too overrides it (the SVC surface)."""
-        D = self._binary_decisions(X)
-        n, P = D.shape
+        """``fn`` of the decision values of all rows, in row blocks of the memory budget
+        (:func:`~gpuksvm.solvers.multiclass.decision_block_rows`; ``work``: float64 values of
+        ``fn``'s work arrays per row): (n, width) (``width`` 0: (n,)) host results of ``dtype``
+        and the caller's array kind.
+
+        With a block function from :meth:`_decision_blocks` the decision values of a block are
+        computed from its rows alone, so no (n, n_problems) array is held; without one they are
+        :meth:`_binary_decisions` of all rows.  An estimator that computes its decision values in
+        row blocks of its own overrides it (the SVC surface)."""
+        rows, kind, values, row_work = self._decision_blocks(X)
+        if values is None:
+            D = self._binary_decisions(rows)
+            rows, values = D, (lambda block: block)      # noqa: E731 - the values, cut in blocks
+        n, P = int(rows.shape[0]), len(self._platt_problems()[1])
         out = np.empty((n, width) if width else (n,), dtype=dtype)
 
         def run(s: int, e: int) -> None:
-            out[s:e] = fn(D[s:e])
+            out[s:e] = fn(values(rows[s:e]))
 
-        bk.map_row_blocks(run, n, decision_block_rows(n, P, len(self.classes_), width=width, work=work),
-                          what="probabilities")
-        return out, bk.array_kind(X)
+        device = self._fitted_device() if hasattr(self, "_fitted_device") else bk.CPU
+        step = decision_block_rows(n, P, len(self.classes_), width=width, work=work + row_work, device=device)
+        bk.map_row_blocks(run, n, step, what="decision values")
+        return out, kind
 
     # ---- fitting -------------------------------------------------------------------
     def _fit_probability(self, X: Any, y: Any, sample_weight: Any = None) -> None:

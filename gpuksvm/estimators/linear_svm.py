@@ -368,25 +368,50 @@ class LinearSVM(DeviceMixin, ProbabilityMixin, ClassifierMixin, BaseEstimator):
         return svm
 
     # ------------------------------------------------------------------ predict
-    def decision_function(self, X: Any) -> Any:
-        """Decision values wᵀx + b: (n,) for two classes, (n, n_classes) for more."""
+    def _decision_blocks(self, X: Any) -> tuple[Any, str, Any, int]:
+        """X validated, the caller's array kind, and the function from a block of its rows to
+        their host (b, n_problems) float64 values wᵀx + b (each block moved to the fitted device
+        in the model's dtype there: a copy of up to ``n_features`` values per row)."""
         check_is_fitted(self, "coef_")
         X, kind = validate_X(self, X, reset=False)
-        Xd = bk.to_device(X, self._fitted_device(), self.coef_.dtype)
-        D = Xd @ self.coef_.T
-        D = D.toarray() if bk.is_sparse(D) else D
-        D = bk.namespace_of(self.coef_).asarray(D) + self.intercept_[None, :]
-        if D.shape[1] == 1:
-            D = D[:, 0]
+        dev, W = self._fitted_device(), self.coef_
+        b = np.asarray(bk.to_host(self.intercept_), dtype=np.float64)[None, :]
+
+        def values(rows: Any) -> np.ndarray:
+            D = bk.to_device(rows, dev, W.dtype) @ W.T
+            D = np.asarray(bk.to_host(D.toarray() if bk.is_sparse(D) else D), dtype=np.float64)
+            D += b
+            return D
+
+        return X, kind, values, int(X.shape[1])
+
+    def decision_function(self, X: Any) -> Any:
+        """Decision values wᵀx + b: (n,) for two classes, (n, n_classes) for more.
+
+        In row blocks of the memory budget (:meth:`_map_decisions`): no copy of all of X in the
+        model's dtype, no (n, n_classes) temporary beyond the result."""
+        check_is_fitted(self, "coef_")
+        P = int(self.coef_.shape[0])
+        D, kind = self._map_decisions(X, 0 if P == 1 else P, np.float64, (lambda V: V[:, 0]) if P == 1 else _same)
         return bk.as_kind(D, kind)
 
     def predict(self, X: Any) -> Any:
-        """Class labels, in the caller's kind of array (:func:`gpuksvm.array.backend.labels_as_kind`)."""
-        D = np.asarray(bk.to_host(self.decision_function(X)))
-        idx = (D > 0).astype(np.int64) if D.ndim == 1 else np.argmax(D, axis=1)
+        """Class labels, in the caller's kind of array (:func:`gpuksvm.array.backend.labels_as_kind`);
+        in row blocks of the memory budget, as :meth:`decision_function`."""
+        check_is_fitted(self, "coef_")
+        idx, _ = self._map_decisions(X, 0, np.int64, _vote)
         return bk.labels_as_kind(self.classes_[idx], bk.array_kind(X))
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
         tags.input_tags.sparse = True
         return tags
+
+
+def _same(D: np.ndarray) -> np.ndarray:
+    return D
+
+
+def _vote(D: np.ndarray) -> np.ndarray:
+    """Class indices of a block of decision values: wᵀx + b > 0 (two classes), else the arg-max."""
+    return (D[:, 0] > 0).astype(np.int64) if D.shape[1] == 1 else np.argmax(D, axis=1)

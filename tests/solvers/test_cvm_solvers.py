@@ -378,3 +378,32 @@ def test_fit_core_set_depends_on_the_order_of_rows_only(sample_size, tied):
     np.testing.assert_array_equal(perm[b.core], a.core)
     np.testing.assert_array_equal(b.alpha, a.alpha)
     assert (a.n_iter, a.stop) == (b.n_iter, b.stop)
+
+
+def test_row_cache_grows_in_its_own_memory_and_keeps_its_rows():
+    """Each growth of the core set past the row buffer's width regrows the buffer in place (one
+    cache's memory, not two: the fit's peak at a tight budget) and keeps every cached row."""
+    rng = np.random.default_rng(3)
+    X = rng.normal(size=(300, 4))
+    Kt = np.exp(-0.5 * ((X[:, None, :] - X[None, :, :]) ** 2).sum(-1)) + np.eye(300)
+
+    def block(pos, c0, c1, dt):
+        return Kt[np.ix_(pos, np.arange(c0, c1))].astype(dt)
+
+    cache = KtildeCache(block, budget=40 * 4 * 64, dense_max=8, min_slots=8)
+    cache.append(10)                      # past dense_max: the row regime
+    assert not cache.dense
+    grown = 0
+    for k in (20, 40, 80, 150):
+        buf, width = cache._buf, cache._buf.shape[1]
+        cache.rows(np.arange(min(cache.m, 12)))
+        cache.append(k)
+        if cache._buf.shape[1] != width:
+            grown += 1
+            assert cache._buf is buf and cache._buf.base is None
+        pos = np.arange(cache.m)
+        np.testing.assert_allclose(cache.rows(pos[-5:]), Kt[np.ix_(pos[-5:], pos)].astype(np.float32))
+        cached = np.flatnonzero(cache._owner >= 0)
+        np.testing.assert_allclose(cache._buf[cached, :cache.m],
+                                   Kt[np.ix_(cache._owner[cached], pos)].astype(np.float32))
+    assert grown >= 2

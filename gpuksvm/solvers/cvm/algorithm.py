@@ -128,9 +128,10 @@ class CVMResult:
     memory_fallback: str | None = None
 
 
-#: The dense regime of the core-set QP holds about this many float64 s×s matrices at its
-#: peak (K̃_S, its active-set inverse, and the Cholesky factorization's three while it
-#: rebuilds the inverse).
+#: The dense regime of the core-set QP is sized for this many float64 s×s matrices: it holds
+#: three at its peak (K̃_S, the active set's inverse, and K̃_PP factorized and inverted in its own
+#: memory while the inverse is rebuilt, :meth:`~gpuksvm.solvers.cvm.simplex_qp.CoreSetQP`), which
+#: leaves half the budget to the scan's kernel blocks beside it.
 _DENSE_COPIES = 6
 
 

@@ -62,6 +62,10 @@ def _rank1_update(H: np.ndarray, v: np.ndarray, w: np.ndarray, s: int) -> None:
         H[r0:r1, :s] += v[r0:r1, None] * w[None, :]
 
 
+#: Rows per block of the inverse's symmetric copy (:meth:`CoreSetQP._rebuild_inverse`).
+_SYM_BLOCK = 256
+
+
 class CoreSetQP:
     """min αᵀK̃_Sα on the simplex over a growing core set S (module docstring).
 
@@ -146,6 +150,11 @@ class CoreSetQP:
         """Add ``k`` core vectors with α = 0; returns their positions."""
         m = self.m
         was_dense = self.cache.dense
+        if was_dense and m + int(k) > self.cache.dense_max:
+            # the row regime starts: the active set's inverse goes before the row buffer comes
+            # (beside the dense K̃_S that it copies, it was the peak of the fit)
+            self._H = self._u = None
+            self._P_valid = False
         new, B = self.cache.append(int(k))
         if self.m > self._alpha.shape[0]:
             cap = max(2 * self._alpha.shape[0], self.m)
@@ -297,23 +306,35 @@ class CoreSetQP:
 
     # active set (dense regime) ---------------------------------------------
     def _rebuild_inverse(self) -> None:
+        """(K̃_PP)⁻¹ of the active set P, in three s×s matrices at most beside K̃_S: the old
+        inverse goes first, K̃_PP is factorized and inverted in its own memory (LAPACK
+        potrf/potri on its Fortran-ordered transpose) and copied into the new inverse symmetric,
+        in row blocks (no triangle temporaries)."""
         a = self.alpha
         self._P = [int(i) for i in np.nonzero(a > 0.0)[0]]
         P = np.asarray(self._P, dtype=np.int64)
         cap = self.cache._buf.shape[0]
-        self._H = np.zeros((cap, cap))
+        self._H = None
         s = P.shape[0]
-        # K̃_PP ⪰ I/C is positive definite: inverse from the Cholesky factor (LAPACK potrf/potri)
-        KPP = self.cache.matrix[np.ix_(P, P)]
-        c, info = _lapack.dpotrf(KPP, lower=1)
+        # K̃_PP ⪰ I/C is positive definite: inverse from the Cholesky factor (LAPACK potrf/potri).
+        # K̃_PP is symmetric, so its transpose (Fortran order) is the same matrix: factorized in place
+        F = self.cache.matrix[np.ix_(P, P)].T
+        c, info = _lapack.dpotrf(F, lower=1, overwrite_a=1)
         if info == 0:
-            Hs, info = _lapack.dpotri(c, lower=1)
-        if info == 0:
-            Hs = np.tril(Hs)
-            Hs += np.tril(Hs, -1).T
-        else:
-            Hs = np.linalg.pinv(KPP, hermitian=True)
-        self._H[:s, :s] = Hs
+            F, info = _lapack.dpotri(c, lower=1, overwrite_c=1)      # the lower triangle: (K̃_PP)⁻¹
+        del c
+        if info != 0:
+            F = np.linalg.pinv(self.cache.matrix[np.ix_(P, P)], hermitian=True)
+            F = np.tril(F)
+        self._H = np.zeros((cap, cap))
+        H = self._H[:s, :s]
+        for r0 in range(0, s, _SYM_BLOCK):
+            r1 = min(r0 + _SYM_BLOCK, s)
+            H[r0:r1, :r1] = F[r0:r1, :r1]                  # rows r0:r1 left of the diagonal block's end
+            H[r0:r1, r1:] = F[r1:, r0:r1].T                 # right of it: the lower triangle's transpose
+            D = H[r0:r1, r0:r1]
+            D[...] = np.tril(D) + np.tril(D, -1).T         # the diagonal block from its lower half
+        del F
         self._u = np.zeros(cap)
         self._u[:s] = self._H[:s, :s].sum(axis=1)
         self._updates = 0
