@@ -443,14 +443,15 @@ def test_gpu_subproblem_kernel_matches_twin(gpu, dtype):
 
 @pytest.mark.gpu
 def test_gpu_working_set_matches_cpu_and_libsvm(gpu):
-    X, y = _ijcnn1(600)
+    # 400 rows (109 support vectors), 2.5x faster on the emulator than 600 (measured: 7 s vs 19 s)
+    X, y = _ijcnn1(400)
     k = Kernel("rbf", gamma=2.0)
     Xg = gpu.asarray(X)
+    ref = SVC(C=32.0, gamma=2.0).fit(X, y)
+    obj = _svc_objective(ref, X, k)
     for dtype in (np.float64, np.float32):
         res = solve(Xg, y, k, 32.0, device="cuda", dtype=dtype)
         assert res.solver == "working_set-cuda" and res.converged
-        ref = SVC(C=32.0, gamma=2.0).fit(X, y)
-        obj = _svc_objective(ref, X, k)
         assert abs(res.objective - obj) <= (1e-3 if dtype == np.float64 else 5e-3) * abs(obj)
 
 
