@@ -24,6 +24,9 @@ from conftest import GPU_MODE
 from gpuksvm.array import backend as bk
 
 N_ROWS = 600
+#: rows of the out-of-memory retry tests: their pool limits are fractions of the measured peak,
+#: so no size binds there; 300 rows still take more than one block once the pool is limited
+RETRY_ROWS = 300
 BUDGET = 64 * 2**10
 PER_ROW_VECTORS = 16
 
@@ -77,13 +80,25 @@ def _predict_all(est, X) -> int:
 #: emulator (svi_multiclass 24 s of the file's 138 s): marked slow, so the emulated CI run skips them
 #: (GPUEMU_FULL=1 runs them; a real GPU always does)
 SLOW_ON_EMULATOR = ("svi_multiclass", "cvm_multiclass")
+#: in the two out-of-memory retry tests, also slow on the emulator: twins whose retried blocks
+#: are those of a sibling that stays in the emulated run (a real GPU and GPUEMU_FULL=1 run them).
+#: The retries named (memory_fallback_ and the warnings, at RETRY_ROWS) are the sibling's:
+#: - one_class_cvm as cvm: solve_cvm's row keys and the scanner's CVM kernel rows in fit
+#:   (y None: no labels), CVMBase._kernel_expansion's validation scan and kernel_matvec in predict;
+#: - okfeb_regressor as okfeb_classifier: fit_learner's row keys and feature_blocks (map_outputs)
+#:   in fit, map_outputs' kernel_matvec in predict; only the host-side exact solve differs;
+#: - llsvm_multiclass as llsvm: the row keys in fit, the validation scan and kernel_matvec (one
+#:   column per class instead of one) in predict; its one-vs-rest Newton groups are
+#:   linear_multiclass's, which retries them.
+RETRY_TWINS = ("one_class_cvm", "okfeb_regressor", "llsvm_multiclass")
 
 
-def _cases(known_failures: dict) -> list:
-    """Every zoo case, a gpu test; those in ``known_failures`` xfail (strict) with its reason."""
+def _cases(known_failures: dict, slow: tuple = SLOW_ON_EMULATOR) -> list:
+    """Every zoo case, a gpu test (``slow`` too when in ``slow``); those in ``known_failures``
+    xfail (strict) with its reason."""
     out = []
     for name in ZOO:
-        marks = [pytest.mark.gpu] + ([pytest.mark.slow] if name in SLOW_ON_EMULATOR else [])
+        marks = [pytest.mark.gpu] + ([pytest.mark.slow] if name in slow else [])
         if name in known_failures:
             marks.append(pytest.mark.xfail(strict=True, reason=known_failures[name]))
         out.append(pytest.param(name, marks=marks, id=name))
@@ -125,7 +140,7 @@ def _outputs(est, X) -> dict:
     return {meth: bk.to_host(val) for meth, _, val in output_methods(est, X)}
 
 
-@pytest.mark.parametrize("name", _cases(NO_PREDICT_RETRY))
+@pytest.mark.parametrize("name", _cases(NO_PREDICT_RETRY, SLOW_ON_EMULATOR + RETRY_TWINS))
 def test_predict_out_of_memory_is_retried_with_smaller_blocks(emulated_gpu, name):
     """Blocks planned from the free memory (whole arrays at this size); a new pool then limited
     to half the prediction peak: a block runs out of memory, the methods retry it with smaller
@@ -136,7 +151,7 @@ def test_predict_out_of_memory_is_retried_with_smaller_blocks(emulated_gpu, name
 
     cp = emulated_gpu
     est, task = estimator_for(name, device="cuda")
-    X, y = zoo_data(task, n=N_ROWS)
+    X, y = zoo_data(task, n=RETRY_ROWS)
     Xd = cp.asarray(np.hstack([X, np.zeros((X.shape[0], 78))]), dtype=cp.float32)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -163,7 +178,7 @@ NO_FIT_RETRY: dict = {}
 RECORDS_RETRY = ("svc", "cvm", "linear_multiclass", "linear_blocks")
 
 
-@pytest.mark.parametrize("name", _cases(NO_FIT_RETRY))
+@pytest.mark.parametrize("name", _cases(NO_FIT_RETRY, SLOW_ON_EMULATOR + RETRY_TWINS))
 def test_fit_out_of_memory_is_retried_with_smaller_blocks(emulated_gpu, name):
     """As the prediction test, for ``fit``: a new pool limited to 3/4 of the fit's
     peak growth; the fit retries its blocks smaller (a MemoryFallbackWarning) and predicts as the
@@ -172,7 +187,7 @@ def test_fit_out_of_memory_is_retried_with_smaller_blocks(emulated_gpu, name):
     from gpuemu.pool import fresh_pool, measure_peak
 
     cp = emulated_gpu
-    X, y = zoo_data(ZOO[name][3], n=N_ROWS)
+    X, y = zoo_data(ZOO[name][3], n=RETRY_ROWS)
     Xd = cp.asarray(np.hstack([X, np.zeros((X.shape[0], 78))]), dtype=cp.float32)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")

@@ -108,8 +108,9 @@ def test_decision_block_rows_follow_the_budget():
 
 def test_blocks_on_the_gpu(gpu):
     """On the (emulated) GPU, blocks sized from the device budget too: the values of one block,
-    in the caller's kind of array."""
-    X, y = make_blobs(300, n_features=6, centers=4, cluster_std=2.5, random_state=0)
+    in the caller's kind of array.  160 training rows (4 classes, 6 one-vs-one problems, each
+    fitted 6 times for the probabilities): the block rows do not depend on them."""
+    X, y = make_blobs(160, n_features=6, centers=4, cluster_std=2.5, random_state=0)
     Xt, _ = make_blobs(2000, n_features=6, centers=4, cluster_std=3.0, random_state=1)
     est = KernelSVC(gamma=0.1, probability=True, random_state=0, device="cuda").fit(X, y)
     whole = _outputs(est, Xt)
