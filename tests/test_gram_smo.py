@@ -113,3 +113,32 @@ def test_a_given_start_is_not_modified():
     gram_smo.solve_on_gram(G, R, y, np.full(y.size, 1.0), a0, g0)
     np.testing.assert_array_equal(a0, keep[0])
     np.testing.assert_array_equal(g0, keep[1])
+
+
+def _loop(G, R, y, Cv, cap, refill, max_iter=gram_smo.MAX_ITER):
+    """The SMO loop from α = 0 with the active rows' Gram matrix copied out when at most ``cap`` rows
+    stay active (0: never; the passes then read G through R)."""
+    a, g = np.zeros(R.size), np.full(R.size, -1.0)
+    R = R.astype(np.uint32)
+    it = gram_smo._smo_loop(G, R, np.ascontiguousarray(G[R, R]), y, Cv, a, g, 1e-3, max_iter, True, cap, refill)
+    return a, g, it
+
+
+@pytest.mark.parametrize("C", [1.0, 100.0, 1e4])
+@pytest.mark.parametrize("refill", [0.0, 0.9, 1.0])
+def test_compact_active_gram_takes_the_same_steps(C, refill):
+    # every refill rule (never compact H, below 90 % active, at every drop) and a cap of all rows (H
+    # from the first shrinking pass on) against the passes through R: the same steps, α and ∇, bit
+    # for bit (the same choices, ties to the last row), also when max_iter stops it with H in use
+    X, y, G = _problem(n=700, seed=7, gamma=2.0)
+    R = np.sort(np.random.default_rng(8).choice(y.size, 600, replace=False))
+    Cv = np.full(R.size, C) * np.random.default_rng(9).uniform(0.5, 2.0, R.size)   # per-row bounds
+    full = _loop(G, R, y[R], Cv, 0, refill)
+    assert 400 < full[2] < gram_smo.MAX_ITER
+    np.testing.assert_allclose(full[1], (y[R] * full[0]) @ G[np.ix_(R, R)] * y[R] - 1.0, atol=1e-8)
+    for max_iter in (gram_smo.MAX_ITER, 400):   # the first shrinking pass is at step 300
+        ref = full if max_iter == gram_smo.MAX_ITER else _loop(G, R, y[R], Cv, 0, refill, max_iter)
+        got = _loop(G, R, y[R], Cv, R.size, refill, max_iter)
+        assert got[2] == ref[2]
+        np.testing.assert_array_equal(got[0], ref[0])
+        np.testing.assert_array_equal(got[1], ref[1])
