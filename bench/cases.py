@@ -7,6 +7,7 @@ record's ``params``.
 """
 from __future__ import annotations
 
+import functools
 import importlib.util
 import sys
 import warnings
@@ -305,11 +306,19 @@ register(Case(
 ENGINES = {"gamma": 2.0, "C_kernel": 32.0, "C_linear": 1.0}
 
 
+@functools.lru_cache(maxsize=2)
+def _ijcnn1(split: str) -> tuple[Any, np.ndarray]:
+    """ijcnn1's ``split``, read once per process: the three engine cases share it (each read
+    decompresses and parses the file, 1.1 s; six of them were 6.8 s of the 18.5 s that
+    ``bench/solvers.py --scale tiny`` took on the emulated GPU, a quiet 2-core machine)."""
+    return load_dataset("ijcnn1", split)
+
+
 def _ijcnn1_engines(ctx: Context):
     """ijcnn1 rows for the engine cases: one ``RandomState(0)`` draws the train then the test rows."""
     rs = np.random.RandomState(0)
-    X, y = subsample(*load_dataset("ijcnn1", "train"), ctx.params["n_train"], rs)
-    Xt, yt = subsample(*load_dataset("ijcnn1", "test"), ctx.params["n_test"], rs)
+    X, y = subsample(*_ijcnn1("train"), ctx.params["n_train"], rs)
+    Xt, yt = subsample(*_ijcnn1("test"), ctx.params["n_test"], rs)
     return X, y, Xt, yt
 
 

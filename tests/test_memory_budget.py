@@ -2,7 +2,8 @@
 
 Each estimator runs once in a fresh process (:func:`bench.memory.run_child`, the child of
 ``bench/memory.py``) on 5,000 synthetic training rows of 22 features and predicts 20,000 rows,
-under ``cpu_memory_budget="16MB"``: small enough that it binds (an n × n kernel of the
+under ``cpu_memory_budget="16MB"`` (SVI at ``C=32`` with 500-row sub-SVMs: see :data:`PARAMS`):
+small enough that it binds (an n × n kernel of the
 training rows is 200 MB, LLSVM's 1,000-landmark feature matrix 20 MB, one kernel block of the
 test rows against 1,000 support vectors 160 MB).  The figure is Linux's VmHWM growth
 (exact, reset through ``/proc/self/clear_refs``; the same on a loaded machine), held to
@@ -43,6 +44,15 @@ def _over(name: str, stage: str) -> list:
     return [pytest.mark.xfail(strict=True, reason=reason)] if reason else []
 
 
+#: the test's changes to the bench's paper parameters.  SVI: on 5,000 rows its defaults solve the exact
+#: SVM from the start (fewer than n_subsets × min_subset_rows = 10,000 rows), and at its paper C = 512
+#: that SMO took 20 s of the child's 23 s (a quiet 2-core machine; C sets the number of SMO steps,
+#: not the row blocks or kernel caches sized from the budget; the bound adds the model's own bytes).
+#: With 500-row sub-SVMs the fit runs the ensemble, its margin system and its check, then the exact
+#: fallback after the ensemble's freed blocks (the check fails here; the fit test asserts the
+#: fallback's warning); at C = 32 the fit takes 1.7 s.
+PARAMS = {"SVI": {"C": 32.0, "min_subset_rows": 500}}
+
 _RESULTS: dict[str, dict] = {}
 
 
@@ -51,7 +61,8 @@ def _measured(name: str) -> dict:
     if name not in _RESULTS:
         _RESULTS[name] = run_child({"estimator": name, "dataset": "synthetic", "budget": BUDGET,
                                     "n_train": N_TRAIN, "n_test": N_TEST, "decision": True, "device": "cpu",
-                                    "params": estimator_params(name, "paper"), "scale": "test"}, timeout=300)
+                                    "params": {**estimator_params(name, "paper"), **PARAMS.get(name, {})},
+                                    "scale": "test"}, timeout=300)
     return _RESULTS[name]
 
 
@@ -66,6 +77,8 @@ def test_fit_within_the_bound(name):
     assert r["fit_bound"] == bound_bytes(r["budget_bytes"], r["inputs"], r["model"])
     assert r["fit_peak"] <= r["fit_bound"], (f"fit grew {r['fit_peak'] / MB:.1f} MB, bound "
                                              f"{r['fit_bound'] / MB:.1f} MB")
+    if name == "SVI":   # the ensemble ran, and so did the exact fallback after it (see PARAMS)
+        assert any(w.startswith("ExactFallbackWarning: SVI solved 1 of 1") for w in r["warnings"]), r["warnings"]
 
 
 @pytest.mark.parametrize("name", _cases("predict"))
