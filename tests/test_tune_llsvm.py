@@ -340,3 +340,29 @@ def test_newton_path_starts_each_C_from_the_previous_grams():
     assert path.grams(F.copy(), None, 1.0, 1, 1.0) is None          # other rows: nothing carried
     assert path.grams(F, np.ones(4000), 1.0, 1, 1.0) is None        # other weights
     assert path.grams(F, None, 1.0, 1, 128.0)[2] == 2.0             # the Grams scaled to the new C
+
+
+def test_the_folds_run_apart_on_the_search_threads(monkeypatch):
+    """The engine shares nothing across folds, so each fold is an engine call of its own (run on
+    the search's n_jobs threads); the scores equal those of one thread."""
+    from gpuksvm.model_selection import GridSearchCV
+
+    calls = []
+    real = engine.search_llsvm
+
+    def counting(*args, **kwargs):
+        calls.append(len(args[3]))        # the splits given to this call
+        yield from real(*args, **kwargs)
+
+    counting.splits_apart = real.splits_apart
+    X, y = _data(n=300)
+    cv = StratifiedKFold(3, shuffle=True, random_state=0)
+    grid = {"gamma": [0.5, 2.0], "C": [0.5, 4.0]}
+    est = LLSVM(n_landmarks=30, device="cpu", random_state=0)
+    one = GridSearchCV(est, grid, cv=cv, n_jobs=1).fit(X, y)
+    monkeypatch.setattr("gpuksvm.model_selection.shared.engine_for", lambda e: counting)
+    monkeypatch.setattr("gpuksvm.model_selection.search.engine_for", lambda e: counting)
+    two = GridSearchCV(est, grid, cv=cv, n_jobs=2).fit(X, y)
+    assert calls == [1, 1, 1]
+    np.testing.assert_array_equal(one.cv_results_["mean_test_score"], two.cv_results_["mean_test_score"])
+    assert two.cv_results_["shared_work"][0] == engine.SHARED

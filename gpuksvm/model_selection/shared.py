@@ -23,7 +23,9 @@ Parallel work (``n_jobs`` threads, or the tasks of a Dask client): an engine may
 params) -> hashable``; candidates with equal keys share work and are given
 to one engine call, different groups run on threads.  An engine with
 ``independent = True`` shares nothing: every (candidate, split) is its own
-call.  Any other engine gets all candidates in one call.  An engine with
+call.  Any other engine gets all candidates in one call, and all splits unless it carries
+``splits_apart = True`` (it shares nothing across splits: each split is a call of its own, so the
+splits run on the threads too).  An engine with
 ``takes_n_jobs = True`` parallelizes inside its call and is given the
 search's ``n_jobs`` (as scikit-learn's ``n_jobs``: −1 is every core, None
 the engine's own default) when its calls run one at a time on this host, 1
@@ -182,13 +184,14 @@ def _units(engine: Engine, estimator: Any, candidates: Sequence[dict],
     every_split = list(range(n_splits))
     if getattr(engine, "independent", False):
         return [([c], [s]) for c in range(len(candidates)) for s in every_split]
+    split_sets = [[s] for s in every_split] if getattr(engine, "splits_apart", False) else [every_split]
     key = getattr(engine, "group_key", None)
     if key is None:
-        return [(list(range(len(candidates))), every_split)]
+        return [(list(range(len(candidates))), spl) for spl in split_sets]
     groups: dict[Any, list[int]] = {}
     for c, params in enumerate(candidates):
         groups.setdefault(key(estimator, params), []).append(c)
-    return [(members, every_split) for members in groups.values()]
+    return [(members, spl) for members in groups.values() for spl in split_sets]
 
 
 def _run_unit(engine: Engine, estimator: Any, X: Any, y: Any, splits: Sequence[tuple[np.ndarray, np.ndarray]],
