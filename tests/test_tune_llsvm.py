@@ -366,3 +366,25 @@ def test_the_folds_run_apart_on_the_search_threads(monkeypatch):
     assert calls == [1, 1, 1]
     np.testing.assert_array_equal(one.cv_results_["mean_test_score"], two.cv_results_["mean_test_score"])
     assert two.cv_results_["shared_work"][0] == engine.SHARED
+
+
+def test_the_callers_memory_budget_reaches_the_search_threads(monkeypatch):
+    """Settings are per thread: the engine calls on the search's threads run under the caller's
+    cpu_memory_budget, shared among the threads (not the default budget of a new thread)."""
+    from gpuksvm.model_selection import GridSearchCV
+
+    seen = []
+    real = engine.search_llsvm
+
+    def recording(*args, **kwargs):
+        seen.append(bk.memory_budget("cpu"))
+        yield from real(*args, **kwargs)
+
+    recording.splits_apart = True
+    monkeypatch.setattr("gpuksvm.model_selection.search.engine_for", lambda e: recording)
+    X, y = _data(n=300)
+    est = LLSVM(n_landmarks=30, device="cpu", random_state=0)
+    with bk.config_context(cpu_memory_budget=64_000_000):
+        GridSearchCV(est, {"gamma": [0.5], "C": [1.0]}, cv=3, n_jobs=2).fit(X, y)
+        GridSearchCV(est, {"gamma": [0.5], "C": [1.0]}, cv=3, n_jobs=1).fit(X, y)
+    assert seen == [32_000_000] * 3 + [64_000_000] * 3

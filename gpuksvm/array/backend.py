@@ -43,6 +43,7 @@ from gpuksvm.array.gpu_probe import GpuStatus, probe
 
 __all__ = [
     "asarray_in",
+    "in_calling_config",
     "host_unless_gpu",
     "gpu_ready",
     "compute_copy",
@@ -266,6 +267,41 @@ def config_context(**kwargs: Any) -> Iterator[None]:
     finally:
         _config().clear()
         _config().update(old)
+
+
+def in_calling_config(fn: Callable[..., Any], *, share: int = 1) -> Callable[..., Any]:
+    """``fn`` made to run under the calling thread's configuration, in whichever thread calls it.
+
+    The settings are per thread (as scikit-learn's), so the worker threads of a pool start from
+    the defaults: a ``set_config(cpu_memory_budget=...)`` of the caller does not reach them.  Wrap
+    the function a pool runs with this (in the calling thread).  ``share``: the workers that run
+    at once; each is given ``cpu_memory_budget // share``, so that together they stay within the
+    caller's budget.
+
+    Examples
+    --------
+    >>> from concurrent.futures import ThreadPoolExecutor
+    >>> import gpuksvm
+    >>> from gpuksvm.array import backend as bk
+    >>> with gpuksvm.config_context(cpu_memory_budget="64MB"), ThreadPoolExecutor(2) as pool:
+    ...     budgets = list(pool.map(bk.in_calling_config(lambda _: bk.memory_budget("cpu"), share=2), [0, 1]))
+    >>> budgets
+    [32000000, 32000000]
+    """
+    cfg = dict(_config())
+    cfg["cpu_memory_budget"] = max(_cpu_budget_bytes() // max(int(share), 1), 1)
+
+    def run(*args: Any, **kwargs: Any) -> Any:
+        old = dict(_config())
+        try:
+            _config().clear()
+            _config().update(cfg)
+            return fn(*args, **kwargs)
+        finally:
+            _config().clear()
+            _config().update(old)
+
+    return run
 
 
 _UNITS = {"": 1, "b": 1, "k": 1e3, "kb": 1e3, "m": 1e6, "mb": 1e6, "g": 1e9, "gb": 1e9,

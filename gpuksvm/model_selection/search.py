@@ -211,7 +211,7 @@ class _SharedSearch:
         workers = min(effective_n_jobs(self.n_jobs), len(scored)) if self.client is None and on_host else 1
         if workers > 1:
             with one_blas_thread(), ThreadPoolExecutor(max_workers=workers) as pool:
-                scores = list(pool.map(score, scored))
+                scores = list(pool.map(bk.in_calling_config(score, share=workers), scored))
         else:
             scores = [score(fit) for fit in scored]
         for fit, (test_score, seconds, train_score) in zip(scored, scores):

@@ -245,7 +245,8 @@ def run_engine(engine: Engine, estimator: Any, X: Any, y: Any, splits: Sequence[
         batches = _on_dask(client, args, units)
     elif workers > 1:
         with ThreadPoolExecutor(max_workers=workers) as pool:
-            batches = list(pool.map(lambda unit: _run_unit(*args, *unit, n_jobs=1), units))
+            run = bk.in_calling_config(lambda unit: _run_unit(*args, *unit, n_jobs=1), share=workers)
+            batches = list(pool.map(run, units))
     else:
         batches = [_run_unit(*args, *unit, n_jobs=n_jobs) for unit in units]
     table: list[SplitFit | None] = [None] * (len(candidates) * n_splits)

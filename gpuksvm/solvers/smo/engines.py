@@ -300,7 +300,7 @@ def solve_batched(X: Any, y: Any, subsets: Sequence[Any], kernel: Kernel | str,
             # thread pool: joblib's result loop polls with 10 ms sleeps (80 of them, 1.07 s, in
             # one probability=True fit of 45 pairs of ~16 rows, measured with cProfile)
             with ThreadPoolExecutor(max_workers=jobs) as pool:
-                res = list(pool.map(one, range(len(subs))))
+                res = list(pool.map(bk.in_calling_config(one, share=jobs), range(len(subs))))
     return _on_device(res, dev, dtype)
 
 

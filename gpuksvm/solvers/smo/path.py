@@ -678,7 +678,7 @@ def solve_grids(X: Any, yidx: np.ndarray, classes: np.ndarray, jobs: Sequence[Gr
                 run(t)
         else:
             with ThreadPoolExecutor(max_workers=workers) as pool:
-                list(pool.map(run, tasks))
+                list(pool.map(bk.in_calling_config(run, share=workers), tasks))
     return [st.out for st in states]
 
 
