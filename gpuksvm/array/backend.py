@@ -260,9 +260,18 @@ def config_context(**kwargs: Any) -> Iterator[None]:
     >>> cfg["cpu_memory_budget"], cfg["host_blas_threads"]
     (64000000, 'by_size')
     """
-    old = dict(_config())
-    try:
+    with _settings(_config()):
         set_config(**kwargs)
+        yield
+
+
+@contextlib.contextmanager
+def _settings(cfg: dict) -> Iterator[None]:
+    """The calling thread's settings replaced by a copy of ``cfg`` for a block, then restored."""
+    old, new = dict(_config()), dict(cfg)
+    try:
+        _config().clear()
+        _config().update(new)
         yield
     finally:
         _config().clear()
@@ -292,14 +301,8 @@ def in_calling_config(fn: Callable[..., Any], *, share: int = 1) -> Callable[...
     cfg["cpu_memory_budget"] = max(_cpu_budget_bytes() // max(int(share), 1), 1)
 
     def run(*args: Any, **kwargs: Any) -> Any:
-        old = dict(_config())
-        try:
-            _config().clear()
-            _config().update(cfg)
+        with _settings(cfg):
             return fn(*args, **kwargs)
-        finally:
-            _config().clear()
-            _config().update(old)
 
     return run
 
