@@ -200,6 +200,21 @@ def test_verbose_reports_go_to_stderr_or_the_gpuksvm_logger(capsys):
     assert capsys.readouterr().err == ""
 
 
+def test_a_report_given_as_a_function_is_formatted_only_when_shown(capsys):
+    from gpuksvm.solvers.progress import report
+
+    calls = []
+
+    def message():
+        calls.append(1)
+        return "step 7"
+
+    report("Newton", message, 1, level=2)
+    assert calls == [] and capsys.readouterr().err == ""
+    report("Newton", message, 2, level=2)
+    assert calls == [1] and capsys.readouterr().err == "[Newton] step 7\n"
+
+
 def test_smaller_on_out_of_memory_halves_to_the_minimum_and_warns_once():
     tried = []
 

@@ -334,8 +334,7 @@ def newton_solve(oracle: NewtonOracle, W0: Any = None, *, tol: float = 1e-4, max
         t = oracle.line_minimize((W * P).sum(axis=0), (P * P).sum(axis=0), xp.asarray(active))
         W = W + t[None, :] * P
         oracle.line_accept(t)
-        if int(verbose or 0) >= 2:     # formatting the arrays costs ~0.3 ms a step: not for a silent solve
-            report("Newton", f"step {it}: f={f} |g|={gn} t={bk.to_host(t)}", verbose, level=2)
+        report("Newton", lambda: f"step {it}: f={f} |g|={gn} t={bk.to_host(t)}", verbose, level=2)
         if callback is not None:
             callback({"iteration": it, "objective": f.copy(), "grad_norm": gn.copy()})
     else:
