@@ -51,6 +51,13 @@ def _check_equivalent(est, X, y, splits, cands, sample_weight=None, shared=SHARE
         np.testing.assert_array_equal(got.classes_, ref.classes_)
         Xte = bk.take_rows(X, te)
         d_got, d_ref = _host(got.decision_function(Xte)), _host(ref.decision_function(Xte))
+        # the compiled SMO's models carry their values on the held-out rows (read from the Gram
+        # matrix): the same as computed afresh (the rows reversed are not recognised)
+        kept = got.__dict__.get("_held_out") is not None
+        assert kept == (shared == engine.SHARED_CPU_GRAM and isinstance(X, np.ndarray) and X.dtype == np.float64)
+        fresh = bk.take_rows(X, te[::-1])
+        np.testing.assert_allclose(d_got, _host(got.decision_function(fresh))[::-1], rtol=1e-12, atol=1e-12)
+        np.testing.assert_array_equal(_host(got.predict(Xte)), _host(got.predict(fresh))[::-1])
         scale = max(1.0, float(np.abs(d_ref).max()))
         tol = est.tol * 10 * scale
         # two solutions within the gap tolerance: their α differ by O(tol), which far from the
@@ -301,3 +308,17 @@ def test_run_engine_gives_n_jobs_to_an_engine_that_takes_it():
     whole.group_key = lambda est, params: params["C"]   # two calls on two threads: one thread each
     shared.run_engine(whole, KernelSVC(device="cpu"), X, y, splits, cands, n_jobs=2)
     assert seen == [-1, None, 1, 1]
+
+
+@pytest.mark.skipif(not gram_smo.AVAILABLE, reason="the compiled SMO needs numba")
+def test_held_out_values_serve_only_their_rows_of_the_model_they_were_computed_for():
+    X, y = _data()
+    splits = list(StratifiedKFold(3, shuffle=True, random_state=0).split(X, y))
+    fit = next(iter(engine.search_kernel_svc(KernelSVC(device="cpu", gamma=1.0), X, y, splits[:1], [{"C": 1.0}])))
+    est, te = fit.estimator, splits[0][1]
+    kept = est.__dict__["_held_out"][0].values[:, 0]
+    np.testing.assert_array_equal(est.decision_function(X[te]), kept)
+    est.intercept_ = est.intercept_ + 1.0          # a model edited: its values are computed afresh
+    np.testing.assert_allclose(est.decision_function(X[te]), kept + 1.0, rtol=1e-12, atol=1e-12)
+    est.fit(X[:100], y[:100])                      # a new fit drops them
+    assert "_held_out" not in est.__dict__

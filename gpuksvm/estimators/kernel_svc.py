@@ -54,7 +54,6 @@ from gpuksvm.array import backend as bk
 from gpuksvm.estimators.base import DeviceMixin, fit_context
 from gpuksvm.estimators.calibration import ProbabilityMixin
 from gpuksvm.kernels.kernel import Kernel
-from gpuksvm.solvers.multiclass import binary_problems
 from gpuksvm.estimators.params import (
     CLASS_WEIGHT,
     DEVICE_PARAMS,
@@ -64,7 +63,7 @@ from gpuksvm.estimators.params import (
 )
 from gpuksvm.solvers.progress import report
 from gpuksvm.solvers.smo.memory import cache_within_budget, warn_memory_fallback
-from gpuksvm.solvers.smo.svc import KernelSVCResult, solve_svc
+from gpuksvm.solvers.smo.svc import KernelSVCResult, pair_coef, solve_svc
 from gpuksvm.solvers.svc_dual import PRECOMPUTED
 from gpuksvm.estimators.svc_surface import (
     NOT_FINITE_MESSAGE,
@@ -381,9 +380,11 @@ class KernelSVC(DeviceMixin, SVCSurfaceMixin, ProbabilityMixin, ClassifierMixin,
         }
         if callable_kernel:
             model["X_fit_"] = X
+        if result.held_out is not None:     # read while dual_coef_ and intercept_ are these arrays
+            model["_held_out"] = (result.held_out, model["dual_coef_"], model["intercept_"])
         self.__dict__.update(model)
         self._set_fitted_device(result.device)
-        for attr in ("probA_", "probB_", "X_fit_"):  # from an earlier fit
+        for attr in ("probA_", "probB_", "X_fit_", "_held_out"):  # from an earlier fit
             if attr not in model:
                 self.__dict__.pop(attr, None)
 
@@ -411,15 +412,7 @@ class KernelSVC(DeviceMixin, SVCSurfaceMixin, ProbabilityMixin, ClassifierMixin,
                 f"n_support_ {n_support.tolist()}, support_ {shape_of(self.support_)}, "
                 f"support_vectors_ rows {n_rows}, intercept_ {shape_of(self.intercept_)} "
                 f"do not fit {K} classes")
-        if K == 2:
-            return dual.T.copy()
-        cls = np.repeat(np.arange(K), n_support)
-        W = np.zeros((n_sv, n_pairs))
-        for p, (i, j) in enumerate(binary_problems(K, "ovo")):
-            of_i, of_j = cls == i, cls == j
-            W[of_i, p] = dual[j - 1, of_i]
-            W[of_j, p] = dual[i, of_j]
-        return W
+        return pair_coef(dual, n_support, K)
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()

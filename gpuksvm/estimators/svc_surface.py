@@ -78,6 +78,7 @@ from gpuksvm.solvers.multiclass import (binary_predict, binary_problems, decisio
                                         ovr_decision_function)
 from gpuksvm.scaleout.dispatch import dask_dispatch
 from gpuksvm.array.blas_threads import host_blas_threads
+from gpuksvm.array.validation import content_key
 from gpuksvm.solvers.svc_dual import PRECOMPUTED, warn_unconverged
 
 __all__ = ["SVCSurfaceMixin", "DecisionRows", "add_intercepts", "sparse_like", "warn_unconverged", "callable_gram",
@@ -219,6 +220,19 @@ class SVCSurfaceMixin:
         with host_blas_threads(self._fitted_device()):
             return rows.values(rows.rows), rows.kind
 
+    def _kept_decisions(self, rows: Any) -> np.ndarray | None:
+        """The (n, n_problems) decision values the solver computed for rows with these contents
+        (:class:`~gpuksvm.solvers.smo.svc.HeldOutDecisions`: a cross-validated search's held-out
+        fold, from the Gram matrix it was solved on), while ``dual_coef_`` and ``intercept_`` are
+        still the arrays they were computed from; else None."""
+        kept = self.__dict__.get("_held_out")
+        if kept is None:
+            return None
+        held, dual, b = kept
+        if self.dual_coef_ is not dual or self.intercept_ is not b or held.key is None or content_key(rows) != held.key:
+            return None
+        return held.values
+
     def _map_decisions(self, X: Any, width: int, dtype: Any, fn: Callable[[np.ndarray], np.ndarray], *,
                        work: int = 0) -> tuple[np.ndarray, str]:
         """``fn`` of the decision values of the rows of X, in row blocks: (n, width) (``width``
@@ -234,6 +248,9 @@ class SVCSurfaceMixin:
         at once, as the function is given X whole.
         """
         rows = self._decision_rows(X)
+        kept = self._kept_decisions(rows.rows)
+        if kept is not None:
+            return np.asarray(fn(kept.copy()), dtype=dtype), rows.kind
         n = n_samples_of(rows.rows)
         P = len(self._platt_problems()[1])
         out = np.empty((n, width) if width else (n,), dtype=dtype)

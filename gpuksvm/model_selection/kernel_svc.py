@@ -222,7 +222,7 @@ def _plan(estimator: Any, template: KernelSVC, X: Any, y: np.ndarray, splits: Se
         if w is None:
             refused.append(s)
             continue
-        folds[s] = GridProblem(rows=tr, weight=w)
+        folds[s] = GridProblem(rows=tr, weight=w, held_out=np.asarray(splits[s][1], dtype=np.int64))
         Xk = bk.take_rows(X, tr) if isinstance(template.gamma, str) else None
         kern = make_kernel(template.kernel, template.gamma, template.degree, template.coef0, Xk)
         by_kernel.setdefault(kern, []).append(s)

@@ -85,7 +85,7 @@ from __future__ import annotations
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from itertools import combinations
 from typing import Any, Sequence
 
@@ -94,12 +94,13 @@ import scipy.sparse as sp
 
 from gpuksvm.array import backend as bk
 from gpuksvm.array.blas_threads import host_busy, one_blas_thread
+from gpuksvm.array.validation import content_key
 from gpuksvm.kernels.kernel import Kernel, kernel_block
 from gpuksvm.solvers.multiclass import problem_rows
 from gpuksvm.solvers.smo.engines import _n_workers, solve_batched
 from gpuksvm.solvers.smo import gram_smo
 from gpuksvm.solvers.smo.host import _libsvm_fit
-from gpuksvm.solvers.smo.svc import KernelSVCResult, ovo_model
+from gpuksvm.solvers.smo.svc import HeldOutDecisions, KernelSVCResult, ovo_model, pair_coef
 from gpuksvm.solvers.svc_dual import PRECOMPUTED, SMOResult, intercept_from_F, problem_data
 
 try:   # LIBSVM's entry point in scikit-learn (see _libsvm_subproblem)
@@ -295,10 +296,14 @@ class GridProblem:
     rows : (n_f,) int64 indices into X of the fold's training rows
     weight : (n_f,) float64 Cᵢ/C of each of those rows (sample × class weight); rows of
         weight ≤ 0 are left out of every problem (their αᵢ are 0), as LIBSVM does
+    held_out : (n_t,) int64 indices into X of rows to score the fold's models on (its test
+        rows), or None.  The compiled SMO's models carry their decision values on these rows,
+        read from the Gram matrix (:class:`~gpuksvm.solvers.smo.svc.HeldOutDecisions`)
     """
 
     rows: np.ndarray
     weight: np.ndarray
+    held_out: np.ndarray | None = None
 
 
 @dataclass
@@ -531,6 +536,7 @@ class _JobState:
                                 rounds=[[0] * k for _ in job.folds], capped=[[0] * k for _ in job.folds])
         self.cache: KernelRows | None = None
         self.first: dict[tuple[int, int], _Binary] | None = None
+        self.held_keys: list[tuple | None] = [None] * len(job.folds)
         self.left = len(job.folds)
         self.lock = threading.Lock()
 
@@ -582,6 +588,7 @@ def _fold_path_gram(st: _JobState, f: int, G: np.ndarray, pos: np.ndarray, probl
     job = st.job
     rows = job.folds[f].rows
     cap = gram_smo.MAX_ITER
+    held = None if st.held_keys[f] is None else (job.folds[f].held_out, st.held_keys[f])   # None: sparse X
     for c in cs:
         C = job.Cs[c]
         t0 = time.perf_counter()
@@ -596,10 +603,25 @@ def _fold_path_gram(st: _JobState, f: int, G: np.ndarray, pos: np.ndarray, probl
                 intercept=intercept_from_F(-lab * grad, alpha, lab, Cv),
                 objective=float(0.5 * np.dot(alpha, grad - 1.0)), n_iter=n_iter,
                 converged=n_iter < cap, solver="smo", max_iter_reached=n_iter >= cap))
-        st.out.results[f][c] = ovo_model(results, Xf, yidx[rows], classes, job.kernel, bk.CPU, np.float64)
+        model = ovo_model(results, Xf, yidx[rows], classes, job.kernel, bk.CPU, np.float64)
+        if held is not None:
+            model = replace(model, held_out=_held_out_decisions(G, held, rows[model.support], model))
+        st.out.results[f][c] = model
         st.out.seconds[f][c] = time.perf_counter() - t0
         st.out.rounds[f][c] = len(problems)
         st.out.capped[f][c] = sum(r.max_iter_reached for r in results)
+
+
+def _held_out_decisions(G: np.ndarray, held: tuple[np.ndarray, tuple], sv: np.ndarray,
+                        model: KernelSVCResult) -> HeldOutDecisions:
+    """The model's decision values on the rows ``held[0]`` (with content key ``held[1]``) from the
+    Gram matrix: K(x, svₛ) are the kernel values a prediction computes for those rows (kernel
+    blocks do not depend on the other rows of a block), so scoring the held-out fold reads them
+    instead of evaluating K(X_test, SV) once per model (``sv``: the support vectors' rows of G)."""
+    rows, key = held
+    values = G[np.ix_(rows, sv)] @ pair_coef(model.dual_coef, model.n_support, model.classes.shape[0])
+    values += model.intercept[None, :]
+    return HeldOutDecisions(key=key, values=values)
 
 
 def gram_fits(n: int, budget: int) -> bool:
@@ -657,6 +679,11 @@ def solve_grids(X: Any, yidx: np.ndarray, classes: np.ndarray, jobs: Sequence[Gr
         else:   # the active-set engine seeds each C of a fold from the previous one: one task per fold
             mine = [(st, f, None) for f in folds]
         st.left = len(mine)
+        if st.out.engine == ENGINE_GRAM and getattr(Xh, "dtype", None) == np.float64:
+            # the content keys of the rows the models are scored on (float64 rows: a model of
+            # float32 rows predicts in float32, not from the float64 Gram matrix)
+            st.held_keys = [None if fold.held_out is None else content_key(bk.take_rows(Xh, fold.held_out))
+                            for fold in st.job.folds]
         tasks.extend(mine)
 
     def run(task: tuple[_JobState, int, list[int] | None]) -> None:

@@ -23,7 +23,24 @@ from gpuksvm.solvers.multiclass import binary_problems
 from gpuksvm.solvers.smo.engines import solve_ovo
 from gpuksvm.solvers.svc_dual import PRECOMPUTED, SMOResult
 
-__all__ = ["KernelSVCResult", "solve_svc", "ovo_model"]
+__all__ = ["KernelSVCResult", "HeldOutDecisions", "solve_svc", "ovo_model", "pair_coef"]
+
+
+@dataclass(frozen=True)
+class HeldOutDecisions:
+    """The decision values f_p(x) of a model's binary problems on particular rows, computed where
+    the kernel values were at hand (a cross-validated search's held-out fold, from the Gram matrix
+    the fold was solved on): its predictions and decision values on rows with the same contents
+    read them instead of evaluating the kernel again.
+
+    Attributes
+    ----------
+    key : :func:`~gpuksvm.array.validation.content_key` of the rows
+    values : (n, n_problems) host float64 f_p(x) = Σₛ W[s, p] K(x, svₛ) + b_p
+    """
+
+    key: tuple
+    values: np.ndarray
 
 
 @dataclass(frozen=True)
@@ -45,6 +62,8 @@ class KernelSVCResult:
     memory_fallback : what an out-of-memory error made the solve cut
         (:func:`~gpuksvm.array.backend.fallback_text`; the working-set SMO's kernel-row cache moved
         to host memory, kernel blocks), else None
+    held_out : the model's decision values on rows it was not trained on, when the solver
+        computed them (:class:`HeldOutDecisions`), else None
     """
 
     classes: np.ndarray
@@ -60,6 +79,7 @@ class KernelSVCResult:
     solver: str
     device: bk.Device
     memory_fallback: str | None = None
+    held_out: HeldOutDecisions | None = None
 
     @property
     def finite(self) -> bool:
@@ -94,6 +114,23 @@ def solve_svc(data: Any, yidx: np.ndarray, classes: np.ndarray, kernel: Kernel |
                             cache_bytes=int(cache_bytes), warn_convergence=False)
     model = ovo_model(results, data, yidx, classes, kernel, device, dtype)
     return replace(model, memory_fallback=bk.fallback_text(retried=retried.cut))
+
+
+def pair_coef(dual_coef: np.ndarray, n_support: np.ndarray, n_classes: int) -> np.ndarray:
+    """(n_SV, K(K − 1)/2) coefficients of each binary problem, unpacked from LIBSVM's one-vs-one
+    layout (:func:`ovo_model`'s ``dual_coef``; host float64, shapes as it gives them).
+
+    Pair (i, j): the SVs of class i carry ``dual_coef[j − 1]``, those of class j ``dual_coef[i]``,
+    every other SV 0; two classes: ``dual_coef``'s one row."""
+    if n_classes == 2:
+        return dual_coef.T.copy()
+    cls = np.repeat(np.arange(n_classes), n_support)
+    W = np.zeros((dual_coef.shape[1], n_classes * (n_classes - 1) // 2))
+    for p, (i, j) in enumerate(binary_problems(n_classes, "ovo")):
+        of_i, of_j = cls == i, cls == j
+        W[of_i, p] = dual_coef[j - 1, of_i]
+        W[of_j, p] = dual_coef[i, of_j]
+    return W
 
 
 def ovo_model(results: list[SMOResult], data: Any, yidx: np.ndarray, classes: np.ndarray,
