@@ -7,11 +7,13 @@ import warnings
 import numpy as np
 import pytest
 from sklearn.base import clone
+from sklearn.datasets import make_classification
 from sklearn.exceptions import FitFailedWarning, NotFittedError
 from sklearn.experimental import enable_halving_search_cv  # noqa: F401
 from sklearn.model_selection import GridSearchCV as SkGridSearchCV
 from sklearn.model_selection import HalvingGridSearchCV as SkHalvingGridSearchCV
 from sklearn.model_selection import GroupKFold, StratifiedKFold
+from sklearn.linear_model import LinearRegression
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 from sklearn.svm import SVC
@@ -20,6 +22,7 @@ import gpuksvm
 from gpuksvm.estimators.kernel_svc import KernelSVC
 from gpuksvm.estimators.linear_svm import LinearSVM
 from gpuksvm.model_selection import GridSearchCV, HalvingGridSearchCV, SplitFit, register_engine
+from gpuksvm.model_selection.results import fold_scorer
 from gpuksvm.model_selection.shared import engine_for, engine_name, run_engine, search_independent
 
 from _estimator_zoo import ZOO, estimator_for, zoo_data
@@ -432,3 +435,18 @@ def test_a_search_on_device_arrays_matches_the_host_search(gpu):
     np.testing.assert_allclose(dev.cv_results_["mean_test_score"], host.cv_results_["mean_test_score"], atol=TOL)
     assert dev.best_params_ == host.best_params_
     assert type(dev.predict(gpu.asarray(X))).__module__.startswith("cupy")
+
+
+def test_the_fold_models_default_accuracy_is_the_classifiers_score():
+    """The fold scorer of a classifier's default score is its ``score``, value for value (labels of
+    any dtype, sample weights); any other scoring is scikit-learn's scorer."""
+    X, y = make_classification(240, n_features=5, random_state=0)
+    labels = np.array(["no", "yes"])[y]
+    w = np.random.default_rng(0).uniform(0.1, 2.0, size=y.size)
+    est = KernelSVC(device="cpu", C=0.3).fit(X[:160], labels[:160])
+    scorer = fold_scorer(None, est, "scikit-learn's")
+    assert scorer != "scikit-learn's"
+    for kw in ({}, {"sample_weight": w[160:]}):
+        assert scorer(est, X[160:], labels[160:], **kw) == est.score(X[160:], labels[160:], **kw)
+    assert fold_scorer("accuracy", est, "scikit-learn's") == "scikit-learn's"
+    assert fold_scorer(None, LinearRegression(), "scikit-learn's") == "scikit-learn's"

@@ -54,8 +54,8 @@ from gpuksvm.array import backend as bk
 from gpuksvm.array.blas_threads import one_blas_thread
 from gpuksvm.estimators.calibration import ProbabilityMixin
 from gpuksvm.estimators.svc_surface import is_precomputed, is_user_callable
-from gpuksvm.model_selection.results import (FoldScores, build_results, check_failures, reads_no_probability,
-                                             takes_weights, top_k)
+from gpuksvm.model_selection.results import (FoldScores, build_results, check_failures, fold_scorer,
+                                             reads_no_probability, takes_weights, top_k)
 from gpuksvm.model_selection.shared import SplitFit, engine_for, engine_name, run_engine, take
 from gpuksvm.scaleout.runtime import is_dask_collection
 
@@ -195,6 +195,8 @@ class _SharedSearch:
             scored.append(fit)
             if keep(c):
                 kept.setdefault(c, []).append(fit)
+
+        scorer = fold_scorer(self.scoring, template, scorer)
 
         def score(fit: SplitFit) -> tuple[Any, float, Any]:
             train, test = splits[fit.split]
