@@ -223,8 +223,9 @@ class SVCSurfaceMixin:
     def _kept_decisions(self, rows: Any) -> np.ndarray | None:
         """The (n, n_problems) decision values the solver computed for rows with these contents
         (:class:`~gpuksvm.solvers.smo.svc.HeldOutDecisions`: a cross-validated search's held-out
-        fold, from the Gram matrix it was solved on), while ``dual_coef_`` and ``intercept_`` are
-        still the arrays they were computed from; else None."""
+        fold, validated by the search, from the Gram matrix it was solved on), while
+        ``dual_coef_`` and ``intercept_`` are still the arrays they were computed from; else
+        None."""
         kept = self.__dict__.get("_held_out")
         if kept is None:
             return None
@@ -247,10 +248,10 @@ class SVCSurfaceMixin:
         rest.  A kernel function's Gram matrix (``kernel`` callable) is computed for all rows
         at once, as the function is given X whole.
         """
+        kept = self._kept_decisions(X)
+        if kept is not None:    # the bytes of rows the search validated: no second validation
+            return np.asarray(fn(kept.copy()), dtype=dtype), bk.array_kind(X)
         rows = self._decision_rows(X)
-        kept = self._kept_decisions(rows.rows)
-        if kept is not None:
-            return np.asarray(fn(kept.copy()), dtype=dtype), rows.kind
         n = n_samples_of(rows.rows)
         P = len(self._platt_problems()[1])
         out = np.empty((n, width) if width else (n,), dtype=dtype)

@@ -538,8 +538,32 @@ class _JobState:
         self.first: dict[tuple[int, int], _Binary] | None = None
         self.held_keys: list[tuple | None] = [None] * len(job.folds)
         self.unsolved = [len(job.Cs)] * len(job.folds)     # the compiled SMO's C values to solve, per fold
+        # the compiled SMO: seed_of[c] is the C whose solution (of the same fold) C index c starts
+        # from, scaled (set by solve_grids); the solutions kept until their one reader has them
+        self.seed_of: dict[int, int] = {}
+        self._solutions: dict[tuple[int, int], list] = {}
         self.left = len(job.folds)
         self.lock = threading.Lock()
+        self.cond = threading.Condition(self.lock)
+
+    def solved(self, f: int, c: int, solutions: list) -> None:
+        """Fold f's (α, ∇) of every binary problem at C index c, kept when a later C starts from it."""
+        if c in self.seed_of.values():
+            with self.cond:
+                self._solutions[f, c] = solutions
+                self.cond.notify_all()
+
+    def wait_for_seeds(self, f: int, c: int) -> list | None:
+        """The solutions C index c of fold f starts from (None: from α = 0), once they are solved.
+        The task that solves them was given to the threads before this one, so it is running or
+        done (or its job failed: then None)."""
+        if c not in self.seed_of:
+            return None
+        key = (f, self.seed_of[c])
+        with self.cond:
+            while key not in self._solutions and self.out.error is None:
+                self.cond.wait(timeout=1.0)
+            return self._solutions.pop(key, None)
 
 
 def _fold_path(st: _JobState, f: int, X: Any, yidx: np.ndarray, classes: np.ndarray, budget: int,
@@ -584,19 +608,23 @@ def _fold_path(st: _JobState, f: int, X: Any, yidx: np.ndarray, classes: np.ndar
 
 def _fold_path_gram(st: _JobState, f: int, G: np.ndarray, pos: np.ndarray, problems: list, Xf: Any,
                     yidx: np.ndarray, classes: np.ndarray, cs: Sequence[int]) -> None:
-    """Fold f of a job at the C values ``cs`` by the compiled SMO on the Gram matrix G, each from
-    α = 0 (why not seeded: the module docstring)."""
+    """Fold f of a job at the C values ``cs`` by the compiled SMO on the Gram matrix G, from α = 0
+    or, for a C of :attr:`_JobState.seed_of`, from the solution of the C below it scaled to this
+    one (waiting for it; see the module docstring)."""
     job = st.job
     rows = job.folds[f].rows
     cap = gram_smo.MAX_ITER
     held = None if st.held_keys[f] is None else (job.folds[f].held_out, st.held_keys[f])   # None: sparse X
     for c in cs:
         C = job.Cs[c]
+        seeds = st.wait_for_seeds(f, c)
         t0 = time.perf_counter()
-        results = []
-        for R, lab, w in problems:
+        results, solutions = [], []
+        for k, (R, lab, w) in enumerate(problems):
             Cv = float(C) * w
-            alpha, grad, n_iter = gram_smo.solve_on_gram(G, R, lab, Cv, tol=job.tol, max_iter=cap)
+            start = (None, None) if seeds is None else _scaled(seeds[k], float(C) / float(job.Cs[st.seed_of[c]]))
+            alpha, grad, n_iter = gram_smo.solve_on_gram(G, R, lab, Cv, *start, tol=job.tol, max_iter=cap)
+            solutions.append((alpha, grad))
             sv = np.flatnonzero(alpha > 0)
             sv = sv[np.argsort(pos[R[sv]], kind="stable")]
             results.append(SMOResult(
@@ -605,6 +633,7 @@ def _fold_path_gram(st: _JobState, f: int, G: np.ndarray, pos: np.ndarray, probl
                 objective=float(0.5 * np.dot(alpha, grad - 1.0)), n_iter=n_iter,
                 converged=n_iter < cap, solver="smo", max_iter_reached=n_iter >= cap))
         st.out.results[f][c] = ovo_model(results, Xf, yidx[rows], classes, job.kernel, bk.CPU, np.float64)
+        st.solved(f, c, solutions)
         st.out.seconds[f][c] = time.perf_counter() - t0
         st.out.rounds[f][c] = len(problems)
         st.out.capped[f][c] = sum(r.max_iter_reached for r in results)
@@ -615,6 +644,13 @@ def _fold_path_gram(st: _JobState, f: int, G: np.ndarray, pos: np.ndarray, probl
             t0 = time.perf_counter()
             st.out.results[f] = _with_held_out_decisions(G, held, rows, st.out.results[f])
             st.out.seconds[f] = [t + (time.perf_counter() - t0) / len(job.Cs) for t in st.out.seconds[f]]
+
+
+def _scaled(solution: tuple[np.ndarray, np.ndarray], ratio: float) -> tuple[np.ndarray, np.ndarray]:
+    """A solution at C scaled to C' = ratio·C (DeCoste & Wagstaff 2000): α' = ratio·α is feasible for
+    the box [0, C'wᵢ] and yᵀα' = 0, and its gradient Qα' − e = ratio·(∇ + e) − e needs no kernel row."""
+    alpha, grad = solution
+    return ratio * alpha, ratio * (grad + 1.0) - 1.0
 
 
 def _with_held_out_decisions(G: np.ndarray, held: tuple[np.ndarray, tuple], rows: np.ndarray,
@@ -693,10 +729,14 @@ def solve_grids(X: Any, yidx: np.ndarray, classes: np.ndarray, jobs: Sequence[Gr
     for st in states:
         folds = range(len(st.job.folds))
         if gram_fits(yidx.shape[0], share):
-            # one task per (fold, C), the largest C (the most steps) first: the threads end together
+            # one task per (fold, C): the upper half of the C values from α = 0, the largest (the
+            # most steps) first, then the lower half ascending, each after the first from the
+            # solution of the one below it (_SEEDED): the threads end together
             st.out.engine = ENGINE_GRAM
-            order = np.argsort(-np.asarray(st.job.Cs, dtype=np.float64), kind="stable")
-            mine = [(st, f, [int(c)]) for c in order for f in folds]
+            ascending = [int(c) for c in np.argsort(np.asarray(st.job.Cs, dtype=np.float64), kind="stable")]
+            low = ascending[:len(ascending) // 2]
+            st.seed_of = dict(zip(low[1:], low[:-1]))
+            mine = [(st, f, [c]) for c in ascending[::-1][:len(ascending) - len(low)] + low for f in folds]
         else:   # the active-set engine seeds each C of a fold from the previous one: one task per fold
             mine = [(st, f, None) for f in folds]
         st.left = len(mine)
@@ -712,8 +752,9 @@ def solve_grids(X: Any, yidx: np.ndarray, classes: np.ndarray, jobs: Sequence[Gr
         try:
             _fold_path(st, f, Xh, yidx, classes, share, cs)
         except Exception as exc:  # the job's models are refused; the caller decides what follows
-            with st.lock:
+            with st.cond:
                 st.out.error = exc
+                st.cond.notify_all()     # a task waiting for a seed of this job stops waiting
         with st.lock:
             st.left -= 1
             if st.left == 0 and st.cache is not None:
