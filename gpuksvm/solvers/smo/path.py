@@ -536,7 +536,8 @@ class _JobState:
                                 rounds=[[0] * k for _ in job.folds], capped=[[0] * k for _ in job.folds])
         self.cache: KernelRows | None = None
         self.first: dict[tuple[int, int], _Binary] | None = None
-        self.held_keys: list[tuple | None] = [None] * len(job.folds)
+        # per fold: the rows its models are scored on and their content key (None: not kept)
+        self.held: list[tuple[np.ndarray, tuple] | None] = [None] * len(job.folds)
         self.unsolved = [len(job.Cs)] * len(job.folds)     # the compiled SMO's C values to solve, per fold
         # the compiled SMO: seed_of[c] is the C whose solution (of the same fold) C index c starts
         # from, scaled (set by solve_grids); the solutions kept until their one reader has them
@@ -614,7 +615,7 @@ def _fold_path_gram(st: _JobState, f: int, G: np.ndarray, pos: np.ndarray, probl
     job = st.job
     rows = job.folds[f].rows
     cap = gram_smo.MAX_ITER
-    held = None if st.held_keys[f] is None else (job.folds[f].held_out, st.held_keys[f])   # None: sparse X
+    held = st.held[f]
     for c in cs:
         C = job.Cs[c]
         seeds = st.wait_for_seeds(f, c)
@@ -642,7 +643,7 @@ def _fold_path_gram(st: _JobState, f: int, G: np.ndarray, pos: np.ndarray, probl
             last = st.unsolved[f] == 0
         if last and held is not None:     # every C of the fold solved: their held-out values
             t0 = time.perf_counter()
-            st.out.results[f] = _with_held_out_decisions(G, held, rows, st.out.results[f])
+            st.out.results[f] = _with_held_out_decisions(held, Xf, job.kernel, st.out.results[f])
             st.out.seconds[f] = [t + (time.perf_counter() - t0) / len(job.Cs) for t in st.out.seconds[f]]
 
 
@@ -653,28 +654,25 @@ def _scaled(solution: tuple[np.ndarray, np.ndarray], ratio: float) -> tuple[np.n
     return ratio * alpha, ratio * (grad + 1.0) - 1.0
 
 
-def _with_held_out_decisions(G: np.ndarray, held: tuple[np.ndarray, tuple], rows: np.ndarray,
+def _with_held_out_decisions(held: tuple[np.ndarray, tuple], Xf: np.ndarray, kernel: Kernel,
                              models: list[KernelSVCResult]) -> list[KernelSVCResult]:
-    """The models of one fold (all its C values; ``rows``: its training rows, the rows of G its
-    models' support indices point to) with their decision values on the rows ``held[0]`` (content
-    key ``held[1]``), from the Gram matrix.
+    """The models of one fold (all its C values; ``Xf``: its training rows, which their support
+    indices point to) with their decision values on the rows ``held[0]`` (content key ``held[1]``).
 
-    The kernel values K(x, svₛ) are those a prediction computes for these rows (a kernel block
-    does not depend on the other rows and columns of the block), so scoring the held-out fold
-    reads them instead of evaluating K(X_test, SV) once per model.  The block of G over the
-    held-out rows and the union of the models' support vectors is gathered once for all C values
-    (a gather from G reads about whole rows of it: one per model took 6–10 ms for 1,000 × 700
-    values of the 5,000-row ijcnn1 matrix), then each model's values are one product with its
-    coefficients placed at its support vectors' columns (zeros elsewhere: the same sums but for
-    their rounding)."""
-    test, key = held
-    svs = [rows[m.support] for m in models]
-    union = np.unique(np.concatenate(svs))
-    block = G[np.ix_(test, union)]
+    The kernel values K(x, svₛ) are computed once for all C values, over the union of the models'
+    support vectors, by :func:`~gpuksvm.kernels.kernel.kernel_block`, as a prediction computes
+    them (a kernel block does not depend on the other rows and columns of the block): 1,000
+    held-out rows against about 1,200 SVs of the 5,000-row ijcnn1 grid take about 3 ms, where a
+    gather of the same values from the Gram matrix took 15 ms (it reads about whole rows of G).
+    Each model's values are then one product with its coefficients placed at its support
+    vectors' columns (zeros elsewhere: the same sums but for their rounding)."""
+    Xt, key = held
+    union = np.unique(np.concatenate([m.support for m in models]))
+    block = np.asarray(kernel_block(Xt, bk.take_rows(Xf, union), kernel, dtype=np.float64))
     out = []
-    for m, sv in zip(models, svs):
+    for m in models:
         W = np.zeros((union.size, m.intercept.shape[0]))
-        W[np.searchsorted(union, sv)] = pair_coef(m.dual_coef, m.n_support, m.classes.shape[0])
+        W[np.searchsorted(union, m.support)] = pair_coef(m.dual_coef, m.n_support, m.classes.shape[0])
         values = block @ W
         values += m.intercept[None, :]
         out.append(replace(m, held_out=HeldOutDecisions(key=key, values=values)))
@@ -740,11 +738,11 @@ def solve_grids(X: Any, yidx: np.ndarray, classes: np.ndarray, jobs: Sequence[Gr
         else:   # the active-set engine seeds each C of a fold from the previous one: one task per fold
             mine = [(st, f, None) for f in folds]
         st.left = len(mine)
-        if st.out.engine == ENGINE_GRAM and getattr(Xh, "dtype", None) == np.float64:
-            # the content keys of the rows the models are scored on (float64 rows: a model of
-            # float32 rows predicts in float32, not from the float64 Gram matrix)
-            st.held_keys = [None if fold.held_out is None else content_key(bk.take_rows(Xh, fold.held_out))
-                            for fold in st.job.folds]
+        if st.out.engine == ENGINE_GRAM and isinstance(Xh, np.ndarray) and Xh.dtype == np.float64:
+            # the rows the models are scored on, dense float64 (a model of float32 rows predicts
+            # in float32), and their content keys
+            held = [None if fold.held_out is None else bk.take_rows(Xh, fold.held_out) for fold in st.job.folds]
+            st.held = [None if Xt is None else (Xt, content_key(Xt)) for Xt in held]
         tasks.extend(mine)
 
     def run(task: tuple[_JobState, int, list[int] | None]) -> None:
