@@ -325,3 +325,32 @@ def test_held_out_values_serve_only_their_rows_of_the_model_they_were_computed_f
     np.testing.assert_allclose(est.decision_function(X[te]), kept + 1.0, rtol=1e-12, atol=1e-12)
     est.fit(X[:100], y[:100])                      # a new fit drops them
     assert "_held_out" not in est.__dict__
+
+
+@pytest.mark.skipif(not gram_smo.AVAILABLE, reason="the compiled SMO needs numba")
+def test_the_lower_half_of_the_C_values_start_from_the_previous_one_on_any_number_of_threads(monkeypatch):
+    """The compiled SMO's lower half of a fold's C values: the first from α = 0, each other from the
+    C below it scaled; the upper half from α = 0.  The same models on one thread and on three."""
+    starts = []
+    real = gram_smo.solve_on_gram
+
+    def recording(G, R, y, Cv, alpha=None, grad=None, **kwargs):
+        starts.append((float(Cv.max()), alpha is not None))
+        if alpha is not None:      # the previous C's solution scaled: feasible for this box
+            assert np.all(alpha >= 0) and np.all(alpha <= Cv + 1e-12) and abs(np.dot(y, alpha)) < 1e-9
+        return real(G, R, y, Cv, alpha, grad, **kwargs)
+
+    monkeypatch.setattr(gram_smo, "solve_on_gram", recording)
+    X, y = _data(n=300, seed=12)
+    classes, yidx = encode_classes(y)
+    folds = [path.GridProblem(rows=tr, weight=np.ones(tr.size))
+             for tr, _ in StratifiedKFold(3, shuffle=True, random_state=0).split(X, y)]
+    Cs = [10.0, 0.03, 300.0, 0.3, 3.0]           # lower half, ascending: 0.03 (cold), 0.3 (seeded)
+    models = [path.solve_grid(X, yidx, classes, Kernel("rbf", gamma=1.0), folds, Cs, n_jobs=k).results
+              for k in (1, 3)]
+    assert sorted(set(starts)) == [(0.03, False), (0.3, True), (3.0, False), (10.0, False), (300.0, False)]
+    assert len(starts) == 2 * len(folds) * len(Cs)
+    for one, three in zip(*models):
+        for a, b in zip(one, three):
+            np.testing.assert_array_equal(a.dual_coef, b.dual_coef)
+            np.testing.assert_array_equal(a.intercept, b.intercept)

@@ -63,6 +63,10 @@ their values) and keeps the rest.
 ``predict`` and ``decision_function`` work in row blocks sized from the memory budget
 (:meth:`~SVCSurfaceMixin._map_decisions`): the (n, n_problems) decision values of all rows are
 never held at once, and ``decision_function`` holds nothing of the size of its output beside it.
+A fold model of a cross-validated search that holds its decision values on its held-out rows
+(:class:`~gpuksvm.solvers.smo.svc.HeldOutDecisions`, the host estimator's ``_held_out``) answers
+rows with the same bytes from them, while its ``dual_coef_`` and ``intercept_`` are the arrays
+they were computed from.
 """
 from __future__ import annotations
 

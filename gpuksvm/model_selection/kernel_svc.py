@@ -11,15 +11,20 @@ between folds) are solved in one call into the solver layer:
   rows computed once for all folds and C values, the (kernel, fold) paths in
   parallel threads; where numba is installed (the ``fast`` extra) and the
   Gram matrix of all rows fits the memory budget, a compiled SMO on that
-  matrix, every fold and C from α = 0 (:data:`SHARED_CPU_GRAM` in
+  matrix, the upper half of each fold's C values from α = 0 and the lower
+  half each from the previous C's solution scaled (:data:`SHARED_CPU_GRAM` in
   ``cv_results_["shared_work"]``), else LIBSVM on active sets seeded by the previous C's and the previous fold's solution
   (:data:`SHARED_CPU`).  Measured (random 5,000 ijcnn1 rows, γ ∈ {0.5, 1, 2}
   × 8 C, 5 folds, 2-core host shared with other work, load average ≈ 3.5,
-  one process, so one thread): the compiled SMO searches took 9.5 and
-  10.2 s, the active-set LIBSVM search between them 11.2 s, the same
-  ``mean_test_score`` — the compiled SMO takes LIBSVM's steps (see
-  :mod:`gpuksvm.solvers.smo.path`) without LIBSVM's per-call overhead and
-  the active set's rounds;
+  one process, so one thread; before the seeds and the held-out values): the
+  compiled SMO searches took 9.5 and 10.2 s, the active-set LIBSVM search
+  between them 11.2 s, the same ``mean_test_score`` — the compiled SMO takes
+  LIBSVM's steps (see :mod:`gpuksvm.solvers.smo.path`) without LIBSVM's
+  per-call overhead and the active set's rounds.  With dense float64 rows the
+  compiled SMO's fold models carry their decision values on the held-out
+  fold, computed once per fold for all C values
+  (:class:`~gpuksvm.solvers.smo.svc.HeldOutDecisions`): scoring a fold model
+  reads them instead of evaluating its kernel rows again;
 * GPU (``solver`` ``"auto"`` or ``"working_set"``):
   :func:`gpuksvm.solvers.smo.path.solve_grid_batched` — all folds × C values ×
   pairs in one batched working-set call.
@@ -61,7 +66,7 @@ __all__ = ["search_kernel_svc"]
 
 _KERNELS = ("linear", "poly", "rbf", "sigmoid")
 SHARED_CPU = "kernel rows; alpha seeding along C and across folds"
-SHARED_CPU_GRAM = "the Gram matrix of all rows (compiled SMO)"
+SHARED_CPU_GRAM = "the Gram matrix of all rows (compiled SMO); alpha seeding along the lower half of C"
 SHARED_GPU = "kernel rows; all folds and C values in one batched working-set call"
 #: appended to SHARED_CPU_GRAM for a fold model with a binary problem stopped at the step cap
 SHARED_CAPPED = " — NOT CONVERGED: a binary problem stopped at the compiled SMO's step cap"

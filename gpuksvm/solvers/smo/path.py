@@ -11,23 +11,36 @@ matrix of all rows fits a job's share of the memory budget
     blocks of 256 rows) and every binary problem (every one-vs-one pair of
     every fold) is solved on its rows of it by
     :func:`gpuksvm.solvers.smo.gram_smo.solve_on_gram` (LIBSVM's algorithm, no
-    submatrix copied) from α = 0: so each model is the one LIBSVM's
-    iterations reach (same working-set rule, same stopping rule).  Seeds were
-    measured and are not used.  Along C, the previous solution scaled by the
-    ratio of the C values (DeCoste & Wagstaff 2000; its gradient is exact
-    without a kernel row) cut the steps at small C (174 against 1,122 cold at
-    C = 0.37 on one fold of a random 5,000 ijcnn1 rows, γ = 1) but not at
-    large C (9,145 against 8,950 at C = 1,000: the solution moves far), so the
-    whole search took 8.1 s against 8.6–9.0 s cold (load average 2.1, one
-    process) — and its solutions, valid to ``tol`` but not LIBSVM's, moved a
-    row within 10⁻⁴ of the boundary across it on a 150-row test: a
-    ``mean_test_score`` 0.0067 from the independent fits'.  Across folds, the
-    previous fold's solution at the same C (restricted to the shared rows,
-    the excess class's α scaled down to make yᵀα = 0; Wen et al., AAAI 2017)
-    took 33,623 steps for a fold's path against 34,104 along C.  The time is
-    the steps (4–7 µs each at C = 1,000 with shrinking on a 4,000-row fold):
-    the engine saves LIBSVM's per-fit overhead and kernel evaluations, not
-    steps (measured speed-ups in :mod:`gpuksvm.model_selection.kernel_svc`).
+    submatrix copied).  The upper half of a fold's C values start from α = 0,
+    so each of those models is the one LIBSVM's iterations reach (same
+    working-set rule, same stopping rule).  The lower half are solved in
+    ascending order, the first from α = 0 and each other from the solution of
+    the C below it scaled by the ratio of the C values (DeCoste & Wagstaff
+    2000: feasible, and its gradient is exact without a kernel row), a
+    solution valid to ``tol`` like LIBSVM's but reached by other steps.  At
+    small C most support vectors sit at the bound and the scaled solution is
+    near the next one; at large C it moves far.  Measured on two folds of a
+    random 5,000 ijcnn1 rows (γ ∈ {0.5, 1, 2}, 8 C from 0.1 to 1,000, steps
+    cold/seeded): C = 0.37: 950/154 … 1,537/289; C = 1.4: 1,167/679 …
+    2,024/1,284; C = 5.2: 1,826/1,590 … 2,801/2,574; C = 19: within ±20 %
+    either way; C ≥ 72: as many or more (9,145 against 8,950 at C = 1,000).
+    A problem of the lower half costs about 20 ms cold whatever its steps
+    (the first steps run over all 4,000 rows, before shrinking), so the seeds
+    took 14 % off the thread time of those six fold paths (1.10 against 1.28
+    s).  The decision values of the seeded models on the held-out rows
+    differed from the cold ones' by at most 3.0·10⁻³ (``tol`` is 10⁻³), and
+    every ``mean_test_score`` of the whole search was the same to 10⁻⁴.  A seeded task waits for the task of the C below it
+    (given to the threads before it), so the models do not depend on the
+    number of threads.  Across folds, the previous fold's solution at the
+    same C (restricted to the shared rows, the excess class's α scaled down to
+    make yᵀα = 0; Wen et al., AAAI 2017) took 33,623 steps for a fold's path
+    against 34,104 along C, and is not used.  The engine saves LIBSVM's
+    per-fit overhead, kernel evaluations and the steps of the seeded C values
+    (measured speed-ups in :mod:`gpuksvm.model_selection.kernel_svc`).  Given
+    the rows each fold's models are scored on (:attr:`GridProblem.held_out`),
+    dense float64, it returns the models with their decision values on them
+    (:class:`~gpuksvm.solvers.smo.svc.HeldOutDecisions`), from one kernel
+    block per fold.
 
 :func:`solve_grids` (CPU) otherwise — active-set chunking over a shared kernel cache
     Kernel rows K(xⱼ, X) of the rows that enter any problem are computed once
