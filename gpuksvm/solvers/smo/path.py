@@ -29,9 +29,9 @@ matrix of all rows fits a job's share of the memory budget
     took 14 % off the thread time of those six fold paths (1.10 against 1.28
     s).  The decision values of the seeded models on the held-out rows
     differed from the cold ones' by at most 3.0·10⁻³ (``tol`` is 10⁻³), and
-    every ``mean_test_score`` of the whole search was the same to 10⁻⁴.  A seeded task waits for the task of the C below it
-    (given to the threads before it), so the models do not depend on the
-    number of threads.  Across folds, the previous fold's solution at the
+    every ``mean_test_score`` of the whole search was the same to 10⁻⁴.  A
+    seeded task waits for the task of the C below it (given to the threads
+    before it), so the models do not depend on the number of threads.  Across folds, the previous fold's solution at the
     same C (restricted to the shared rows, the excess class's α scaled down to
     make yᵀα = 0; Wen et al., AAAI 2017) took 33,623 steps for a fold's path
     against 34,104 along C, and is not used.  The engine saves LIBSVM's
@@ -310,8 +310,8 @@ class GridProblem:
     weight : (n_f,) float64 Cᵢ/C of each of those rows (sample × class weight); rows of
         weight ≤ 0 are left out of every problem (their αᵢ are 0), as LIBSVM does
     held_out : (n_t,) int64 indices into X of rows to score the fold's models on (its test
-        rows), or None.  The compiled SMO's models carry their decision values on these rows,
-        read from the Gram matrix (:class:`~gpuksvm.solvers.smo.svc.HeldOutDecisions`)
+        rows), or None.  The compiled SMO's models carry their decision values on these rows
+        (:class:`~gpuksvm.solvers.smo.svc.HeldOutDecisions`; dense float64 X only)
     """
 
     rows: np.ndarray

@@ -28,10 +28,10 @@ __all__ = ["KernelSVCResult", "HeldOutDecisions", "solve_svc", "ovo_model", "pai
 
 @dataclass(frozen=True)
 class HeldOutDecisions:
-    """The decision values f_p(x) of a model's binary problems on particular rows, computed where
-    the kernel values were at hand (a cross-validated search's held-out fold, from the Gram matrix
-    the fold was solved on): its predictions and decision values on rows with the same contents
-    read them instead of evaluating the kernel again.
+    """The decision values f_p(x) of a model's binary problems on particular rows, computed by the
+    solver (a cross-validated search's held-out fold, one kernel block for the models of all C
+    values of the fold): its predictions and decision values on rows with the same contents read
+    them instead of evaluating the kernel again.
 
     Attributes
     ----------
