@@ -41,6 +41,14 @@ the peak of the stand-in CuPy's memory pool where the stand-in reports its bytes
     python -m bench.memory --scale paper                   # the table only
     python -m bench.memory --scale paper --datasets ijcnn1 --budgets 200MB   # one budget
     python -m bench.memory --constant                      # re-measure CONSTANT_BYTES
+
+``--search GRID`` measures a cross-validated search instead (:func:`search_child`: a
+:class:`gpuksvm.model_selection.GridSearchCV` over the JSON grid, 5 folds, refit included) per
+estimator × data set (``--rows`` random rows) × budget × ``--n-jobs``, each in a fresh process,
+against the same bound with the refitted best model as the model::
+
+    python -m bench.memory --search '{"gamma": [1, 2], "C": [1, 8, 64]}' --estimators LLSVM \
+        --datasets ijcnn1 --rows 20000 --budgets 200MB --n-jobs 1,-1
 """
 from __future__ import annotations
 

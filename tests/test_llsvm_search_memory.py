@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import gc
 import sys
-import tracemalloc
 import warnings
 
 import numpy as np
@@ -23,6 +22,7 @@ from gpuksvm.array import backend as bk
 from gpuksvm.cli.demo import _can_reset_hwm
 from gpuksvm.estimators.llsvm import fit_llsvm_grid
 from gpuksvm.model_selection import llsvm as engine
+from test_llsvm_memory import _traced_peak
 
 #: 20,000 rows of 22 features, k = 300, 3 folds: a fold's F is 13,333 × 300 float32 (16 MB), with
 #: the Newton solver's scratch 32 MB, more than the 24 MB budget (and its 12 MB share per thread)
@@ -66,17 +66,6 @@ def test_the_search_streams_what_does_not_fit_and_stays_within_the_bound(n_jobs,
     if refit:
         assert r["best_fallback"] == "streamed_features"  # 20,000 rows do not fit 24 MB either
     np.testing.assert_allclose(r["mean_test_score"], sklearn_scores, rtol=0, atol=0.002)
-
-
-def _traced_peak(fn):
-    gc.collect()
-    tracemalloc.start()
-    try:
-        base = tracemalloc.get_traced_memory()[0]
-        out = fn()
-        return out, tracemalloc.get_traced_memory()[1] - base
-    finally:
-        tracemalloc.stop()
 
 
 def test_the_grid_holds_one_gammas_features_at_a_time():
