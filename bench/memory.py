@@ -303,6 +303,48 @@ def measure_searches(args: argparse.Namespace, grid_: dict) -> list[dict]:
     return rows
 
 
+def _worker_reset() -> int:
+    """On a Dask worker: hand the free C heap back, reset VmHWM; the worker's VmRSS."""
+    PeakMemory("vmhwm").__enter__()
+    return _vm("VmRSS")
+
+
+def _vm(field: str) -> int:
+    with open("/proc/self/status") as fh:
+        return next(int(line.split()[1]) * 1024 for line in fh if line.startswith(field + ":"))
+
+
+def dask_child(spec: dict) -> dict:
+    """One estimator's fit on a Dask array (the data set's rows in ``chunk``-row chunks) on a
+    ``LocalCluster(processes=True, n_workers=1, threads_per_worker=1)`` whose worker has the
+    budget in its environment (``GPUKSVM_CPU_MEMORY_BUDGET``; the driver: ``set_config``): the
+    VmHWM growth of the worker process and of the driver over the fit, the fit's time."""
+    import dask.array as da
+    from distributed import Client, LocalCluster
+
+    X, y = subsample(*load_dataset(spec["dataset"], "train"), spec.get("n_train"), np.random.default_rng(0))
+    if spec["budget"] != "default":
+        os.environ["GPUKSVM_CPU_MEMORY_BUDGET"] = str(spec["budget"])
+        bk.set_config(cpu_memory_budget=spec["budget"])
+    chunk = int(spec.get("chunk", 10000))
+    with LocalCluster(processes=True, n_workers=1, threads_per_worker=1, dashboard_address=None) as cluster, \
+            Client(cluster) as client:
+        Xd, yd = da.from_array(X, chunks=(chunk, X.shape[1])), da.from_array(y, chunks=chunk)
+        est = registry.method(spec["estimator"]).load()(**spec["params"], device="cpu", random_state=0)
+        base = list(client.run(_worker_reset).values())[0]
+        t0 = time.perf_counter()
+        with PeakMemory("vmhwm") as driver:
+            est.fit(Xd, yd)
+        seconds = time.perf_counter() - t0
+        worker_hwm = list(client.run(_vm, "VmHWM").values())[0]
+        worker_budget = list(client.run(lambda: bk.memory_budget("cpu")).values())[0]
+    return {"worker_peak": worker_hwm - base, "driver_peak": driver.peak_bytes, "fit_s": seconds,
+            "worker_budget": worker_budget, "budget_bytes": bk.get_config()["cpu_memory_budget"],
+            "inputs": X.nbytes + y.nbytes, "chunk_bytes": chunk * X.shape[1] * X.itemsize,
+            "model": model_nbytes(est), "n_train": int(X.shape[0]), "load": load_average(),
+            "dask_info": {k: v for k, v in getattr(est, "dask_info_", {}).items() if not isinstance(v, dict)}}
+
+
 def run_module(module: str, argv: list[str], *, env: dict | None = None, timeout: float | None = None) -> dict:
     """``python -m <module> <argv>`` in a fresh process from the repository root; the JSON object
     its last line of output prints (a RuntimeError with its error output if it failed)."""
@@ -475,7 +517,9 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     if args.child:
         spec = None if args.child == "blas" else json.loads(args.child)
-        print(json.dumps(child_blas() if spec is None else search_child(spec) if spec.get("search") else child(spec)))
+        run = child_blas if spec is None else search_child if spec.get("search") else \
+            dask_child if spec.get("dask") else child
+        print(json.dumps(run() if spec is None else run(spec)))
         return 0
     if args.markdown:
         print(markdown_table(json.loads(Path(args.markdown).read_text())))
