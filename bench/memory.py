@@ -49,6 +49,11 @@ against the same bound with the refitted best model as the model::
 
     python -m bench.memory --search '{"gamma": [1, 2], "C": [1, 8, 64]}' --estimators LLSVM \
         --datasets ijcnn1 --rows 20000 --budgets 200MB --n-jobs 1,-1
+
+``--dask`` measures a fit on a Dask array (:func:`dask_child`: one worker process, one thread,
+the budget in its environment) and reports the worker's VmHWM growth and the driver's::
+
+    python -m bench.memory --dask --estimators LLSVM,CVM --datasets ijcnn1 --budgets default,200MB
 """
 from __future__ import annotations
 
@@ -345,6 +350,26 @@ def dask_child(spec: dict) -> dict:
             "dask_info": {k: v for k, v in getattr(est, "dask_info_", {}).items() if not isinstance(v, dict)}}
 
 
+def measure_dask(args: argparse.Namespace) -> list[dict]:
+    """``--dask``: one fresh process per (estimator, data set, budget), a line each."""
+    rows = []
+    for name in args.estimators.split(","):
+        for ds in (args.datasets or "ijcnn1").split(","):
+            for b in (args.budgets or "default,200MB").split(","):
+                spec = {"dask": True, "estimator": name, "dataset": ds, "budget": b, "n_train": None,
+                        "params": estimator_params(name, args.scale, args.params)}
+                try:
+                    r = {**spec, **run_module("bench.memory", ["--child", json.dumps(spec)], timeout=args.timeout)}
+                except (RuntimeError, subprocess.TimeoutExpired) as exc:
+                    print(f"{name} {ds} budget {b}: FAILED {str(exc).strip().splitlines()[-1]}", flush=True)
+                    continue
+                print(f"{name} {ds} {r['n_train']:,} rows on Dask, budget {b}: worker peak growth "
+                      f"{r['worker_peak'] / MB:.0f} MB (its budget {r['worker_budget'] / MB:.0f} MB), driver "
+                      f"{r['driver_peak'] / MB:.0f} MB, fit {r['fit_s']:.1f} s, load {r['load']}", flush=True)
+                rows.append(r)
+    return rows
+
+
 def run_module(module: str, argv: list[str], *, env: dict | None = None, timeout: float | None = None) -> dict:
     """``python -m <module> <argv>`` in a fresh process from the repository root; the JSON object
     its last line of output prints (a RuntimeError with its error output if it failed)."""
@@ -511,6 +536,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--search", default=None, metavar="GRID",
                     help="measure a GridSearchCV over this JSON grid (e.g. '{\"gamma\": [1, 2], \"C\": [1, 8, 64]}') "
                          "of each --estimators, on --rows rows of each --datasets, per --budgets and --n-jobs")
+    ap.add_argument("--dask", action="store_true",
+                    help="measure each --estimators' fit on a Dask array of each --datasets (all training rows, "
+                         "10,000-row chunks) on a 1-worker LocalCluster, per --budgets: the worker's peak")
     ap.add_argument("--rows", type=int, default=20000, help="training rows of a --search (default 20,000)")
     ap.add_argument("--n-jobs", default="1,-1", help="comma separated n_jobs of a --search (default 1,-1)")
     ap.add_argument("--child", default=None, help=argparse.SUPPRESS)
@@ -527,6 +555,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"load average before: {load_average()}", flush=True)
     if args.search:
         rows = measure_searches(args, json.loads(args.search))
+    elif args.dask:
+        rows = measure_dask(args)
     elif args.constant:
         rows = measure_constant()
         print(f"{'BLAS':<16} first 2000 x 2000 product {rows[0]['fit_MB']:6.1f} MB")

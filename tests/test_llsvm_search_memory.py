@@ -111,12 +111,12 @@ def test_the_fold_budget_counts_the_fold_models_alive():
     X, y = synthetic(3000, 0)
     est = LLSVM(n_landmarks=100, device="cpu", random_state=0)
     with config_context(cpu_memory_budget="64MB"):
-        before = engine._fold_budget(est, X, 2)
+        before = engine._fold_budget(est, X, 3000, 2)
         assert before == 64_000_000 - (2 * 100 * 100 + 100 * 22) * 4 - engine._held_bytes()
         models = fit_llsvm_grid(X, y, gammas=[1.0, 2.0], Cs=[1.0], estimator=est)
         engine._hold(models)
         held = sum(m.map_.nbytes for m in models) + models[0].landmarks_.nbytes
-        assert engine._fold_budget(est, X, 2) <= before - held
+        assert engine._fold_budget(est, X, 3000, 2) <= before - held
         del models
         gc.collect()
-        assert engine._fold_budget(est, X, 2) == before
+        assert engine._fold_budget(est, X, 3000, 2) == before

@@ -101,17 +101,17 @@ def _hold(models: Sequence[LLSVM]) -> None:
 THREAD_HEAP_BYTES = 10_000_000
 
 
-def _fold_budget(template: LLSVM, X: Any, n_gammas: int) -> int | None:
+def _fold_budget(template: LLSVM, X: Any, n_rows: int, n_gammas: int) -> int | None:
     """The CPU budget of one fold's grid fit: the thread's, less the estimate of this fold's models
-    (a k × k map per γ and the k landmarks), the fold models still alive and, on a worker thread,
-    :data:`THREAD_HEAP_BYTES`; at least a quarter of the thread's.  None for a fit on a GPU (its
-    budget follows the free device memory)."""
+    (a k × k map per γ and the k landmarks; ``n_rows`` training rows), the fold models still alive
+    and, on a worker thread, :data:`THREAD_HEAP_BYTES`; at least a quarter of the thread's.  None for
+    a fit on a GPU (its budget follows the free device memory)."""
     if bk.device_for(template.device, X).is_gpu:
         return None
     budget = bk.memory_budget("cpu")
     worker = THREAD_HEAP_BYTES if threading.current_thread() is not threading.main_thread() else 0
     landmarks = template.landmarks
-    k = len(landmarks) if not isinstance(landmarks, str) else min(int(template.n_landmarks), int(X.shape[0]))
+    k = len(landmarks) if not isinstance(landmarks, str) else min(int(template.n_landmarks), int(n_rows))
     itemsize = np.dtype(bk.resolve_dtype(template.dtype, "cpu")).itemsize
     own = (n_gammas * k * k + k * int(X.shape[1])) * itemsize
     return max(budget - own - _held_bytes() - worker, budget // 4)
@@ -191,7 +191,7 @@ def search_llsvm(estimator: LLSVM, X: Any, y: Any, splits: Sequence[tuple[np.nda
             for s, (train, _) in enumerate(splits):
                 start = time.perf_counter()
                 try:
-                    budget = _fold_budget(template, X, len(gammas))
+                    budget = _fold_budget(template, X, len(train), len(gammas))
                     with bk.config_context(**({} if budget is None else {"cpu_memory_budget": budget})):
                         models = fit_llsvm_grid(take(X, train), take(y, train), gammas=gammas, Cs=Cs,
                                                 estimator=template, sample_weight=take(sample_weight, train),
