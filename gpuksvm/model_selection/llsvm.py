@@ -36,11 +36,12 @@ fitted over kernel blocks streamed per Newton pass, to the same solution
 the search warns once (one ``MemoryFallbackWarning``, whatever the number of such fits).
 Measured (``python -m bench.memory --search '{"gamma": [1, 2], "C": [1, 8, 64]}' --estimators LLSVM
 --budgets 200MB``: 20,000 ijcnn1 rows, k = 1,000, 5 folds, 2-core CPU): with the folds in turn
-the search's VmHWM grew by 201 MB against the bound's 232 MB (272 MB while a γ's features were
-kept until the next γ's were formed), in 15.5 s; on 2 threads each fold streams (its thread's
-100 MB less the fold models does not hold F and the scratch, 128 MB) and the engine grew it by
-226 MB, the search with its refit by 307 MB (the threads' freed C heap stays resident while the
-refit runs; 225 MB where it is handed back first), in 69 s.
+the search's VmHWM grew by 201–203 MB against the bound's 232 MB (271–272 MB while a γ's features
+were kept until the next γ's were formed), in 15.5–19.6 s; on 2 threads each fold streams (its
+thread's 100 MB less the fold models does not hold F and the scratch, 128 MB) and the engine grew
+it by 226 MB, the search with its refit by 249–307 MB over two runs (the threads' freed C heap
+stays resident while the refit runs; 225 MB where it is handed back first; 322–347 MB before), in
+69–112 s at load averages 1.7–2.6 (the folds in turn, in memory, are 4–6 times faster).
 
 Settings ``fit_llsvm_grid`` does not take fall back to independent fits, said
 in the :class:`~gpuksvm.model_selection.shared.SplitFit`'s ``shared``: a
