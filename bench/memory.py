@@ -41,6 +41,19 @@ the peak of the stand-in CuPy's memory pool where the stand-in reports its bytes
     python -m bench.memory --scale paper                   # the table only
     python -m bench.memory --scale paper --datasets ijcnn1 --budgets 200MB   # one budget
     python -m bench.memory --constant                      # re-measure CONSTANT_BYTES
+
+``--search GRID`` measures a cross-validated search instead (:func:`search_child`: a
+:class:`gpuksvm.model_selection.GridSearchCV` over the JSON grid, 5 folds, refit included) per
+estimator × data set (``--rows`` random rows) × budget × ``--n-jobs``, each in a fresh process,
+against the same bound with the refitted best model as the model::
+
+    python -m bench.memory --search '{"gamma": [1, 2], "C": [1, 8, 64]}' --estimators LLSVM \
+        --datasets ijcnn1 --rows 20000 --budgets 200MB --n-jobs 1,-1
+
+``--dask`` measures a fit on a Dask array (:func:`dask_child`: one worker process, one thread,
+the budget in its environment) and reports the worker's VmHWM growth and the driver's::
+
+    python -m bench.memory --dask --estimators LLSVM,CVM --datasets ijcnn1 --budgets default,200MB
 """
 from __future__ import annotations
 
@@ -67,6 +80,7 @@ from gpuksvm import registry  # noqa: E402
 from gpuksvm.array import backend as bk  # noqa: E402
 from gpuksvm.cli.demo import PeakMemory  # noqa: E402
 from gpuksvm.datasets import load_dataset, subsample  # noqa: E402
+from gpuksvm.model_selection import GridSearchCV  # noqa: E402
 
 MB = 1e6
 
@@ -238,6 +252,124 @@ def child(spec: dict) -> dict:
     return out
 
 
+def search_child(spec: dict) -> dict:
+    """One cross-validated search (:class:`gpuksvm.model_selection.GridSearchCV`) of one estimator
+    under one budget, measured from a reset VmHWM: the growth, its bound (the budget + the inputs +
+    the refitted best model + :data:`CONSTANT_BYTES`), the search's time, the fold models that fell
+    back to a streamed path (``memory_fallback_``), ``cv_results_``'s scores and ``shared_work``."""
+    if spec["dataset"] == "synthetic":
+        X, y = synthetic(int(spec["n_train"]), 0)
+    else:
+        X, y = subsample(*load_dataset(spec["dataset"], "train"), spec["n_train"], np.random.default_rng(0))
+    if spec["budget"] != "default":
+        bk.set_config(cpu_memory_budget=spec["budget"])
+    budget = bk.get_config()["cpu_memory_budget"]
+    est = registry.method(spec["estimator"]).load()(**spec["params"], device="cpu", random_state=0)
+    search = GridSearchCV(est, spec["grid"], cv=int(spec.get("cv", 5)), n_jobs=spec.get("n_jobs"),
+                          refit=bool(spec.get("refit", True)))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        load = load_average()
+        t0 = time.perf_counter()
+        with PeakMemory("vmhwm") as mem:
+            search.fit(X, y)
+        seconds = time.perf_counter() - t0
+    best = getattr(search, "best_estimator_", None)
+    inputs, model = X.nbytes + y.nbytes, 0 if best is None else model_nbytes(best, exclude=(X, y))
+    return {"peak": mem.peak_bytes, "bound": bound_bytes(budget, inputs, model), "budget_bytes": budget,
+            "inputs": inputs, "model": model, "search_s": seconds, "load": load, "load_after": load_average(),
+            "n_train": int(X.shape[0]), "mean_test_score": [float(v) for v in search.cv_results_["mean_test_score"]],
+            "shared_work": [str(v) for v in search.cv_results_["shared_work"]],
+            "best_fallback": getattr(best, "memory_fallback_", None),
+            "warnings": [f"{w.category.__name__}: {str(w.message)[:160]}" for w in caught]}
+
+
+def run_search(spec: dict, *, timeout: float | None = None) -> dict:
+    """:func:`search_child` in a fresh process (``python -m bench.memory --child``); its result dict."""
+    return run_module("bench.memory", ["--child", json.dumps({**spec, "search": True})], timeout=timeout)
+
+
+def measure_searches(args: argparse.Namespace, grid_: dict) -> list[dict]:
+    """``--search``: one fresh process per (estimator, data set, budget, n_jobs), a line each."""
+    rows = []
+    for name in args.estimators.split(","):
+        for ds in (args.datasets or "ijcnn1").split(","):
+            for b in (args.budgets or "200MB").split(","):
+                for n_jobs in (int(j) for j in args.n_jobs.split(",")):
+                    spec = {"estimator": name, "dataset": ds, "budget": b, "n_train": args.rows, "n_jobs": n_jobs,
+                            "grid": grid_, "params": estimator_params(name, args.scale, args.params)}
+                    r = {**spec, **run_search(spec, timeout=args.timeout)}
+                    streamed = sum("streamed" in w for w in r["shared_work"])
+                    print(f"{name} {ds} {r['n_train']:,} rows budget {b} n_jobs {n_jobs}: peak growth "
+                          f"{r['peak'] / MB:.0f} MB, bound {r['bound'] / MB:.0f} MB "
+                          f"({'within' if r['peak'] <= r['bound'] else 'OVER'}), search {r['search_s']:.1f} s, "
+                          f"{streamed} candidate(s) streamed F, load {r['load']} -> {r['load_after']}", flush=True)
+                    rows.append(r)
+    return rows
+
+
+def _worker_reset() -> int:
+    """On a Dask worker: hand the free C heap back, reset VmHWM; the worker's VmRSS."""
+    PeakMemory("vmhwm").__enter__()
+    return _vm("VmRSS")
+
+
+def _vm(field: str) -> int:
+    with open("/proc/self/status") as fh:
+        return next(int(line.split()[1]) * 1024 for line in fh if line.startswith(field + ":"))
+
+
+def dask_child(spec: dict) -> dict:
+    """One estimator's fit on a Dask array (the data set's rows in ``chunk``-row chunks) on a
+    ``LocalCluster(processes=True, n_workers=1, threads_per_worker=1)`` whose worker has the
+    budget in its environment (``GPUKSVM_CPU_MEMORY_BUDGET``; the driver: ``set_config``): the
+    VmHWM growth of the worker process and of the driver over the fit, the fit's time."""
+    import dask.array as da
+    from distributed import Client, LocalCluster
+
+    X, y = subsample(*load_dataset(spec["dataset"], "train"), spec.get("n_train"), np.random.default_rng(0))
+    if spec["budget"] != "default":
+        os.environ["GPUKSVM_CPU_MEMORY_BUDGET"] = str(spec["budget"])
+        bk.set_config(cpu_memory_budget=spec["budget"])
+    chunk = int(spec.get("chunk", 10000))
+    with LocalCluster(processes=True, n_workers=1, threads_per_worker=1, dashboard_address=None) as cluster, \
+            Client(cluster) as client:
+        Xd, yd = da.from_array(X, chunks=(chunk, X.shape[1])), da.from_array(y, chunks=chunk)
+        est = registry.method(spec["estimator"]).load()(**spec["params"], device="cpu", random_state=0)
+        base = list(client.run(_worker_reset).values())[0]
+        t0 = time.perf_counter()
+        with PeakMemory("vmhwm") as driver:
+            est.fit(Xd, yd)
+        seconds = time.perf_counter() - t0
+        worker_hwm = list(client.run(_vm, "VmHWM").values())[0]
+        worker_budget = list(client.run(lambda: bk.memory_budget("cpu")).values())[0]
+    return {"worker_peak": worker_hwm - base, "driver_peak": driver.peak_bytes, "fit_s": seconds,
+            "worker_budget": worker_budget, "budget_bytes": bk.get_config()["cpu_memory_budget"],
+            "inputs": X.nbytes + y.nbytes, "chunk_bytes": chunk * X.shape[1] * X.itemsize,
+            "model": model_nbytes(est), "n_train": int(X.shape[0]), "load": load_average(),
+            "dask_info": {k: v for k, v in getattr(est, "dask_info_", {}).items() if not isinstance(v, dict)}}
+
+
+def measure_dask(args: argparse.Namespace) -> list[dict]:
+    """``--dask``: one fresh process per (estimator, data set, budget), a line each."""
+    rows = []
+    for name in args.estimators.split(","):
+        for ds in (args.datasets or "ijcnn1").split(","):
+            for b in (args.budgets or "default,200MB").split(","):
+                spec = {"dask": True, "estimator": name, "dataset": ds, "budget": b, "n_train": None,
+                        "params": estimator_params(name, args.scale, args.params)}
+                try:
+                    r = {**spec, **run_module("bench.memory", ["--child", json.dumps(spec)], timeout=args.timeout)}
+                except (RuntimeError, subprocess.TimeoutExpired) as exc:
+                    print(f"{name} {ds} budget {b}: FAILED {str(exc).strip().splitlines()[-1]}", flush=True)
+                    continue
+                print(f"{name} {ds} {r['n_train']:,} rows on Dask, budget {b}: worker peak growth "
+                      f"{r['worker_peak'] / MB:.0f} MB (its budget {r['worker_budget'] / MB:.0f} MB), driver "
+                      f"{r['driver_peak'] / MB:.0f} MB, fit {r['fit_s']:.1f} s, load {r['load']}", flush=True)
+                rows.append(r)
+    return rows
+
+
 def run_module(module: str, argv: list[str], *, env: dict | None = None, timeout: float | None = None) -> dict:
     """``python -m <module> <argv>`` in a fresh process from the repository root; the JSON object
     its last line of output prints (a RuntimeError with its error output if it failed)."""
@@ -401,16 +533,31 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--json", default=None, help="also write the rows here")
     ap.add_argument("--markdown", default=None, metavar="JSON",
                     help="print the rows of a --json file as a Markdown table (nothing is measured)")
+    ap.add_argument("--search", default=None, metavar="GRID",
+                    help="measure a GridSearchCV over this JSON grid (e.g. '{\"gamma\": [1, 2], \"C\": [1, 8, 64]}') "
+                         "of each --estimators, on --rows rows of each --datasets, per --budgets and --n-jobs")
+    ap.add_argument("--dask", action="store_true",
+                    help="measure each --estimators' fit on a Dask array of each --datasets (all training rows, "
+                         "10,000-row chunks) on a 1-worker LocalCluster, per --budgets: the worker's peak")
+    ap.add_argument("--rows", type=int, default=20000, help="training rows of a --search (default 20,000)")
+    ap.add_argument("--n-jobs", default="1,-1", help="comma separated n_jobs of a --search (default 1,-1)")
     ap.add_argument("--child", default=None, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.child:
-        print(json.dumps(child_blas() if args.child == "blas" else child(json.loads(args.child))))
+        spec = None if args.child == "blas" else json.loads(args.child)
+        run = child_blas if spec is None else search_child if spec.get("search") else \
+            dask_child if spec.get("dask") else child
+        print(json.dumps(run() if spec is None else run(spec)))
         return 0
     if args.markdown:
         print(markdown_table(json.loads(Path(args.markdown).read_text())))
         return 0
     print(f"load average before: {load_average()}", flush=True)
-    if args.constant:
+    if args.search:
+        rows = measure_searches(args, json.loads(args.search))
+    elif args.dask:
+        rows = measure_dask(args)
+    elif args.constant:
         rows = measure_constant()
         print(f"{'BLAS':<16} first 2000 x 2000 product {rows[0]['fit_MB']:6.1f} MB")
         for r in rows[1:]:

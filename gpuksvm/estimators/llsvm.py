@@ -509,7 +509,8 @@ class LLSVM(DeviceMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin, Clas
 
 # --------------------------------------------------------------------------- grid
 def fit_llsvm_grid(X: Any, y: Any, *, gammas: Sequence[float], Cs: Sequence[float],
-                   estimator: LLSVM | None = None, sample_weight: Any = None) -> list[LLSVM]:
+                   estimator: LLSVM | None = None, sample_weight: Any = None,
+                   warn_fallback: bool = True) -> list[LLSVM]:
     """Fit LLSVMs over a γ × C grid sharing the landmarks and one batched eigh.
 
     The landmarks (k-means does not depend on γ) are computed once, the maps of
@@ -522,6 +523,12 @@ def fit_llsvm_grid(X: Any, y: Any, *, gammas: Sequence[float], Cs: Sequence[floa
     has read it): scoring every C on the same rows computes them once, with the same results.  With ``estimator.spectrum == "supervised"`` each map gets LLSVM2's
     spectrum (the same labelled subset for every γ).
 
+    One γ's features are held at a time (with their validation and Newton's Grams, released
+    before the next γ's are formed).  Where F and the Newton solver's scratch do not fit the
+    memory budget, that γ's models are fitted as :meth:`LLSVM.fit` does then: over kernel
+    blocks streamed per Newton pass, to the same solution (``memory_fallback_ ==
+    "streamed_features"``).
+
     Parameters
     ----------
     X, y : training data (arrays)
@@ -530,6 +537,9 @@ def fit_llsvm_grid(X: Any, y: Any, *, gammas: Sequence[float], Cs: Sequence[floa
         Template for every other parameter (default ``LLSVM()``); its ``gamma``
         and ``C`` are replaced.
     sample_weight : array-like, optional
+    warn_fallback : bool, default=True
+        Warn (one ``MemoryFallbackWarning``) when the features are streamed; False leaves it to
+        the caller, who reads the models' ``memory_fallback_`` (a search warns once for all its fits).
 
     Returns
     -------
@@ -563,7 +573,7 @@ def fit_llsvm_grid(X: Any, y: Any, *, gammas: Sequence[float], Cs: Sequence[floa
     sw = None if sample_weight is None else check_sample_weight(sample_weight, X)
     dev = proto._device()
     kerns = [Kernel(base.kernel, gamma=g, degree=base.degree, coef0=base.coef0) for g in gammas]
-    results = fit_llsvm_path(ArrayRows(X, y, sw), kernels=kerns, Cs=Cs, params=proto._map_params(),
+    results = fit_llsvm_path(ArrayRows(X, y, sw, warn=warn_fallback), kernels=kerns, Cs=Cs, params=proto._map_params(),
                              spec=proto._linear_spec(), linear=_LinearSVMStage(proto, warm_start=True), device=dev,
                              dtype=bk.resolve_dtype(proto.dtype, dev), random_state=proto.random_state)
     models = []
@@ -641,6 +651,10 @@ class _LinearSVMStage:
             self._last = None           # the previous features' state goes before the new rows' checks
             self._last = (X, svm._check_rows(X, y, sample_weight), NewtonPath())
         return svm._fit_rows(self._last[1], self._last[2])
+
+    def release(self) -> None:
+        """The models of one map are fitted: its features' validation and Newton state go."""
+        self._last = None
 
     def from_newton(self, spec: LinearSpec, solution: Any, classes: np.ndarray, n_features: int, engine: str,
                     device: bk.Device, dtype: Any, log_scale: float, n_passes: int) -> LinearSVM:

@@ -25,6 +25,24 @@ Nothing is shared across folds, so each fold is an engine call of its own
 the search took 1.55–1.65 s with the folds on two threads against 2.00–2.10 s
 with the folds in turn, scikit-learn's search over the same LLSVM 5.1–5.6 s.
 
+Memory: a fold's grid fit holds one γ's features at a time, under the budget of its thread
+(the search's ``cpu_memory_budget``, shared among its ``n_jobs`` threads) less what the fold
+models hold — this fold's (estimated: a k × k map per γ and the landmarks) and every fold model the
+engine has handed out that is still alive (the search holds them until it has scored them).
+Where the features and the Newton solver's scratch do not fit what is left, that (fold, γ) is
+fitted over kernel blocks streamed per Newton pass, to the same solution
+(:meth:`~gpuksvm.estimators.llsvm.LLSVM.fit`'s own switch): its models' ``memory_fallback_`` is
+``"streamed_features"``, their candidates' ``shared_work`` says so (:data:`SHARED_STREAMED`), and
+the search warns once (one ``MemoryFallbackWarning``, whatever the number of such fits).
+Measured (``python -m bench.memory --search '{"gamma": [1, 2], "C": [1, 8, 64]}' --estimators LLSVM
+--budgets 200MB``: 20,000 ijcnn1 rows, k = 1,000, 5 folds, 2-core CPU): with the folds in turn
+the search's VmHWM grew by 201–203 MB against the bound's 232 MB (271–272 MB while a γ's features
+were kept until the next γ's were formed), in 15.5–19.6 s; on 2 threads each fold streams (its
+thread's 100 MB less the fold models does not hold F and the scratch, 128 MB) and the engine grew
+it by 226 MB, the search with its refit by 249–307 MB over two runs (the threads' freed C heap
+stays resident while the refit runs; 225 MB where it is handed back first; 322–347 MB before), in
+69–112 s at load averages 1.7–2.6 (the folds in turn, in memory, are 4–6 times faster).
+
 Settings ``fit_llsvm_grid`` does not take fall back to independent fits, said
 in the :class:`~gpuksvm.model_selection.shared.SplitFit`'s ``shared``: a
 kernel given as a :class:`~gpuksvm.kernels.kernel.Kernel` or ``"linear"``, and
@@ -32,11 +50,15 @@ a γ that is not a number (``"scale"``, ``"auto"``: resolved per fold by the fit
 """
 from __future__ import annotations
 
+import threading
 import time
+import warnings
+import weakref
 from typing import Any, Iterator, Sequence
 
 import numpy as np
 
+from gpuksvm.array import backend as bk
 from gpuksvm.estimators.llsvm import LLSVM, fit_llsvm_grid
 from gpuksvm.model_selection.shared import (SplitFit, group_candidates, independent_fits, is_positive_number,
                                              take)
@@ -44,6 +66,72 @@ from gpuksvm.model_selection.shared import (SplitFit, group_candidates, independ
 __all__ = ["search_llsvm"]
 
 SHARED = "landmarks per fold; maps, features and held-out kernel rows per (fold, γ); Newton's Grams along C"
+#: appended to :data:`SHARED` for a fold model whose features were streamed (the memory budget)
+SHARED_STREAMED = (" — F streamed per Newton pass: the features and the Newton solver's scratch did not fit "
+                   "the memory budget")
+
+#: the fold models handed out and still alive → their share of their arrays' host bytes
+_HELD: "weakref.WeakKeyDictionary[LLSVM, int]" = weakref.WeakKeyDictionary()
+#: the search templates whose search has warned of streamed features
+_WARNED: "weakref.WeakSet[LLSVM]" = weakref.WeakSet()
+_LOCK = threading.Lock()
+
+
+def _held_bytes() -> int:
+    """Host bytes of the fold models this engine has handed out that are still alive."""
+    with _LOCK:
+        return int(sum(list(_HELD.values())))
+
+
+def _hold(models: Sequence[LLSVM]) -> None:
+    """Count the host arrays of one fold's models (each buffer once) until the models are gone."""
+    arrays = {id(a): int(a.nbytes) for m in models
+              for a in (m.landmarks_, m.map_, m.eigvals_, m.spectrum_, m.coef_, m.dual_coef_, m.intercept_)
+              if isinstance(a, np.ndarray)}
+    share = sum(arrays.values()) // max(len(models), 1)
+    with _LOCK:
+        for m in models:
+            _HELD[m] = share
+
+
+#: what a fold's fit on a worker thread of the search holds beyond its blocks: the C heap of its
+#: own (glibc gives each thread an arena; what one thread frees the others cannot reuse) and its
+#: fragmentation.  Measured (2-core x86-64, glibc, 20,000 synthetic rows, k = 300, 3 folds, budget
+#: 24 MB): the engine's VmHWM growth with the folds on 2 threads was 54.6 MB against 36.8 MB with
+#: the folds in turn at the same total budget, and 42.6 MB on 2 threads with MALLOC_ARENA_MAX=1.
+THREAD_HEAP_BYTES = 10_000_000
+
+
+def _fold_budget(template: LLSVM, X: Any, n_rows: int, n_gammas: int) -> int | None:
+    """The CPU budget of one fold's grid fit: the thread's, less the estimate of this fold's models
+    (a k × k map per γ and the k landmarks; ``n_rows`` training rows), the fold models still alive
+    and, on a worker thread, :data:`THREAD_HEAP_BYTES`; at least a quarter of the thread's.  None for
+    a fit on a GPU (its budget follows the free device memory)."""
+    if bk.device_for(template.device, X).is_gpu:
+        return None
+    budget = bk.memory_budget("cpu")
+    worker = THREAD_HEAP_BYTES if threading.current_thread() is not threading.main_thread() else 0
+    landmarks = template.landmarks
+    k = len(landmarks) if not isinstance(landmarks, str) else min(int(template.n_landmarks), int(n_rows))
+    itemsize = np.dtype(bk.resolve_dtype(template.dtype, "cpu")).itemsize
+    own = (n_gammas * k * k + k * int(X.shape[1])) * itemsize
+    return max(budget - own - _held_bytes() - worker, budget // 4)
+
+
+def _warn_streamed(template: LLSVM, models: Sequence[LLSVM], rows: int) -> None:
+    """One MemoryFallbackWarning per search (its template) for the fold models whose features streamed."""
+    if not any(m.memory_fallback_ == "streamed_features" for m in models):
+        return
+    with _LOCK:
+        if template in _WARNED:
+            return
+        _WARNED.add(template)
+    k = int(models[0].n_landmarks_)
+    warnings.warn(f"LLSVM search: the features F of a fold ({rows} x {k}) and the Newton solver's scratch did not "
+                  f"fit the memory budget left to the fold's fit ({bk.memory_budget('cpu') / 1e6:.0f} MB): such fold "
+                  "models were fitted over kernel blocks recomputed in every Newton pass (the out-of-core path; "
+                  "the same solution, slower); cv_results_['shared_work'] names their candidates",
+                  bk.MemoryFallbackWarning, stacklevel=3)
 
 
 def _unsupported(template: LLSVM, gammas: Sequence[Any], Cs: Sequence[Any]) -> str | None:
@@ -104,19 +192,26 @@ def search_llsvm(estimator: LLSVM, X: Any, y: Any, splits: Sequence[tuple[np.nda
             for s, (train, _) in enumerate(splits):
                 start = time.perf_counter()
                 try:
-                    models = fit_llsvm_grid(take(X, train), take(y, train), gammas=gammas, Cs=Cs,
-                                            estimator=template, sample_weight=take(sample_weight, train))
+                    budget = _fold_budget(template, X, len(train), len(gammas))
+                    with bk.config_context(**({} if budget is None else {"cpu_memory_budget": budget})):
+                        models = fit_llsvm_grid(take(X, train), take(y, train), gammas=gammas, Cs=Cs,
+                                                estimator=template, sample_weight=take(sample_weight, train),
+                                                warn_fallback=False)
+                        _warn_streamed(estimator, models, len(train))
                 except Exception as exc:  # noqa: BLE001 - each fit reports its own error
                     yield from independent_fits(estimator, X, y, splits, candidates, batch, [s], sample_weight,
                                                 f"the shared fit failed ({type(exc).__name__})")
                     continue
+                _hold(models)
                 share = (time.perf_counter() - start) / len(models)
                 fitted = {(g, C): m for (g, C), m in zip([(g, C) for g in gammas for C in Cs], models)}
                 for c in batch:
                     model = fitted[(float(settings[c][0]), float(settings[c][1]))]
                     # the candidate's own values (an int C stays an int, as set_params would leave it)
                     model.set_params(gamma=settings[c][0], C=settings[c][1])
-                    yield SplitFit(candidate=c, split=s, estimator=model, fit_time=share, shared=SHARED)
+                    streamed = model.memory_fallback_ == "streamed_features"
+                    yield SplitFit(candidate=c, split=s, estimator=model, fit_time=share,
+                                   shared=SHARED + SHARED_STREAMED if streamed else SHARED)
 
 
 search_llsvm.splits_apart = True   # nothing is shared across folds: run_engine runs them on n_jobs threads

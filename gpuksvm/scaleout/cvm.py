@@ -91,8 +91,9 @@ class DaskScanner(HostScanner):
         missing = np.unique(idx[[int(i) not in self._cache for i in idx]])
         if missing.size:
             got = self.X[missing]
-            if len(self._cache) + missing.size > 8192:
-                self._cache.clear()
+            if len(self._cache) + missing.size > 8192:    # full: keep only the cached rows asked for
+                wanted = {int(i) for i in idx}
+                self._cache = {i: r for i, r in self._cache.items() if i in wanted}
             for i, r in zip(missing, got):
                 self._cache[int(i)] = r
         out = np.stack([self._cache[int(i)] for i in idx]) if idx.size else np.empty((0, self.d))

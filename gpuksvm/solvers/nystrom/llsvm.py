@@ -85,6 +85,9 @@ class LinearStage(Protocol):
                     engine: str, device: bk.Device, dtype: Any, log_scale: float, n_passes: int) -> Any:
         """The fitted model of a Newton solution found over a row source's oracle."""
 
+    # optional: ``release()``, called once the models of one map are fitted, drops what the stage
+    # keeps of that map's features (e.g. their validation), before the next map's features are formed
+
 
 @dataclass(frozen=True)
 class FeatureProblem:
@@ -120,7 +123,7 @@ class LLSVMRows:
     """
 
     n_features: int | None = None
-    #: True once :meth:`features` streams kernel blocks instead of holding F (the budget's switch)
+    #: whether the last :meth:`features` streams kernel blocks instead of holding F (the budget's switch)
     streamed: bool = False
 
     def open(self, spec: LinearSpec) -> None:
@@ -148,12 +151,15 @@ class LLSVMRows:
 class ArrayRows(LLSVMRows):
     """Rows in memory: validated ``X`` (n, d), labels ``y`` and optional ``sample_weight``.
 
-    γ is resolved on all rows (on the device copy, in the working dtype).
+    γ is resolved on all rows (on the device copy, in the working dtype).  ``warn``: the first
+    switch to streamed features warns (a :class:`~gpuksvm.array.backend.MemoryFallbackWarning`);
+    False leaves it to the caller, who reads :attr:`streamed` (a search warns once for all its fits).
     """
 
-    def __init__(self, X: Any, y: np.ndarray, sample_weight: Any = None):
+    def __init__(self, X: Any, y: np.ndarray, sample_weight: Any = None, *, warn: bool = True):
         self.X, self.y, self.sample_weight = X, y, sample_weight
         self.n_features = int(X.shape[1])
+        self.warn = bool(warn)
         self._Xd = None
         self._sample = self._stream = None
 
@@ -175,6 +181,7 @@ class ArrayRows(LLSVMRows):
         dev = bk.device_of(self._Xd)
         need = 2 * int(self.X.shape[0]) * k * np.dtype(nmap.map.dtype).itemsize
         budget = bk.memory_budget(dev)
+        self.streamed = False
         if need <= budget:
             return nmap.transform(self._Xd)
         if self.sample_weight is not None or spec.loss != "squared_hinge":
@@ -183,12 +190,13 @@ class ArrayRows(LLSVMRows):
                           "the squared hinge without sample_weight can stream F: F is kept in memory",
                           UserWarning, stacklevel=2)
             return nmap.transform(self._Xd)
-        if not self.streamed:
+        if self.warn:
             warnings.warn(f"LLSVM: the feature matrix F ({self.X.shape[0]} x {k}) and the Newton solver's "
                           f"scratch need {need / 1e6:.0f} MB, more than the memory budget "
                           f"({budget / 1e6:.0f} MB): the kernel blocks are recomputed in every Newton pass "
                           "(the out-of-core path; the same solution, slower)", bk.MemoryFallbackWarning, stacklevel=2)
-            self.streamed = True
+            self.warn = False
+        self.streamed = True
         if self._stream is None:
             self._stream = (max_row_sq_norm(self.X), self._sample)
         sq_norm, sample = self._stream
@@ -426,6 +434,7 @@ def _fit_path(rows: LLSVMRows, kernels: Sequence[KernelSpec], Cs: Sequence[float
     t_eigh = (bk.synchronized_clock(dev) - t1) / len(kerns)
     state = rs.get_state()
     results = []
+    release = getattr(linear, "release", None)
     for i in range(len(maps)):
         nmap, maps[i] = maps[i], None
         rs.set_state(state)  # the same labelled subset for every kernel
@@ -434,6 +443,7 @@ def _fit_path(rows: LLSVMRows, kernels: Sequence[KernelSpec], Cs: Sequence[float
         nmap = replace(apply_spectrum(nmap, Xs, ys, params, rs), eigvecs=None)
         t3 = bk.synchronized_clock(dev)
         features = rows.features(nmap, spec)
+        streamed = rows.streamed
         t4 = bk.synchronized_clock(dev)
         for C in Cs:
             t5 = bk.synchronized_clock(dev)
@@ -441,8 +451,12 @@ def _fit_path(rows: LLSVMRows, kernels: Sequence[KernelSpec], Cs: Sequence[float
                                    int(nmap.landmarks.shape[0]), dev, dt)
             times = dict(landmarks=t1 - t0, map=t_eigh + t3 - t2, features=t4 - t3,
                          svm=bk.synchronized_clock(dev) - t5)
-            results.append(_result(nmap, model, rows.n_features, dev, dt, times, report,
-                                   streamed=rows.streamed))
+            results.append(_result(nmap, model, rows.n_features, dev, dt, times, report, streamed=streamed))
+        # one map's features at a time: this map's (and what the stage keeps of them) go before
+        # the next map's are formed
+        features = None
+        if release is not None:
+            release()
     return results
 
 
