@@ -41,6 +41,7 @@ if __package__ in (None, ""):          # run as a file: the repository root, not
     sys.path[0] = str(Path(__file__).resolve().parents[1])
 
 from bench.memory import MB, load_data, peak_fit_predict, run_module  # noqa: E402
+from gpuksvm.array import backend as bk  # noqa: E402
 
 # (module, attribute[, method]) of the stages the ``stages`` child wraps; missing ones are skipped
 STAGES = [
@@ -134,9 +135,7 @@ class _ResidentMeter:
     def settle(self) -> None:
         """Free heap blocks go back to the system (as :class:`gpuksvm.cli.demo.PeakMemory` does), so
         a stage that reuses them still shows its growth."""
-        from gpuksvm.cli.demo import _release_free_heap
-
-        _release_free_heap()
+        bk.release_free_heap()
 
     def stop(self) -> None:
         pass

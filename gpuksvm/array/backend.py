@@ -25,6 +25,7 @@ Device strings
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import gc
 import os
 import re
@@ -43,6 +44,7 @@ from gpuksvm.array.gpu_probe import GpuStatus, probe
 
 __all__ = [
     "asarray_in",
+    "release_free_heap",
     "in_calling_config",
     "host_unless_gpu",
     "gpu_ready",
@@ -1017,3 +1019,18 @@ def map_row_blocks(fn: Callable[[int, int], None], n_rows: int, block_rows: int,
         block = used
         start = min(first + used, n_rows)
     return block
+
+
+def release_free_heap() -> None:
+    """Hand the C heap's free memory back to the OS (glibc ``malloc_trim``; a no-op elsewhere).
+
+    glibc keeps freed heap blocks resident (up to its trim threshold, which grows with the largest
+    block freed), and each thread that allocated has an arena of its own whose free blocks the
+    other threads do not reuse.  Measured: after the demo's fits a 40 MB array raised VmHWM by 0
+    bytes, after ``malloc_trim(0)`` by 40 MB; an LLSVM search whose folds ran on 2 threads grew
+    VmHWM by 249–307 MB with its refit, 225 MB when the heap was handed back before the refit.
+    """
+    try:
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    except (OSError, AttributeError):
+        pass

@@ -30,7 +30,6 @@ shared kernels before the table keeps small.
 from __future__ import annotations
 
 import argparse
-import ctypes
 import json
 import sys
 import threading
@@ -76,20 +75,6 @@ def _proc_status(key: str) -> int | None:
     except OSError:
         return None
     return None
-
-
-def _release_free_heap() -> None:
-    """Hand the C heap's free memory back to the OS (glibc ``malloc_trim``; a no-op elsewhere).
-
-    glibc keeps freed heap blocks resident (up to its trim threshold, which grows
-    with the largest block freed): a block allocated inside the measured code can
-    then reuse them without any growth of the RSS.  Measured: after the demo's
-    fits a 40 MB array raised VmHWM by 0 bytes; after ``malloc_trim(0)`` by 40 MB.
-    """
-    try:
-        ctypes.CDLL("libc.so.6").malloc_trim(0)
-    except (OSError, AttributeError):
-        pass
 
 
 def _can_reset_hwm() -> bool:
@@ -145,7 +130,7 @@ class PeakMemory:
     def __enter__(self) -> "PeakMemory":
         self._max_gpu = 0
         if self.how in ("vmhwm", "rss"):
-            _release_free_heap()
+            bk.release_free_heap()
         if self.how == "vmhwm":
             _can_reset_hwm()
             self._base = _proc_status("VmRSS") or 0

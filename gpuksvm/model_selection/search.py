@@ -299,6 +299,10 @@ class _SharedSearch:
         start = time.perf_counter()
         if calibrate:
             best.set_params(probability=False)
+        if self.client is None and effective_n_jobs(self.n_jobs) > 1:
+            # the fold fits' threads left their freed C heap resident (an arena per thread): the
+            # refit's peak then came on top of it (bk.release_free_heap)
+            bk.release_free_heap()
         if y is None:
             best.fit(X, **fit_params)
         else:
