@@ -450,3 +450,27 @@ def test_the_fold_models_default_accuracy_is_the_classifiers_score():
         assert scorer(est, X[160:], labels[160:], **kw) == est.score(X[160:], labels[160:], **kw)
     assert fold_scorer("accuracy", est, "scikit-learn's") == "scikit-learn's"
     assert fold_scorer(None, LinearRegression(), "scikit-learn's") == "scikit-learn's"
+
+
+def test_run_engine_runs_no_more_calls_at_once_than_fit_the_budget_alone():
+    """An engine's ``unit_bytes``: calls that fit the budget alone but not a thread's share run as
+    many at once as fit; calls too big even alone keep the threads (each streams anyway)."""
+    seen = []
+
+    def per_split(estimator, X, y, splits, candidates, *, sample_weight=None):
+        seen.append(threading.get_ident())
+        return search_independent(estimator, X, y, splits, candidates, sample_weight=sample_weight)
+
+    per_split.splits_apart = True
+    X, y = make_classification(120, n_features=4, random_state=0)
+    splits = list(StratifiedKFold(4, shuffle=True, random_state=0).split(X, y))
+    with gpuksvm.config_context(cpu_memory_budget=10_000_000):
+        for each, threads in ((6_000_000, {threading.get_ident()}), (20_000_000, None)):
+            per_split.unit_bytes = lambda est, X, splits, cands, each=each: each
+            seen.clear()
+            run_engine(per_split, KernelSVC(device="cpu"), X, y, splits, [{"C": 1.0}], n_jobs=2)
+            assert len(seen) == 4
+            if threads is not None:
+                assert set(seen) == threads          # one at a time, here
+            else:
+                assert threading.get_ident() not in seen   # on the pool's threads

@@ -57,6 +57,7 @@ import weakref
 from typing import Any, Iterator, Sequence
 
 import numpy as np
+from sklearn.base import clone
 
 from gpuksvm.array import backend as bk
 from gpuksvm.estimators.llsvm import LLSVM, fit_llsvm_grid
@@ -102,6 +103,27 @@ def _hold(models: Sequence[LLSVM]) -> None:
 THREAD_HEAP_BYTES = 10_000_000
 
 
+def _n_landmarks(template: LLSVM, n_rows: int) -> int:
+    """k of a fit of ``template`` on ``n_rows`` rows."""
+    landmarks = template.landmarks
+    return len(landmarks) if not isinstance(landmarks, str) else min(int(template.n_landmarks), int(n_rows))
+
+
+def _fold_bytes(estimator: LLSVM, X: Any, splits: Sequence[tuple[np.ndarray, np.ndarray]],
+                candidates: Sequence[dict]) -> int:
+    """The memory one fold's grid fit needs to hold its features in memory (the run_engine protocol's
+    ``unit_bytes``): F and the Newton solver's scratch, 2 × rows × k of the working dtype (the
+    rule of :meth:`~gpuksvm.solvers.nystrom.llsvm.ArrayRows.features`), for the largest fold and
+    k, and :data:`THREAD_HEAP_BYTES`; 0 on a GPU (its budget follows the free device memory)."""
+    if bk.device_for(estimator.device, X).is_gpu:
+        return 0
+    rows = max((len(train) for train, _ in splits), default=0)
+    templates = [clone(estimator).set_params(**cand) for cand in candidates] or [estimator]
+    k = max(_n_landmarks(t, rows) for t in templates)
+    itemsize = max(np.dtype(bk.resolve_dtype(t.dtype, "cpu")).itemsize for t in templates)
+    return 2 * rows * k * itemsize + THREAD_HEAP_BYTES
+
+
 def _fold_budget(template: LLSVM, X: Any, n_rows: int, n_gammas: int) -> int | None:
     """The CPU budget of one fold's grid fit: the thread's, less the estimate of this fold's models
     (a k × k map per γ and the k landmarks; ``n_rows`` training rows), the fold models still alive
@@ -111,8 +133,7 @@ def _fold_budget(template: LLSVM, X: Any, n_rows: int, n_gammas: int) -> int | N
         return None
     budget = bk.memory_budget("cpu")
     worker = THREAD_HEAP_BYTES if threading.current_thread() is not threading.main_thread() else 0
-    landmarks = template.landmarks
-    k = len(landmarks) if not isinstance(landmarks, str) else min(int(template.n_landmarks), int(n_rows))
+    k = _n_landmarks(template, n_rows)
     itemsize = np.dtype(bk.resolve_dtype(template.dtype, "cpu")).itemsize
     own = (n_gammas * k * k + k * int(X.shape[1])) * itemsize
     return max(budget - own - _held_bytes() - worker, budget // 4)
@@ -215,3 +236,4 @@ def search_llsvm(estimator: LLSVM, X: Any, y: Any, splits: Sequence[tuple[np.nda
 
 
 search_llsvm.splits_apart = True   # nothing is shared across folds: run_engine runs them on n_jobs threads
+search_llsvm.unit_bytes = _fold_bytes   # ... as many at once as hold their features in memory
