@@ -30,7 +30,9 @@ TorchKM protocol) and the same grid, in one process:
   emulated trace of a few of the search's fits (``--scale small``: 2, ``paper``: 3),
   scaled to all of them: a **model prediction**, not a measurement.
 
-Every record has the search time (``fit_s``), the refit model's test
+Each search runs ``repeat`` times in turn (``--scale small``: 3; otherwise 1) and its
+record's time is the median (every time in ``fit_times_s``); the log line after the SVC search
+gives the ratio of the medians.  Every record has the search time (``fit_s``), the refit model's test
 accuracy, and in ``extra`` the selected parameters, the best CV score, the
 largest |Δ mean_test_score| against scikit-learn's search over the same
 estimator and the speed-up over it; gpuksvm's record also the distinct
@@ -141,7 +143,7 @@ SCALES = {
              "n_trace": 0},
     "small": {"cases": [_spec("svc_ijcnn1", "KernelSVC", "ijcnn1", 5000, SVC_GRID),
                         _spec("llsvm_ijcnn1", "LLSVM", "ijcnn1", 10_000, LLSVM_GRID, params={"n_landmarks": 300})],
-              "n_trace": 2},
+              "n_trace": 2, "repeat": 3},
     "paper": {"cases": [_spec("svc_ijcnn1", "KernelSVC", "ijcnn1", 50_000, SVC_GRID),
                         _spec("llsvm_ijcnn1", "LLSVM", "ijcnn1", 10_000, LLSVM_GRID, params={"n_landmarks": 300}),
                         _spec("svc_adult", "KernelSVC", "adult", None,
@@ -165,6 +167,15 @@ def _timed_search(search: Any, X: Any, y: Any) -> float:
         warnings.simplefilter("ignore")
         search.fit(X, y)
     return time.perf_counter() - start
+
+
+def _timed_searches(make: Callable[[], Any], X: Any, y: Any, repeat: int) -> tuple[Any, float, list[float]]:
+    """``repeat`` fresh searches in turn: the last one, the median time, every time."""
+    times, search = [], None
+    for _ in range(max(1, repeat)):
+        search = make()
+        times.append(_timed_search(search, X, y))
+    return search, float(np.median(times)), times
 
 
 def _svc_forecast(X: Any, y: Any, grid: dict, n_fits: int, folds: int) -> float:
@@ -203,7 +214,7 @@ def _predicted_gpu_s(spec: dict, X: Any, y: Any, splits: list, candidates: list,
 
 
 def _row(ctx: Context, spec: dict, method: str, seconds: float, search: Any, Xt: Any, yt: Any,
-         ref: Any, n_train: int) -> Record:
+         ref: Any, n_train: int, times: list[float] | None = None) -> Record:
     acc = accuracy(search.predict(Xt), yt) if hasattr(search, "best_estimator_") else None
     extra = {"best_params": {k: float(v) for k, v in search.best_params_.items()},
              "best_cv": float(search.best_score_), "folds": spec["folds"],
@@ -217,7 +228,7 @@ def _row(ctx: Context, spec: dict, method: str, seconds: float, search: Any, Xt:
         extra["speedup_vs_same_estimator"] = ref[1] / seconds
         extra["same_best_params"] = search.best_params_ == ref[0].best_params_
     rec = ctx.record(method=method, dataset=spec["data"], params={"case": spec["name"], **spec["params"]},
-                     fit_s=seconds, fit_times_s=[seconds], accuracy=acc, n_train=n_train,
+                     fit_s=seconds, fit_times_s=times or [seconds], accuracy=acc, n_train=n_train,
                      n_test=int(Xt.shape[0]), extra=extra)
     ctx.log(f"  {spec['name']:13s} {method:40s} {seconds:8.2f} s  best {extra['best_params']}  "
             f"CV {extra['best_cv']:.4f}  test {acc:.4f}"
@@ -290,13 +301,14 @@ def run_tune(ctx: Context) -> Iterator[Record]:
         _estimator(spec).fit(X[:500], y[:500])          # untimed: first-call costs out of the first search
         # untimed: a tiny search through the engine (numba loads or compiles its SMO here, not in the timing)
         GridSearchCV(_estimator(spec), {k: v[:2] for k, v in grid.items()}, cv=2).fit(X[:300], y[:300])
-        ours = GridSearchCV(_estimator(spec), grid, cv=cv, n_jobs=-1)
-        t_ours = _timed_search(ours, X, y)
-        theirs = SkGridSearchCV(_estimator(spec), grid, cv=cv)
-        t_theirs = _timed_search(theirs, X, y)
+        reps = int(ctx.params.get("repeat", 1))
+        ours, t_ours, ts_ours = _timed_searches(lambda: GridSearchCV(_estimator(spec), grid, cv=cv, n_jobs=-1),
+                                                X, y, reps)
+        theirs, t_theirs, ts_theirs = _timed_searches(lambda: SkGridSearchCV(_estimator(spec), grid, cv=cv),
+                                                      X, y, reps)
         n = int(X.shape[0])
-        yield _row(ctx, spec, "GridSearchCV (gpuksvm)", t_ours, ours, Xt, yt, (theirs, t_theirs), n)
-        yield _row(ctx, spec, "GridSearchCV (sklearn) same estimator", t_theirs, theirs, Xt, yt, None, n)
+        yield _row(ctx, spec, "GridSearchCV (gpuksvm)", t_ours, ours, Xt, yt, (theirs, t_theirs), n, ts_ours)
+        yield _row(ctx, spec, "GridSearchCV (sklearn) same estimator", t_theirs, theirs, Xt, yt, None, n, ts_theirs)
         n_fits = len(ours.cv_results_["params"]) * spec["folds"]
         if spec["estimator"] == "KernelSVC":
             forecast = _svc_forecast(X, y, grid, n_fits, spec["folds"])
@@ -304,10 +316,12 @@ def run_tune(ctx: Context) -> Iterator[Record]:
                 ctx.log(f"  {spec['name']:13s} GridSearchCV(SVC, n_jobs=-1) skipped: forecast {forecast:.0f} s "
                         f"> {SVC_BUDGET_S:.0f} s")
             else:
-                svc = SkGridSearchCV(SVC(cache_size=1000), grid, cv=cv, n_jobs=-1)
-                t_svc = _timed_search(svc, X, y)
+                svc, t_svc, ts_svc = _timed_searches(
+                    lambda: SkGridSearchCV(SVC(cache_size=1000), grid, cv=cv, n_jobs=-1), X, y, reps)
                 yield _row(ctx, spec, "GridSearchCV(SVC, n_jobs=-1) (sklearn)", t_svc, svc, Xt, yt,
-                           (theirs, t_theirs), n)
+                           (theirs, t_theirs), n, ts_svc)
+                ctx.log(f"  {spec['name']:13s} {'':40s} SVC search time / gpuksvm time {t_svc / t_ours:.2f} "
+                        f"(medians of {reps})")
         if _torchkm_available():
             if spec["estimator"] != "KernelSVC" or np.unique(y).size != 2:
                 ctx.log(f"  {spec['name']:13s} TorchKM skipped: it is compared on binary KernelSVC cases only "
