@@ -51,7 +51,8 @@ against the same bound with the refitted best model as the model::
         --datasets ijcnn1 --rows 20000 --budgets 200MB --n-jobs 1,-1
 
 ``--dask`` measures a fit on a Dask array (:func:`dask_child`: one worker process, one thread,
-the budget in its environment) and reports the worker's VmHWM growth and the driver's::
+the budget set on the driver only: the tasks carry it) and reports the worker's VmHWM growth
+and the driver's::
 
     python -m bench.memory --dask --estimators LLSVM,CVM --datasets ijcnn1 --budgets default,200MB
 """
@@ -81,6 +82,7 @@ from gpuksvm.array import backend as bk  # noqa: E402
 from gpuksvm.cli.demo import PeakMemory  # noqa: E402
 from gpuksvm.datasets import load_dataset, subsample  # noqa: E402
 from gpuksvm.model_selection import GridSearchCV  # noqa: E402
+from gpuksvm.scaleout.runtime import on_workers  # noqa: E402
 
 MB = 1e6
 
@@ -321,15 +323,15 @@ def _vm(field: str) -> int:
 
 def dask_child(spec: dict) -> dict:
     """One estimator's fit on a Dask array (the data set's rows in ``chunk``-row chunks) on a
-    ``LocalCluster(processes=True, n_workers=1, threads_per_worker=1)`` whose worker has the
-    budget in its environment (``GPUKSVM_CPU_MEMORY_BUDGET``; the driver: ``set_config``): the
-    VmHWM growth of the worker process and of the driver over the fit, the fit's time."""
+    ``LocalCluster(processes=True, n_workers=1, threads_per_worker=1)``, the budget set on the
+    driver only (``set_config``, not put in the worker's environment: its tasks run under the
+    driver's budget): the VmHWM growth of the worker process and of the driver over the fit,
+    the fit's time, and the budget a task on the worker sees."""
     import dask.array as da
     from distributed import Client, LocalCluster
 
     X, y = subsample(*load_dataset(spec["dataset"], "train"), spec.get("n_train"), np.random.default_rng(0))
     if spec["budget"] != "default":
-        os.environ["GPUKSVM_CPU_MEMORY_BUDGET"] = str(spec["budget"])
         bk.set_config(cpu_memory_budget=spec["budget"])
     chunk = int(spec.get("chunk", 10000))
     with LocalCluster(processes=True, n_workers=1, threads_per_worker=1, dashboard_address=None) as cluster, \
@@ -342,7 +344,7 @@ def dask_child(spec: dict) -> dict:
             est.fit(Xd, yd)
         seconds = time.perf_counter() - t0
         worker_hwm = list(client.run(_vm, "VmHWM").values())[0]
-        worker_budget = list(client.run(lambda: bk.memory_budget("cpu")).values())[0]
+        worker_budget = client.submit(on_workers(bk.memory_budget), "cpu", pure=False).result()
     return {"worker_peak": worker_hwm - base, "driver_peak": driver.peak_bytes, "fit_s": seconds,
             "worker_budget": worker_budget, "budget_bytes": bk.get_config()["cpu_memory_budget"],
             "inputs": X.nbytes + y.nbytes, "chunk_bytes": chunk * X.shape[1] * X.itemsize,

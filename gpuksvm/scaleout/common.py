@@ -17,6 +17,7 @@ from gpuksvm.scaleout.runtime import (
     Ledger,
     compute,
     n_workers,
+    on_workers,
     require_dask,
     row_chunked,
     scheduler_context,
@@ -143,7 +144,7 @@ def host_chunks(A: Any) -> Any:
     _, da = require_dask()
     if bk.array_kind(da.utils.meta_from_array(A)) == "numpy":
         return A
-    return A.map_blocks(bk.to_host, dtype=A.dtype, meta=np.empty((0,) * A.ndim, dtype=A.dtype))
+    return A.map_blocks(on_workers(bk.to_host), dtype=A.dtype, meta=np.empty((0,) * A.ndim, dtype=A.dtype))
 
 
 def persist(client: Any, *arrays: Any) -> list:

@@ -11,6 +11,7 @@ on the driver, unchanged.
 """
 from __future__ import annotations
 
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -20,7 +21,7 @@ from gpuksvm.kernels.kernel import Kernel
 from gpuksvm.solvers.cvm.scan import HostScanner, candidate_scores, kernel_scale, merge_top, top_positions
 from gpuksvm.solvers.row_order import RowHasher
 from gpuksvm.scaleout.common import DaskSource, RemoteRows, delayed_chunks, host_chunks, on_device_of
-from gpuksvm.scaleout.runtime import compute, require_dask
+from gpuksvm.scaleout.runtime import compute, on_workers, require_dask
 
 __all__ = ["DaskRows", "DaskScanner", "fit_cvm"]
 
@@ -55,6 +56,11 @@ def _cvm_chunk_scan(Xb: Any, yb: Any, xsb: Any, pb: Any, start: int, st: dict) -
     part = top_positions(s, keys, st["k"])
     return (np.asarray(bk.to_host(s[part]), dtype=np.float64), np.asarray(bk.to_host(keys[part]), dtype=np.int64),
             np.asarray(bk.to_host(Xb[part])), float(v @ v))
+
+
+def _chunk_kernel_scale(Xb: Any, kernel: Kernel, dtype: Any) -> np.ndarray:
+    """1/√κ(x, x) of a chunk's rows (host)."""
+    return kernel_scale(np.asarray(Xb, dtype=dtype), kernel, True)
 
 
 class DaskScanner(HostScanner):
@@ -117,7 +123,7 @@ class DaskScanner(HostScanner):
                            "b": float(b), "core": core, "q": float(q), "k": int(k),
                            "self": np.asarray(self.self_term[core]), "kernel": self.kernel,
                            "dtype": self.dtype}, pure=True)
-        fn = dask.delayed(_cvm_chunk_scan, pure=True)
+        fn = dask.delayed(on_workers(_cvm_chunk_scan), pure=True)
         cols = [delayed_chunks(self.remote.array)]
         for extra in (self._y_d, self._xs_d, None if idx is None else self._idx_positions(idx)):
             cols.append(delayed_chunks(extra) if extra is not None else [None] * len(cols[0]))
@@ -152,7 +158,7 @@ class DaskRows(DaskSource):
         """1/√κ(x, x) per row (host), computed chunk-wise, for a normalized kernel; else None."""
         if not normalize or kernel.constant_diag is not None:
             return None
-        xs = host_chunks(self.X).map_blocks(lambda b: kernel_scale(np.asarray(b, dtype=dtype), kernel, True),
+        xs = host_chunks(self.X).map_blocks(on_workers(partial(_chunk_kernel_scale, kernel=kernel, dtype=dtype)),
                                             drop_axis=1, dtype=dtype, meta=np.empty((0,), dtype=dtype))
         (xscale,) = compute(xs, client=self.client, ledger=self.ledger, label="kernel scales")
         return np.asarray(xscale, dtype=dtype)
@@ -163,7 +169,7 @@ class DaskRows(DaskSource):
 
     def row_keys(self, hasher: RowHasher) -> np.ndarray:
         dask, _ = require_dask()
-        fn = dask.delayed(RowHasher.keys, pure=True)       # each chunk hashed where it is
+        fn = dask.delayed(on_workers(RowHasher.keys), pure=True)       # each chunk hashed where it is
         (keys,) = compute([fn(hasher, xb) for xb in delayed_chunks(self.X)], client=self.client,
                           ledger=self.ledger, label="row-order keys")
         return np.concatenate(keys)

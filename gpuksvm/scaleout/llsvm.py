@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import partial
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 import numpy as np
 
@@ -40,7 +40,10 @@ from gpuksvm.scaleout.runtime import (
     DistributedFitError,
     Ledger,
     compute,
+    CallerBudget,
+    caller_budget,
     n_workers,
+    on_workers,
     require_dask,
     row_chunked,
     scheduler_context,
@@ -82,6 +85,13 @@ class _FeatureMap:
         ones = xp.full((F.shape[0], 1), self.intercept_scaling, dtype=self.dtype)
         return xp.concatenate([F, ones], axis=1)
 
+    def row_bytes(self) -> int:
+        """Scratch bytes of one row mapped: its input row in ``dtype``, its kernel row against
+        the k landmarks, its feature row (and the copy that appends the intercept column)."""
+        k, p = self.map.shape
+        copies = 1 if self.intercept_scaling is None else 2
+        return (self.landmarks.shape[1] + k + copies * (p + 1)) * self.dtype.itemsize
+
 
 def _features_block(Xb: Any, fmap: _FeatureMap) -> Any:
     return fmap(Xb)
@@ -100,44 +110,73 @@ def _row_costs(yb: np.ndarray, swb: np.ndarray | None, spec: dict) -> tuple[np.n
     return Y, C * S
 
 
+def _pass_blocks(Xb: Any, fmap: _FeatureMap | None, per_row: int, fixed: int, what: str) -> Iterator[tuple]:
+    """Row blocks of one chunk sized to the task's memory budget: ``(rows, F_rows)``.
+
+    ``per_row``: the pass's scratch bytes per row, to which recomputing the features adds
+    theirs (:meth:`_FeatureMap.row_bytes`); ``fixed``: the bytes the pass holds whatever the
+    block (its sums), taken off the budget first.  A chunk larger than the budget is thus
+    worked in several blocks instead of exceeding it."""
+    m = int(Xb.shape[0])
+    dev = bk.device_of(Xb)
+    if fmap is not None:
+        per_row += fmap.row_bytes()
+    rows = max(bk.plan_rows(m, per_row, dev, budget=max(bk.memory_budget(dev) - fixed, 1), what=what), 1)
+    for a in range(0, m, rows):
+        block = Xb[a:a + rows]
+        yield slice(a, a + rows), (block if fmap is None else fmap(block))
+
+
+def _block_costs(yb: Any, swb: Any, rows: slice, spec: dict) -> tuple[np.ndarray, np.ndarray]:
+    return _row_costs(yb[rows], None if swb is None else swb[rows], spec)
+
+
 def _sqhinge_stats(Fb: Any, yb: Any, swb: Any, W: np.ndarray, spec: dict,
                    fmap: _FeatureMap | None) -> dict:
-    """Loss, gradient and Hessian sums of one chunk (runs on a worker, chunk's device)."""
-    if fmap is not None:  # features not cached: recompute this chunk's F
-        Fb = fmap(Fb)
-    xp = bk.namespace_of(Fb)
-    Y, cost = _row_costs(yb, swb, spec)
-    Wd = xp.asarray(W, dtype=Fb.dtype)
-    O = Fb @ Wd                                        # outputs wᵀfᵢ
-    Yd = xp.asarray(Y, dtype=Fb.dtype)
-    cd = xp.asarray(cost, dtype=Fb.dtype)
-    active = (Yd * O) < 1                              # I = {i: yᵢ wᵀfᵢ < 1}
-    R = xp.where(active, O - Yd, 0)                    # residuals on I
-    loss = xp.sum(cd * R * R, axis=0, dtype=np.float64)
-    grad = (Fb.T @ (cd * R)).astype(np.float64)
-    P = W.shape[1]
-    p = Fb.shape[1]
-    hess = np.zeros((P, p, p))
-    for j in np.flatnonzero(spec["active"]):        # problems that still need a Hessian
-        sel = xp.flatnonzero(active[:, j])
-        Fi = Fb[sel]
-        hess[j] = bk.to_host((Fi * cd[sel, j][:, None]).T @ Fi)  # F_Iᵀ diag(c) F_I
-    return {"n": int(Fb.shape[0]), "loss": np.asarray(bk.to_host(loss), dtype=np.float64),
-            "grad": np.asarray(bk.to_host(grad), dtype=np.float64), "hess": hess}
+    """Loss, gradient and Hessian sums of one chunk (runs on a worker, chunk's device), in row
+    blocks of the memory budget (``Fb`` are the chunk's rows of X when ``fmap`` recomputes F)."""
+    p, P = W.shape
+    itemsize = np.dtype(fmap.dtype if fmap is not None else Fb.dtype).itemsize
+    loss, grad, hess = np.zeros(P), np.zeros((p, P)), np.zeros((P, p, p))
+    todo = np.flatnonzero(spec["active"])           # problems that still need a Hessian
+    # per row: outputs, targets, costs, mask, residuals (P each, ≤ 8 bytes), F_I and c·F_I rows
+    per_row, fixed = 8 * 8 * P + 3 * p * itemsize, 2 * hess.nbytes // max(P, 1) + hess.nbytes + 2 * grad.nbytes
+    for rows, F in _pass_blocks(Fb, fmap, per_row, fixed, "a Newton pass over a chunk"):
+        xp = bk.namespace_of(F)
+        Y, cost = _block_costs(yb, swb, rows, spec)
+        O = F @ xp.asarray(W, dtype=F.dtype)           # outputs wᵀfᵢ
+        Yd = xp.asarray(Y, dtype=F.dtype)
+        cd = xp.asarray(cost, dtype=F.dtype)
+        active = (Yd * O) < 1                          # I = {i: yᵢ wᵀfᵢ < 1}
+        R = xp.where(active, O - Yd, 0)                # residuals on I
+        loss += np.asarray(bk.to_host(xp.sum(cd * R * R, axis=0, dtype=np.float64)), dtype=np.float64)
+        grad += np.asarray(bk.to_host(F.T @ (cd * R)), dtype=np.float64)
+        for j in todo:
+            sel = xp.flatnonzero(active[:, j])
+            Fi = F[sel]
+            hess[j] += bk.to_host((Fi * cd[sel, j][:, None]).T @ Fi)  # F_Iᵀ diag(c) F_I
+    return {"n": int(Fb.shape[0]), "loss": loss, "grad": grad, "hess": hess}
 
 
 def _sqhinge_line(Fb: Any, yb: Any, swb: Any, WPt: tuple, spec: dict, fmap: _FeatureMap | None) -> dict:
-    """L'(t), L''(t) of one chunk along W + tP (the exact line search; runs on a worker)."""
-    if fmap is not None:
-        Fb = fmap(Fb)
-    xp = bk.namespace_of(Fb)
+    """L'(t), L''(t) of one chunk along W + tP (the exact line search; runs on a worker), in row
+    blocks of the memory budget."""
     W, P, t = WPt
-    Y, cost = _row_costs(yb, swb, spec)
-    o = Fb @ xp.asarray(W, dtype=Fb.dtype)
-    z = Fb @ xp.asarray(P, dtype=Fb.dtype)
-    d1, d2 = line_derivatives(o.astype(np.float64), z.astype(np.float64), xp.asarray(Y), xp.asarray(cost),
-                          xp.asarray(t, dtype=np.float64))
-    return {"n": int(Fb.shape[0]), "d1": np.asarray(bk.to_host(d1)), "d2": np.asarray(bk.to_host(d2))}
+    n_p = W.shape[1]
+    itemsize = np.dtype(fmap.dtype if fmap is not None else Fb.dtype).itemsize
+    d1, d2 = np.zeros(n_p), np.zeros(n_p)
+    # per row: o, z (P each in F's dtype and in float64), targets, costs and the derivatives' temporaries
+    per_row = n_p * (2 * itemsize + 8 * 10)
+    for rows, F in _pass_blocks(Fb, fmap, per_row, 4 * W.nbytes, "a line-search pass over a chunk"):
+        xp = bk.namespace_of(F)
+        Y, cost = _block_costs(yb, swb, rows, spec)
+        o = F @ xp.asarray(W, dtype=F.dtype)
+        z = F @ xp.asarray(P, dtype=F.dtype)
+        b1, b2 = line_derivatives(o.astype(np.float64), z.astype(np.float64), xp.asarray(Y), xp.asarray(cost),
+                                  xp.asarray(t, dtype=np.float64))
+        d1 += np.asarray(bk.to_host(b1), dtype=np.float64)
+        d2 += np.asarray(bk.to_host(b2), dtype=np.float64)
+    return {"n": int(Fb.shape[0]), "d1": d1, "d2": d2}
 
 
 def _sum_stats(parts: list) -> dict:
@@ -157,6 +196,7 @@ class _DaskFeatures:
     fmap: Any
     cached: bool
     nmap: NystromMap
+    budget: CallerBudget        # what the Newton passes' tasks run under
 
 
 class DaskRows(LLSVMRows):
@@ -225,7 +265,7 @@ class DaskRows(LLSVMRows):
             raise ValueError(f"kmeans_sample=None would run k-means on all {n} rows on the driver; "
                              "with a dask array set kmeans_sample (e.g. 20000)")
         hasher = RowHasher(d, rs)
-        chunk_fn = dask.delayed(_chunk_sample, pure=True)
+        chunk_fn = dask.delayed(on_workers(_chunk_sample), pure=True)
         starts = np.concatenate([[0], np.cumsum(X.chunks[0])[:-1]]).astype(np.int64)
         parts = [chunk_fn(xb, yb, int(a), hasher, size)
                  for xb, yb, a in zip(delayed_chunks(X), delayed_chunks(y), starts)]
@@ -246,16 +286,16 @@ class DaskRows(LLSVMRows):
         fmap_d = dask.delayed(fmap, pure=True)
         from dask.array.utils import meta_from_array
 
-        F = X.map_blocks(_features_block, fmap_d, chunks=(X.chunks[0], (p,)), dtype=dt,
+        F = X.map_blocks(on_workers(_features_block), fmap_d, chunks=(X.chunks[0], (p,)), dtype=dt,
                          meta=bk.namespace_of(meta_from_array(X)).empty((0, 0), dtype=dt))
-        if self.cache_features == "auto":
-            f_bytes = self.n * p * dt.itemsize
-            cache = f_bytes <= max(4 * X.nbytes, bk.get_config()["cpu_memory_budget"] * n_workers(self.client))
-        else:
-            cache = bool(self.cache_features)
-        if cache:
-            (F,) = persist(self.client, F)
-        return _DaskFeatures(F, None, True, nmap) if cache else _DaskFeatures(X, fmap_d, False, nmap)
+        budget, gpu = caller_budget(), bk.is_gpu_array(meta_from_array(X))
+        share = -(-self.n * p * dt.itemsize // n_workers(self.client))    # F's bytes per worker
+        auto = self.cache_features == "auto"
+        cache = share <= budget.budget_bytes(gpu) // 2 if auto else bool(self.cache_features)
+        if not cache:
+            return _DaskFeatures(X, fmap_d, False, nmap, budget)
+        (F,) = persist(self.client, F)
+        return _DaskFeatures(F, None, True, nmap, budget.less(share, gpu) if auto else budget)
 
     def problem(self, features: "_DaskFeatures", spec: LinearSpec) -> NewtonProblem:
         dask, _ = require_dask()
@@ -276,8 +316,8 @@ class DaskRows(LLSVMRows):
         src_chunks = delayed_chunks(src)
         y_chunks = delayed_chunks(self.y)
         sw_chunks = delayed_chunks(self.sample_weight) if self.sample_weight is not None else [None] * len(y_chunks)
-        stats_fn = dask.delayed(_sqhinge_stats, pure=True)
-        line_fn = dask.delayed(_sqhinge_line, pure=True)
+        stats_fn = dask.delayed(on_workers(_sqhinge_stats, features.budget), pure=True)
+        line_fn = dask.delayed(on_workers(_sqhinge_line, features.budget), pure=True)
 
         def reduce(fn, arg, extra, label):
             parts = [fn(fb, yb, wb, arg, extra, fm_arg) for fb, yb, wb in zip(src_chunks, y_chunks, sw_chunks)]
@@ -345,9 +385,16 @@ def fit_llsvm(estimator: Any, X: Any, y: Any, sample_weight: Any = None, *, clie
     client : distributed.Client, optional (default: the active client, or the
         local scheduler)
     cache_features : bool or "auto"
-        Keep F (n × (k+1)) in worker memory between passes ("auto": when it
-        is at most 4× the bytes of X per worker on average, or fits the
-        default CPU budget times the number of workers).
+        Keep F (n × (k+1)) in worker memory between passes, or recompute it
+        in every pass.  "auto": keep it when its share per worker (F's bytes
+        over the number of workers, the chunks taken as evenly spread) is at
+        most half of the memory budget of the caller at the fit's start
+        (``cpu_memory_budget``; for CuPy chunks ``gpu_memory_budget`` where one
+        is set), which every worker gets (:func:`~gpuksvm.scaleout.runtime.on_workers`);
+        the Newton passes then run under the rest of it, so F and the passes'
+        scratch stay within the budget together; half, so that the passes'
+        row blocks stay at least half the size they have without F.
+        ``True`` keeps F whatever its size (beside the whole budget).
     callback : callable(dict), optional
         Called after every Newton step (see :func:`gpuksvm.solvers.linear.newton.newton_solve`).
 
@@ -396,7 +443,7 @@ def _block_max_sq_norm(Xb: Any) -> np.ndarray:
 def _max_row_sq_norm(X: Any, *, client: Any, ledger: Ledger) -> float:
     """max‖xᵢ‖² over the chunks of X (one pass; one number comes back)."""
     _, da = require_dask()
-    parts = X.map_blocks(_block_max_sq_norm, chunks=((1,) * X.numblocks[0],), drop_axis=1,
+    parts = X.map_blocks(on_workers(_block_max_sq_norm), chunks=((1,) * X.numblocks[0],), drop_axis=1,
                          dtype=np.float64, meta=np.empty((0,)))
     (best,) = compute(parts.max(), client=client, ledger=ledger, label="row norms")
     return float(bk.to_host(best))

@@ -17,7 +17,7 @@ import numpy as np
 from sklearn.utils.validation import check_is_fitted
 
 from gpuksvm.array import backend as bk
-from gpuksvm.scaleout.runtime import require_dask, row_chunked
+from gpuksvm.scaleout.runtime import on_workers, require_dask, row_chunked
 
 __all__ = ["ChunkPredictor", "map_method"]
 
@@ -72,7 +72,9 @@ def map_method(estimator: Any, X: Any, method: str) -> Any:
 
     The fitted estimator is shipped once per worker; each chunk's result has
     the chunk's rows (1-D or 2-D, as the method returns on a NumPy array) and
-    stays in the chunk's array kind (NumPy or CuPy).
+    stays in the chunk's array kind (NumPy or CuPy).  The chunks are predicted
+    under the memory settings of the thread that calls this (captured now, see
+    :func:`~gpuksvm.scaleout.runtime.on_workers`), not the workers' defaults.
     """
     check_is_fitted(estimator)
     dask, da = require_dask()
@@ -87,7 +89,7 @@ def map_method(estimator: Any, X: Any, method: str) -> Any:
         else np.empty((0,) * probe.ndim, dtype=object)
     apply = dask.delayed(ChunkPredictor(estimator, method), pure=True)
     if probe.ndim == 1:
-        return X.map_blocks(_apply_to_chunk, apply, chunks=(X.chunks[0],), drop_axis=1,
+        return X.map_blocks(on_workers(_apply_to_chunk), apply, chunks=(X.chunks[0],), drop_axis=1,
                             dtype=probe.dtype, meta=meta)
-    return X.map_blocks(_apply_to_chunk, apply, chunks=(X.chunks[0], probe.shape[1:]),
+    return X.map_blocks(on_workers(_apply_to_chunk), apply, chunks=(X.chunks[0], probe.shape[1:]),
                         dtype=probe.dtype, meta=meta)

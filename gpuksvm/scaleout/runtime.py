@@ -15,12 +15,15 @@ What lives here:
 * :func:`row_chunked` — validates a dask ``X`` / ``y`` pair and aligns them in
   row chunks with all columns in one chunk;
 * :func:`tree_reduce` — a fan-in tree of delayed ``combine`` calls, so partial
-  results are summed on the workers and only the final one travels.
+  results are summed on the workers and only the final one travels;
+* :func:`on_workers` — a task function made to run, on whichever worker, under the
+  memory budgets the driver had when the graph was built (:class:`CallerBudget`).
 """
 from __future__ import annotations
 
 import contextlib
-from dataclasses import dataclass, field
+import functools
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Iterator, Sequence
 
 import numpy as np
@@ -28,7 +31,8 @@ import numpy as np
 from gpuksvm.array import backend as bk
 
 __all__ = ["DistributedFitError", "Ledger", "is_dask_collection", "require_dask", "compute",
-           "scheduler_context", "row_chunked", "tree_reduce", "nbytes_of", "n_workers"]
+           "scheduler_context", "row_chunked", "tree_reduce", "nbytes_of", "n_workers", "CallerBudget",
+           "caller_budget", "on_workers", "threads_here"]
 
 
 class DistributedFitError(RuntimeError):
@@ -228,9 +232,133 @@ def tree_reduce(parts: Sequence[Any], combine: Callable[[list], Any], *, fan_in:
     parts = list(parts)
     if not parts:
         raise ValueError("nothing to reduce")
-    fn = dask.delayed(combine, pure=True)
+    fn = dask.delayed(on_workers(combine), pure=True)
     level = 0
     while len(parts) > 1 or level == 0:
         parts = [fn(parts[i:i + fan_in]) for i in range(0, len(parts), fan_in)]
         level += 1
     return parts[0]
+
+
+#: the settings of :func:`gpuksvm.array.backend.set_config` a worker task runs under
+_TASK_SETTINGS = ("cpu_memory_budget", "gpu_memory_budget", "gpu_memory_fraction", "host_blas_threads")
+
+
+@dataclass(frozen=True)
+class CallerBudget:
+    """The memory settings of the driver, carried to the workers with the task functions.
+
+    The settings of :mod:`gpuksvm.array.backend` are per thread and the workers' threads start
+    from their own defaults (``GPUKSVM_CPU_MEMORY_BUDGET`` of the worker's environment, else
+    512 MiB), so a driver's ``set_config(cpu_memory_budget=...)`` would not reach them.  Captured
+    on the driver (:func:`caller_budget`: the budgets resolved to bytes there, so the driver's
+    environment variables count too), the settings are applied on the worker around each task
+    (:func:`on_workers`).
+
+    Each worker process is given the driver's budget: the tasks that run at once on one worker
+    (:func:`threads_here`) split it, so a worker's scratch stays within ``cpu_memory_budget``
+    (and ``gpu_memory_budget`` where one is set).
+
+    Attributes
+    ----------
+    settings : tuple of (name, value)
+        ``cpu_memory_budget`` (bytes), ``gpu_memory_budget`` (bytes or None: the worker's own
+        cap, if any), ``gpu_memory_fraction``, ``host_blas_threads``.
+    """
+
+    settings: tuple
+
+    def _name(self, gpu: bool) -> str:
+        return "gpu_memory_budget" if gpu and dict(self.settings)["gpu_memory_budget"] is not None \
+            else "cpu_memory_budget"
+
+    def budget_bytes(self, gpu: bool = False) -> int:
+        """What one worker process may use, in bytes: the CPU budget, or for GPU chunks
+        (``gpu``) the GPU cap where the driver had one (else the CPU budget: the driver cannot
+        know the workers' free GPU memory)."""
+        return int(dict(self.settings)[self._name(gpu)])
+
+    def less(self, nbytes: int, gpu: bool = False) -> "CallerBudget":
+        """The same settings with ``nbytes`` (held on each worker, e.g. persisted chunks) taken
+        off the budget of :meth:`budget_bytes` (at least 1 byte is left)."""
+        name = self._name(gpu)
+        return CallerBudget(tuple((k, max(int(v) - int(nbytes), 1) if k == name else v) for k, v in self.settings))
+
+    def for_task(self, share: int) -> dict:
+        """The keyword arguments of :func:`gpuksvm.array.backend.config_context` for one of
+        ``share`` tasks that run at once on a worker."""
+        share = max(int(share), 1)
+        cfg = dict(self.settings)
+        for name in ("cpu_memory_budget", "gpu_memory_budget"):
+            if cfg[name] is not None:
+                cfg[name] = max(int(cfg[name]) // share, 1)
+        return cfg
+
+
+def caller_budget() -> CallerBudget:
+    """The calling thread's memory settings (see :class:`CallerBudget`)."""
+    cfg = bk.get_config()
+    return CallerBudget(tuple((name, cfg[name]) for name in _TASK_SETTINGS))
+
+
+def threads_here() -> int:
+    """Tasks that may run at once in this process: the threads of the ``distributed`` worker
+    running the calling task; outside one (Dask's local schedulers, in the driver process) the
+    local pool's size (``num_workers`` of the Dask configuration, else the CPU count), which
+    over-counts for the synchronous scheduler (a smaller budget, never a larger one)."""
+    try:
+        from distributed import get_worker
+
+        worker = get_worker()
+    except (ImportError, ValueError):
+        worker = None
+    if worker is not None:   # ``Worker.state.nthreads`` (distributed ≥ 2022.11), else ``Worker.nthreads``
+        return max(int(getattr(getattr(worker, "state", None), "nthreads", None)
+                       or getattr(worker, "nthreads", None) or 1), 1)
+    import dask
+    from dask.system import CPU_COUNT
+
+    return max(int(dask.config.get("num_workers", None) or CPU_COUNT), 1)
+
+
+@dataclass(frozen=True)
+class _OnWorkers:
+    """``fn`` run under a :class:`CallerBudget` (picklable; Dask names its tasks after ``fn``)."""
+
+    fn: Callable[..., Any]
+    budget: CallerBudget
+
+    @property
+    def __name__(self) -> str:  # the tasks' key prefix, as for ``fn`` itself
+        fn = self.fn
+        while isinstance(fn, functools.partial):
+            fn = fn.func
+        return getattr(fn, "__name__", type(fn).__name__)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        with bk.config_context(**self.budget.for_task(threads_here())):
+            return self.fn(*args, **kwargs)
+
+
+def on_workers(fn: Callable[..., Any], budget: CallerBudget | None = None) -> Callable[..., Any]:
+    """``fn`` made to run under ``budget`` (default: the calling thread's, :func:`caller_budget`)
+    in whichever worker thread Dask runs it.
+
+    Every task function of :mod:`gpuksvm.scaleout` goes through this when its graph is built
+    on the driver (``dask.delayed(on_workers(fn))``, ``X.map_blocks(on_workers(fn), ...)``).
+
+    Examples
+    --------
+    >>> import dask
+    >>> import gpuksvm
+    >>> from gpuksvm.array import backend as bk
+    >>> with gpuksvm.config_context(cpu_memory_budget="64MB"):
+    ...     probe = dask.delayed(on_workers(bk.memory_budget))("cpu")
+    >>> with dask.config.set(scheduler="sync", num_workers=1):   # one task at a time
+    ...     dask.compute(probe)[0]
+    64000000
+    """
+    budget = caller_budget() if budget is None else budget
+    if isinstance(fn, _OnWorkers):
+        return replace(fn, budget=budget)
+    return _OnWorkers(fn, budget)

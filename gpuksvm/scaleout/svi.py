@@ -31,7 +31,7 @@ from gpuksvm.solvers.svi.steps import (
 )
 from gpuksvm.solvers.multiclass import problem_rows
 from gpuksvm.scaleout.common import DaskSource, delayed_chunks
-from gpuksvm.scaleout.runtime import DistributedFitError, compute, require_dask
+from gpuksvm.scaleout.runtime import DistributedFitError, compute, on_workers, require_dask
 
 __all__ = ["DaskRows", "fit_svi"]
 
@@ -171,13 +171,13 @@ class DaskRows(DaskSource):
 
     def row_keys(self, hasher: RowHasher) -> np.ndarray:
         dask, _ = require_dask()
-        fn = dask.delayed(_svi_keys, pure=True)
+        fn = dask.delayed(on_workers(_svi_keys), pure=True)
         return np.concatenate(self._compute([fn(xb, hasher) for xb in delayed_chunks(self.X)],
                                             "row-order keys"))
 
     def solve_svms(self, labels: list[np.ndarray], row_sets: list[np.ndarray]) -> list[dict]:
         dask, _ = require_dask()
-        fn = dask.delayed(_svi_sub_svm, pure=True)
+        fn = dask.delayed(on_workers(_svi_sub_svm), pure=True)
         tasks = [fn(self.X[S], yl, self._kernel_d, float(self.params.C), self._opts)
                  for yl, S in zip(labels, row_sets)]
         out = self._compute(tasks, "sub-SVMs" if self._n_solves == 0 else "exact fallback")
@@ -200,10 +200,10 @@ class DaskRows(DaskSource):
         spec = {"problems": [ens.problems[p] for p in ens_p], "classes": self.classes, "kernel": self.kernel,
                 "device": self.device, "dtype": self.dtype, "margin_tol": params.margin_tol,
                 "min_sv": params.min_margin_sv, "max_sv": params.max_margin_sv}
-        sub = dask.delayed(_svi_ensemble, pure=True)(self.X[union], W, bbar)
+        sub = dask.delayed(on_workers(_svi_ensemble), pure=True)(self.X[union], W, bbar)
         spec_d = dask.delayed(spec, pure=True)
         starts = np.concatenate([[0], np.cumsum(self.X.chunks[0])[:-1]]).astype(np.int64)
-        fn = dask.delayed(_svi_candidates, pure=True)
+        fn = dask.delayed(on_workers(_svi_candidates), pure=True)
         parts = [fn(xb, yb, int(s0), sub, spec_d)
                  for xb, yb, s0 in zip(delayed_chunks(self.X), delayed_chunks(self.y), starts)]
         chunk_cands = self._compute(parts, "margin candidates")
@@ -227,14 +227,14 @@ class DaskRows(DaskSource):
 
     def solve_margin(self, rows: list[np.ndarray], labels: list[np.ndarray]) -> list[tuple[np.ndarray, float]]:
         dask, _ = require_dask()
-        fn = dask.delayed(_svi_solve, pure=True)
+        fn = dask.delayed(on_workers(_svi_solve), pure=True)
         tasks = [fn(self.X[r], yl, self._kernel_d, float(self.params.C), self._opts) for r, yl in zip(rows, labels)]
         return self._compute(tasks, "closed-form solves")
 
     def check(self, ens: SVIEnsemble, todo: list[int], margin_rows: list, betas: list,
               intercepts: list) -> list[dict]:
         dask, _ = require_dask()
-        fn = dask.delayed(_svi_check, pure=True)
+        fn = dask.delayed(on_workers(_svi_check), pure=True)
         X = self.X
         tasks = []
         for p in todo:

@@ -1,0 +1,171 @@
+"""The Dask worker tasks run under the driver's memory budget.
+
+The settings of gpuksvm.array.backend are per thread; a worker thread starts from its own
+defaults (512 MiB, or its GPUKSVM_CPU_MEMORY_BUDGET).  Checked on an in-process LocalCluster
+(worker threads of this process, so a probe can record what a task saw): every task function
+of an LLSVM fit and of a prediction sees the budget the driver set, the tasks running at once
+on a worker split it, the keep-F decision follows it, and a Newton pass works a chunk larger
+than its budget in row blocks to the same sums.
+"""
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+import pytest
+
+da = pytest.importorskip("dask.array")
+distributed = pytest.importorskip("distributed")
+
+import gpuksvm  # noqa: E402
+from gpuksvm.array import backend as bk  # noqa: E402
+from gpuksvm.datasets import make_checkerboard  # noqa: E402
+from gpuksvm.estimators.llsvm import LLSVM  # noqa: E402
+from gpuksvm.kernels.kernel import Kernel  # noqa: E402
+from gpuksvm.scaleout import llsvm as dllsvm  # noqa: E402
+from gpuksvm.scaleout import predict as dpredict  # noqa: E402
+from gpuksvm.scaleout.runtime import caller_budget, on_workers  # noqa: E402
+
+MB64 = 64_000_000
+
+
+@pytest.fixture(scope="module")
+def client():
+    with distributed.LocalCluster(n_workers=1, processes=False, threads_per_worker=1,
+                                  dashboard_address=None) as lc, distributed.Client(lc) as c:
+        yield c
+
+
+@pytest.fixture(autouse=True)
+def _no_budget_in_env(monkeypatch):
+    monkeypatch.delenv("GPUKSVM_CPU_MEMORY_BUDGET", raising=False)
+
+
+@pytest.fixture(scope="module")
+def board():
+    X, y = make_checkerboard(2000, flip=0.1, random_state=3)
+    return X, y
+
+
+def _llsvm(**kw):
+    params = dict(gamma=20.0, C=10.0, n_landmarks=30, kmeans_sample=300, device="cpu", random_state=0,
+                  tol=1e-8, max_iter=200, dtype="float64")
+    return LLSVM(**{**params, **kw})
+
+
+def _probe(monkeypatch, module, names):
+    """Replace ``module.<name>`` by a wrapper recording the CPU budget each call ran under."""
+    seen: dict[str, list[int]] = {name: [] for name in names}
+
+    def wrap(name, fn):
+        @functools.wraps(fn)
+        def probed(*args, **kwargs):
+            seen[name].append(bk.memory_budget("cpu"))
+            return fn(*args, **kwargs)
+        return probed
+
+    for name in names:
+        monkeypatch.setattr(module, name, wrap(name, getattr(module, name)))
+    return seen
+
+
+def test_worker_threads_start_from_their_own_defaults(client):
+    """The control: outside a task wrapper, a worker thread does not see the driver's setting."""
+    with gpuksvm.config_context(cpu_memory_budget="64MB"):
+        plain = client.submit(bk.memory_budget, "cpu", pure=False).result()
+        wrapped = client.submit(on_workers(bk.memory_budget), "cpu", pure=False).result()
+    assert plain == 512 * 2**20
+    assert wrapped == MB64
+
+
+def test_llsvm_fit_and_predict_tasks_see_the_drivers_budget(client, board, monkeypatch):
+    X, y = board
+    seen = _probe(monkeypatch, dllsvm, ["_chunk_sample", "_features_block", "_sqhinge_stats",
+                                        "_sqhinge_line", "_sum_stats"])
+    seen_predict = _probe(monkeypatch, dpredict, ["_apply_to_chunk"])
+    Xd, yd = da.from_array(X, chunks=(500, X.shape[1])), da.from_array(y, chunks=500)
+    with gpuksvm.config_context(cpu_memory_budget="64MB"):
+        est = dllsvm.fit_llsvm(_llsvm(), Xd, yd, client=client)
+        pred = est.predict(Xd)
+    assert bk.get_config()["cpu_memory_budget"] == 512 * 2**20   # the driver's setting is restored
+    got = pred.compute()                                       # computed outside the block
+    np.testing.assert_array_equal(got, est.predict(X))
+    assert est.dask_info_["cache_features"]
+    f_share = X.shape[0] * (est.map_.shape[1] + 1) * 8          # F on the one worker
+    for name in ("_chunk_sample", "_features_block", "_sum_stats"):
+        assert seen[name] and set(seen[name]) == {MB64}, name
+    # the Newton passes run under what keeping F leaves of the budget
+    for name in ("_sqhinge_stats", "_sqhinge_line"):
+        assert seen[name] and set(seen[name]) == {MB64 - f_share}, name
+    assert seen_predict["_apply_to_chunk"] and set(seen_predict["_apply_to_chunk"]) == {MB64}
+
+
+def test_tasks_running_at_once_on_a_worker_split_its_budget():
+    with distributed.LocalCluster(n_workers=1, processes=False, threads_per_worker=2,
+                                  dashboard_address=None) as lc, distributed.Client(lc) as c:
+        with gpuksvm.config_context(cpu_memory_budget="64MB"):
+            got = c.submit(on_workers(bk.memory_budget), "cpu", pure=False).result()
+    assert got == MB64 // 2
+
+
+@pytest.mark.parametrize("budget, cached", [("1MB", True), ("900KB", False)])
+def test_keeping_f_on_the_workers_follows_the_drivers_budget(client, board, budget, cached):
+    """F of 2,000 rows × 31 float64 columns is 496,000 bytes: kept when it is at most half the
+    budget (1 MB), recomputed in every pass under 900 KB; the same model either way."""
+    X, y = board
+    Xd, yd = da.from_array(X, chunks=(500, X.shape[1])), da.from_array(y, chunks=500)
+    ref = _llsvm().fit(X, y)
+    with gpuksvm.config_context(cpu_memory_budget=budget):
+        est = dllsvm.fit_llsvm(_llsvm(), Xd, yd, client=client)
+    assert X.shape[0] * (est.map_.shape[1] + 1) * 8 == 496_000
+    assert est.dask_info_["cache_features"] is cached
+    d_ref = ref.decision_function(X)
+    np.testing.assert_allclose(est.decision_function(X), d_ref, atol=1e-4 * np.abs(d_ref).max())
+
+
+def _newton_args(rng, m=3000, d=5, k=40, n_problems=3):
+    X = rng.normal(size=(m, d))
+    Z = rng.normal(size=(k, d))
+    M = rng.normal(size=(k, k)) / k
+    fmap = dllsvm._FeatureMap(Z, M, Kernel("rbf", gamma=0.5), np.dtype(np.float64), 1.0)
+    classes = np.arange(n_problems)
+    y = rng.integers(0, n_problems, size=m)
+    sw = rng.uniform(0.5, 2.0, size=m)
+    spec = {"classes": classes, "C": 1.0, "class_weight": None, "log_scale": 0.0,
+            "active": np.ones(n_problems, dtype=bool)}
+    W = rng.normal(size=(k + 1, n_problems)) * 0.1
+    return X, y, sw, W, spec, fmap
+
+
+def test_newton_pass_works_a_chunk_larger_than_its_budget_in_row_blocks(rng):
+    X, y, sw, W, spec, fmap = _newton_args(rng)
+    with gpuksvm.config_context(cpu_memory_budget="1GB"):
+        whole = dllsvm._sqhinge_stats(X, y, sw, W, spec, fmap)
+        line_whole = dllsvm._sqhinge_line(X, y, sw, (W, -W, np.full(W.shape[1], 0.5)), spec, fmap)
+        n_whole = sum(1 for _ in dllsvm._pass_blocks(X, fmap, 1000, 0, "a test"))
+    with gpuksvm.config_context(cpu_memory_budget="1MB"):
+        blocked = dllsvm._sqhinge_stats(X, y, sw, W, spec, fmap)
+        line_blocked = dllsvm._sqhinge_line(X, y, sw, (W, -W, np.full(W.shape[1], 0.5)), spec, fmap)
+        blocks = [rows for rows, _ in dllsvm._pass_blocks(X, fmap, 1000, 0, "a test")]
+    assert n_whole == 1 and len(blocks) > 1
+    assert blocks[0].start == 0 and blocks[-1].stop >= X.shape[0]
+    assert blocked["n"] == whole["n"] == X.shape[0]
+    for key in ("loss", "grad", "hess"):
+        np.testing.assert_allclose(blocked[key], whole[key], rtol=1e-10, atol=1e-10)
+    for key in ("d1", "d2"):
+        np.testing.assert_allclose(line_blocked[key], line_whole[key], rtol=1e-10, atol=1e-10)
+
+
+def test_a_budget_below_one_row_block_names_the_minimum(rng):
+    X, y, sw, W, spec, fmap = _newton_args(rng, m=50)
+    with gpuksvm.config_context(cpu_memory_budget=1000), pytest.raises(bk.MemoryBudgetError, match="at least"):
+        dllsvm._sqhinge_stats(X, y, sw, W, spec, fmap)
+
+
+def test_the_captured_budget_is_the_calling_threads():
+    with gpuksvm.config_context(cpu_memory_budget="64MB", gpu_memory_budget="32MB"):
+        b = caller_budget()
+    assert b.budget_bytes() == MB64 and b.budget_bytes(gpu=True) == 32_000_000
+    assert b.less(1_000_000).budget_bytes() == MB64 - 1_000_000
+    assert b.less(1_000_000, gpu=True).budget_bytes(gpu=True) == 31_000_000
+    assert b.for_task(2)["cpu_memory_budget"] == MB64 // 2
