@@ -70,6 +70,9 @@ SHARED_CPU_GRAM = "the Gram matrix of all rows (compiled SMO); alpha seeding alo
 SHARED_GPU = "kernel rows; all folds and C values in one batched working-set call"
 #: appended to SHARED_CPU_GRAM for a fold model with a binary problem stopped at the step cap
 SHARED_CAPPED = " — NOT CONVERGED: a binary problem stopped at the compiled SMO's step cap"
+#: appended to SHARED_CPU for a fold model with a binary problem solved by one LIBSVM fit on its rows
+SHARED_WHOLE = (" — a binary problem solved by one LIBSVM fit on its rows: its support vectors outnumbered the "
+                "kernel rows the memory budget caches")
 
 
 def _warn_capped(sols: Sequence[GridSolution]) -> None:
@@ -82,6 +85,24 @@ def _warn_capped(sols: Sequence[GridSolution]) -> None:
                       f"step cap (max_iter={gram_smo.MAX_ITER:,}) before the optimality gap reached tol: those models are "
                       "not converged; cv_results_['shared_work'] names their candidates.",
                       ConvergenceWarning, stacklevel=3)
+
+
+def _warn_whole(sols: Sequence[GridSolution]) -> None:
+    """One UserWarning for the search when the active-set engine solved binary problems whole (its
+    fold models are recorded in ``cv_results_["shared_work"]``)."""
+    whole = sum(k for sol in sols for row in sol.whole for k in row)
+    if whole:
+        warnings.warn(f"The shared engine solved {whole} binary problem(s) by one LIBSVM fit each, as "
+                      "independent fits do: their support vectors outnumbered the kernel rows the memory "
+                      "budget caches (the Gram matrix of all rows does not fit it); a larger "
+                      "set_config(cpu_memory_budget=...) shares more. cv_results_['shared_work'] names "
+                      "their candidates.", UserWarning, stacklevel=3)
+
+
+def _fold_notes(sol: GridSolution) -> list[list[str]]:
+    """What each fold model of a solved job says it did beyond the engine's sharing."""
+    return [[(SHARED_CAPPED if capped else "") + (SHARED_WHOLE if whole else "")
+             for capped, whole in zip(row_c, row_w)] for row_c, row_w in zip(sol.capped, sol.whole)]
 
 
 def _unsupported(est: KernelSVC) -> str | None:
@@ -174,13 +195,13 @@ def search_kernel_svc(estimator: KernelSVC, X: Any, y: Any, splits: Sequence[tup
         # LIBSVM computes in float64 whatever the dtype parameter (so does the CPU fit)
         sols = solve_grids(X, yidx, classes, [j.grid for j in cpu], n_jobs=n_jobs)
         _warn_capped(sols)
+        _warn_whole(sols)
         for job, sol in zip(cpu, sols):
             share = sol.kernel_seconds / (len(job.splits) * len(job.members))
             own = [[t + share for t in row] for row in sol.seconds]
             shared = SHARED_CPU_GRAM if sol.engine == ENGINE_GRAM else SHARED_CPU
             yield from _wrap(estimator, X, y, splits, candidates, sw, job, sol.results, own, sol.error,
-                             [[shared + (SHARED_CAPPED if k else "") for k in row] for row in sol.capped]
-                             if sol.capped else shared)
+                             [[shared + note for note in row] for row in _fold_notes(sol)])
     for job in jobs:
         if not job.device.is_gpu:
             continue
