@@ -227,16 +227,15 @@ class SVCSurfaceMixin:
     def _kept_decisions(self, rows: Any) -> np.ndarray | None:
         """The (n, n_problems) decision values the solver computed for rows with these contents
         (:class:`~gpuksvm.solvers.smo.svc.HeldOutDecisions`: a cross-validated search's held-out
-        fold, validated by the search, from the Gram matrix it was solved on), while
-        ``dual_coef_`` and ``intercept_`` are still the arrays they were computed from; else
-        None."""
+        fold, rows the search validated), while ``dual_coef_`` and ``intercept_`` are still the
+        arrays they were computed from; else None."""
         kept = self.__dict__.get("_held_out")
         if kept is None:
             return None
         held, dual, b = kept
-        if self.dual_coef_ is not dual or self.intercept_ is not b or held.key is None or content_key(rows) != held.key:
+        if self.dual_coef_ is not dual or self.intercept_ is not b or held.key is None:
             return None
-        return held.values
+        return held.values if content_key(rows) == held.key else None
 
     def _map_decisions(self, X: Any, width: int, dtype: Any, fn: Callable[[np.ndarray], np.ndarray], *,
                        work: int = 0) -> tuple[np.ndarray, str]:

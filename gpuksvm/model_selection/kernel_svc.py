@@ -24,7 +24,11 @@ between folds) are solved in one call into the solver layer:
   compiled SMO's fold models carry their decision values on the held-out
   fold, computed once per fold for all C values
   (:class:`~gpuksvm.solvers.smo.svc.HeldOutDecisions`): scoring a fold model
-  reads them instead of evaluating its kernel rows again;
+  reads them instead of evaluating its kernel rows again.  On active sets, a
+  binary problem whose support vectors outnumber the kernel rows the budget
+  caches is solved by one LIBSVM fit on its rows, as an independent fit is
+  (:data:`SHARED_WHOLE` appended to its fold model's ``shared_work``, one
+  warning for the search: see :func:`gpuksvm.solvers.smo.path.solve_grids`);
 * GPU (``solver`` ``"auto"`` or ``"working_set"``):
   :func:`gpuksvm.solvers.smo.path.solve_grid_batched` — all folds × C values ×
   pairs in one batched working-set call.

@@ -637,7 +637,9 @@ def _fold_path(st: _JobState, f: int, X: Any, yidx: np.ndarray, classes: np.ndar
         if cache.computed > before:      # this path computed (some of) the Gram matrix
             with st.lock:
                 st.out.kernel_seconds += time.perf_counter() - t0
-        _fold_path_gram(st, f, G, pos, problems, Xf, yidx, classes, range(len(job.Cs)) if cs is None else cs)
+        # every C of the fold in one call: ascending, so a seeded C comes after its seed
+        every = [int(c) for c in np.argsort(np.asarray(job.Cs, dtype=np.float64), kind="stable")]
+        _fold_path_gram(st, f, G, pos, problems, Xf, yidx, classes, every if cs is None else cs)
         return
     seeds = st.first or {}
     for k, c in enumerate(np.argsort(np.asarray(job.Cs, dtype=np.float64), kind="stable")):
