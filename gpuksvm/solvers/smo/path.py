@@ -73,7 +73,10 @@ matrix of all rows fits a job's share of the memory budget
 
     Out of its depth where nearly every row is a support vector: A is then
     the whole pair and only the kernel evaluations are saved (LIBSVM takes no
-    initial α).  Measured: a 4-class ``make_classification`` set (3,000 rows,
+    initial α); where the support vectors outnumber the rows the cache holds
+    (the budget's block, the Gram matrix not fitting), a problem is solved by
+    one LIBSVM fit on its rows instead (:func:`_solve_binary`, counted in
+    :attr:`GridSolution.whole`).  Measured: a 4-class ``make_classification`` set (3,000 rows,
     20 features, γ ∈ {0.02, 0.1} × 6 C values, 5 folds; 88–99 % of a pair's
     rows are SVs) ran 1.9× faster than ``GridSearchCV(SVC, n_jobs=-1)``
     (25.5 s against 48.3 s, load average 8.6), against 4.3× on ijcnn1's first
