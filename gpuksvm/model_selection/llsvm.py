@@ -61,6 +61,7 @@ from sklearn.base import clone
 
 from gpuksvm.array import backend as bk
 from gpuksvm.estimators.llsvm import LLSVM, fit_llsvm_grid
+from gpuksvm.solvers.nystrom.llsvm import in_memory_bytes
 from gpuksvm.model_selection.shared import (SplitFit, group_candidates, independent_fits, is_positive_number,
                                              take)
 
@@ -112,16 +113,16 @@ def _n_landmarks(template: LLSVM, n_rows: int) -> int:
 def _fold_bytes(estimator: LLSVM, X: Any, splits: Sequence[tuple[np.ndarray, np.ndarray]],
                 candidates: Sequence[dict]) -> int:
     """The memory one fold's grid fit needs to hold its features in memory (the run_engine protocol's
-    ``unit_bytes``): F and the Newton solver's scratch, 2 × rows × k of the working dtype (the
-    rule of :meth:`~gpuksvm.solvers.nystrom.llsvm.ArrayRows.features`), for the largest fold and
-    k, and :data:`THREAD_HEAP_BYTES`; 0 on a GPU (its budget follows the free device memory)."""
+    ``unit_bytes``): F and the Newton solver's scratch
+    (:func:`~gpuksvm.solvers.nystrom.llsvm.in_memory_bytes`, the rule of the fit's own switch to
+    streamed features), for the largest fold and k, and :data:`THREAD_HEAP_BYTES`; 0 on a GPU (its budget follows the free device memory)."""
     if bk.device_for(estimator.device, X).is_gpu:
         return 0
     rows = max((len(train) for train, _ in splits), default=0)
     templates = [clone(estimator).set_params(**cand) for cand in candidates] or [estimator]
     k = max(_n_landmarks(t, rows) for t in templates)
     itemsize = max(np.dtype(bk.resolve_dtype(t.dtype, "cpu")).itemsize for t in templates)
-    return 2 * rows * k * itemsize + THREAD_HEAP_BYTES
+    return in_memory_bytes(rows, k, itemsize) + THREAD_HEAP_BYTES
 
 
 def _fold_budget(template: LLSVM, X: Any, n_rows: int, n_gammas: int) -> int | None:

@@ -49,9 +49,17 @@ from gpuksvm.solvers.nystrom.maps import (
 )
 
 __all__ = ["LinearSpec", "LinearStage", "FeatureProblem", "NewtonProblem", "LLSVMRows", "ArrayRows",
-           "BlockRows", "LLSVMResult", "fit_llsvm_solution", "fit_llsvm_path", "kernel_row_source"]
+           "BlockRows", "LLSVMResult", "fit_llsvm_solution", "fit_llsvm_path", "kernel_row_source",
+           "in_memory_bytes"]
 
 KernelSpec = Kernel | Callable[[Any], Kernel]
+
+
+def in_memory_bytes(n_rows: int, k: int, itemsize: int) -> int:
+    """Bytes a fit on ``n_rows`` rows needs to hold its features F in memory: F and the Newton
+    solver's scratch, 2 × n_rows × k of the working dtype (:meth:`ArrayRows.features` streams
+    F's kernel blocks where this does not fit the memory budget)."""
+    return 2 * int(n_rows) * int(k) * int(itemsize)
 
 
 @dataclass(frozen=True)
@@ -179,7 +187,7 @@ class ArrayRows(LLSVMRows):
         (:func:`kernel_row_source`; the same solution).  The first switch warns once."""
         k = int(nmap.landmarks.shape[0])
         dev = bk.device_of(self._Xd)
-        need = 2 * int(self.X.shape[0]) * k * np.dtype(nmap.map.dtype).itemsize
+        need = in_memory_bytes(self.X.shape[0], k, np.dtype(nmap.map.dtype).itemsize)
         budget = bk.memory_budget(dev)
         self.streamed = False
         if need <= budget:
