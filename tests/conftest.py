@@ -107,6 +107,18 @@ def gpu(request):
 
 
 @pytest.fixture
+def emulated_gpu(gpu):
+    """The stand-in CuPy, with a new default pool for the test (see ``gpuemu.pool.fresh_pool``):
+    the pool's peak, which only the stand-in keeps, measures the test's device memory."""
+    if GPU_MODE != "emulated":
+        pytest.skip("the pool's peak is kept by the emulated GPU's memory pool only")
+    from gpuemu.pool import fresh_pool
+
+    with fresh_pool():
+        yield gpu
+
+
+@pytest.fixture
 def rng():
     return np.random.default_rng(0)
 

@@ -20,7 +20,6 @@ import numpy as np
 import pytest
 
 from _estimator_zoo import ZOO, estimator_for, output_methods, zoo_data
-from conftest import GPU_MODE
 from gpuksvm.array import backend as bk
 
 N_ROWS = 600
@@ -33,17 +32,6 @@ PER_ROW_VECTORS = 16
 #: estimators whose peak exceeds the bound, with the figures measured here (n = 600,
 #: budget 64 KiB, bytes of peak growth): the working memory that is not sized by the budget
 OVER_BUDGET: dict = {}
-
-
-@pytest.fixture
-def emulated_gpu(gpu):
-    """The stand-in CuPy, with a new default pool for the test (see ``gpuemu.pool.fresh_pool``)."""
-    if GPU_MODE != "emulated":
-        pytest.skip("the pool's peak is kept by the emulated GPU's memory pool only")
-    from gpuemu.pool import fresh_pool
-
-    with fresh_pool():
-        yield gpu
 
 
 def _device_bytes(obj, seen: set, depth: int = 0) -> int:

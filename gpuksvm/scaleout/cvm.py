@@ -18,7 +18,15 @@ import numpy as np
 
 from gpuksvm.array import backend as bk
 from gpuksvm.kernels.kernel import Kernel
-from gpuksvm.solvers.cvm.scan import HostScanner, candidate_scores, kernel_scale, merge_top, top_positions
+from gpuksvm.solvers.cvm.scan import (
+    HostScanner,
+    candidate_scores,
+    kernel_scale,
+    merge_top,
+    scan_block_rows,
+    top_order,
+    top_positions,
+)
 from gpuksvm.solvers.row_order import RowHasher
 from gpuksvm.scaleout.common import DaskSource, RemoteRows, delayed_chunks, host_chunks, on_device_of
 from gpuksvm.scaleout.runtime import compute, on_workers, require_dask
@@ -28,34 +36,46 @@ __all__ = ["DaskRows", "DaskScanner", "fit_cvm"]
 
 def _cvm_chunk_scan(Xb: Any, yb: Any, xsb: Any, pb: Any, start: int, st: dict) -> tuple:
     """One chunk of the exact furthest-point scan (eq. 12–13) over the rows outside the core set:
-    its ``k`` smallest s with their keys and rows, and Σ max(0, q − s)² (the stop rule).
+    its ``k`` smallest finite s, ascending, with their keys and rows, and Σ max(0, q − s)² (the
+    stop rule).
 
     ``pb`` are the rows' positions in the scanned rows (−1: not scanned), or None (every row,
-    keyed by its index); ties at the k-th score go to the smaller key, as in the host scan."""
+    keyed by its index); ties at the k-th score go to the smaller key, as in the host scan.  The
+    chunk is scanned in row blocks of the task's memory budget
+    (:func:`~gpuksvm.solvers.cvm.scan.scan_block_rows`, the host scan's rule): each block keeps
+    its ``k`` best, merged with the best so far, so any blocking returns the same rows."""
     xp = bk.namespace_of(Xb)
-    dt = st["dtype"]
-    m = Xb.shape[0]
-    if m == 0:
-        return np.empty(0), np.empty(0, np.int64), np.empty((0, Xb.shape[1])), 0.0
-    Xb = xp.asarray(Xb, dtype=dt)
-    self_term = xp.zeros(m, dtype=dt)
-    core, vals = st["core"], st["self"]
-    here = (core >= start) & (core < start + m)
-    if here.any():
-        self_term[xp.asarray(core[here] - start)] = xp.asarray(vals[here], dtype=dt)
-    s = candidate_scores(Xb, on_device_of(st["Z"], Xb).astype(dt, copy=False),
-                         on_device_of(st["coef"], Xb).astype(dt, copy=False), st["kernel"],
-                         b=st["b"], y=None if yb is None else xp.asarray(yb, dtype=dt),
-                         self_term=self_term, xscale=None if xsb is None else xp.asarray(xsb, dtype=dt))
-    keys = xp.arange(start, start + m) if pb is None else xp.asarray(pb, dtype=xp.int64)
-    out = keys >= 0
-    if here.any():
-        out[xp.asarray(core[here] - start)] = False
-    s = xp.where(out, s.astype(xp.float64), xp.inf)
-    v = xp.maximum(st["q"] - s, 0.0)
-    part = top_positions(s, keys, st["k"])
-    return (np.asarray(bk.to_host(s[part]), dtype=np.float64), np.asarray(bk.to_host(keys[part]), dtype=np.int64),
-            np.asarray(bk.to_host(Xb[part])), float(v @ v))
+    dt = np.dtype(st["dtype"])
+    m, d = Xb.shape
+    k, q = int(st["k"]), float(st["q"])
+    core = st["core"]
+    core = core[(core >= start) & (core < start + m)] - start     # the chunk's core rows, local
+    Z = on_device_of(st["Z"], Xb).astype(dt, copy=False)
+    coef = on_device_of(st["coef"], Xb).astype(dt, copy=False)
+    best_s, best_k, best_x = np.empty(0), np.empty(0, np.int64), np.empty((0, d), dtype=dt)
+    vsum = 0.0
+    step = scan_block_rows(m, Z.shape[0], d, dt, bk.device_of(Xb))
+    for s0 in range(0, m, max(step, 1)):
+        s1 = min(s0 + step, m)
+        # the core rows count as +inf (their α/C self terms never matter)
+        s = candidate_scores(xp.asarray(Xb[s0:s1], dtype=dt), Z, coef, st["kernel"], b=st["b"],
+                             y=None if yb is None else xp.asarray(yb[s0:s1], dtype=dt),
+                             xscale=None if xsb is None else xp.asarray(xsb[s0:s1], dtype=dt))
+        keys = xp.arange(start + s0, start + s1) if pb is None else xp.asarray(pb[s0:s1], dtype=xp.int64)
+        out = keys >= 0
+        mine = core[(core >= s0) & (core < s1)] - s0
+        if mine.size:
+            out[xp.asarray(mine)] = False
+        s = xp.where(out, s.astype(xp.float64), xp.inf)
+        v = xp.maximum(q - s, 0.0)
+        vsum += float(v @ v)
+        part = top_positions(s, keys, k)
+        cand_s = np.concatenate([best_s, np.asarray(bk.to_host(s[part]), dtype=np.float64)])
+        cand_k = np.concatenate([best_k, np.asarray(bk.to_host(keys[part]), dtype=np.int64)])
+        cand_x = np.concatenate([best_x, np.asarray(bk.to_host(xp.asarray(Xb[s0:s1][part], dtype=dt)))])
+        keep = top_order(cand_s, cand_k, k)
+        best_s, best_k, best_x = cand_s[keep], cand_k[keep], cand_x[keep]
+    return best_s, best_k, best_x, vsum
 
 
 def _chunk_kernel_scale(Xb: Any, kernel: Kernel, dtype: Any) -> np.ndarray:
@@ -120,8 +140,7 @@ class DaskScanner(HostScanner):
         dask, _ = require_dask()
         core = self.core_idx.copy()
         st = dask.delayed({"Z": np.asarray(self.Z), "coef": np.asarray(bk.to_host(coef)),
-                           "b": float(b), "core": core, "q": float(q), "k": int(k),
-                           "self": np.asarray(self.self_term[core]), "kernel": self.kernel,
+                           "b": float(b), "core": core, "q": float(q), "k": int(k), "kernel": self.kernel,
                            "dtype": self.dtype}, pure=True)
         fn = dask.delayed(on_workers(_cvm_chunk_scan), pure=True)
         cols = [delayed_chunks(self.remote.array)]

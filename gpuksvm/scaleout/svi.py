@@ -25,8 +25,11 @@ from gpuksvm.solvers.svi.steps import (
     average_submodels,
     check_rows,
     ensemble_check,
+    select_margin_rows,
     solve_margin_problem,
     stack_submodels,
+    submodel_block_rows,
+    submodel_row_bytes,
     submodel_values,
 )
 from gpuksvm.solvers.multiclass import problem_rows
@@ -64,40 +67,51 @@ def _svi_ensemble(XU: Any, W: np.ndarray, bbar: np.ndarray) -> dict:
     return {"XU": np.asarray(bk.to_host(XU)), "W": W, "bbar": bbar}
 
 
+#: Values one row of a chunk's margin pass keeps beside its kernel row, besides two per binary
+#: problem (its decision value on the host and on the device): its row index, label, margin,
+#: distance to the margin, place in the order, and the candidates' concatenation of them.
+_CANDIDATE_ROW_VALUES = 10
+
+
 def _svi_candidates(Xb: Any, yb: Any, start: int, ens: dict, spec: dict) -> list:
     """Averaged decision values (eq. 1) of one chunk and its best margin candidates (step 4).
 
-    Per binary problem the chunk returns the rows that can be selected by
-    :func:`gpuksvm.solvers.svi.steps.select_margin_rows` on all rows: its ``L``
-    rows closest to the margin (L = rows in the band, capped at ``max_sv``, at
-    least ``min_sv``) and the closest ``min_sv // 2`` of each class, with counts.
+    Per binary problem the chunk returns the rows that
+    :func:`gpuksvm.solvers.svi.steps.select_margin_rows` selects among the chunk's rows (with
+    their margins and labels, and the counts): a superset of what it can select on all rows
+    (its ``L`` rows closest to the margin, the closest of each class).  The chunk is worked in
+    row blocks of the task's memory budget (:func:`~gpuksvm.solvers.svi.steps.submodel_block_rows`,
+    the in-memory rule, with this pass's per-row values): each block's rows join the candidates
+    kept so far and the rule is applied to them.  That selects the same rows as the rule on the
+    whole chunk: a row the rule selects among all the chunk's rows is selected among the rows
+    of every run of first blocks that holds it (the rows ahead of it are fewer there), and the
+    band counts it caps agree (every row of the band is kept until the cap binds).
     """
     dev, dt = _svi_device(Xb, spec["device"], spec["dtype"])
-    Xd = bk.to_device(Xb, dev, dt)
-    P = len(spec["problems"])
-    F = submodel_values(Xd, None, bk.to_device(ens["XU"], dev, dt), ens["W"], ens["bbar"],
-                        spec["kernel"], dt).reshape(Xb.shape[0], P)
-    yidx = np.searchsorted(spec["classes"], np.asarray(bk.to_host(yb)).ravel())
+    XU = bk.to_device(ens["XU"], dev, dt)
+    problems = spec["problems"]
+    P = len(problems)
     tol, min_sv, max_sv = spec["margin_tol"], spec["min_sv"], spec["max_sv"]
-    per_class = max(1, int(min_sv) // 2)
-    out = []
-    for p, (pos, neg) in enumerate(spec["problems"]):
-        rows, yp = problem_rows(yidx, pos, neg)
-        margin = yp * F[rows, p]
-        dist = np.abs(margin - 1.0)
-        order = np.argsort(dist, kind="stable")
-        n_band = int(np.count_nonzero(dist <= tol))
-        take = n_band if max_sv is None else min(n_band, int(max_sv))
-        take = max(take, int(min_sv))
-        keep = np.zeros(rows.shape[0], dtype=bool)
-        keep[order[:take]] = True
-        for label in (-1.0, 1.0):
-            keep[order[yp[order] == label][:per_class]] = True
-        cand = np.flatnonzero(keep)
-        out.append({"rows": start + rows[cand], "margin": margin[cand], "y": yp[cand],
-                    "n_band": n_band, "n_correct": int(np.count_nonzero(margin > 0)),
-                    "n_rows": int(rows.shape[0])})
-    return out
+    kept = [(np.empty(0, np.int64), np.empty(0), np.empty(0)) for _ in problems]   # rows, margins, labels
+    counts = np.zeros((P, 3), dtype=np.int64)                                       # band, correct, rows
+    m = Xb.shape[0]
+    per_row = submodel_row_bytes(XU.shape[0], Xb.shape[1], dt) + (2 * P + _CANDIDATE_ROW_VALUES) * 8
+    step = submodel_block_rows(m, per_row, dev)
+    for s0 in range(0, m, step):
+        s1 = min(s0 + step, m)
+        F = submodel_values(bk.to_device(Xb[s0:s1], dev, dt), None, XU, ens["W"], ens["bbar"],
+                            spec["kernel"], dt).reshape(s1 - s0, P)
+        yidx = np.searchsorted(spec["classes"], np.asarray(bk.to_host(yb[s0:s1])).ravel())
+        for p, (pos, neg) in enumerate(problems):
+            rows, yp = problem_rows(yidx, pos, neg)
+            margin = yp * F[rows, p]
+            counts[p] += (np.count_nonzero(np.abs(margin - 1.0) <= tol), np.count_nonzero(margin > 0),
+                          rows.shape[0])
+            r, mg, yy = (np.concatenate([a, b]) for a, b in zip(kept[p], (start + s0 + rows, margin, yp)))
+            sel, _ = select_margin_rows(mg, yy, tol, min_sv=min_sv, max_sv=max_sv)
+            kept[p] = (r[sel], mg[sel], yy[sel])
+    return [{"rows": r, "margin": mg, "y": yy, "n_band": int(c[0]), "n_correct": int(c[1]), "n_rows": int(c[2])}
+            for (r, mg, yy), c in zip(kept, counts)]
 
 
 def _svi_solve(Xs: Any, ys: np.ndarray, kernel: Kernel, C: float, opts: dict) -> tuple[np.ndarray, float]:

@@ -27,8 +27,46 @@ from gpuksvm.array import backend as bk
 from gpuksvm.kernels.kernel import Kernel, kernel_block, kernel_diag
 
 __all__ = ["HostScanner", "GpuScanner", "make_scanner", "candidate_scores", "kernel_scale", "block_top",
-           "candidate_blocks", "core_split",
-           "merge_top", "top_positions", "ScannerBase"]
+           "candidate_blocks", "core_split", "scan_block_rows",
+           "merge_top", "top_order", "top_positions", "ScannerBase"]
+
+#: The most candidate rows of one block of the NumPy scan, whatever the budget allows.
+SCAN_MAX_ROWS = 1 << 16
+
+
+def scan_block_rows(n_rows: int, n_core: int, d: int, dtype: Any, device: Any) -> int:
+    """Candidate rows per block of the blocked furthest-point scan, within the memory budget.
+
+    One rule for every scan that is not the fused CUDA kernel (:class:`HostScanner`, the Dask
+    chunks of :mod:`gpuksvm.scaleout.cvm`): a candidate row costs ``n_core + d + 4`` values
+    of ``dtype`` (its kernel row against the core set, its converted features, and its score,
+    label, scale and mask), at most :data:`SCAN_MAX_ROWS` rows a block.
+
+    Parameters
+    ----------
+    n_rows : int
+        Candidate rows in all.
+    n_core : int
+        Core vectors (the kernel block's columns).
+    d : int
+        Features.
+    dtype : dtype
+        The scan's working dtype.
+    device : str or Device
+        Whose memory budget (:func:`gpuksvm.array.backend.memory_budget`) the blocks take.
+
+    Returns
+    -------
+    int
+        Rows per block (0 for no rows).
+
+    Raises
+    ------
+    MemoryBudgetError
+        When the budget is smaller than one candidate row.
+    """
+    return bk.plan_rows(n_rows, (int(n_core) + int(d) + 4) * np.dtype(dtype).itemsize, device,
+                        max_rows=SCAN_MAX_ROWS, what="the CVM furthest-point scan")
 
 
 def kernel_scale(X: Any, kernel: Kernel, normalize: bool):
@@ -98,11 +136,16 @@ def _k_smallest(s: Any, rows: Any, k: int) -> Any:
     return xp.concatenate([below, tied])
 
 
+def top_order(s: np.ndarray, keys: np.ndarray, k: int) -> np.ndarray:
+    """Positions of the ``k`` smallest finite ``s`` (host arrays), ascending, ties to the smaller key."""
+    order = np.lexsort((keys, s))[: int(k)]
+    return order[np.isfinite(s[order])]
+
+
 def merge_top(s_parts: list, i_parts: list, k: int) -> tuple[np.ndarray, np.ndarray]:
     """The ``k`` smallest finite scores over blocks, ascending (ties to the smaller key), and their keys."""
     s_all, i_all = np.concatenate(s_parts), np.concatenate(i_parts)
-    order = np.lexsort((i_all, s_all))[: int(k)]
-    order = order[np.isfinite(s_all[order])]
+    order = top_order(s_all, i_all, k)
     return i_all[order], s_all[order]
 
 
@@ -287,8 +330,7 @@ class ScannerBase:
         Σ max(0, q − s)², in row blocks (in the order of ``idx``)."""
         xp = self.xp
         n = self.n if idx is None else idx.shape[0]
-        step = bk.plan_rows(n, (self.m + self.d + 4) * self.dtype.itemsize,
-                            bk.device_of(self.self_term), max_rows=1 << 16)
+        step = scan_block_rows(n, self.m, self.d, self.dtype, bk.device_of(self.self_term))
         top_s, top_p = [], []
         vsum = 0.0
         for s0 in range(0, n, step):
@@ -336,8 +378,7 @@ class HostScanner(ScannerBase):
     def exact_min(self, idx: np.ndarray | None, coef, b: float) -> tuple[float, int]:
         """Minimum of s over all rows (or the rows ``idx``) and its row index, in row blocks."""
         n = self.n if idx is None else idx.shape[0]
-        rows = bk.plan_rows(n, (self.m + self.d + 4) * self.dtype.itemsize,
-                            bk.device_of(self.self_term), max_rows=1 << 16)
+        rows = scan_block_rows(n, self.m, self.d, self.dtype, bk.device_of(self.self_term))
         best, besti = np.inf, -1
         for s0 in range(0, n, rows):
             s1 = min(s0 + rows, n)

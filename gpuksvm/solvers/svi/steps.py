@@ -31,7 +31,7 @@ from gpuksvm.solvers.row_order import RowHasher
 
 __all__ = ["row_order_keys", "class_orders", "take_blocks",
            "draw_subsets", "plan_problem", "problem_subsets", "check_rows", "select_margin_rows", "closed_form_beta", "margin_solve_dtype", "margin_solve_bytes",
-           "max_margin_rows", "SUBMODEL_BLOCK_SHARE",
+           "max_margin_rows", "SUBMODEL_BLOCK_SHARE", "submodel_block_rows", "submodel_row_bytes",
            "solve_margin_problem", "stack_submodels", "average_submodels", "submodel_values",
            "ensemble_check", "stack_margin_models", "DEFAULT_MARGIN_TOL", "DEFAULT_MAX_MARGIN_SV",
            "DEFAULT_MIN_MARGIN_SV", "DEFAULT_MIN_SUBSET_ROWS", "MAX_SUBMODEL_DISAGREEMENT",
@@ -420,18 +420,49 @@ def average_submodels(results: list[list[tuple[np.ndarray, np.ndarray, float]]]
 SUBMODEL_BLOCK_SHARE = 4
 
 
+def submodel_block_rows(n_rows: int, bytes_per_row: int, device: Any) -> int:
+    """Rows per block of the sub-models' values: blocks of :data:`SUBMODEL_BLOCK_SHARE`'s part
+    of the memory budget, at least one row.
+
+    Parameters
+    ----------
+    n_rows : int
+        Rows to evaluate.
+    bytes_per_row : int
+        Scratch of one row: its kernel row against the support rows and its converted features
+        (:func:`submodel_values`), and what a caller keeps per row beside them.
+    device : str or Device
+        Whose budget (:func:`gpuksvm.array.backend.memory_budget`).
+
+    Returns
+    -------
+    int
+
+    Raises
+    ------
+    MemoryBudgetError
+        When the budget is smaller than one row.
+    """
+    rows = bk.plan_rows(n_rows, bytes_per_row, device, what="the sub-models' values")
+    return max(1, min(rows, bk.memory_budget(device) // SUBMODEL_BLOCK_SHARE // max(int(bytes_per_row), 1)))
+
+
+def submodel_row_bytes(n_sv: int, d: int, dtype: Any) -> int:
+    """Scratch bytes of one row of :func:`submodel_values`: its kernel row against ``n_sv``
+    support rows and its ``d`` features converted to ``dtype``."""
+    return (int(n_sv) + int(d)) * np.dtype(dtype).itemsize
+
+
 def submodel_values(Xd: Any, rows: np.ndarray | None, Xsv: Any, W: np.ndarray, b: np.ndarray,
                     kernel: Kernel, dtype: Any) -> np.ndarray:
     """Host float64 (len(rows), m) decision values ``K(X[rows], Xsv) W + b`` of m
     stacked sub-models (:func:`stack_submodels`); ``rows=None``: every row.  The kernel blocks
-    take a quarter of the memory budget (:data:`SUBMODEL_BLOCK_SHARE`)."""
+    take a quarter of the memory budget (:func:`submodel_block_rows`)."""
     Xr = Xd if rows is None else Xd[bk.to_device(rows, bk.device_of(Xd))]
     if W.shape[0] == 0:
         return np.tile(b, (Xr.shape[0], 1))
     dev = bk.device_of(Xd)
-    per_row = (Xsv.shape[0] + Xr.shape[1]) * np.dtype(dtype).itemsize
-    rows = bk.plan_rows(Xr.shape[0], per_row, dev)      # a budget below one row: the error naming it
-    rows = max(1, min(rows, bk.memory_budget(dev) // SUBMODEL_BLOCK_SHARE // per_row))
+    rows = submodel_block_rows(Xr.shape[0], submodel_row_bytes(Xsv.shape[0], Xr.shape[1], dtype), dev)
     F = kernel_matvec(Xr, Xsv, bk.to_device(W.astype(dtype), dev), kernel, dtype=dtype, block_rows=rows)
     return np.asarray(bk.to_host(F), dtype=np.float64).reshape(Xr.shape[0], W.shape[1]) + b
 
