@@ -245,6 +245,18 @@ def test_cvm_chunk_scan_works_in_blocks_of_the_tasks_share(rng, kernel, position
     assert got[1].shape == (7,) and np.all(np.diff(got[0]) >= 0)   # the k best, ascending
 
 
+def test_kernel_scales_of_a_chunk_work_in_blocks_of_the_tasks_share(rng):
+    """A float32 chunk of 20,000 × 10 scaled in float64 (a 1.6 MB converted copy in one piece)
+    under a 256 kB share: the same scales, the conversion in blocks."""
+    X = rng.normal(size=(20_000, 10)).astype(np.float32)
+    kernel = Kernel("poly", gamma=0.5, coef0=1.0, degree=3)
+    ref, _ = _as_task(dcvm._chunk_kernel_scale, X, kernel, np.float64, budget=10**9, measure=False)
+    got, peak = _as_task(dcvm._chunk_kernel_scale, X, kernel, np.float64, budget=512_000)
+    assert peak <= 256_000 + got.nbytes + SCRATCH_CONSTANT, f"peak {peak:,} B"
+    np.testing.assert_array_equal(got, ref)
+    assert got.dtype == np.float64 and np.all(got > 0)
+
+
 def _svi_case(rng, m=20_000, d=6, n_sv=300):
     X = rng.normal(size=(m, d))
     y = rng.integers(0, 3, size=m).astype(np.float64)

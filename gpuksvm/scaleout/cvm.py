@@ -79,8 +79,15 @@ def _cvm_chunk_scan(Xb: Any, yb: Any, xsb: Any, pb: Any, start: int, st: dict) -
 
 
 def _chunk_kernel_scale(Xb: Any, kernel: Kernel, dtype: Any) -> np.ndarray:
-    """1/√κ(x, x) of a chunk's rows (host)."""
-    return kernel_scale(np.asarray(Xb, dtype=dtype), kernel, True)
+    """1/√κ(x, x) of a chunk's rows (host), in row blocks of the task's memory budget: a row
+    costs its features converted to ``dtype`` and two values (κ(x, x), its scale)."""
+    dt = np.dtype(dtype)
+    m, d = Xb.shape
+    out = np.empty(m, dtype=dt)
+    step = bk.plan_rows(m, (d + 2) * dt.itemsize, "cpu", what="the kernel scales")
+    for s0 in range(0, m, max(step, 1)):
+        out[s0:s0 + step] = kernel_scale(np.asarray(Xb[s0:s0 + step], dtype=dt), kernel, True)
+    return out
 
 
 class DaskScanner(HostScanner):
