@@ -454,7 +454,8 @@ def test_the_fold_models_default_accuracy_is_the_classifiers_score():
 
 def test_run_engine_runs_no_more_calls_at_once_than_fit_the_budget_alone():
     """An engine's ``unit_bytes``: calls that fit the budget alone but not a thread's share run as
-    many at once as fit; calls too big even alone keep the threads (each streams anyway)."""
+    many at once as fit; calls too big even alone run one at a time (each streams with the whole
+    budget); small calls, or none declared, use the threads."""
     seen = []
 
     def per_split(estimator, X, y, splits, candidates, *, sample_weight=None):
@@ -465,7 +466,8 @@ def test_run_engine_runs_no_more_calls_at_once_than_fit_the_budget_alone():
     X, y = make_classification(120, n_features=4, random_state=0)
     splits = list(StratifiedKFold(4, shuffle=True, random_state=0).split(X, y))
     with gpuksvm.config_context(cpu_memory_budget=10_000_000):
-        for each, threads in ((6_000_000, {threading.get_ident()}), (20_000_000, None)):
+        for each, threads in ((6_000_000, {threading.get_ident()}), (20_000_000, {threading.get_ident()}),
+                              (4_000_000, None), (0, None)):
             per_split.unit_bytes = lambda est, X, splits, cands, each=each: each
             seen.clear()
             run_engine(per_split, KernelSVC(device="cpu"), X, y, splits, [{"C": 1.0}], n_jobs=2)

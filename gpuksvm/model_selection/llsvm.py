@@ -41,7 +41,10 @@ were kept until the next γ's were formed), in 15.5–19.6 s; on 2 threads each 
 thread's 100 MB less the fold models does not hold F and the scratch, 128 MB) and the engine grew
 it by 226 MB, the search with its refit by 249–307 MB over two runs (the threads' freed C heap
 stays resident while the refit runs; 225 MB where it is handed back first; 322–347 MB before), in
-69–112 s at load averages 1.7–2.6 (the folds in turn, in memory, are 4–6 times faster).
+69–112 s at load averages 1.7–2.6 (the folds in turn, in memory, are 4–6 times faster).  So the
+folds run on threads only as many at once as hold their features in memory (``unit_bytes``), and
+one at a time, each streaming with the whole budget, where a fold's features do not fit the whole
+budget either (:func:`~gpuksvm.model_selection.shared.run_engine`).
 
 Settings ``fit_llsvm_grid`` does not take fall back to independent fits, said
 in the :class:`~gpuksvm.model_selection.shared.SplitFit`'s ``shared``: a

@@ -29,7 +29,12 @@ splits run on the threads too).  An engine may carry ``unit_bytes(estimator, X, 
 -> int``, the working memory one of its calls needs to run in memory: when one call fits the CPU
 memory budget but not its share on ``n_jobs`` threads, at most budget // unit_bytes calls run at
 once (LLSVM's folds streamed their features on 2 threads in 69–112 s where they ran in memory one
-after the other in 15.5–19.6 s: 20,000 ijcnn1 rows, k = 1,000, budget 200 MB).  An engine with
+after the other in 15.5–19.6 s: 20,000 ijcnn1 rows, k = 1,000, budget 200 MB); when one call does
+not fit the whole budget either, the calls run one at a time, each streaming with the whole budget
+(the LLSVM search of 20,000 synthetic rows, k = 300, 3 folds, 2 × 2 grid, budget 24 MB, fresh
+processes, with its refit: 31.5–32.9 s and 35.6 MB of VmHWM growth one at a time against
+33.7–38.8 s and 47.5–47.6 MB on 2 threads, load average 4.8–5.7 on the 2-core host; the threads
+split the budget into smaller blocks and each keeps a C heap of its own).  An engine with
 ``takes_n_jobs = True`` parallelizes inside its call and is given the
 search's ``n_jobs`` (as scikit-learn's ``n_jobs``: −1 is every core, None
 the engine's own default) when its calls run one at a time on this host, 1
@@ -248,7 +253,7 @@ def run_engine(engine: Engine, estimator: Any, X: Any, y: Any, splits: Sequence[
     unit_bytes = getattr(engine, "unit_bytes", None)
     if client is None and workers > 1 and unit_bytes is not None:
         each, budget = int(unit_bytes(estimator, X, splits, candidates)), bk.memory_budget(bk.CPU)
-        if 0 < each <= budget:     # one call fits alone: no more at once than fit (else each streams)
+        if each > 0:   # no more at once than fit in memory; one at a time when none fits (each streams)
             workers = max(1, min(workers, budget // each))
     if client is not None:
         batches = _on_dask(client, args, units)
