@@ -41,9 +41,12 @@ demo: $(STAMP)
 	$(BIN)/python -m gpuksvm demo
 
 # the docstring examples of every module of the package (a few seconds), then the test suite
+# The suite runs on up to 4 processes (pytest-xdist, a module per process at a time: module
+# fixtures are built once); TEST_WORKERS=0 runs it in this process.
+TEST_WORKERS ?= auto
 test: $(STAMP) $(REAL_CUPY)/.installed
 	$(BIN)/python -m pytest -q -p no:cacheprovider --timeout=900 --doctest-modules gpuksvm
-	$(BIN)/python -m pytest -q -p no:cacheprovider --timeout=900
+	$(BIN)/python -m pytest -q -p no:cacheprovider --timeout=900 -n $(TEST_WORKERS) --maxprocesses=4 --dist loadscope
 
 test-gpu: $(STAMP)
 	$(BIN)/python -m pytest -q -p no:cacheprovider -m gpu

@@ -17,9 +17,14 @@ Every call the library makes into the stand-in CuPy is recorded (``tests/realcup
 end the distinct calls are bound against the real CuPy's signatures in a subprocess and a call
 real CuPy would refuse fails the run (without the real CuPy the summary says the check was
 skipped, and why).
+
+With pytest-xdist (``make test`` runs the suite on several processes) each worker hands its
+launches and recorded calls to the controller (``workeroutput``), and the controller reports and
+checks the whole run's.
 """
 import json
 import os
+from collections import Counter
 from pathlib import Path
 
 import numpy as np
@@ -173,9 +178,31 @@ def _check_calls(session) -> None:
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
+#: the kernel launches of the test workers when the suite runs on several (pytest-xdist)
+WORKER_LAUNCHES: Counter = Counter()
+
+
+def _is_worker(config) -> bool:
+    """True in a pytest-xdist worker: its launches and calls go to the controller, which checks them."""
+    return hasattr(config, "workerinput")
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node, error):
+    """A worker ended (pytest-xdist): add its kernel launches and stand-in calls to this run's."""
+    out = getattr(node, "workeroutput", {}).get("gpuksvm")
+    if out:
+        WORKER_LAUNCHES.update(out["launches"])
+        CALLS.merge(out["calls"])
+
+
 def pytest_sessionfinish(session, exitstatus):
+    if _is_worker(session.config):
+        _calls_hook.__exit__(None, None, None)
+        session.config.workeroutput["gpuksvm"] = {"launches": _cuda.launch_counts(), "calls": CALLS.payload()}
+        return
     _check_calls(session)
-    counts = _cuda.launch_counts()
+    counts = dict(Counter(_cuda.launch_counts()) + WORKER_LAUNCHES)
     never = sorted(all_kernels() - set(counts))
     session.config._gpu_launch_report = (counts, never)
     if GPU_MODE != "skip":

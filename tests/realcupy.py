@@ -132,12 +132,19 @@ class CallLog:
         key = (qualname, len(args), tuple(sorted(kwargs)))
         self.calls[key] += 1
         kinds = tuple(arg_kind(a) for a in args) + tuple(f"{k}={arg_kind(v)}" for k, v in sorted(kwargs.items()))
-        self.kinds.setdefault(key, set()).add(kinds)
+        self.kinds.setdefault(key, set()).add(" ".join(kinds))
 
     def payload(self) -> list[dict]:
         return [{"qualname": q, "npos": n, "keywords": list(kw), "count": c,
-                 "kinds": sorted(" ".join(k) for k in self.kinds.get((q, n, kw), ()))}
+                 "kinds": sorted(self.kinds.get((q, n, kw), ()))}
                 for (q, n, kw), c in sorted(self.calls.items())]
+
+    def merge(self, payload: list[dict]) -> None:
+        """Add another process's :meth:`payload` (a test worker's calls, gathered by the controller)."""
+        for row in payload:
+            key = (row["qualname"], row["npos"], tuple(row["keywords"]))
+            self.calls[key] += row["count"]
+            self.kinds.setdefault(key, set()).update(row["kinds"])
 
     def check(self) -> dict:
         """Bind every distinct call against the real CuPy: {"checked", "mismatches", "unbound"}."""
