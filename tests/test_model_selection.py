@@ -19,6 +19,7 @@ from sklearn.preprocessing import StandardScaler
 from sklearn.svm import SVC
 
 import gpuksvm
+from gpuksvm.array import backend as bk
 from gpuksvm.estimators.kernel_svc import KernelSVC
 from gpuksvm.estimators.linear_svm import LinearSVM
 from gpuksvm.model_selection import GridSearchCV, HalvingGridSearchCV, SplitFit, register_engine
@@ -476,3 +477,28 @@ def test_run_engine_runs_no_more_calls_at_once_than_fit_the_budget_alone():
                 assert set(seen) == threads          # one at a time, here
             else:
                 assert threading.get_ident() not in seen   # on the pool's threads
+
+
+def test_a_search_bound_by_memory_scores_its_fold_models_in_turn():
+    """The fold models are scored on as many threads as the engine's fits ran on for the memory
+    budget: LLSVM's folds that do not fit the budget run in turn, and so does their scoring (each
+    thread's C heap adds to the peak); with room, both use the n_jobs threads."""
+    X, y = make_classification(240, n_features=6, random_state=0)
+    seen = []
+
+    def accuracy(est, X_, y_):
+        seen.append(threading.get_ident())
+        return float(np.mean(est.predict(X_) == y_))
+
+    est = gpuksvm.LLSVM(n_landmarks=20, device="cpu", random_state=0)
+    for budget, in_turn in (("2MB", True), (None, False)):
+        seen.clear()
+        with gpuksvm.config_context(**({"cpu_memory_budget": budget} if budget else {})), warnings.catch_warnings():
+            warnings.simplefilter("ignore", bk.MemoryFallbackWarning)
+            GridSearchCV(est, {"gamma": [0.1, 1.0], "C": [1.0]}, cv=3, n_jobs=2, scoring=accuracy,
+                         refit=False).fit(X, y)
+        assert len(seen) == 6
+        if in_turn:
+            assert set(seen) == {threading.get_ident()}
+        else:
+            assert threading.get_ident() not in seen

@@ -56,7 +56,7 @@ from gpuksvm.estimators.calibration import ProbabilityMixin
 from gpuksvm.estimators.svc_surface import is_precomputed, is_user_callable
 from gpuksvm.model_selection.results import (FoldScores, build_results, check_failures, fold_scorer,
                                              reads_no_probability, takes_weights, top_k)
-from gpuksvm.model_selection.shared import SplitFit, engine_for, engine_name, run_engine, take
+from gpuksvm.model_selection.shared import SplitFit, engine_for, engine_name, run_engine, take, workers_within_budget
 from gpuksvm.scaleout.runtime import is_dask_collection
 
 __all__ = ["GridSearchCV", "HalvingGridSearchCV"]
@@ -208,9 +208,15 @@ class _SharedSearch:
             return test_score, seconds, train_score
 
         # host fold models are scored on n_jobs threads, as scikit-learn scores them in its n_jobs
-        # processes (NumPy and BLAS release the GIL; one BLAS thread each); device models in turn
+        # processes (NumPy and BLAS release the GIL; one BLAS thread each), but no more than the
+        # engine's fits ran on for the memory budget (each thread's C heap adds to the peak: the
+        # LLSVM search-memory test's 2 threads grew 42.9–57.4 MB against a 52.1 MB bound, in turn
+        # 36.7–37.0 MB); device models in turn
         on_host = not bk.device_for(template.get_params().get("device", "cpu"), X).is_gpu
-        workers = min(effective_n_jobs(self.n_jobs), len(scored)) if self.client is None and on_host else 1
+        workers = 1
+        if self.client is None and on_host:
+            workers = workers_within_budget(engine, template, X, splits, candidates,
+                                            min(effective_n_jobs(self.n_jobs), len(scored)))
         if workers > 1:
             with one_blas_thread(), ThreadPoolExecutor(max_workers=workers) as pool:
                 scores = list(pool.map(bk.in_calling_config(score, share=workers), scored))

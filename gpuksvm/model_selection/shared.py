@@ -230,6 +230,20 @@ def _on_dask(client: Any, args: tuple, units: list[tuple[list[int], list[int]]])
     return client.gather(futures)
 
 
+def workers_within_budget(engine: Engine, estimator: Any, X: Any, splits: Sequence[tuple[np.ndarray, np.ndarray]],
+                          candidates: Sequence[dict], workers: int) -> int:
+    """``workers`` threads cut to as many of the engine's calls as fit the CPU memory budget at once
+    (its ``unit_bytes``), and to one when a call does not fit the whole budget (each streams with all
+    of it); ``workers`` for an engine that declares no ``unit_bytes``.  The search scores its fold
+    models on as many threads as this leaves: a search bound by memory scores in turn too."""
+    unit_bytes = getattr(engine, "unit_bytes", None)
+    if workers > 1 and unit_bytes is not None:
+        each, budget = int(unit_bytes(estimator, X, splits, candidates)), bk.memory_budget(bk.CPU)
+        if each > 0:
+            workers = max(1, min(workers, budget // each))
+    return workers
+
+
 def run_engine(engine: Engine, estimator: Any, X: Any, y: Any, splits: Sequence[tuple[np.ndarray, np.ndarray]],
                candidates: Sequence[dict], *, sample_weight: Any = None, n_jobs: int | None = None,
                client: Any = None) -> list[SplitFit]:
@@ -250,11 +264,8 @@ def run_engine(engine: Engine, estimator: Any, X: Any, y: Any, splits: Sequence[
     units = _units(engine, estimator, candidates, n_splits)
     args = (engine, estimator, X, y, splits, candidates, sample_weight)
     workers = min(effective_n_jobs(n_jobs), len(units))
-    unit_bytes = getattr(engine, "unit_bytes", None)
-    if client is None and workers > 1 and unit_bytes is not None:
-        each, budget = int(unit_bytes(estimator, X, splits, candidates)), bk.memory_budget(bk.CPU)
-        if each > 0:   # no more at once than fit in memory; one at a time when none fits (each streams)
-            workers = max(1, min(workers, budget // each))
+    if client is None:
+        workers = workers_within_budget(engine, estimator, X, splits, candidates, workers)
     if client is not None:
         batches = _on_dask(client, args, units)
     elif workers > 1:
