@@ -33,7 +33,7 @@ from gpuksvm.scaleout import svi as dsvi  # noqa: E402
 from gpuksvm.solvers.cvm.scan import scan_block_rows  # noqa: E402
 from gpuksvm.solvers.svi.steps import submodel_block_rows, submodel_row_bytes  # noqa: E402
 from gpuksvm.scaleout import predict as dpredict  # noqa: E402
-from gpuksvm.scaleout.runtime import caller_budget, on_workers  # noqa: E402
+from gpuksvm.scaleout.runtime import on_workers  # noqa: E402
 
 MB64 = 64_000_000
 
@@ -173,11 +173,11 @@ def test_a_budget_below_one_row_block_names_the_minimum(rng):
 
 def test_the_captured_budget_is_the_calling_threads():
     with gpuksvm.config_context(cpu_memory_budget="64MB", gpu_memory_budget="32MB"):
-        b = caller_budget()
+        b = bk.caller_settings()
     assert b.budget_bytes() == MB64 and b.budget_bytes(gpu=True) == 32_000_000
     assert b.less(1_000_000).budget_bytes() == MB64 - 1_000_000
     assert b.less(1_000_000, gpu=True).budget_bytes(gpu=True) == 31_000_000
-    assert b.for_task(2)["cpu_memory_budget"] == MB64 // 2
+    assert b.shared(2).cpu_memory_budget == MB64 // 2
 
 
 # --------------------------------------------------------------------------- chunk scratch

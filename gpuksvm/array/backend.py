@@ -33,7 +33,7 @@ import sys
 import threading
 import time
 import warnings
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass, replace
 from functools import lru_cache
 from typing import Any, Callable, Iterator
 
@@ -46,6 +46,8 @@ __all__ = [
     "asarray_in",
     "release_free_heap",
     "in_calling_config",
+    "CallerSettings",
+    "caller_settings",
     "host_unless_gpu",
     "gpu_ready",
     "compute_copy",
@@ -280,14 +282,133 @@ def _settings(cfg: dict) -> Iterator[None]:
         _config().update(old)
 
 
-def in_calling_config(fn: Callable[..., Any], *, share: int = 1) -> Callable[..., Any]:
-    """``fn`` made to run under the calling thread's configuration, in whichever thread calls it.
+@dataclass(frozen=True)
+class CallerSettings:
+    """The settings of :func:`set_config` of one thread, to run work elsewhere under them.
 
-    The settings are per thread (as scikit-learn's), so the worker threads of a pool start from
-    the defaults: a ``set_config(cpu_memory_budget=...)`` of the caller does not reach them.  Wrap
-    the function a pool runs with this (in the calling thread).  ``share``: the workers that run
-    at once; each is given ``cpu_memory_budget // share``, so that together they stay within the
-    caller's budget.
+    The settings are per thread (as scikit-learn's): the threads of a pool, and the threads of a
+    Dask worker, start from the defaults, so a caller's ``set_config(cpu_memory_budget=...)``
+    would not reach them.  :func:`caller_settings` captures them in the calling thread, with the
+    budgets resolved to bytes there (the caller's environment variables count); :meth:`applied`
+    puts them in place in whichever thread runs the work (:func:`in_calling_config` for a thread
+    pool, :func:`gpuksvm.scaleout.runtime.on_workers` for Dask tasks).  Frozen and picklable, so
+    it travels with a task function to another process.
+
+    Every setting of :func:`get_config` is carried (the fields below, one per setting).
+
+    A *share* is the number of units of work that run at once under one caller's settings
+    (threads of a pool, tasks at once on a Dask worker).  One rule for both: each unit is given
+    ``cpu_memory_budget // share`` and the GPU budget divided by ``share`` too —
+    ``gpu_memory_budget // share`` where a cap is set, and ``gpu_memory_fraction / share`` —
+    because the threads of one process share one GPU as they share its memory.  Together the
+    units then stay within the caller's budgets; the fraction is divided as well since units
+    that size their blocks at the same moment all see the same free GPU memory.
+
+    Attributes
+    ----------
+    cpu_memory_budget : int
+        Bytes: the setting, else ``GPUKSVM_CPU_MEMORY_BUDGET`` of the caller, else 512 MiB.
+    gpu_memory_budget : int or None
+        Bytes: the setting, else ``GPUKSVM_GPU_MEMORY_BUDGET`` of the caller; None: no cap
+        beyond the fraction (the place the work runs may have its own environment variable).
+    gpu_memory_fraction : float
+        Fraction of the free GPU memory a block operation may use.
+    host_blas_threads : str
+        The host BLAS thread policy (:data:`HOST_BLAS_POLICIES`).
+    model_load_max_bytes : int or None
+        Bytes: the setting, else ``GPUKSVM_MODEL_LOAD_MAX_BYTES`` of the caller; None: half the
+        memory available where the work runs (that machine's memory, not the caller's).
+
+    Examples
+    --------
+    >>> import pickle
+    >>> import gpuksvm
+    >>> from gpuksvm.array import backend as bk
+    >>> with gpuksvm.config_context(cpu_memory_budget="64MB", gpu_memory_budget="32MB"):
+    ...     settings = pickle.loads(pickle.dumps(bk.caller_settings()))
+    >>> settings.budget_bytes(), settings.budget_bytes(gpu=True), settings.less(1_000_000).budget_bytes()
+    (64000000, 32000000, 63000000)
+    >>> with settings.applied(share=4):
+    ...     cfg = gpuksvm.get_config()
+    >>> cfg["cpu_memory_budget"], cfg["gpu_memory_budget"], cfg["gpu_memory_fraction"]
+    (16000000, 8000000, 0.125)
+    """
+
+    cpu_memory_budget: int
+    gpu_memory_budget: int | None
+    gpu_memory_fraction: float
+    host_blas_threads: str
+    model_load_max_bytes: int | None
+
+    def _budget_name(self, gpu: bool) -> str:
+        return "gpu_memory_budget" if gpu and self.gpu_memory_budget is not None else "cpu_memory_budget"
+
+    def budget_bytes(self, gpu: bool = False) -> int:
+        """Bytes the work may use: the CPU budget, or for GPU work (``gpu``) the GPU cap where
+        the caller had one (else the CPU budget: the caller cannot know the free GPU memory of
+        the place the work runs)."""
+        return int(getattr(self, self._budget_name(gpu)))
+
+    def less(self, nbytes: int, gpu: bool = False) -> "CallerSettings":
+        """The same settings with ``nbytes`` (held where the work runs, e.g. persisted chunks)
+        taken off the budget of :meth:`budget_bytes` (at least 1 byte is left)."""
+        name = self._budget_name(gpu)
+        return replace(self, **{name: max(int(getattr(self, name)) - int(nbytes), 1)})
+
+    def shared(self, share: int) -> "CallerSettings":
+        """The settings of one of ``share`` units of work that run at once: the CPU budget, the
+        GPU cap and the GPU fraction divided by ``share`` (see the class)."""
+        share = max(int(share), 1)
+        gpu = self.gpu_memory_budget
+        return replace(self, cpu_memory_budget=max(self.cpu_memory_budget // share, 1),
+                       gpu_memory_budget=None if gpu is None else max(gpu // share, 1),
+                       gpu_memory_fraction=self.gpu_memory_fraction / share)
+
+    @contextlib.contextmanager
+    def applied(self, share: int = 1) -> Iterator[None]:
+        """The calling thread's settings replaced, for a ``with`` block, by these for one of
+        ``share`` units of work at once (:meth:`shared`); restored at the end."""
+        with _settings(asdict(self.shared(share))):
+            yield
+
+
+def caller_settings() -> CallerSettings:
+    """The calling thread's settings, budgets resolved to bytes (see :class:`CallerSettings`).
+
+    Examples
+    --------
+    >>> import gpuksvm
+    >>> with gpuksvm.config_context(host_blas_threads="by_size"):
+    ...     caller_settings().host_blas_threads
+    'by_size'
+    """
+    cfg = dict(_config())
+    cfg.update(cpu_memory_budget=_cpu_budget_bytes(), gpu_memory_budget=_gpu_budget_bytes(),
+               model_load_max_bytes=_bytes_setting("model_load_max_bytes", "GPUKSVM_MODEL_LOAD_MAX_BYTES"))
+    return CallerSettings(**cfg)
+
+
+@dataclass(frozen=True)
+class _InSettings:
+    """``fn`` run under ``settings`` for one of ``share`` units at once (picklable)."""
+
+    fn: Callable[..., Any]
+    settings: CallerSettings
+    share: int = 1
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        with self.settings.applied(self.share):
+            return self.fn(*args, **kwargs)
+
+
+def in_calling_config(fn: Callable[..., Any], *, share: int = 1) -> Callable[..., Any]:
+    """``fn`` made to run under the calling thread's settings, in whichever thread calls it.
+
+    The worker threads of a pool start from the defaults; wrap the function a pool runs with
+    this (in the calling thread: :func:`caller_settings`).  ``share``: the threads that run at
+    once; each is given the caller's CPU and GPU budgets divided by ``share``
+    (:meth:`CallerSettings.shared`), so that together they stay within them.  The result is
+    picklable when ``fn`` is.
 
     Examples
     --------
@@ -299,14 +420,7 @@ def in_calling_config(fn: Callable[..., Any], *, share: int = 1) -> Callable[...
     >>> budgets
     [32000000, 32000000]
     """
-    cfg = dict(_config())
-    cfg["cpu_memory_budget"] = max(_cpu_budget_bytes() // max(int(share), 1), 1)
-
-    def run(*args: Any, **kwargs: Any) -> Any:
-        with _settings(cfg):
-            return fn(*args, **kwargs)
-
-    return run
+    return _InSettings(fn, caller_settings(), max(int(share), 1))
 
 
 _UNITS = {"": 1, "b": 1, "k": 1e3, "kb": 1e3, "m": 1e6, "mb": 1e6, "g": 1e9, "gb": 1e9,
@@ -327,21 +441,23 @@ def parse_bytes(value: int | float | str) -> int:
     return n
 
 
-def _cpu_budget_bytes() -> int:
-    b = _config()["cpu_memory_budget"]
+def _bytes_setting(name: str, env_var: str) -> int | None:
+    """A byte-size setting of the calling thread: the setting, else the environment variable, else None."""
+    b = _config()[name]
     if b is not None:
         return int(b)
-    env = os.environ.get("GPUKSVM_CPU_MEMORY_BUDGET")
-    return parse_bytes(env) if env else 512 * 2**20
+    env = os.environ.get(env_var)
+    return parse_bytes(env) if env else None
+
+
+def _cpu_budget_bytes() -> int:
+    b = _bytes_setting("cpu_memory_budget", "GPUKSVM_CPU_MEMORY_BUDGET")
+    return 512 * 2**20 if b is None else b
 
 
 def _gpu_budget_bytes() -> int | None:
     """The ``gpu_memory_budget`` setting in effect: the setting, ``GPUKSVM_GPU_MEMORY_BUDGET``, else None."""
-    b = _config()["gpu_memory_budget"]
-    if b is not None:
-        return int(b)
-    env = os.environ.get("GPUKSVM_GPU_MEMORY_BUDGET")
-    return parse_bytes(env) if env else None
+    return _bytes_setting("gpu_memory_budget", "GPUKSVM_GPU_MEMORY_BUDGET")
 
 
 def _read_int(path: str, field: str | None = None) -> int | None:
@@ -379,12 +495,9 @@ def available_memory() -> int | None:
 
 def model_load_max_bytes() -> int:
     """The ``model_load_max_bytes`` setting in effect (see :func:`set_config`)."""
-    b = _config()["model_load_max_bytes"]
+    b = _bytes_setting("model_load_max_bytes", "GPUKSVM_MODEL_LOAD_MAX_BYTES")
     if b is not None:
-        return int(b)
-    env = os.environ.get("GPUKSVM_MODEL_LOAD_MAX_BYTES")
-    if env:
-        return parse_bytes(env)
+        return b
     avail = available_memory()
     return max(512 * 2**20, (avail if avail is not None else 4 * 2**30) // 2)
 

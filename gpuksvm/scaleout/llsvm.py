@@ -40,8 +40,6 @@ from gpuksvm.scaleout.runtime import (
     DistributedFitError,
     Ledger,
     compute,
-    CallerBudget,
-    caller_budget,
     n_workers,
     on_workers,
     require_dask,
@@ -196,7 +194,7 @@ class _DaskFeatures:
     fmap: Any
     cached: bool
     nmap: NystromMap
-    budget: CallerBudget        # what the Newton passes' tasks run under
+    budget: bk.CallerSettings   # what the Newton passes' tasks run under
 
 
 class DaskRows(LLSVMRows):
@@ -288,7 +286,7 @@ class DaskRows(LLSVMRows):
 
         F = X.map_blocks(on_workers(_features_block), fmap_d, chunks=(X.chunks[0], (p,)), dtype=dt,
                          meta=bk.namespace_of(meta_from_array(X)).empty((0, 0), dtype=dt))
-        budget, gpu = caller_budget(), bk.is_gpu_array(meta_from_array(X))
+        budget, gpu = bk.caller_settings(), bk.is_gpu_array(meta_from_array(X))
         share = -(-self.n * p * dt.itemsize // n_workers(self.client))    # F's bytes per worker
         auto = self.cache_features == "auto"
         cache = share <= budget.budget_bytes(gpu) // 2 if auto else bool(self.cache_features)

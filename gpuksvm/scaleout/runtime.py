@@ -16,8 +16,9 @@ What lives here:
   row chunks with all columns in one chunk;
 * :func:`tree_reduce` — a fan-in tree of delayed ``combine`` calls, so partial
   results are summed on the workers and only the final one travels;
-* :func:`on_workers` — a task function made to run, on whichever worker, under the
-  memory budgets the driver had when the graph was built (:class:`CallerBudget`).
+* :func:`threads_here`, :func:`on_workers` — a task function made to run, on whichever worker,
+  under the settings the driver had when the graph was built
+  (:class:`gpuksvm.array.backend.CallerSettings`), shared by the tasks running at once there.
 """
 from __future__ import annotations
 
@@ -31,8 +32,8 @@ import numpy as np
 from gpuksvm.array import backend as bk
 
 __all__ = ["DistributedFitError", "Ledger", "is_dask_collection", "require_dask", "compute",
-           "scheduler_context", "row_chunked", "tree_reduce", "nbytes_of", "n_workers", "CallerBudget",
-           "caller_budget", "on_workers", "threads_here"]
+           "scheduler_context", "row_chunked", "tree_reduce", "nbytes_of", "n_workers", "on_workers",
+           "threads_here"]
 
 
 class DistributedFitError(RuntimeError):
@@ -240,67 +241,6 @@ def tree_reduce(parts: Sequence[Any], combine: Callable[[list], Any], *, fan_in:
     return parts[0]
 
 
-#: the settings of :func:`gpuksvm.array.backend.set_config` a worker task runs under
-_TASK_SETTINGS = ("cpu_memory_budget", "gpu_memory_budget", "gpu_memory_fraction", "host_blas_threads")
-
-
-@dataclass(frozen=True)
-class CallerBudget:
-    """The memory settings of the driver, carried to the workers with the task functions.
-
-    The settings of :mod:`gpuksvm.array.backend` are per thread and the workers' threads start
-    from their own defaults (``GPUKSVM_CPU_MEMORY_BUDGET`` of the worker's environment, else
-    512 MiB), so a driver's ``set_config(cpu_memory_budget=...)`` would not reach them.  Captured
-    on the driver (:func:`caller_budget`: the budgets resolved to bytes there, so the driver's
-    environment variables count too), the settings are applied on the worker around each task
-    (:func:`on_workers`).
-
-    Each worker process is given the driver's budget: the tasks that run at once on one worker
-    (:func:`threads_here`) split it, so a worker's scratch stays within ``cpu_memory_budget``
-    (and ``gpu_memory_budget`` where one is set).
-
-    Attributes
-    ----------
-    settings : tuple of (name, value)
-        ``cpu_memory_budget`` (bytes), ``gpu_memory_budget`` (bytes or None: the worker's own
-        cap, if any), ``gpu_memory_fraction``, ``host_blas_threads``.
-    """
-
-    settings: tuple
-
-    def _name(self, gpu: bool) -> str:
-        return "gpu_memory_budget" if gpu and dict(self.settings)["gpu_memory_budget"] is not None \
-            else "cpu_memory_budget"
-
-    def budget_bytes(self, gpu: bool = False) -> int:
-        """What one worker process may use, in bytes: the CPU budget, or for GPU chunks
-        (``gpu``) the GPU cap where the driver had one (else the CPU budget: the driver cannot
-        know the workers' free GPU memory)."""
-        return int(dict(self.settings)[self._name(gpu)])
-
-    def less(self, nbytes: int, gpu: bool = False) -> "CallerBudget":
-        """The same settings with ``nbytes`` (held on each worker, e.g. persisted chunks) taken
-        off the budget of :meth:`budget_bytes` (at least 1 byte is left)."""
-        name = self._name(gpu)
-        return CallerBudget(tuple((k, max(int(v) - int(nbytes), 1) if k == name else v) for k, v in self.settings))
-
-    def for_task(self, share: int) -> dict:
-        """The keyword arguments of :func:`gpuksvm.array.backend.config_context` for one of
-        ``share`` tasks that run at once on a worker."""
-        share = max(int(share), 1)
-        cfg = dict(self.settings)
-        for name in ("cpu_memory_budget", "gpu_memory_budget"):
-            if cfg[name] is not None:
-                cfg[name] = max(int(cfg[name]) // share, 1)
-        return cfg
-
-
-def caller_budget() -> CallerBudget:
-    """The calling thread's memory settings (see :class:`CallerBudget`)."""
-    cfg = bk.get_config()
-    return CallerBudget(tuple((name, cfg[name]) for name in _TASK_SETTINGS))
-
-
 def threads_here() -> int:
     """Tasks that may run at once in this process: the threads of the ``distributed`` worker
     running the calling task; outside one (Dask's local schedulers, in the driver process) the
@@ -323,10 +263,11 @@ def threads_here() -> int:
 
 @dataclass(frozen=True)
 class _OnWorkers:
-    """``fn`` run under a :class:`CallerBudget` (picklable; Dask names its tasks after ``fn``)."""
+    """``fn`` run under the driver's :class:`~gpuksvm.array.backend.CallerSettings`, shared by the
+    tasks running at once on the worker (picklable; Dask names its tasks after ``fn``)."""
 
     fn: Callable[..., Any]
-    budget: CallerBudget
+    settings: bk.CallerSettings
 
     @property
     def __name__(self) -> str:  # the tasks' key prefix, as for ``fn`` itself
@@ -336,16 +277,23 @@ class _OnWorkers:
         return getattr(fn, "__name__", type(fn).__name__)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        with bk.config_context(**self.budget.for_task(threads_here())):
+        with self.settings.applied(threads_here()):
             return self.fn(*args, **kwargs)
 
 
-def on_workers(fn: Callable[..., Any], budget: CallerBudget | None = None) -> Callable[..., Any]:
-    """``fn`` made to run under ``budget`` (default: the calling thread's, :func:`caller_budget`)
-    in whichever worker thread Dask runs it.
+def on_workers(fn: Callable[..., Any], settings: bk.CallerSettings | None = None) -> Callable[..., Any]:
+    """``fn`` made to run under ``settings`` (default: the calling thread's,
+    :func:`gpuksvm.array.backend.caller_settings`) in whichever worker thread Dask runs it.
 
-    Every task function of :mod:`gpuksvm.scaleout` goes through this when its graph is built
-    on the driver (``dask.delayed(on_workers(fn))``, ``X.map_blocks(on_workers(fn), ...)``).
+    The workers' threads start from their own defaults (``GPUKSVM_CPU_MEMORY_BUDGET`` of the
+    worker's environment, else 512 MiB), so the settings are captured on the driver when the
+    graph is built and applied around each task.  Each worker process is given the driver's
+    budgets: the tasks that run at once on one worker (:func:`threads_here`) split them
+    (:meth:`~gpuksvm.array.backend.CallerSettings.shared`, the rule of a thread pool's
+    :func:`~gpuksvm.array.backend.in_calling_config`), so a worker's scratch stays within
+    ``cpu_memory_budget`` (and the GPU budget).  Every task function of
+    :mod:`gpuksvm.scaleout` goes through this (``dask.delayed(on_workers(fn))``,
+    ``X.map_blocks(on_workers(fn), ...)``).
 
     Examples
     --------
@@ -358,7 +306,7 @@ def on_workers(fn: Callable[..., Any], budget: CallerBudget | None = None) -> Ca
     ...     dask.compute(probe)[0]
     64000000
     """
-    budget = caller_budget() if budget is None else budget
+    settings = bk.caller_settings() if settings is None else settings
     if isinstance(fn, _OnWorkers):
-        return replace(fn, budget=budget)
-    return _OnWorkers(fn, budget)
+        return replace(fn, settings=settings)
+    return _OnWorkers(fn, settings)
