@@ -184,9 +184,12 @@ def load_data(dataset: str, n_train: int | None, n_test: int | None) -> tuple[An
 
 
 def estimator_params(name: str, scale: str, params: str = "demo") -> dict:
-    """The registry's demo parameters of ``name`` (its ``tiny_params`` at tiny scale), or with
+    """The registry's demo parameters of ``name`` (its ``tiny_params`` at tiny scale; none for a
+    method without a demo), or with
     ``params="defaults"`` the constructor's defaults (``LLSVM``: its demo's ``n_landmarks``)."""
     demo = registry.method(name).demo
+    if demo is None:        # a method without a demo (the OKFEB transformer): its defaults
+        return {}
     chosen = {**demo.params, **(demo.tiny_params if scale == "tiny" else {})}
     if params == "defaults":
         chosen = {k: v for k, v in chosen.items() if k == "n_landmarks"}
@@ -251,6 +254,40 @@ def child(spec: dict) -> dict:
             n_train=int(X.shape[0]), n_test=int(Xt.shape[0]),
             gpu_fit_peak_MB=_pool_peak(fit_mem), gpu_predict_peak_MB=_pool_peak(pred_mem),
             warnings=sorted({f"{w.category.__name__}: {str(w.message)[:120]}" for w in caught}))
+    return out
+
+
+#: the outputs :func:`outputs_child` measures besides ``predict`` and ``decision_function``
+OUTPUTS = ("transform", "predict_proba", "partial_fit")
+
+
+def outputs_child(spec: dict) -> dict:
+    """Fit one estimator (not measured), then each of ``spec["outputs"]`` (of :data:`OUTPUTS`)
+    under one budget, each from a reset VmHWM: ``transform`` / ``predict_proba`` of the test rows
+    (bound: the budget + the test rows + the result), ``partial_fit`` on the training rows again
+    (bound: the budget + the training rows + the model after it).  ``{output: {"peak", "bound"}}``."""
+    X, y, Xt, _ = load_data(spec["dataset"], spec["n_train"], spec["n_test"])
+    cls = registry.method(spec["estimator"]).load()
+    if spec["budget"] != "default":
+        bk.set_config(cpu_memory_budget=spec["budget"])
+    budget = bk.get_config()["cpu_memory_budget"]
+    out: dict = {}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        est = cls(**spec["params"], device="cpu", random_state=0)
+        est.fit(X, y)
+        for output in spec["outputs"]:
+            if output not in OUTPUTS:
+                raise ValueError(f"unknown output {output!r}: one of {OUTPUTS}")
+            with PeakMemory("vmhwm") as mem:
+                result = est.partial_fit(X, y) if output == "partial_fit" else getattr(est, output)(Xt)
+            if output == "partial_fit":
+                bound = bound_bytes(budget, X.nbytes + y.nbytes, model_nbytes(est, exclude=(X, y)))
+            else:
+                bound = bound_bytes(budget, Xt.nbytes, 0, bk.to_host(result).nbytes)
+            out[output] = {"peak": mem.peak_bytes, "bound": bound}
+            del result
+    out["budget_bytes"] = budget
     return out
 
 
@@ -383,7 +420,8 @@ def run_module(module: str, argv: list[str], *, env: dict | None = None, timeout
 
 
 def run_child(spec: dict, *, timeout: float | None = None) -> dict:
-    """:func:`child` in a fresh process (``python -m bench.memory --child``); its result dict."""
+    """:func:`child` (:func:`outputs_child` for a spec with ``outputs``) in a fresh process
+    (``python -m bench.memory --child``); its result dict."""
     env = dict(os.environ)
     if spec["budget"] != "default":   # worker threads read the budget from the environment
         env["GPUKSVM_CPU_MEMORY_BUDGET"] = str(spec["budget"])
@@ -548,7 +586,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.child:
         spec = None if args.child == "blas" else json.loads(args.child)
         run = child_blas if spec is None else search_child if spec.get("search") else \
-            dask_child if spec.get("dask") else child
+            dask_child if spec.get("dask") else outputs_child if spec.get("outputs") else child
         print(json.dumps(run() if spec is None else run(spec)))
         return 0
     if args.markdown:

@@ -1,4 +1,5 @@
-"""The memory budget is a bound: every estimator's fit, predict and decision_function stays within it.
+"""The memory budget is a bound: every estimator's fit, predict, decision_function, transform,
+predict_proba and partial_fit stays within it.
 
 Each estimator runs once in a fresh process (:func:`bench.memory.run_child`, the child of
 ``bench/memory.py``) on 5,000 synthetic training rows of 22 features and predicts 20,000 rows,
@@ -93,6 +94,29 @@ def test_decision_function_within_the_bound(name):
     r = _measured(name)
     assert r["decision_peak"] <= r["decision_bound"], (f"decision_function grew {r['decision_peak'] / MB:.1f} MB, "
                                                        f"bound {r['decision_bound'] / MB:.1f} MB")
+
+
+#: the other outputs of the contract, each estimator that has them fitted once in a fresh process
+#: (2,000 training rows: a probability fit is six fits; its 2,000² kernel is 32 MB, twice the budget)
+OUTPUT_CASES = [
+    pytest.param("LLSVM", {"probability": True}, ("transform", "predict_proba"), id="LLSVM"),
+    pytest.param("KernelSVC", {"probability": True}, ("predict_proba",), id="KernelSVC"),
+    pytest.param("SVI", {"probability": True}, ("predict_proba",), id="SVI"),
+    pytest.param("OKFEB", {}, ("transform", "partial_fit"), id="OKFEB"),
+    pytest.param("OKFEBClassifier", {}, ("partial_fit",), id="OKFEBClassifier"),
+]
+
+
+@pytest.mark.parametrize("name, extra, outputs", OUTPUT_CASES)
+def test_transform_predict_proba_and_partial_fit_within_the_bound(name, extra, outputs):
+    r = run_child({"estimator": name, "dataset": "synthetic", "budget": BUDGET, "n_train": 2000, "n_test": N_TEST,
+                   "outputs": list(outputs), "device": "cpu", "scale": "test",
+                   "params": {**estimator_params(name, "paper"), **PARAMS.get(name, {}), **extra}}, timeout=300)
+    assert r["budget_bytes"] == 16_000_000
+    for output in outputs:
+        peak, bound = r[output]["peak"], r[output]["bound"]
+        print(f"{name}.{output}: grew {peak / MB:.1f} MB, bound {bound / MB:.1f} MB")
+        assert 0 < peak <= bound, f"{output} grew {peak / MB:.1f} MB, bound {bound / MB:.1f} MB"
 
 
 def test_the_bound_adds_its_terms():
