@@ -30,9 +30,10 @@ TorchKM protocol) and the same grid, in one process:
   emulated trace of a few of the search's fits (``--scale small``: 2, ``paper``: 3),
   scaled to all of them: a **model prediction**, not a measurement.
 
-Each search runs ``repeat`` times in turn (``--scale small``: 3; otherwise 1) and its
-record's time is the median (every time in ``fit_times_s``); the log line after the SVC search
-gives the ratio of the medians.  Every record has the search time (``fit_s``), the refit model's test
+The searches of a case run in rounds (``--scale small``: 3; otherwise 1), each round one
+search of each kind in turn, so that a drift of a shared host's speed falls on all of them alike;
+a record's time is the median (every time in ``fit_times_s``), and the log line after the SVC
+search gives the ratio of the medians and the ratio within each round.  Every record has the search time (``fit_s``), the refit model's test
 accuracy, and in ``extra`` the selected parameters, the best CV score, the
 largest |Δ mean_test_score| against scikit-learn's search over the same
 estimator and the speed-up over it; gpuksvm's record also the distinct
@@ -169,13 +170,18 @@ def _timed_search(search: Any, X: Any, y: Any) -> float:
     return time.perf_counter() - start
 
 
-def _timed_searches(make: Callable[[], Any], X: Any, y: Any, repeat: int) -> tuple[Any, float, list[float]]:
-    """``repeat`` fresh searches in turn: the last one, the median time, every time."""
-    times, search = [], None
+def _timed_searches(makers: dict[str, Callable[[], Any]], X: Any, y: Any,
+                    repeat: int) -> dict[str, tuple[Any, float, list[float]]]:
+    """``repeat`` rounds of one fresh search of each maker, in turn (so a drift of the host's speed
+    falls on every search of a round alike): per maker the last search, the median time and every
+    time."""
+    times: dict[str, list[float]] = {name: [] for name in makers}
+    last: dict[str, Any] = {}
     for _ in range(max(1, repeat)):
-        search = make()
-        times.append(_timed_search(search, X, y))
-    return search, float(np.median(times)), times
+        for name, make in makers.items():
+            last[name] = make()
+            times[name].append(_timed_search(last[name], X, y))
+    return {name: (last[name], float(np.median(times[name])), times[name]) for name in makers}
 
 
 def _svc_forecast(X: Any, y: Any, grid: dict, n_fits: int, folds: int) -> float:
@@ -302,26 +308,28 @@ def run_tune(ctx: Context) -> Iterator[Record]:
         # untimed: a tiny search through the engine (numba loads or compiles its SMO here, not in the timing)
         GridSearchCV(_estimator(spec), {k: v[:2] for k, v in grid.items()}, cv=2).fit(X[:300], y[:300])
         reps = int(ctx.params.get("repeat", 1))
-        ours, t_ours, ts_ours = _timed_searches(lambda: GridSearchCV(_estimator(spec), grid, cv=cv, n_jobs=-1),
-                                                X, y, reps)
-        theirs, t_theirs, ts_theirs = _timed_searches(lambda: SkGridSearchCV(_estimator(spec), grid, cv=cv),
-                                                      X, y, reps)
-        n = int(X.shape[0])
-        yield _row(ctx, spec, "GridSearchCV (gpuksvm)", t_ours, ours, Xt, yt, (theirs, t_theirs), n, ts_ours)
-        yield _row(ctx, spec, "GridSearchCV (sklearn) same estimator", t_theirs, theirs, Xt, yt, None, n, ts_theirs)
-        n_fits = len(ours.cv_results_["params"]) * spec["folds"]
+        makers = {"ours": lambda: GridSearchCV(_estimator(spec), grid, cv=cv, n_jobs=-1),
+                  "theirs": lambda: SkGridSearchCV(_estimator(spec), grid, cv=cv)}
+        n_fits = int(np.prod([len(v) for v in grid.values()])) * spec["folds"]
         if spec["estimator"] == "KernelSVC":
             forecast = _svc_forecast(X, y, grid, n_fits, spec["folds"])
             if forecast > SVC_BUDGET_S:
                 ctx.log(f"  {spec['name']:13s} GridSearchCV(SVC, n_jobs=-1) skipped: forecast {forecast:.0f} s "
                         f"> {SVC_BUDGET_S:.0f} s")
             else:
-                svc, t_svc, ts_svc = _timed_searches(
-                    lambda: SkGridSearchCV(SVC(cache_size=1000), grid, cv=cv, n_jobs=-1), X, y, reps)
-                yield _row(ctx, spec, "GridSearchCV(SVC, n_jobs=-1) (sklearn)", t_svc, svc, Xt, yt,
-                           (theirs, t_theirs), n, ts_svc)
-                ctx.log(f"  {spec['name']:13s} {'':40s} SVC search time / gpuksvm time {t_svc / t_ours:.2f} "
-                        f"(medians of {reps})")
+                makers["svc"] = lambda: SkGridSearchCV(SVC(cache_size=1000), grid, cv=cv, n_jobs=-1)
+        runs = _timed_searches(makers, X, y, reps)
+        (ours, t_ours, ts_ours), (theirs, t_theirs, ts_theirs) = runs["ours"], runs["theirs"]
+        n = int(X.shape[0])
+        yield _row(ctx, spec, "GridSearchCV (gpuksvm)", t_ours, ours, Xt, yt, (theirs, t_theirs), n, ts_ours)
+        yield _row(ctx, spec, "GridSearchCV (sklearn) same estimator", t_theirs, theirs, Xt, yt, None, n, ts_theirs)
+        if "svc" in runs:
+            svc, t_svc, ts_svc = runs["svc"]
+            yield _row(ctx, spec, "GridSearchCV(SVC, n_jobs=-1) (sklearn)", t_svc, svc, Xt, yt,
+                       (theirs, t_theirs), n, ts_svc)
+            rounds = [a / b for a, b in zip(ts_svc, ts_ours)]
+            ctx.log(f"  {spec['name']:13s} {'':40s} SVC search time / gpuksvm time {t_svc / t_ours:.2f} "
+                    f"(medians of {reps}); per round {', '.join(f'{r:.2f}' for r in rounds)}")
         if _torchkm_available():
             if spec["estimator"] != "KernelSVC" or np.unique(y).size != 2:
                 ctx.log(f"  {spec['name']:13s} TorchKM skipped: it is compared on binary KernelSVC cases only "

@@ -333,15 +333,15 @@ def test_held_out_values_serve_only_their_rows_of_the_model_they_were_computed_f
 
 
 @pytest.mark.skipif(not gram_smo.AVAILABLE, reason="the compiled SMO needs numba")
-def test_the_lower_half_of_the_C_values_start_from_the_previous_one_on_any_number_of_threads(monkeypatch):
-    """The compiled SMO's lower half of a fold's C values: the first from α = 0, each other from the
-    C below it scaled; the upper half from α = 0.  The same models on one thread and on three."""
+def test_each_C_value_starts_from_the_previous_one_on_any_number_of_threads(monkeypatch):
+    """The compiled SMO's C values of a fold: the smallest from α = 0, each other from the solution
+    of the C below it (scaled or as it is).  The same models on one thread and on three."""
     starts = []
     real = gram_smo.solve_on_gram
 
     def recording(G, R, y, Cv, alpha=None, grad=None, **kwargs):
         starts.append((float(Cv.max()), alpha is not None))
-        if alpha is not None:      # the previous C's solution scaled: feasible for this box
+        if alpha is not None:      # the previous C's solution, scaled or not: feasible for this box
             assert np.all(alpha >= 0) and np.all(alpha <= Cv + 1e-12) and abs(np.dot(y, alpha)) < 1e-9
         return real(G, R, y, Cv, alpha, grad, **kwargs)
 
@@ -350,12 +350,33 @@ def test_the_lower_half_of_the_C_values_start_from_the_previous_one_on_any_numbe
     classes, yidx = encode_classes(y)
     folds = [path.GridProblem(rows=tr, weight=np.ones(tr.size))
              for tr, _ in StratifiedKFold(3, shuffle=True, random_state=0).split(X, y)]
-    Cs = [10.0, 0.03, 300.0, 0.3, 3.0]           # lower half, ascending: 0.03 (cold), 0.3 (seeded)
+    Cs = [10.0, 0.03, 300.0, 0.3, 3.0]           # ascending: 0.03 (cold), then each seeded
     models = [path.solve_grid(X, yidx, classes, Kernel("rbf", gamma=1.0), folds, Cs, n_jobs=k).results
               for k in (1, 3)]
-    assert sorted(set(starts)) == [(0.03, False), (0.3, True), (3.0, False), (10.0, False), (300.0, False)]
+    assert sorted(set(starts)) == [(0.03, False), (0.3, True), (3.0, True), (10.0, True), (300.0, True)]
     assert len(starts) == 2 * len(folds) * len(Cs)
     for one, three in zip(*models):
         for a, b in zip(one, three):
             np.testing.assert_array_equal(a.dual_coef, b.dual_coef)
             np.testing.assert_array_equal(a.intercept, b.intercept)
+
+
+@pytest.mark.skipif(not gram_smo.AVAILABLE, reason="the compiled SMO needs numba")
+def test_a_seed_is_the_previous_solution_scaled_or_not_whichever_has_the_lower_objective():
+    """Scaled (DeCoste & Wagstaff) where the support vectors sit at the bound (small C), as it is
+    where they are free (large C); either is feasible for the larger box with its exact gradient."""
+    X, y = _data(n=200, seed=3)
+    lab = np.where(y == y[0], 1.0, -1.0)
+    G = np.exp(-((X[:, None, :] - X[None, :, :]) ** 2).sum(-1))
+    R = np.arange(X.shape[0])
+    picked = []
+    for C in (0.01, 100.0):
+        alpha, grad, _ = gram_smo.solve_on_gram(G, R, lab, np.full(R.size, C))
+        a, g = path._seed((alpha, grad), 3.0)
+        assert np.all(a >= 0) and np.all(a <= 3.0 * C + 1e-12) and abs(np.dot(lab, a)) < 1e-9
+        np.testing.assert_allclose(g, (lab[:, None] * lab[None, :] * G) @ a - 1.0, atol=1e-9)
+        objective = 0.5 * a @ (g - 1.0)
+        others = [0.5 * b @ (h - 1.0) for b, h in ((alpha, grad), (3.0 * alpha, 3.0 * (grad + 1.0) - 1.0))]
+        assert objective == min(others)
+        picked.append("scaled" if np.array_equal(a, 3.0 * alpha) else "as it is")
+    assert picked == ["scaled", "as it is"]

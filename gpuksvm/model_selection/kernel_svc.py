@@ -11,8 +11,8 @@ between folds) are solved in one call into the solver layer:
   rows computed once for all folds and C values, the (kernel, fold) paths in
   parallel threads; where numba is installed (the ``fast`` extra) and the
   Gram matrix of all rows fits the memory budget, a compiled SMO on that
-  matrix, the upper half of each fold's C values from α = 0 and the lower
-  half each from the previous C's solution scaled (:data:`SHARED_CPU_GRAM` in
+  matrix, each fold's smallest C from α = 0 and every other from the previous
+  C's solution, scaled or as it is (:data:`SHARED_CPU_GRAM` in
   ``cv_results_["shared_work"]``), else LIBSVM on active sets seeded by the previous C's and the previous fold's solution
   (:data:`SHARED_CPU`).  Measured (random 5,000 ijcnn1 rows, γ ∈ {0.5, 1, 2}
   × 8 C, 5 folds, 2-core host shared with other work, load average ≈ 3.5,
@@ -70,7 +70,7 @@ __all__ = ["search_kernel_svc"]
 
 _KERNELS = ("linear", "poly", "rbf", "sigmoid")
 SHARED_CPU = "kernel rows; alpha seeding along C and across folds"
-SHARED_CPU_GRAM = "the Gram matrix of all rows (compiled SMO); alpha seeding along the lower half of C"
+SHARED_CPU_GRAM = "the Gram matrix of all rows (compiled SMO); alpha seeding along C"
 SHARED_GPU = "kernel rows; all folds and C values in one batched working-set call"
 #: appended to SHARED_CPU_GRAM for a fold model with a binary problem stopped at the step cap
 SHARED_CAPPED = " — NOT CONVERGED: a binary problem stopped at the compiled SMO's step cap"

@@ -7,8 +7,8 @@
 over the rows ``R`` of a Gram matrix ``G`` of all rows of a data set (the
 problem reads ``G[R[a], R[b]]``: the folds and one-vs-one pairs of a grid
 search index one matrix, no submatrix is copied), from α = 0 or any feasible
-α and its gradient (the grid-search engine starts the lower half of a fold's C
-values from the previous C's solution scaled, the others from 0; why:
+α and its gradient (the grid-search engine starts each C value of a fold but the
+smallest from the previous C's solution, scaled or as it is; why:
 :mod:`gpuksvm.solvers.smo.path`).  The algorithm is LIBSVM's (Fan, Chen & Lin, JMLR 2005): the
 maximal-violating i over I_up, the second-order choice of j over I_low, the
 analytic two-variable step clipped to the box, and the stopping rule

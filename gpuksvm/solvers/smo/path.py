@@ -11,31 +11,29 @@ matrix of all rows fits a job's share of the memory budget
     blocks of 256 rows) and every binary problem (every one-vs-one pair of
     every fold) is solved on its rows of it by
     :func:`gpuksvm.solvers.smo.gram_smo.solve_on_gram` (LIBSVM's algorithm, no
-    submatrix copied).  The upper half of a fold's C values start from α = 0,
-    so each of those models is the one LIBSVM's iterations reach (same
-    working-set rule, same stopping rule).  The lower half are solved in
-    ascending order, the first from α = 0 and each other from the solution of
-    the C below it scaled by the ratio of the C values (DeCoste & Wagstaff
-    2000: feasible, and its gradient is exact without a kernel row), a
-    solution valid to ``tol`` like LIBSVM's but reached by other steps.  At
-    small C most support vectors sit at the bound and the scaled solution is
-    near the next one; at large C it moves far.  Measured on two folds of a
-    random 5,000 ijcnn1 rows (γ ∈ {0.5, 1, 2}, 8 C from 0.1 to 1,000, steps
-    cold/seeded): C = 0.37: 950/154 … 1,537/289; C = 1.4: 1,167/679 …
-    2,024/1,284; C = 5.2: 1,826/1,590 … 2,801/2,574; C = 19: within ±20 %
-    either way; C ≥ 72: as many or more (9,145 against 8,950 at C = 1,000).
-    A problem of the lower half costs about 20 ms cold whatever its steps
-    (the first steps run over all 4,000 rows, before shrinking), so the seeds
-    took 14 % off the thread time of those six fold paths (1.10 against 1.28
-    s).  The decision values of the seeded models on the held-out rows
-    differed from the cold ones' by at most 3.0·10⁻³ (``tol`` is 10⁻³), and
-    every ``mean_test_score`` of the whole search was the same to 10⁻⁴.  A
+    submatrix copied).  A fold's C values are solved in ascending order: the
+    smallest from α = 0, so that model is the one LIBSVM's iterations reach
+    (same working-set rule, same stopping rule), and each other from the
+    solution of the C below it (alpha seeding), a solution valid to ``tol``
+    like LIBSVM's but reached by other steps.  The seed is that solution as it
+    is (still in the larger box, the same gradient) or scaled by the ratio of
+    the C values (DeCoste & Wagstaff 2000: in the box, and its gradient exact
+    without a kernel row), whichever has the lower dual objective
+    (:func:`_seed`): at small C most support vectors sit at the bound and the
+    scaled solution is near the next one, at large C most are free and keep
+    their values.  Measured on two folds of a random 5,000 ijcnn1 rows (γ ∈
+    {0.5, 1, 2}, 8 C from 0.1 to 1,000, thread time, quiet 2-core host): 2.47 s
+    every problem from α = 0, 1.98 s always scaled, 2.06 s always as it is,
+    1.74 s the lower objective's (C = 1,000, γ = 2: 81 ms from 0, 90 ms scaled,
+    31 ms as it is).  The decision values of the seeded models on the held-out
+    rows differed from the cold ones' by at most 4.1·10⁻³ (``tol`` is 10⁻³).  A
     seeded task waits for the task of the C below it (given to the threads
-    before it), so the models do not depend on the number of threads.  Across folds, the previous fold's solution at the
-    same C (restricted to the shared rows, the excess class's α scaled down to
-    make yᵀα = 0; Wen et al., AAAI 2017) took 33,623 steps for a fold's path
-    against 34,104 along C, and is not used.  The engine saves LIBSVM's
-    per-fit overhead, kernel evaluations and the steps of the seeded C values
+    before it), so the models do not depend on the number of threads.  Across
+    folds, the previous fold's solution at the same C (restricted to the
+    shared rows, the excess class's α scaled down to make yᵀα = 0; Wen et al.,
+    AAAI 2017) took 33,623 steps for a fold's path against 34,104 along C
+    (scaled seeds), and is not used.  The engine saves LIBSVM's per-fit
+    overhead, kernel evaluations and the steps of the seeded C values
     (measured speed-ups in :mod:`gpuksvm.model_selection.kernel_svc`).  Given
     the rows each fold's models are scored on (:attr:`GridProblem.held_out`),
     dense float64, it returns the models with their decision values on them
@@ -86,10 +84,12 @@ matrix of all rows fits a job's share of the memory budget
 Both CPU engines run in parallel threads (LIBSVM and the compiled SMO
 release the GIL); :attr:`GridSolution.engine` says which ran.  The active-set
 engine's task is a (kernel, fold) path; the compiled SMO's a (kernel, fold, C)
-problem, the largest C (the most steps) first, and the threads that start on
-a kernel compute its Gram matrix together, block by block: on the 3-γ ijcnn1
-grid (5 folds × 8 C, 2 threads) the two threads ended 0.08 s apart against
-0.77 s with a task per fold path (load average 2.6–3.5 on the 2-core host).
+problem, C ascending with the folds of one C together (a fold's next C waits for
+the C below it, given to the threads before it), and the threads that start on
+a kernel compute its Gram matrix together, block by block: a task per problem
+balances the threads better than one per fold path, whose two threads had ended
+0.77 s apart on the 3-γ ijcnn1 grid (5 folds × 8 C, 2 threads, load average
+2.6–3.5 on the 2-core host).
 
 :func:`solve_grid_batched` (GPU) — every pair × fold × C problem in one call
     of the batched working-set solver
@@ -661,8 +661,8 @@ def _fold_path(st: _JobState, f: int, X: Any, yidx: np.ndarray, classes: np.ndar
 def _fold_path_gram(st: _JobState, f: int, G: np.ndarray, pos: np.ndarray, problems: list, Xf: Any,
                     yidx: np.ndarray, classes: np.ndarray, cs: Sequence[int]) -> None:
     """Fold f of a job at the C values ``cs`` by the compiled SMO on the Gram matrix G, from α = 0
-    or, for a C of :attr:`_JobState.seed_of`, from the solution of the C below it scaled to this
-    one (waiting for it; see the module docstring)."""
+    or, for a C of :attr:`_JobState.seed_of`, from the solution of the C below it, scaled to this
+    one or as it is (:func:`_seed`; waiting for it; see the module docstring)."""
     job = st.job
     rows = job.folds[f].rows
     cap = gram_smo.MAX_ITER
@@ -674,7 +674,7 @@ def _fold_path_gram(st: _JobState, f: int, G: np.ndarray, pos: np.ndarray, probl
         results, solutions = [], []
         for k, (R, lab, w) in enumerate(problems):
             Cv = float(C) * w
-            start = (None, None) if seeds is None else _scaled(seeds[k], float(C) / float(job.Cs[st.seed_of[c]]))
+            start = (None, None) if seeds is None else _seed(seeds[k], float(C) / float(job.Cs[st.seed_of[c]]))
             alpha, grad, n_iter = gram_smo.solve_on_gram(G, R, lab, Cv, *start, tol=job.tol, max_iter=cap)
             solutions.append((alpha, grad))
             sv = np.flatnonzero(alpha > 0)
@@ -698,11 +698,22 @@ def _fold_path_gram(st: _JobState, f: int, G: np.ndarray, pos: np.ndarray, probl
             st.out.seconds[f] = [t + (time.perf_counter() - t0) / len(job.Cs) for t in st.out.seconds[f]]
 
 
-def _scaled(solution: tuple[np.ndarray, np.ndarray], ratio: float) -> tuple[np.ndarray, np.ndarray]:
-    """A solution at C scaled to C' = ratio·C (DeCoste & Wagstaff 2000): α' = ratio·α is feasible for
-    the box [0, C'wᵢ] and yᵀα' = 0, and its gradient Qα' − e = ratio·(∇ + e) − e needs no kernel row."""
+def _seed(solution: tuple[np.ndarray, np.ndarray], ratio: float) -> tuple[np.ndarray, np.ndarray]:
+    """The start at C' = ratio·C (ratio ≥ 1) from a solution (α, ∇) at C: of α itself (still in the
+    larger box [0, C'wᵢ], yᵀα = 0, its gradient unchanged) and α scaled to ratio·α (DeCoste &
+    Wagstaff 2000: in the box, yᵀα' = 0, gradient ratio·(∇ + e) − e), the one of the lower dual
+    objective ½αᵀQα − eᵀα, from ∇ alone (no kernel row).  Scaling suits a solution whose support
+    vectors sit at the bound (small C), keeping it one whose support vectors are free (large C).
+    Measured (two folds of a random 5,000 ijcnn1 rows, γ ∈ {0.5, 1, 2}, 8 C from 0.1 to 1,000,
+    each problem from α = 0, scaled and as it is, thread time, quiet 2-core host): 2.47 s from 0,
+    1.98 s always scaled, 2.06 s always as it is, 1.74 s the lower objective's, 1.71 s the faster
+    of the two each time."""
     alpha, grad = solution
-    return ratio * alpha, ratio * (grad + 1.0) - 1.0
+    scaled_alpha, scaled_grad = ratio * alpha, ratio * (grad + 1.0) - 1.0
+    # ½αᵀQα − eᵀα = ½αᵀ(∇ − e) for a gradient ∇ = Qα − e
+    if np.dot(scaled_alpha, scaled_grad - 1.0) <= np.dot(alpha, grad - 1.0):
+        return scaled_alpha, scaled_grad
+    return alpha, grad
 
 
 def _with_held_out_decisions(held: tuple[np.ndarray, tuple], Xf: np.ndarray, kernel: Kernel,
@@ -742,7 +753,7 @@ def solve_grids(X: Any, yidx: np.ndarray, classes: np.ndarray, jobs: Sequence[Gr
     solutions within a job (CPU).
 
     The (job, fold) paths — for the compiled SMO the (job, fold, C) problems,
-    largest C first — run in ``n_jobs`` threads, job by job: a job's kernel
+    C ascending — run in ``n_jobs`` threads, job by job: a job's kernel
     rows are computed by the first of its tasks that starts (the Gram matrix:
     by all that start before it is done, block by block) and dropped after
     its last, so at most ``min(n_jobs, len(jobs))`` caches live at once, each
@@ -778,14 +789,13 @@ def solve_grids(X: Any, yidx: np.ndarray, classes: np.ndarray, jobs: Sequence[Gr
     for st in states:
         folds = range(len(st.job.folds))
         if gram_fits(yidx.shape[0], share):
-            # one task per (fold, C): the upper half of the C values from α = 0, the largest (the
-            # most steps) first, then the lower half ascending, each after the first from the
-            # solution of the one below it (_SEEDED): the threads end together
+            # one task per (fold, C), C ascending and the folds of one C together: each C after
+            # the first starts from the solution of the one below it, whose task is given to the
+            # threads before it (every fold's, while there are at least as many folds as threads)
             st.out.engine = ENGINE_GRAM
             ascending = [int(c) for c in np.argsort(np.asarray(st.job.Cs, dtype=np.float64), kind="stable")]
-            low = ascending[:len(ascending) // 2]
-            st.seed_of = dict(zip(low[1:], low[:-1]))
-            mine = [(st, f, [c]) for c in ascending[::-1][:len(ascending) - len(low)] + low for f in folds]
+            st.seed_of = dict(zip(ascending[1:], ascending[:-1]))
+            mine = [(st, f, [c]) for c in ascending for f in folds]
         else:   # the active-set engine seeds each C of a fold from the previous one: one task per fold
             mine = [(st, f, None) for f in folds]
         st.left = len(mine)
