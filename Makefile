@@ -42,7 +42,8 @@ demo: $(STAMP)
 
 # the docstring examples of every module of the package (a few seconds), then the test suite
 # The suite runs on up to 4 processes (pytest-xdist, a module per process at a time: module
-# fixtures are built once); TEST_WORKERS=0 runs it in this process.
+# fixtures are built once; one process on a real GPU, tests/conftest.py); TEST_WORKERS=0 runs it
+# in this process.
 TEST_WORKERS ?= auto
 test: $(STAMP) $(REAL_CUPY)/.installed
 	$(BIN)/python -m pytest -q -p no:cacheprovider --timeout=900 --doctest-modules gpuksvm

@@ -18,9 +18,9 @@ end the distinct calls are bound against the real CuPy's signatures in a subproc
 real CuPy would refuse fails the run (without the real CuPy the summary says the check was
 skipped, and why).
 
-With pytest-xdist (``make test`` runs the suite on several processes) each worker hands its
-launches and recorded calls to the controller (``workeroutput``), and the controller reports and
-checks the whole run's.
+With pytest-xdist (``make test`` runs the suite on several processes; on one where a real GPU
+runs the GPU tests) each worker hands its launches and recorded calls to the controller
+(``workeroutput``), and the controller reports and checks the whole run's.
 """
 import json
 import os
@@ -176,6 +176,14 @@ def _check_calls(session) -> None:
     CALLS_REPORT.write_text(json.dumps({"calls": CALLS.payload(), **result}, indent=1, sort_keys=True) + "\n")
     if result["mismatches"] and session.exitstatus == 0:
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_auto_num_workers(config):
+    """``-n auto`` (``make test``): one test process where the GPU tests run on a real GPU (the
+    processes would share its memory, which the memory-budget tests read); else xdist's own
+    count (one per core)."""
+    return 1 if GPU_MODE == "real" else None
 
 
 #: the kernel launches of the test workers when the suite runs on several (pytest-xdist)
