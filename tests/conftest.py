@@ -34,6 +34,7 @@ import gpuemu
 import realcupy
 from gpuemu import build as _emu_build
 from gpuemu import dispatch as _emu_dispatch
+from gpuemu.pool import fresh_pool
 from gpuksvm.array import cuda_sources as _cuda
 from gpuksvm.array import backend as bk
 
@@ -117,8 +118,6 @@ def emulated_gpu(gpu):
     the pool's peak, which only the stand-in keeps, measures the test's device memory."""
     if GPU_MODE != "emulated":
         pytest.skip("the pool's peak is kept by the emulated GPU's memory pool only")
-    from gpuemu.pool import fresh_pool
-
     with fresh_pool():
         yield gpu
 

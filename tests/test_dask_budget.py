@@ -34,6 +34,7 @@ from gpuksvm.solvers.cvm.scan import scan_block_rows  # noqa: E402
 from gpuksvm.solvers.svi.steps import submodel_block_rows, submodel_row_bytes  # noqa: E402
 from gpuksvm.scaleout import predict as dpredict  # noqa: E402
 from gpuksvm.scaleout.runtime import on_workers  # noqa: E402
+from gpuemu.pool import measure_peak  # noqa: E402
 
 MB64 = 64_000_000
 
@@ -294,8 +295,6 @@ def test_svi_margin_pass_works_in_blocks_of_the_tasks_share(rng):
 
 def _on_gpu_task(fn, *args, budget=WORKER_BUDGET):
     """``fn(*args)`` as a task under a GPU budget (two tasks at once); result and pool peak growth."""
-    from gpuemu.pool import measure_peak
-
     with gpuksvm.config_context(gpu_memory_budget=budget):
         task = on_workers(fn)
     with dask.config.set(num_workers=TASKS), measure_peak() as pool:
