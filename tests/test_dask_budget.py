@@ -15,10 +15,10 @@ from __future__ import annotations
 import functools
 import tracemalloc
 
-import dask
 import numpy as np
 import pytest
 
+dask = pytest.importorskip("dask")
 da = pytest.importorskip("dask.array")
 distributed = pytest.importorskip("distributed")
 

@@ -294,6 +294,20 @@ def test_working_set_converges_when_the_gap_first_grows():
     assert r.objective == pytest.approx(ref.objective, rel=1e-4)
 
 
+def test_float32_working_set_intercept_at_a_bound_below_C():
+    """float32(C) < C here: the α at the bound are float32(C).  Counted as free, LIBSVM's intercept
+    rule had averaged the gradients of the bounded rows (b = −0.15 against LIBSVM's −0.92 on 2,000
+    ijcnn1 rows; the GPU's search then scored this C 3 points off)."""
+    X, y = _ijcnn1(700)
+    C = 0.372759372031494
+    assert float(np.float32(C)) < C
+    svc = SVC(C=C, gamma=0.5).fit(X, y)
+    for dt in (np.float32, np.float64):
+        m = KernelSVC(device="cpu", solver="working_set", dtype=dt, C=C, gamma=0.5).fit(X, y)
+        assert np.asarray(m.intercept_)[0] == pytest.approx(svc.intercept_[0], abs=5e-3)
+        np.testing.assert_array_equal(m.predict(X), svc.predict(X))
+
+
 # --------------------------------------------------------------------------- estimator
 def _blobs(n=360, seed=0):
     X, y = make_blobs(n, centers=4, cluster_std=2.0, random_state=seed)

@@ -1,4 +1,6 @@
 """The KernelSVC shared-work search engine against independent fits, (candidate, split) by split."""
+import threading
+
 import numpy as np
 import pytest
 import scipy.sparse as sp
@@ -153,6 +155,45 @@ def test_the_engine_follows_the_memory_budget():
     # ijcnn1's 50,000 rows: 20 GB of Gram matrix, never within the default 512 MiB budget
     assert not path.gram_fits(50_000, bk.memory_budget("cpu"))
     assert path.gram_fits(5_000, bk.memory_budget("cpu")) == gram_smo.AVAILABLE
+
+
+@pytest.mark.skipif(not gram_smo.AVAILABLE, reason="the compiled SMO needs numba")
+def test_more_threads_than_gram_matrices_in_the_budget_keep_the_compiled_smo(monkeypatch):
+    """Three kernels on three threads with a budget of one and a half Gram matrices: every job on the
+    Gram matrix, one matrix alive at a time (a job waits for the one before it to be dropped), the
+    same models as on one thread.  Before, each job's share (a third of the budget) made all three
+    run on active sets.  With room for two matrices, two at a time."""
+    import weakref
+
+    live, most = [0], [0]
+    guard = threading.Lock()
+
+    class CountedRows(path.KernelRows):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            with guard:
+                live[0] += 1
+                most[0] = max(most[0], live[0])
+            weakref.finalize(self, lambda: live.__setitem__(0, live[0] - 1))
+
+    X, y = _data(n=300, seed=9)
+    classes, yidx = encode_classes(y)
+    gram = 8 * 300 * 300
+    folds = [path.GridProblem(rows=tr, weight=np.ones(tr.size))
+             for tr, _ in StratifiedKFold(3, shuffle=True, random_state=0).split(X, y)]
+    jobs = [path.GridJob(Kernel("rbf", gamma=g), folds, [0.1, 1.0, 10.0]) for g in (0.5, 1.0, 2.0)]
+    one = path.solve_grids(X, yidx, classes, jobs, budget=gram * 3 // 2, n_jobs=1)
+    monkeypatch.setattr(path, "KernelRows", CountedRows)
+    for room, alive in ((1.5, 1), (2.5, 2)):
+        live[0] = most[0] = 0
+        three = path.solve_grids(X, yidx, classes, jobs, budget=int(gram * room), n_jobs=3)
+        assert [s.engine for s in three] == [path.ENGINE_GRAM] * 3
+        assert most[0] == alive and live[0] == 0
+        for a, b in zip(one, three):
+            for row_a, row_b in zip(a.results, b.results):
+                for ra, rb in zip(row_a, row_b):
+                    np.testing.assert_array_equal(ra.dual_coef, rb.dual_coef)
+                    np.testing.assert_array_equal(ra.intercept, rb.intercept)
 
 
 def test_kernel_rows_cache_evicts_and_computes_each_row_once():

@@ -6,9 +6,15 @@ reads only under ``cupyx.errstate(linalg="raise")`` (then ``numpy.linalg.LinAlgE
 cupy/linalg/_util.py); by default it returns what cuSOLVER left.  The stand-in calls the same
 LAPACK routines (SciPy's wrappers) and does the same:
 
-* ``cholesky`` — ``tril`` of ``potrf``'s output: on a matrix that is not positive definite the
-  partial factor, finite (columns before the failing pivot factored, the failing diagonal entry
-  ≤ 0, the rest the input's lower triangle), no NaN;
+* ``cholesky`` — ``tril`` of ``potrf``'s output.  On a positive definite matrix LAPACK's factor.
+  On one that is not, cuSOLVER does not stop at the failing pivot as LAPACK does: it takes the
+  square root of the pivot and goes on, so the failing column's diagonal entry is 0 (a zero pivot)
+  or NaN (a negative one) and the entries after it are ±inf/NaN, while the rows before it hold the
+  factor of the leading block.  Seen on an NVIDIA H200 (CUDA runtime 13.2, CuPy 14.2.0):
+  ``cholesky([[4, 2, 1], [2, 1, 3], [1, 3, 2]])`` gave ``[[2, 0, 0], [1, 0, 0], [0.5, inf, nan]]``;
+  the stand-in continues the column-by-column factorization through the failing pivot in IEEE
+  arithmetic (:func:`_continued_cholesky`), which gives exactly that.  ``devInfo`` is LAPACK's
+  (the position of the first failing pivot);
 * ``solve`` / ``inv`` — ``getrf`` then ``getrs``: on a singular matrix the factorization
   completes with an exact zero on U's diagonal and the triangular solves divide by it (±inf/NaN);
 * ``eigh`` / ``eigvalsh`` — ``syevd`` (``heevd`` for complex), whatever it returns.
@@ -96,13 +102,26 @@ def _square_op(name: str, a, compute):
     return _linalg_op(name, run, (a,))
 
 
+def _continued_cholesky(A: _np.ndarray) -> _np.ndarray:
+    """The lower Cholesky factor of ``A`` computed column by column without stopping at a pivot
+    that is not positive (its square root is 0 or NaN, and the divisions by it give ±inf/NaN):
+    what cuSOLVER's ``potrf`` returned for a matrix that is not positive definite."""
+    n = A.shape[0]
+    L = _np.zeros_like(A)
+    with _np.errstate(all="ignore"):
+        for j in range(n):
+            L[j, j] = _np.sqrt(A[j, j] - L[j, :j] @ L[j, :j])
+            L[j + 1:, j] = (A[j + 1:, j] - L[j + 1:, :j] @ L[j, :j]) / L[j, j]
+    return L
+
+
 def _potrf(A: _np.ndarray, dt) -> _np.ndarray:
     potrf = _lapack("potrf", dt)
     L = _matrices(A.astype(dt, copy=True))
     info = _np.empty(L.shape[0], _np.int32)
     for i in range(L.shape[0]):
         c, info[i] = potrf(L[i], lower=1, clean=0)
-        L[i] = _np.tril(c)
+        L[i] = _np.tril(c) if info[i] == 0 else _continued_cholesky(L[i])
     _check_info(potrf.typecode + ("potrfBatched" if A.ndim > 2 else "potrf"), info)
     return L.reshape(A.shape)
 
