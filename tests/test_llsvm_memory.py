@@ -100,7 +100,9 @@ def test_transform_and_predict_hold_one_capped_kernel_block(monkeypatch):
     D_ref = est.decision_function(X)
     monkeypatch.setattr(nystrom, "KERNEL_BLOCK_BYTES", 1 << 20)      # 2,621 rows of 100 landmarks
     F, peak = _traced_peak(lambda: est.transform(X))
-    np.testing.assert_allclose(F, F_ref, rtol=1e-5, atol=1e-6)
+    # float32 features of other block shapes: the GEMMs round otherwise (up to 5.1e-6 apart on an
+    # AMD EPYC with OpenBLAS's Haswell kernels, values up to about 1)
+    np.testing.assert_allclose(F, F_ref, rtol=1e-5, atol=2e-5)
     assert peak <= F.nbytes + (1 << 20) + 1.5 * MB, (peak - F.nbytes) / MB   # F, a block, row norms
     D, peak = _traced_peak(lambda: est.decision_function(X))
     np.testing.assert_allclose(D, D_ref, rtol=1e-5, atol=1e-5)
@@ -283,7 +285,7 @@ def test_predict_proba_holds_one_block_of_features(monkeypatch):
     P_ref = est.svm_.predict_proba(est.transform(X))
     monkeypatch.setattr(nystrom, "KERNEL_BLOCK_BYTES", 1 << 20)      # 2,621 rows of 100 landmarks
     P, peak = _traced_peak(lambda: est.predict_proba(X))
-    np.testing.assert_allclose(P, P_ref, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(P, P_ref, rtol=1e-5, atol=2e-5)     # float32 features, as above (6.0e-6)
     assert peak <= P.nbytes * 2 + 4 * (1 << 20) + 1.5 * MB, peak / MB
 
 

@@ -24,6 +24,7 @@ import numpy as np
 import pytest
 
 from gpuksvm.data.blocks import as_block_source
+from gpuksvm.estimators import calibration
 from gpuksvm.solvers.nystrom.kmeans import RowReservoir, kmeans, sample_rows
 from gpuksvm.estimators.cvm import CVM, OneClassCVM
 from gpuksvm.datasets import make_checkerboard
@@ -285,3 +286,22 @@ def test_platt_folds_do_not_depend_on_the_row_order(make, tol):
     P = {order: make().fit(X[idx], y[idx]).predict_proba(Xt) for order, idx in _orders(y).items()}
     for order in ("sorted", "sorted-descending"):
         np.testing.assert_allclose(P[order], P["shuffled"], rtol=0, atol=tol, err_msg=order)
+
+
+def test_llsvm_cuts_its_platt_folds_by_the_input_rows(monkeypatch):
+    """LLSVM's linear SVM is calibrated on F, but its folds are ordered by the rows F was formed from
+    (F's float32 rounding can depend on a row's place in a GEMM block); the fitted model keeps no
+    reference to them."""
+    seen = []
+    real = calibration._fold_order
+
+    def recording(X, y, rs, pairwise):
+        seen.append(X)
+        return real(X, y, rs, pairwise)
+
+    monkeypatch.setattr(calibration, "_fold_order", recording)
+    X, y = make_checkerboard(300, grid=2, random_state=0)
+    est = LLSVM(gamma=2.0, n_landmarks=20, probability=True, device="cpu", random_state=0).fit(X, y)
+    assert len(seen) == 1 and seen[0].shape == X.shape
+    np.testing.assert_array_equal(seen[0], X)
+    assert "_probability_order_rows" not in vars(est.svm_)

@@ -118,7 +118,9 @@ def test_precomputed_gram_gives_every_engine_the_same_problem(method):
     b = solve_batched(G, y, S, "precomputed", 3.0, device="cpu", method=method)
     for ra, rb in zip(a, b):
         np.testing.assert_array_equal(ra.support, rb.support)
-        assert rb.objective == pytest.approx(ra.objective, rel=1e-9)
+        # kernel values equal to the last bit or two: the same optimum to the solver's tolerance (the
+        # working-set solver's steps can part: 1.7e-8 relative on an AMD EPYC, OpenBLAS Haswell kernels)
+        assert rb.objective == pytest.approx(ra.objective, rel=1e-7)
         assert rb.objective == pytest.approx(dual_objective(G, rb.support, rb.dual_coef, "precomputed"),
                                              rel=1e-9)
 

@@ -33,7 +33,8 @@ A classifier opts in by subclassing :class:`ProbabilityMixin` and having
 """
 from __future__ import annotations
 
-from typing import Any, Callable
+import contextlib
+from typing import Any, Callable, Iterator
 
 import numpy as np
 from sklearn.base import clone
@@ -266,7 +267,9 @@ class ProbabilityMixin:
             rs = check_random_state(self.random_state)
             # a pairwise X (kernel="precomputed") is K(X, X): its columns follow the training rows
             pairwise = self.__sklearn_tags__().input_tags.pairwise
-            base = _fold_order(X, yh, rs, pairwise)
+            given = self.__dict__.get(_ORDER_ROWS)
+            ordered = given if given is not None and given.shape[0] == n else X
+            base = _fold_order(ordered, yh, rs, pairwise)
             skf = StratifiedKFold(n_splits=n_splits, shuffle=True,
                                   random_state=int(rs.randint(np.iinfo(np.int32).max)))
             D = np.empty((n, len(problems)))
@@ -387,6 +390,26 @@ class ProbabilityMixin:
         """Logarithm of :meth:`predict_proba`."""
         with np.errstate(divide="ignore"):
             return bk.as_kind(np.log(self._proba_host(X)), bk.array_kind(X))
+
+
+#: the attribute :func:`fold_order_rows` sets for the length of a fit
+_ORDER_ROWS = "_probability_order_rows"
+
+
+@contextlib.contextmanager
+def fold_order_rows(estimator: Any, rows: Any) -> Iterator[None]:
+    """During the ``with`` block, ``estimator``'s Platt folds are cut in the order of the contents of
+    ``rows`` (as many rows as it is fitted on, in the same order) instead of its own input's: a
+    model fitted on features computed from other rows (LLSVM's linear SVM on F) orders its folds
+    by those rows, whose contents do not depend on rounding.  ``rows=None``: its own input."""
+    if rows is None:
+        yield
+        return
+    setattr(estimator, _ORDER_ROWS, rows)
+    try:
+        yield
+    finally:
+        estimator.__dict__.pop(_ORDER_ROWS, None)
 
 
 def _fold_order(X: Any, y: np.ndarray, rs: np.random.RandomState, pairwise: bool) -> np.ndarray:

@@ -96,7 +96,7 @@ from sklearn.utils.validation import check_is_fitted
 from gpuksvm.array import backend as bk
 from gpuksvm.estimators.base import DeviceMixin, fit_context
 from gpuksvm.data.blocks import is_block_input
-from gpuksvm.estimators.calibration import probability_enabled
+from gpuksvm.estimators.calibration import fold_order_rows, probability_enabled
 from gpuksvm.kernels.kernel import Kernel, kernel_matvec
 from gpuksvm.estimators.linear_svm import LinearSVM
 from gpuksvm.solvers.linear.svm import LinearSVMResult
@@ -398,8 +398,14 @@ class LLSVM(DeviceMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin, Clas
         """
         rows = self._rows(X, y, sample_weight)
         dev = self._device()
+        # Platt's folds are cut in the order of the input rows' contents, not of the features':
+        # F's float32 rounding can depend on a row's place in a GEMM block (OpenBLAS's Haswell
+        # kernels), and the folds cut by F then moved the probabilities of 600 checkerboard rows
+        # by up to 0.016 between row orders, as much as folds cut in the given order (0.022)
+        order_rows = rows.X if self.probability and isinstance(rows, ArrayRows) else None
         result = fit_llsvm_solution(rows, kernel=self._kernel_for, params=self._map_params(),
-                                    spec=self._linear_spec(), linear=_LinearSVMStage(self), device=dev,
+                                    spec=self._linear_spec(), linear=_LinearSVMStage(self, order_rows=order_rows),
+                                    device=dev,
                                     dtype=bk.resolve_dtype(self.dtype, dev), random_state=self.random_state)
         return self._store(result)
 
@@ -634,9 +640,12 @@ class _LinearSVMStage:
     estimator's parameters and the stage's C (the :class:`~gpuksvm.solvers.nystrom.llsvm.LinearStage`
     of :func:`~gpuksvm.solvers.nystrom.llsvm.fit_llsvm_path`)."""
 
-    def __init__(self, estimator: LLSVM, warm_start: bool = False):
+    def __init__(self, estimator: LLSVM, warm_start: bool = False, order_rows: Any = None):
         self.estimator = estimator
         self.warm_start = warm_start
+        # the rows the features were formed from: their contents order the Platt folds
+        # (:func:`gpuksvm.estimators.calibration.fold_order_rows`)
+        self.order_rows = order_rows
         # the previous C's features, their validation and the Newton solver's state on them
         self._last: tuple[Any, Any, NewtonPath] | None = None
 
@@ -646,7 +655,8 @@ class _LinearSVMStage:
         cold fit's model to the tolerance; the other engines start from zero)."""
         svm = self.estimator._linear_svm(spec.C)
         if not self.warm_start or self.estimator.probability or is_block_input(X):
-            return svm.fit(X, y, sample_weight=sample_weight)
+            with fold_order_rows(svm, self.order_rows):
+                return svm.fit(X, y, sample_weight=sample_weight)
         if self._last is None or self._last[0] is not X:
             self._last = None           # the previous features' state goes before the new rows' checks
             self._last = (X, svm._check_rows(X, y, sample_weight), NewtonPath())
