@@ -268,8 +268,10 @@ class ProbabilityMixin:
             # a pairwise X (kernel="precomputed") is K(X, X): its columns follow the training rows
             pairwise = self.__sklearn_tags__().input_tags.pairwise
             given = self.__dict__.get(_ORDER_ROWS)
-            ordered = given if given is not None and given.shape[0] == n else X
-            base = _fold_order(ordered, yh, rs, pairwise)
+            if given is not None and given.shape[0] != n:
+                raise ValueError(f"the rows that order the Platt folds are {given.shape[0]}, the model "
+                                 f"is fitted on {n}")
+            base = _fold_order(X if given is None else given, yh, rs, pairwise)
             skf = StratifiedKFold(n_splits=n_splits, shuffle=True,
                                   random_state=int(rs.randint(np.iinfo(np.int32).max)))
             D = np.empty((n, len(problems)))

@@ -576,7 +576,7 @@ class _JobState:
     """A job being solved: its kernel cache (built by the first task that needs it, dropped after
     the last), the first C's solution of the fold solved first (the others' seed)."""
 
-    def __init__(self, job: GridJob) -> None:
+    def __init__(self, job: GridJob, slots: threading.Semaphore) -> None:
         self.job = job
         k = len(job.Cs)
         self.out = GridSolution(results=[[None] * k for _ in job.folds], seconds=[[0.0] * k for _ in job.folds],
@@ -592,9 +592,9 @@ class _JobState:
         self.seed_of: dict[int, int] = {}
         self._solutions: dict[tuple[int, int], list] = {}
         self.left = len(job.folds)
-        # the caches that may live at once (set by solve_grids; one per job by default), and
+        # the caches that may live at once (shared by the jobs of one solve_grids call), and
         # whether this job holds one of them
-        self.slots: threading.Semaphore = threading.BoundedSemaphore(1)
+        self.slots = slots
         self.holds_slot = False
         self.lock = threading.Lock()
         self.cond = threading.Condition(self.lock)
@@ -793,20 +793,19 @@ def solve_grids(X: Any, yidx: np.ndarray, classes: np.ndarray, jobs: Sequence[Gr
     yidx = np.asarray(yidx, dtype=np.int64)
     Xh = bk.to_host(X)
     budget = bk.memory_budget(bk.CPU) if budget is None else int(budget)
-    states = [_JobState(j) for j in jobs]
-    n_paths = sum(len(st.job.folds) for st in states)
+    n_paths = sum(len(job.folds) for job in jobs)
     # a host whose load already fills its cores runs the paths in one thread: at load 5 on 2
     # cores two threads took 6.2 and 8.4 s for the 3-γ ijcnn1 grid, one thread 5.3 and 5.7 s
     # (the threads' CPU time grew by 15–30 %: they only contend there)
     workers = 1 if n_jobs is None and host_busy() else _n_workers(n_jobs, max(n_paths, 1))
-    alive = max(min(workers, len(states)), 1)           # caches at once
+    alive = max(min(workers, len(jobs)), 1)             # caches at once
     if gram_fits(yidx.shape[0], budget):                 # as many Gram matrices as the budget holds
         alive = max(1, min(alive, budget // (8 * yidx.shape[0] ** 2)))
     share = budget // alive
     slots = threading.BoundedSemaphore(alive)
+    states = [_JobState(j, slots) for j in jobs]
     tasks: list[tuple[_JobState, int, list[int] | None]] = []
     for st in states:
-        st.slots = slots
         folds = range(len(st.job.folds))
         if gram_fits(yidx.shape[0], share):
             # one task per (fold, C), C ascending and the folds of one C together: each C after
