@@ -202,6 +202,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--results", default=None, help="folder for the JSON results (default bench/results)")
     args = ap.parse_args(argv)
     if args.results:
+        # a folder that is not there yet is made (the kernel table was lost for want of it on an H200)
+        Path(args.results).mkdir(parents=True, exist_ok=True)
         os.environ["GPUKSVM_BENCH_RESULTS"] = str(Path(args.results).resolve())
         _timing.RESULTS = Path(args.results).resolve()
     if not args.emulated:

@@ -15,6 +15,7 @@ ROOT = Path(__file__).resolve().parent.parent
 def test_gpu_suite_runs_emulated_at_tiny_scale(tmp_path):
     if GPU_MODE != "emulated":
         pytest.skip(f"GPU mode is {GPU_MODE}: on a real GPU run bench/gpu_suite.py itself")
+    tmp_path = tmp_path / "results"          # not there yet: the suite makes it
     res = subprocess.run([sys.executable, "bench/gpu_suite.py", "--emulated", "--scale", "tiny",
                           "--results", str(tmp_path), "--pytest-args", "tests/test_backend.py -m gpu"],
                          cwd=ROOT, capture_output=True, text=True, timeout=900)
