@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import json
 import os
 import shlex
 import shutil
@@ -179,6 +180,16 @@ def _measured_row(kernel: str, label: str, t: float, flops: float, nbytes: float
             "predicted_s_h100_sxm_paper_shape": pred.get("predicted_s_h100_sxm", {}).get(label)}
 
 
+def _device_name(emulated: bool) -> str:
+    """The GPU the kernels were measured on (the roofline fractions are an H100 SXM's)."""
+    if emulated:
+        return "emulated GPU"
+    import cupy as cp
+
+    name = cp.cuda.runtime.getDeviceProperties(cp.cuda.Device().id)["name"]
+    return name.decode() if isinstance(name, bytes) else str(name)
+
+
 def print_kernel_table(rows: list[dict], emulated: bool) -> None:
     print(f"\n# Kernels: measured ({'EMULATED: meaningless' if emulated else 'this GPU'}) against predicted "
           "(bench/kernel_static.py, H100 SXM, n=1M x k=4,000; a MODEL PREDICTION)")
@@ -234,9 +245,9 @@ def main(argv: list[str] | None = None) -> int:
             t0 = time.perf_counter()
             try:
                 kernel_rows = measure_kernels(args.scale, args.emulated)
-                (_timing.RESULTS / "kernel_measured.json").write_text(
-                    __import__("json").dumps({"emulated": args.emulated, "scale": args.scale, "rows": kernel_rows},
-                                             indent=1) + "\n")
+                (_timing.RESULTS / "kernel_measured.json").write_text(json.dumps(
+                    {"emulated": args.emulated, "device": _device_name(args.emulated), "scale": args.scale,
+                     "rows": kernel_rows}, indent=1) + "\n")
                 print_kernel_table(kernel_rows, args.emulated)
                 status = "ok"
             except Exception as exc:   # noqa: BLE001 - reported in the summary, the suite goes on
