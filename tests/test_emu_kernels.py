@@ -46,7 +46,7 @@ def check_epilogue(cp, dtype, kern, n, k, ldpad, seed=0):
     X, Z = rng.normal(size=(n, 7)), rng.normal(size=(k, 7))
     G = X @ Z.T
     xn, zn = (X * X).sum(1), (Z * Z).sum(1)
-    ref = K.epilogue_host(G.copy(), xn, zn, kern)
+    ref = K.epilogue_numpy(G.copy(), xn, zn, kern)
     buf = cp.zeros((n, k + ldpad), dtype=dtype)     # rows padded: a view buf[:, :k], ldg = k + ldpad
     buf[:, :k] = cp.asarray(G, dtype=dtype)
     rbf = kern.name == "rbf"
