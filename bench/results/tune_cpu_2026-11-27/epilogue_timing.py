@@ -3,14 +3,12 @@ LOG2E = 1.4426950408889634
 LN2HI = 6.93147180369123816490e-01
 LN2LO = 1.90821492927058770002e-10
 SHIFT = 6755399441055744.0  # 1.5 * 2**52
-C = [1.0/np.math.factorial(k) if hasattr(np,'math') else None for k in range(14)]
 import math
 C = [1.0/math.factorial(k) for k in range(14)]
 @numba.njit(cache=False, nogil=True, fastmath={'contract'})
 def rbf_epi(G, xn, zn, gamma, kbuf):
     n, m = G.shape
     kb = kbuf.view(np.int64)
-    sbits = np.float64(SHIFT)
     for a in range(n):
         g = G[a]
         xa = xn[a]
@@ -46,7 +44,7 @@ def rbf_epi(G, xn, zn, gamma, kbuf):
         for b in range(m):
             gi[b] += (kb[b] - 0x4338000000000000) << 52
     return G
-print([repr(c) for c in C])
+
 rng = np.random.default_rng(0)
 X = rng.random((5000, 22))
 xn = np.einsum("ij,ij->i", X, X)

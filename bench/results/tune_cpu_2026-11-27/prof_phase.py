@@ -5,7 +5,6 @@ from sklearn.model_selection import StratifiedKFold
 from gpuksvm import KernelSVC
 from gpuksvm.model_selection import GridSearchCV
 from gpuksvm.model_selection import kernel_svc as ks
-from gpuksvm.solvers.smo import path
 X, y, Xt, yt = _ijcnn1(5000, None)
 X = np.ascontiguousarray(X)
 cv = StratifiedKFold(5, shuffle=True, random_state=0)
