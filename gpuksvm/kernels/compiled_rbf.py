@@ -23,11 +23,12 @@ loop on hosts without AVX-512; this one vectorizes:
 For x < −708 the result is 0 where NumPy returns the subnormal values below
 3.3·10⁻³⁰⁸ (a kernel value that small changes no sum it enters); NaN stays NaN.
 
-Measured (the 5,000 × 5,000 Gram matrix of 5,000 ijcnn1-sized random rows, 22
-features, γ = 2, in 64-row blocks, one thread, 2-core AMD EPYC host with AVX2,
-NumPy 2.4): the epilogue took 0.051 s against the twin's 0.173 s (the GEMM
-0.025–0.050 s); a Horner loop took 0.084 s.  The 3-γ ijcnn1 grid search of KernelSVC took 2.32 s against 2.74 s
-with NumPy's pass (medians of five runs alternating in one process).
+Measured (the 5,000 × 5,000 Gram matrix of 5,000 uniform random rows of 22
+features, as many as ijcnn1's, γ = 2, in 64-row blocks, one thread, 2-core AMD
+EPYC host with AVX2, NumPy 2.4): the epilogue took 0.051 s against the twin's
+0.173 s (the GEMM 0.025–0.050 s); a Horner loop took 0.084 s.  The 3-γ ijcnn1
+grid search of KernelSVC took 2.32 s against 2.74 s with NumPy's pass (medians
+of five runs alternating in one process; ``bench/results/tune_cpu_2026-11-27``).
 
 Who uses it: :func:`gpuksvm.kernels.kernel.kernel_block` and
 :func:`~gpuksvm.kernels.kernel.epilogue_host` with ``compiled=True`` — the
@@ -35,7 +36,7 @@ Gram matrices and held-out blocks of KernelSVC's search engine
 (:mod:`gpuksvm.solvers.smo.path`), whose SMO numba compiles anyway.  Other
 host blocks stay NumPy's: the first compiled call of a process loads numba's
 compiler, and a trivial fit that made it grew the process by 47–50 MB
-against 2.8–6.9 MB (``python -m bench.memory --constant``), beyond the
+against 2.1–4.9 MB without it (``python -m bench.memory --constant``), beyond the
 bound the memory tests hold every fit to.
 
 numba is optional (the ``fast`` extra): :data:`AVAILABLE` says whether it
