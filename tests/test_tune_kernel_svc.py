@@ -1,5 +1,6 @@
 """The KernelSVC shared-work search engine against independent fits, (candidate, split) by split."""
 import threading
+import weakref
 
 import numpy as np
 import pytest
@@ -158,13 +159,9 @@ def test_the_engine_follows_the_memory_budget():
 
 
 @pytest.mark.skipif(not gram_smo.AVAILABLE, reason="the compiled SMO needs numba")
-def test_more_threads_than_gram_matrices_in_the_budget_keep_the_compiled_smo(monkeypatch):
-    """Three kernels on three threads with a budget of one and a half Gram matrices: every job on the
-    Gram matrix, one matrix alive at a time (a job waits for the one before it to be dropped), the
-    same models as on one thread.  Before, each job's share (a third of the budget) made all three
-    run on active sets.  With room for two matrices, two at a time."""
-    import weakref
-
+def _counted_kernel_rows():
+    """A KernelRows subclass that counts its instances alive (``live[0]``) and the most at once
+    (``most[0]``)."""
     live, most = [0], [0]
     guard = threading.Lock()
 
@@ -176,6 +173,15 @@ def test_more_threads_than_gram_matrices_in_the_budget_keep_the_compiled_smo(mon
                 most[0] = max(most[0], live[0])
             weakref.finalize(self, lambda: live.__setitem__(0, live[0] - 1))
 
+    return CountedRows, live, most
+
+
+def test_more_threads_than_gram_matrices_in_the_budget_keep_the_compiled_smo(monkeypatch):
+    """Three kernels on three threads with a budget of one and a half Gram matrices: every job on the
+    Gram matrix, one matrix alive at a time (a job waits for the one before it to be dropped), the
+    same models as on one thread.  Before, each job's share (a third of the budget) made all three
+    run on active sets.  With room for two matrices, two at a time."""
+    CountedRows, live, most = _counted_kernel_rows()
     X, y = _data(n=300, seed=9)
     classes, yidx = encode_classes(y)
     gram = 8 * 300 * 300
@@ -233,19 +239,7 @@ def test_as_many_gram_matrices_as_keep_the_threads_busy(monkeypatch):
     one Gram matrix whatever the room for more, six threads use at most two, and the models are the
     same.  (Two Gram matrices for two threads took 2.05 s against 1.88 s for one on the 2-core
     host's 5,000-row ijcnn1 grid.)"""
-    import weakref
-
-    live, most = [0], [0]
-    guard = threading.Lock()
-
-    class CountedRows(path.KernelRows):
-        def __init__(self, *args, **kwargs):
-            super().__init__(*args, **kwargs)
-            with guard:
-                live[0] += 1
-                most[0] = max(most[0], live[0])
-            weakref.finalize(self, lambda: live.__setitem__(0, live[0] - 1))
-
+    CountedRows, live, most = _counted_kernel_rows()
     X, y = _data(n=250, seed=6)
     classes, yidx = encode_classes(y)
     folds = [path.GridProblem(rows=tr, weight=np.ones(tr.size))
