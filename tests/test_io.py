@@ -15,7 +15,6 @@ from pathlib import Path
 import joblib
 import numpy as np
 import pytest
-import scipy.sparse as sp
 from sklearn.dummy import DummyClassifier
 from sklearn.linear_model import LogisticRegression
 from sklearn.pipeline import make_pipeline
