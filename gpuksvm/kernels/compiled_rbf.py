@@ -135,7 +135,11 @@ def rbf_epilogue(G: np.ndarray, xn: np.ndarray, zn: np.ndarray, gamma: float) ->
         raise ImportError("rbf_epilogue needs numba (pip install 'gpuksvm[fast]')")
     if G.dtype != np.float64 or not G.flags.c_contiguous or G.ndim != 2:
         raise ValueError("rbf_epilogue needs a C-contiguous 2-D float64 block")
+    xn = np.ascontiguousarray(xn, dtype=np.float64)
+    zn = np.ascontiguousarray(zn, dtype=np.float64)
+    if xn.shape != (G.shape[0],) or zn.shape != (G.shape[1],):   # the compiled loop reads them unchecked
+        raise ValueError(f"rbf_epilogue: a {G.shape[0]} × {G.shape[1]} block needs {G.shape[0]} and "
+                         f"{G.shape[1]} squared norms, got shapes {xn.shape} and {zn.shape}")
     if G.size:
-        _rbf_rows(G, np.ascontiguousarray(xn, dtype=np.float64), np.ascontiguousarray(zn, dtype=np.float64),
-                  float(gamma), np.empty(G.shape[1]))
+        _rbf_rows(G, xn, zn, float(gamma), np.empty(G.shape[1]))
     return G
