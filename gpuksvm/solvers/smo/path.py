@@ -584,8 +584,9 @@ class _SpareGrams:
     the pages of a fresh 200 MB matrix are mapped by the kernel on first write, which is much of
     the time of its computation.  Measured on the 2-core AMD EPYC host (NumPy asks for huge pages):
     two fresh 5,000 × 5,000 matrices written by a product took 0.09–1.27 s, depending on how
-    fragmented the host's memory was, against 0.07 s for the product into written memory; the
-    3-γ ijcnn1 grid keeps two matrices, and its third γ's reuses the first's."""
+    fragmented the host's memory was, against 0.07 s for the product into written memory.  On two
+    threads the 5-fold 3-γ ijcnn1 grid keeps one matrix at a time: the second and third γ write
+    over the first's memory."""
 
     def __init__(self) -> None:
         self._free: list[np.ndarray] = []
@@ -836,8 +837,8 @@ def solve_grids(X: Any, yidx: np.ndarray, classes: np.ndarray, jobs: Sequence[Gr
     if gram_fits(yidx.shape[0], budget):
         # as many Gram matrices as keep the threads busy and the budget holds: a job gives the
         # threads one task per fold at a time (each C starts from the one below it)
-        folds = max(len(job.folds) for job in jobs)
-        alive = max(1, min(alive, -(-workers // max(folds, 1)), budget // (8 * yidx.shape[0] ** 2)))
+        n_folds = max(len(job.folds) for job in jobs)
+        alive = max(1, min(alive, -(-workers // max(n_folds, 1)), budget // (8 * yidx.shape[0] ** 2)))
     share = budget // alive
     slots = threading.BoundedSemaphore(alive)
     spare_grams = _SpareGrams()
