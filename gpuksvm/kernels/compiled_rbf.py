@@ -135,6 +135,8 @@ def rbf_epilogue(G: np.ndarray, xn: np.ndarray, zn: np.ndarray, gamma: float) ->
         raise ImportError("rbf_epilogue needs numba (pip install 'gpuksvm[fast]')")
     if G.dtype != np.float64 or not G.flags.c_contiguous or G.ndim != 2:
         raise ValueError("rbf_epilogue needs a C-contiguous 2-D float64 block")
+    if not (np.isfinite(gamma) and gamma >= 0):     # the reduction assumes x ≤ 0
+        raise ValueError(f"rbf_epilogue needs a finite gamma >= 0, got {gamma!r}")
     xn = np.ascontiguousarray(xn, dtype=np.float64)
     zn = np.ascontiguousarray(zn, dtype=np.float64)
     if xn.shape != (G.shape[0],) or zn.shape != (G.shape[1],):   # the compiled loop reads them unchecked

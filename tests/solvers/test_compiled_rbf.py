@@ -58,6 +58,9 @@ def test_refuses_blocks_it_cannot_write_in_place(rng):
         compiled_rbf.rbf_epilogue(G[:, :5], np.ones(6), np.ones(5), 1.0)
     with pytest.raises(ValueError, match="C-contiguous 2-D float64"):
         compiled_rbf.rbf_epilogue(G.astype(np.float32), np.ones(6), np.ones(8), 1.0)
+    for gamma in (-1.0, np.inf, np.nan):
+        with pytest.raises(ValueError, match="finite gamma"):
+            compiled_rbf.rbf_epilogue(G.copy(), np.ones(6), np.ones(8), gamma)
     for xn, zn in ((np.ones(5), np.ones(8)), (np.ones(6), np.ones(7)), (np.ones((6, 1)), np.ones(8))):
         with pytest.raises(ValueError, match="squared norms"):
             compiled_rbf.rbf_epilogue(G.copy(), xn, zn, 1.0)
