@@ -48,11 +48,12 @@ of the KernelSVC engine from numba's cache (or compiling it, ≈ 3 s, on the
 first run after an installation), stay out of the timed search.  The load average is printed before and after (a shared
 machine: compare within one run only).
 
-Cases (``--scale small``: the first two; ``paper``: all):
+Cases (``--scale small``: the first three; ``paper``: all):
 
 =============  ===================================================================
 svc_ijcnn1     KernelSVC, ijcnn1 5,000 rows (paper: 50,000), γ∈{0.5,1,2} × C∈logspace(−1,3,8)
 llsvm_ijcnn1   LLSVM(n_landmarks=300), ijcnn1 10,000 rows, γ∈{1,2} × C∈{1,8,64}
+okfeb_ijcnn1   OKFEBClassifier (defaults: rank 50, 150 landmarks), ijcnn1 5,000 rows, γ∈{1,2} × alpha∈logspace(−6,−2,5)
 svc_adult      KernelSVC, adult (all 32,561 rows), γ∈{0.01,0.05,0.1} × C∈logspace(−1,2,4)
 svc_digits     KernelSVC, scikit-learn digits (10 classes, one-vs-one), γ∈{0.005,0.01,0.02} × C∈{1,10,100}
 torchkm_p10    KernelSVC, Gaussian clusters n=10,000, p=10, γ=1/p, 50 C∈logspace(−2,3,50), 10 folds
@@ -69,6 +70,15 @@ One or more paper cases at a smaller size (a smoke run, or TorchKM's protocol
 where its n × n kernel is too slow on the CPU)::
 
     python -m bench.tune torchkm_p10 --n-train 2000 --n-test 2000 --device cpu
+
+``--skip same_estimator`` leaves out scikit-learn's search over the gpuksvm estimator (its
+independent fits take hours at 50,000 rows; the records then carry no |Δ| against it), ``--skip
+svc`` the SVC search; ``--device gpu`` adds our search on the GPU, measured; ``--repeats N`` runs
+N rounds.  The CPU memory budget (``GPUKSVM_CPU_MEMORY_BUDGET``, printed first) decides whether
+the KernelSVC engine holds a γ's Gram matrix of all rows (8n² bytes) or solves on kernel-row
+caches::
+
+    GPUKSVM_CPU_MEMORY_BUDGET=24GB python -m bench.tune svc_ijcnn1 --skip same_estimator --device gpu
 """
 from __future__ import annotations
 
@@ -128,6 +138,7 @@ DATA = {"ijcnn1": _ijcnn1, "adult": _adult, "digits": _digits, "blobs_p10": _blo
 
 SVC_GRID = {"gamma": [0.5, 1.0, 2.0], "C": [float(c) for c in np.logspace(-1, 3, 8)]}
 LLSVM_GRID = {"gamma": [1.0, 2.0], "C": [1.0, 8.0, 64.0]}
+OKFEB_GRID = {"gamma": [1.0, 2.0], "alpha": [1e-6, 1e-5, 1e-4, 1e-3, 1e-2]}
 
 
 def _spec(name: str, est: str, data: str, n_train: int | None, grid: dict, *, folds: int = 5,
@@ -146,10 +157,12 @@ SCALES = {
                              folds=3, n_test=2000)],
              "n_trace": 0},
     "small": {"cases": [_spec("svc_ijcnn1", "KernelSVC", "ijcnn1", 5000, SVC_GRID),
-                        _spec("llsvm_ijcnn1", "LLSVM", "ijcnn1", 10_000, LLSVM_GRID, params={"n_landmarks": 300})],
+                        _spec("llsvm_ijcnn1", "LLSVM", "ijcnn1", 10_000, LLSVM_GRID, params={"n_landmarks": 300}),
+                        _spec("okfeb_ijcnn1", "OKFEBClassifier", "ijcnn1", 5000, OKFEB_GRID)],
               "n_trace": 2, "repeats": 3},
     "paper": {"cases": [_spec("svc_ijcnn1", "KernelSVC", "ijcnn1", 50_000, SVC_GRID),
                         _spec("llsvm_ijcnn1", "LLSVM", "ijcnn1", 10_000, LLSVM_GRID, params={"n_landmarks": 300}),
+                        _spec("okfeb_ijcnn1", "OKFEBClassifier", "ijcnn1", 5000, OKFEB_GRID),
                         _spec("svc_adult", "KernelSVC", "adult", None,
                               {"gamma": [0.01, 0.05, 0.1], "C": [float(c) for c in np.logspace(-1, 2, 4)]}),
                         _spec("svc_digits", "KernelSVC", "digits", None,
@@ -173,17 +186,18 @@ def _timed_search(search: Any, X: Any, y: Any) -> float:
     return time.perf_counter() - start
 
 
-def _timed_searches(makers: dict[str, Callable[[], Any]], X: Any, y: Any,
-                    repeat: int) -> dict[str, tuple[Any, float, list[float]]]:
+def _timed_searches(makers: dict[str, Callable[[], Any]], X: Any, y: Any, repeat: int,
+                    log: Callable[[str], None] = print) -> dict[str, tuple[Any, float, list[float]]]:
     """``repeat`` rounds of one fresh search of each maker, in turn (so a drift of the host's speed
     falls on every search of a round alike): per maker the last search, the median time and every
-    time."""
+    time.  Each search's time is logged as it ends (a run cut short keeps what it measured)."""
     times: dict[str, list[float]] = {name: [] for name in makers}
     last: dict[str, Any] = {}
-    for _ in range(max(1, repeat)):
+    for r in range(max(1, repeat)):
         for name, make in makers.items():
             last[name] = make()
             times[name].append(_timed_search(last[name], X, y))
+            log(f"    round {r + 1}: {name} {times[name][-1]:.2f} s")
     return {name: (last[name], float(np.median(times[name])), times[name]) for name in makers}
 
 
@@ -301,7 +315,8 @@ def run_tune(ctx: Context) -> Iterator[Record]:
     from sklearn.model_selection import StratifiedKFold
     from sklearn.svm import SVC
 
-    ctx.log(f"  load average before: {load_average()}  cores: {os.cpu_count()}")
+    ctx.log(f"  load average before: {load_average()}  cores: {os.cpu_count()}  "
+            f"cpu_memory_budget: {gpuksvm.get_config()['cpu_memory_budget']}")
     on_gpu = bool(getattr(ctx.device, "is_gpu", False))
     for spec in ctx.params["cases"]:
         X, y, Xt, yt = DATA[spec["data"]](spec["n_train"], spec["n_test"])
@@ -314,32 +329,42 @@ def run_tune(ctx: Context) -> Iterator[Record]:
         for device in ("cpu", "gpu") if on_gpu else ("cpu",):
             GridSearchCV(_estimator(spec, device), {k: v[:2] for k, v in grid.items()}, cv=2).fit(X[:300], y[:300])
         reps = ctx.repeats
-        makers = {"ours": lambda: GridSearchCV(_estimator(spec), grid, cv=cv, n_jobs=-1),
-                  "theirs": lambda: SkGridSearchCV(_estimator(spec), grid, cv=cv)}
+        skip = set(ctx.params.get("skip", ()))
+        makers = {"ours": lambda: GridSearchCV(_estimator(spec), grid, cv=cv, n_jobs=-1)}
+        if "same_estimator" in skip:
+            ctx.log(f"  {spec['name']:13s} GridSearchCV (sklearn) same estimator skipped (--skip same_estimator)")
+        else:
+            makers["theirs"] = lambda: SkGridSearchCV(_estimator(spec), grid, cv=cv)
         if on_gpu:
             makers["gpu"] = lambda: GridSearchCV(_estimator(spec, "gpu"), grid, cv=cv)
         n_fits = int(np.prod([len(v) for v in grid.values()])) * spec["folds"]
-        if spec["estimator"] == "KernelSVC":
+        if "svc" in skip:
+            ctx.log(f"  {spec['name']:13s} GridSearchCV(SVC, n_jobs=-1) skipped (--skip svc)")
+        elif spec["estimator"] == "KernelSVC":
             forecast = _svc_forecast(X, y, grid, n_fits, spec["folds"])
             if forecast > SVC_BUDGET_S:
                 ctx.log(f"  {spec['name']:13s} GridSearchCV(SVC, n_jobs=-1) skipped: forecast {forecast:.0f} s "
                         f"> {SVC_BUDGET_S:.0f} s")
             else:
                 makers["svc"] = lambda: SkGridSearchCV(SVC(cache_size=1000), grid, cv=cv, n_jobs=-1)
-        runs = _timed_searches(makers, X, y, reps)
-        (ours, t_ours, ts_ours), (theirs, t_theirs, ts_theirs) = runs["ours"], runs["theirs"]
+        runs = _timed_searches(makers, X, y, reps, ctx.log)
+        ours, t_ours, ts_ours = runs["ours"]
+        ref = None
         n = int(X.shape[0])
-        yield _row(ctx, spec, "GridSearchCV (gpuksvm)", t_ours, ours, Xt, yt, (theirs, t_theirs), n, ts_ours)
-        yield _row(ctx, spec, "GridSearchCV (sklearn) same estimator", t_theirs, theirs, Xt, yt, None, n, ts_theirs)
+        if "theirs" in runs:
+            theirs, t_theirs, ts_theirs = runs["theirs"]
+            ref = (theirs, t_theirs)
+        yield _row(ctx, spec, "GridSearchCV (gpuksvm)", t_ours, ours, Xt, yt, ref, n, ts_ours)
+        if ref is not None:
+            yield _row(ctx, spec, "GridSearchCV (sklearn) same estimator", t_theirs, theirs, Xt, yt, None, n,
+                       ts_theirs)
         if "gpu" in runs:
             on, t_on, ts_on = runs["gpu"]
-            yield _row(ctx, spec, f"GridSearchCV (gpuksvm) on {ctx.device}", t_on, on, Xt, yt, (theirs, t_theirs),
-                       n, ts_on)
+            yield _row(ctx, spec, f"GridSearchCV (gpuksvm) on {ctx.device}", t_on, on, Xt, yt, ref, n, ts_on)
             ctx.log(f"  {spec['name']:13s} {'':40s} CPU search time / GPU search time {t_ours / t_on:.2f}")
         if "svc" in runs:
             svc, t_svc, ts_svc = runs["svc"]
-            yield _row(ctx, spec, "GridSearchCV(SVC, n_jobs=-1) (sklearn)", t_svc, svc, Xt, yt,
-                       (theirs, t_theirs), n, ts_svc)
+            yield _row(ctx, spec, "GridSearchCV(SVC, n_jobs=-1) (sklearn)", t_svc, svc, Xt, yt, ref, n, ts_svc)
             rounds = [a / b for a, b in zip(ts_svc, ts_ours)]
             ctx.log(f"  {spec['name']:13s} {'':40s} SVC search time / gpuksvm time {t_svc / t_ours:.2f} "
                     f"(medians of {reps}); per round {', '.join(f'{r:.2f}' for r in rounds)}")
@@ -354,7 +379,7 @@ def run_tune(ctx: Context) -> Iterator[Record]:
                 tkm = _TorchKMSearch(grid, list(cv.split(X, y)), int(X.shape[0]))
                 t_tkm = _timed_search(tkm, X, y)
                 tkm.results_like(list(ours.cv_results_["params"]))
-                rec = _row(ctx, spec, "TorchKM (cvksvm, CPU)", t_tkm, tkm, Xt, yt, (theirs, t_theirs), n)
+                rec = _row(ctx, spec, "TorchKM (cvksvm, CPU)", t_tkm, tkm, Xt, yt, ref, n)
                 rec.extra.update(gpuksvm_speedup=t_tkm / t_ours, unconverged_C=tkm.unconverged_,
                                  note="CV: pooled out-of-fold accuracy")
                 ctx.log(f"  {spec['name']:13s} {'':40s} TorchKM time / gpuksvm time {t_tkm / t_ours:.2f}; "
@@ -390,15 +415,24 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("cases", nargs="+", choices=sorted(paper))
     ap.add_argument("--n-train", type=int, default=None, help="training rows (default: the case's)")
     ap.add_argument("--n-test", type=int, default=None, help="test rows (default: the case's)")
-    ap.add_argument("--device", default="cpu", choices=("cpu",))
+    ap.add_argument("--device", default="cpu", choices=("cpu", "gpu"),
+                    help="gpu: our search also runs with the estimator on the GPU, measured")
     ap.add_argument("--n-trace", type=int, default=0, help="fits traced for the GPU prediction (0: none)")
+    ap.add_argument("--skip", default="", help="comma-separated searches to leave out: same_estimator "
+                    "(scikit-learn's search over the gpuksvm estimator: independent fits, hours at paper "
+                    "scale), svc (scikit-learn's SVC search)")
+    ap.add_argument("--repeats", type=int, default=1, help="rounds of the searches (default 1)")
     ap.add_argument("--out", default=None, help="JSON-lines file to append to")
     args = ap.parse_args(argv)
+    skip = {s for s in args.skip.split(",") if s}
+    if skip - {"same_estimator", "svc"}:
+        ap.error(f"--skip takes same_estimator and svc, got {sorted(skip)}")
     specs = [{**paper[name], **({"n_train": args.n_train} if args.n_train else {}),
               **({"n_test": args.n_test} if args.n_test else {})} for name in args.cases]
-    case = Case("tune", run_tune, scales={"paper": {"cases": specs, "n_trace": args.n_trace}},
+    case = Case("tune", run_tune, scales={"paper": {"cases": specs, "n_trace": args.n_trace, "skip": sorted(skip)}},
                 description=TUNE.description, figure=None, columns=TUNE.columns)
-    records = list(run_case(case, scale="paper", device=gpuksvm.resolve_device(args.device), run_id=new_run_id()))
+    records = list(run_case(case, scale="paper", device=gpuksvm.resolve_device(args.device), run_id=new_run_id(),
+                            repeats=args.repeats))
     print(f"{len(records)} records -> {write_records(records, args.out)}")
     return 0
 
