@@ -61,7 +61,9 @@ def _zoo_grid(est) -> dict:
         grid["C"] = [1.0, 10.0]
     if "gamma" in params:
         grid["gamma"] = [1.0, 2.0]
-    return grid or {"alpha": [1e-4, 1e-2]}
+    if "alpha" in params:           # OK-FEB's learners: the learner's parameter beside the extractor's
+        grid["alpha"] = [1e-4, 1e-2]
+    return grid
 
 
 def _mean_score_samples(est, X, y=None):
@@ -95,8 +97,8 @@ def test_zoo_estimator_matches_sklearns_search(name):
     assert ours.best_index_ == theirs.best_index_
     if engine is search_independent:
         assert list(ours.cv_results_["shared_work"]) == ["none"] * len(ours.cv_results_["params"])
-    else:   # KernelSVC, LLSVM: an engine of their own, which says what each candidate shared
-        assert all(w and w != "none" for w in ours.cv_results_["shared_work"])
+    else:   # KernelSVC, LLSVM, OK-FEB's learners: an engine of their own, which says what each candidate shared
+        assert all(w and not w.startswith("none") for w in ours.cv_results_["shared_work"])
     assert ours.n_splits_ == theirs.n_splits_ and ours.multimetric_ is False
 
 
@@ -502,3 +504,21 @@ def test_a_search_bound_by_memory_scores_its_fold_models_in_turn():
             assert set(seen) == {threading.get_ident()}
         else:
             assert threading.get_ident() not in seen
+
+
+def test_group_candidates_compares_a_random_state_by_its_state():
+    """Each clone of a template holds a copy of its RandomState (an equal state, another object):
+    the candidates that differ only in the shared parameters stay one group."""
+    from gpuksvm.estimators.llsvm import LLSVM
+    from gpuksvm.model_selection.shared import group_candidates
+
+    cands = [{"gamma": g, "C": C} for g in (1.0, 2.0) for C in (1.0, 8.0)] + [{"gamma": 1.0, "n_landmarks": 7}]
+    groups = group_candidates(LLSVM(random_state=np.random.RandomState(3)), cands, ("gamma", "C"))
+    assert sorted(members for _, members in groups) == [[0, 1, 2, 3], [4]]
+    other = group_candidates(LLSVM(random_state=np.random.RandomState(4)), cands[:2], ("C",))
+    assert [m for _, m in other] == [[0, 1]]
+    drawn = np.random.RandomState(3)
+    drawn.rand()                      # another state: another group
+    apart = group_candidates(LLSVM(), [{"C": 1.0, "random_state": np.random.RandomState(3)},
+                                       {"C": 8.0, "random_state": drawn}], ("C",))
+    assert [m for _, m in apart] == [[0], [1]]

@@ -42,7 +42,7 @@ from gpuksvm.kernels.kernel import Kernel, make_kernel
 from gpuksvm.array.validation import validate_X
 from gpuksvm.scaleout.runtime import is_dask_collection
 
-__all__ = ["DeviceMixin", "FitContext", "FitSetup", "fit_context", "fitting_methods", "move_arrays"]
+__all__ = ["DeviceMixin", "FitContext", "FitSetup", "fit_context", "fitting_methods", "move_arrays", "name_retries"]
 
 #: the names of fitting methods: each carries a :func:`fit_context`
 FITTING_METHODS = ("fit", "partial_fit", "partial_fit_transform")
@@ -130,7 +130,7 @@ def fit_context(*, partial: bool = False, distributed: Callable[..., Any] | None
                     if distributed is not None and is_dask_collection(X):
                         return distributed(self, X, *args, **kwargs)
                     fitted = method(self, X, *args, **kwargs)
-                _name_retries(self, retried.cut)
+                name_retries(self, retried.cut)
                 return fitted
             except BaseException:
                 self.__dict__.clear()
@@ -146,7 +146,7 @@ def fit_context(*, partial: bool = False, distributed: Callable[..., Any] | None
     return decorate
 
 
-def _name_retries(est: Any, cut: list[str]) -> None:
+def name_retries(est: Any, cut: list[str]) -> None:
     """A fit that retried after running out of memory and whose solver named no fallback (the
     retry was outside it: e.g. the input's validation scan, which runs before the solver) gets
     ``memory_fallback_ = "out_of_memory: <what>"``; a fallback the solver named stays as it is."""

@@ -12,19 +12,23 @@ extraction via low-rank subspace tracking on a budget" (IEEE TSP 2018).
   the rows and trains the linear model, and the capacity check that says when
   the budget is too small for the data, are in
   :mod:`gpuksvm.solvers.okfeb.learners` with the measurements behind each default.
+* :func:`fit_okfeb_grid` — one learner at several settings of its linear model
+  (:data:`LEARNER_PARAMS`), the extractor's passes run once: the search engine of
+  :mod:`gpuksvm.model_selection.okfeb`.
 """
 from __future__ import annotations
 
+import copy
 from numbers import Integral, Real
-from typing import Any
+from typing import Any, Sequence
 
 import numpy as np
-from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin
+from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin, clone
 from sklearn.utils._param_validation import StrOptions
 from sklearn.utils.validation import check_is_fitted
 
 from gpuksvm.array import backend as bk
-from gpuksvm.estimators.base import DeviceMixin, fit_context
+from gpuksvm.estimators.base import DeviceMixin, fit_context, name_retries
 from gpuksvm.estimators.okfeb_extractor import OKFEB, windowed_kernel_error
 from gpuksvm.estimators.params import (
     DEPRECATED,
@@ -42,7 +46,7 @@ from gpuksvm.solvers.okfeb.learners import (
     exact_ridge,
     warn_if_too_small,
 )
-from gpuksvm.solvers.okfeb.training import OKFEBLearnerResult, fit_learner, map_outputs
+from gpuksvm.solvers.okfeb.training import Learner, OKFEBLearnerResult, fit_learners, map_outputs
 from gpuksvm.solvers.linear.online import Pegasos, RegularizedLMS
 from gpuksvm.array.validation import (
     check_allocation,
@@ -54,10 +58,14 @@ from gpuksvm.array.validation import (
 )
 
 __all__ = ["OKFEB", "OKFEBClassifier", "OKFEBRegressor", "BudgetTooSmallWarning", "windowed_kernel_error",
-           "batch_objective"]
+           "batch_objective", "fit_okfeb_grid", "learner_params", "LEARNER_PARAMS"]
 
 
 # =========================================================================== learners
+#: the parameters of the linear learner only (the extractor does not read them): models that differ
+#: only in these share the extractor's passes (:func:`fit_okfeb_grid`)
+LEARNER_PARAMS = {"classification": ("alpha", "fit_intercept"),
+                  "regression": ("alpha", "learning_rate", "normalize")}
 _FE_PARAMS = ("kernel", "gamma", "degree", "coef0", "rank", "n_landmarks", "reg", "step_size",
               "step_decay", "censor", "target_censor_rate", "forget", "mode", "batch_size",
               "shuffle", "device", "dtype", "random_state")
@@ -111,17 +119,13 @@ class _OKFEBLearner(DeviceMixin, BaseEstimator):
 
     def _fit_rows(self, X: Any, targets: np.ndarray) -> None:
         """``fit`` after validation: the extractor's passes, the learner and the capacity check
-        (:func:`gpuksvm.solvers.okfeb.training.fit_learner`)."""
-        fe = self.extractor_
-        result = fit_learner(X, targets, fe.start(X), fe.subspace_params(), solver=self.solver,
-                             n_epochs=int(self.n_epochs), shuffle=bool(self.shuffle),
-                             random_state=self.random_state, output=fe.output, reg=float(self.reg),
-                             task=self._task, alpha=float(self.alpha), step=self._learner_step,
-                             solve_exact=self._set_exact, model_output=self._model_output)
-        self._store(result)
-        # stack: warn_if_too_small < _fit_rows < fit < its all-or-nothing wrapper
-        warn_if_too_small(result.capacity_check, type(self).__name__, int(self.rank),
-                          int(self._param("n_landmarks")), self.solver, stacklevel=5)
+        (:func:`_fit_learners` on this model alone)."""
+        _fit_learners([self], X, targets, stacklevel=6)
+
+    def _as_learner(self) -> Learner:
+        """This model's linear learner as the extractor's passes drive it."""
+        return Learner(alpha=float(self.alpha), step=self._learner_step, solve_exact=self._set_exact,
+                       model_output=self._model_output)
 
     def _store(self, result: OKFEBLearnerResult) -> None:
         """The one writer of what ``fit`` leaves besides the extractor's state and the learner's
@@ -487,3 +491,95 @@ class OKFEBRegressor(RegressorMixin, _OKFEBLearner):
 
 
 OKFEBRegressor.__doc__ = shared_parameter_doc(OKFEBRegressor, OKFEBClassifier, OKFEB)
+
+
+def _fit_learners(models: Sequence[_OKFEBLearner], X: Any, targets: np.ndarray, *, stacklevel: int) -> None:
+    """Fit models that differ only in :data:`LEARNER_PARAMS`, started (``_start``) on validated
+    rows: the first model's extractor streams the rows once
+    (:func:`~gpuksvm.solvers.okfeb.training.fit_learners`), every model gets a copy of it, its own
+    learner and capacity check (a :class:`BudgetTooSmallWarning` each, as its own fit gives)."""
+    lead = models[0]
+    fe = lead.extractor_
+    results = fit_learners(X, targets, fe.start(X), fe.subspace_params(), [m._as_learner() for m in models],
+                           solver=lead.solver, n_epochs=int(lead.n_epochs), shuffle=bool(lead.shuffle),
+                           random_state=lead.random_state, output=fe.output, reg=float(lead.reg), task=lead._task)
+    for model, result in zip(models, results):
+        if model is not lead:
+            model.extractor_ = copy.deepcopy(fe)
+        model._store(result)
+        warn_if_too_small(result.capacity_check, type(model).__name__, int(model.rank),
+                          int(model._param("n_landmarks")), model.solver, stacklevel=stacklevel)
+
+
+def learner_params(estimator: OKFEBClassifier | OKFEBRegressor) -> tuple[str, ...]:
+    """The parameters of ``estimator``'s linear learner (:data:`LEARNER_PARAMS` of its task)."""
+    if not isinstance(estimator, _OKFEBLearner):
+        raise TypeError(f"OKFEBClassifier or OKFEBRegressor expected, got {type(estimator).__name__}")
+    return LEARNER_PARAMS[estimator._task]
+
+
+def fit_okfeb_grid(X: Any, y: Any, *, estimator: OKFEBClassifier | OKFEBRegressor,
+                   settings: Sequence[dict]) -> list[OKFEBClassifier | OKFEBRegressor]:
+    """Fit an OK-FEB learner at several settings of its linear learner, the extractor's passes shared.
+
+    The extractor (Alg. 4+5 over the rows in ``fit``'s order, and the final features of every row
+    for ``solver="exact"``) does not read the learner's parameters (:data:`LEARNER_PARAMS`:
+    ``alpha`` and ``fit_intercept`` of the classifier; ``alpha``, ``learning_rate`` and
+    ``normalize`` of the regressor), so it streams the rows once and every setting's learner is
+    trained on its features: the exact solve on every row's final features, or Pegasos / the LMS
+    on the prequential features of each pass.  With an int ``random_state`` (or a
+    ``RandomState``) each model is the one ``clone(estimator).set_params(**setting).fit(X, y)``
+    gives — the same extractor, learner and capacity check; with ``random_state=None`` the
+    models share one random stream order.
+
+    Parameters
+    ----------
+    X, y : training data
+    estimator : OKFEBClassifier or OKFEBRegressor
+        Template for every other parameter (not modified).
+    settings : sequence of dicts of :data:`LEARNER_PARAMS` (non-empty)
+
+    Returns
+    -------
+    list of fitted models, one per setting, in order; each has its setting's parameters.
+
+    Examples
+    --------
+    >>> from gpuksvm.estimators.okfeb import OKFEBClassifier, fit_okfeb_grid
+    >>> from gpuksvm.datasets import make_two_spheres
+    >>> X, y = make_two_spheres(600, noise=0.1, random_state=0)
+    >>> base = OKFEBClassifier(gamma=1.0, rank=10, n_landmarks=30, device="cpu", random_state=0)
+    >>> models = fit_okfeb_grid(X, y, estimator=base, settings=[{"alpha": 1e-4}, {"alpha": 1e-2}])
+    >>> [m.alpha for m in models]
+    [0.0001, 0.01]
+    """
+    learner = learner_params(estimator)
+    settings = [dict(s) for s in settings]
+    if not settings:
+        raise ValueError("settings must be non-empty")
+    other = sorted({k for s in settings for k in s} - set(learner))
+    if other:
+        raise ValueError(f"fit_okfeb_grid shares the extractor across the learner's parameters {learner}; "
+                         f"{other} change the extractor: fit those settings apart")
+    models = [clone(estimator).set_params(**s) for s in settings]
+    for m in models:
+        m._check_params()
+    lead = models[0]
+    regression = lead._task == "regression"
+    X, y, _ = validate_X_y(lead, X, y, **({"y_numeric": True} if regression else {}))
+    if regression:
+        targets = np.asarray(y, dtype=np.float64)
+        for m in models:
+            m._start()
+    else:
+        classes, _ = encode_classes(y)
+        for m in models:
+            m._start(classes)
+        targets = lead._targets(y)
+    with bk.FallbackCollector() as retried:      # as fit_context: one warning, named in memory_fallback_
+        _fit_learners(models, X, targets, stacklevel=4)
+    for m in models:
+        name_retries(m, retried.cut)
+        if m is not lead and hasattr(lead, "feature_names_in_"):
+            m.feature_names_in_ = lead.feature_names_in_
+    return models

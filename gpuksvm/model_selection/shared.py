@@ -76,6 +76,8 @@ Engine = Callable[..., Iterator[SplitFit]]
 ENGINES: dict[str, str | Engine] = {
     "gpuksvm.estimators.kernel_svc.KernelSVC": "gpuksvm.model_selection.kernel_svc:search_kernel_svc",
     "gpuksvm.estimators.llsvm.LLSVM": "gpuksvm.model_selection.llsvm:search_llsvm",
+    "gpuksvm.estimators.okfeb.OKFEBClassifier": "gpuksvm.model_selection.okfeb:search_okfeb",
+    "gpuksvm.estimators.okfeb.OKFEBRegressor": "gpuksvm.model_selection.okfeb:search_okfeb",
 }
 
 
@@ -183,8 +185,18 @@ def group_candidates(estimator: Any, candidates: Sequence[dict],
     groups: dict[tuple, list[int]] = {}
     for c, cand in enumerate(candidates):
         params = clone(estimator).set_params(**cand).get_params(deep=False)
-        groups.setdefault(tuple(sorted((k, repr(v)) for k, v in params.items() if k not in shared)), []).append(c)
+        groups.setdefault(tuple(sorted((k, _value_key(v)) for k, v in params.items() if k not in shared)),
+                          []).append(c)
     return [(clone(estimator).set_params(**candidates[members[0]]), members) for members in groups.values()]
+
+
+def _value_key(value: Any) -> str:
+    """A parameter value as :func:`group_candidates` compares it: its repr, and for a NumPy
+    ``RandomState`` its state (each clone holds a copy: equal states, other objects)."""
+    if isinstance(value, np.random.RandomState):
+        kind, keys, pos, has_gauss, gauss = value.get_state()
+        return f"RandomState({kind}, {keys.tobytes().hex()}, {pos}, {has_gauss}, {gauss!r})"
+    return repr(value)
 
 
 def _units(engine: Engine, estimator: Any, candidates: Sequence[dict],

@@ -15,16 +15,19 @@ The operations the estimators of :mod:`gpuksvm.estimators.okfeb` run on an
   :class:`~gpuksvm.OKFEBRegressor`: the extractor's passes and the linear
   learner (solved exactly on the final features, or online in the same pass),
   then the capacity check (:func:`~gpuksvm.solvers.okfeb.learners.capacity_check`);
-  returns an :class:`OKFEBLearnerResult`.
+  returns an :class:`OKFEBLearnerResult`.  :func:`fit_learners` — the same for several
+  learners (:class:`Learner`) on one extractor, its passes run once (a search over the
+  learners' settings).
 
 Why the rows are streamed in that order, how the learner is trained and what
 the capacity check measures: :mod:`gpuksvm.solvers.okfeb.learners`.
 """
 from __future__ import annotations
 
+import copy
 import time
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 import numpy as np
 from sklearn.utils import check_random_state
@@ -39,7 +42,7 @@ from gpuksvm.solvers.okfeb.subspace import OnlineSubspace
 from gpuksvm.solvers.progress import progress
 
 __all__ = ["OKFEBLearnerResult", "new_subspace", "rows_on_device", "stream_rows", "fit_passes",
-           "transform_rows", "map_outputs", "fit_learner", "dense_rows"]
+           "transform_rows", "map_outputs", "Learner", "fit_learner", "fit_learners", "dense_rows"]
 
 
 @dataclass(frozen=True)
@@ -164,6 +167,24 @@ def _same(F: np.ndarray) -> np.ndarray:
     return F
 
 
+@dataclass(frozen=True)
+class Learner:
+    """One linear learner trained on an extractor's features (:func:`fit_learners`).
+
+    Attributes
+    ----------
+    alpha : its regularization (the capacity check's references use the same)
+    step : ``step(Z, targets)``, one online step on a pass's prequential features
+    solve_exact : ``solve_exact(Z, targets, n)``, the exact solve on every row's final features
+    model_output : the fitted model's class indices / predictions from host features
+    """
+
+    alpha: float
+    step: Callable[[Any, np.ndarray], None]
+    solve_exact: Callable[[np.ndarray, np.ndarray, int], None]
+    model_output: Callable[[np.ndarray], np.ndarray]
+
+
 def fit_learner(X: Any, targets: np.ndarray, subspace: OnlineSubspace, params: SubspaceParams, *,
                 solver: str, n_epochs: int, shuffle: bool, random_state: Any, output: str, reg: float,
                 task: str, alpha: float, step: Callable[[Any, np.ndarray], None],
@@ -188,7 +209,30 @@ def fit_learner(X: Any, targets: np.ndarray, subspace: OnlineSubspace, params: S
     -------
     OKFEBLearnerResult
     """
-    # one warning for the fit's features and its check, whichever thread fits (FallbackCollector)
+    return fit_learners(X, targets, subspace, params, [Learner(alpha, step, solve_exact, model_output)],
+                        solver=solver, n_epochs=n_epochs, shuffle=shuffle, random_state=random_state,
+                        output=output, reg=reg, task=task)[0]
+
+
+def fit_learners(X: Any, targets: np.ndarray, subspace: OnlineSubspace, params: SubspaceParams,
+                 learners: Sequence[Learner], *, solver: str, n_epochs: int, shuffle: bool, random_state: Any,
+                 output: str, reg: float, task: str) -> list[OKFEBLearnerResult]:
+    """:func:`fit_learner` for several learners on one extractor: its passes run once.
+
+    The extractor does not depend on the learner (it streams the rows in an order drawn from
+    ``random_state`` and the rows, and the learner only reads its features), so every learner
+    gets what it would get from a fit of its own with the same ``random_state``: with
+    ``solver="exact"`` the same final features, with ``"online"`` the same prequential features
+    of every pass.  The capacity check runs per learner (it depends on its ``alpha`` and its
+    model), each from the generator state a fit of its own would have (a copy, for a
+    ``RandomState`` given); the features of its sample rows are computed once when the learners
+    draw the same rows.
+
+    Returns
+    -------
+    list of OKFEBLearnerResult, one per learner, in order
+    """
+    # one warning for the fit's features and its checks, whichever thread fits (FallbackCollector)
     with bk.FallbackCollector():
         n = X.shape[0]
         retried = bk.FallbackCollector()
@@ -198,41 +242,70 @@ def fit_learner(X: Any, targets: np.ndarray, subspace: OnlineSubspace, params: S
                                shuffle=shuffle, targets=targets)
             with retried:
                 Z = map_outputs(subspace, Xd, output, reg, _same, float64=True)
-            solve_exact(Z[order], targets[order], n)
+            Z, ordered = Z[order], targets[order]
+            for learner in learners:
+                learner.solve_exact(Z, ordered, n)
+            del Z
         else:
             rs = check_random_state(random_state)
             orders = []
             for _ in range(int(n_epochs)):
                 order = stream_order(X, rs, targets) if shuffle else np.arange(n)
                 orders.append(order)
-                Q = stream_rows(subspace, rows_on_device(take_rows(X, order) if shuffle else X, subspace),
-                                params, output)
-                step(bk.to_host(Q), targets[order])
+                Q = bk.to_host(stream_rows(subspace, rows_on_device(take_rows(X, order) if shuffle else X,
+                                                                    subspace), params, output))
+                for learner in learners:
+                    learner.step(Q, targets[order])
             subspace.relabel_rows(np.concatenate(orders))
             Xd = None
-        check = _capacity(X, Xd, targets, order, subspace, output=output, reg=reg, task=task, alpha=alpha,
-                          shuffle=shuffle, random_state=random_state, model_output=model_output)
-        return OKFEBLearnerResult(order=order, capacity_check=check,
-                                  memory_fallback="feature_blocks" if retried.retried else None)
+        samples = _CheckSamples(X, Xd, subspace, output, reg)
+        checks = [_capacity(samples, targets, order, task=task, alpha=learner.alpha, shuffle=shuffle,
+                            random_state=_copied(random_state), model_output=learner.model_output)
+                  for learner in learners]
+        fallback = "feature_blocks" if retried.retried else None
+        return [OKFEBLearnerResult(order=order, capacity_check=check, memory_fallback=fallback) for check in checks]
 
 
-def _capacity(X: Any, Xd: Any, targets: np.ndarray, order: np.ndarray, subspace: OnlineSubspace, *,
-              output: str, reg: float, task: str, alpha: float, shuffle: bool, random_state: Any,
-              model_output: Callable[[np.ndarray], np.ndarray]) -> dict:
+def _copied(random_state: Any) -> Any:
+    """The random_state a fit of its own would start its capacity check from: a copy of a
+    ``RandomState`` (each learner's check draws from the state the passes left), else the seed."""
+    return copy.deepcopy(random_state) if isinstance(random_state, np.random.RandomState) else random_state
+
+
+class _CheckSamples:
+    """The capacity check's sample rows and their features (both as the check reads them), computed
+    once per set of rows."""
+
+    def __init__(self, X: Any, Xd: Any, subspace: OnlineSubspace, output: str, reg: float) -> None:
+        self.X, self.Xd, self.subspace, self.output, self.reg = X, Xd, subspace, output, reg
+        self._key: bytes | None = None
+        self._value: tuple | None = None
+
+    def of(self, rows: np.ndarray) -> tuple[Any, np.ndarray, np.ndarray, Any]:
+        """(the rows as streamed, their float64 features, their features in the working dtype as
+        float64 — what the model reads —, the raw rows on the host)."""
+        key = np.ascontiguousarray(rows).tobytes()
+        if key != self._key:
+            sample = take_rows(self.X if self.Xd is None else self.Xd, rows)
+            Z = map_outputs(self.subspace, sample, self.output, self.reg, _same, float64=True)
+            F = map_outputs(self.subspace, sample, self.output, self.reg,
+                            lambda B: np.asarray(B, dtype=np.float64))
+            self._key, self._value = key, (sample, Z, F, bk.to_host(take_rows(self.X, rows)))
+        return self._value
+
+
+def _capacity(samples: _CheckSamples, targets: np.ndarray, order: np.ndarray, *, task: str, alpha: float,
+              shuffle: bool, random_state: Any, model_output: Callable[[np.ndarray], np.ndarray]) -> dict:
     """:func:`capacity_check` on up to :data:`CHECK_ROWS` rows, with its time in ``seconds``."""
     t0 = time.perf_counter()
-    n = X.shape[0]
+    n = samples.X.shape[0]
     rs = check_random_state(random_state)
     m = min(n, CHECK_ROWS)
     # a random sample, in an arrangement that does not depend on the order given (the
     # stream order is a random permutation of an order fixed by the rows); shuffle=False:
     # drawn by position
     rows = order[:m] if shuffle else rs.choice(n, m, replace=False)
-    sample = take_rows(X if Xd is None else Xd, rows)
-    Z = map_outputs(subspace, sample, output, reg, _same, float64=True)
-    Xraw = bk.to_host(take_rows(X, rows))
-    model = map_outputs(subspace, sample, output, reg,
-                        lambda F: model_output(np.asarray(F, dtype=np.float64)))
-    check = capacity_check(task, Z, Xraw, targets[rows], model, alpha, rs)
+    _, Z, F, Xraw = samples.of(rows)
+    check = capacity_check(task, Z, Xraw, targets[rows], model_output(F), alpha, rs)
     check["seconds"] = time.perf_counter() - t0
     return check
