@@ -785,6 +785,18 @@ def gram_fits(n: int, budget: int) -> bool:
     return gram_smo.AVAILABLE and 8 * n * n <= budget
 
 
+def c_chains(Cs: Sequence[float], n_chains: int) -> tuple[dict[int, int], list[int]]:
+    """A fold's C values (indices into ``Cs``) as ``n_chains`` ascending chains of consecutive
+    values: (seed_of — each C after the first of its chain → the C below it, whose solution it
+    starts from —, the order the tasks are given to the threads: the chains' first Cs, then their
+    second ones, ...)."""
+    ascending = [int(c) for c in np.argsort(np.asarray(Cs, dtype=np.float64), kind="stable")]
+    chains = [list(part) for part in np.array_split(ascending, max(1, min(int(n_chains), len(ascending))))]
+    seed_of = {int(c): int(below) for chain in chains for below, c in zip(chain[:-1], chain[1:])}
+    order = [int(chain[i]) for i in range(max(len(ch) for ch in chains)) for chain in chains if i < len(chain)]
+    return seed_of, order
+
+
 def solve_grids(X: Any, yidx: np.ndarray, classes: np.ndarray, jobs: Sequence[GridJob], *,
                 budget: int | None = None, n_jobs: int | None = None) -> list[GridSolution]:
     """The one-vs-one C-SVC of every fold of every job at every C, sharing kernel rows and
@@ -806,7 +818,12 @@ def solve_grids(X: Any, yidx: np.ndarray, classes: np.ndarray, jobs: Sequence[Gr
     alternating in one process, 2-core AMD EPYC host).  On a 16-core host the
     3-γ ijcnn1 grid (5,000 rows) had run on active sets, every job's share
     (the default 512 MiB over 3) below its 200 MB Gram matrix, and took
-    3.3–4.1 s against scikit-learn's SVC search's 1.5–4.1 s.  Paths of the
+    3.3–4.1 s against scikit-learn's SVC search's 1.5–4.1 s.  Threads that
+    the folds of the matrices alive leave idle (more threads than alive
+    matrices × folds) get C paths of their own: each fold's C values split into
+    ⌈threads / (alive × folds)⌉ ascending chains (:func:`c_chains`), each
+    chain's first C from α = 0 — more steps in all, on threads that would
+    otherwise wait.  Paths of the
     same job overlap: a fold that starts while no fold of its job has solved
     its first C yet starts cold.
 
@@ -832,7 +849,9 @@ def solve_grids(X: Any, yidx: np.ndarray, classes: np.ndarray, jobs: Sequence[Gr
     # a host whose load already fills its cores runs the paths in one thread: at load 5 on 2
     # cores two threads took 6.2 and 8.4 s for the 3-γ ijcnn1 grid, one thread 5.3 and 5.7 s
     # (the threads' CPU time grew by 15–30 %: they only contend there)
-    workers = 1 if n_jobs is None and host_busy() else _n_workers(n_jobs, max(n_paths, 1))
+    # the compiled SMO's tasks can run a fold's C values on threads of their own (c_chains)
+    n_units = sum(len(job.folds) * len(job.Cs) for job in jobs) if gram_fits(yidx.shape[0], budget) else n_paths
+    workers = 1 if n_jobs is None and host_busy() else _n_workers(n_jobs, max(n_units, 1))
     alive = max(min(workers, len(jobs)), 1)             # caches at once
     if gram_fits(yidx.shape[0], budget):
         # as many Gram matrices as keep the threads busy and the budget holds: a job gives the
@@ -840,6 +859,9 @@ def solve_grids(X: Any, yidx: np.ndarray, classes: np.ndarray, jobs: Sequence[Gr
         n_folds = max(len(job.folds) for job in jobs)
         alive = max(1, min(alive, -(-workers // max(n_folds, 1)), budget // (8 * yidx.shape[0] ** 2)))
     share = budget // alive
+    # threads the alive jobs' folds leave idle get C paths of their own: each fold's C values split
+    # into that many ascending chains, each chain's first C from α = 0
+    n_chains = max(1, -(-workers // (alive * max((len(job.folds) for job in jobs), default=1))))
     slots = threading.BoundedSemaphore(alive)
     spare_grams = _SpareGrams()
     states = [_JobState(j, slots, spare_grams) for j in jobs]
@@ -851,9 +873,8 @@ def solve_grids(X: Any, yidx: np.ndarray, classes: np.ndarray, jobs: Sequence[Gr
             # the first starts from the solution of the one below it, whose task is given to the
             # threads before it (every fold's, while there are at least as many folds as threads)
             st.out.engine = ENGINE_GRAM
-            ascending = [int(c) for c in np.argsort(np.asarray(st.job.Cs, dtype=np.float64), kind="stable")]
-            st.seed_of = dict(zip(ascending[1:], ascending[:-1]))
-            mine = [(st, f, [c]) for c in ascending for f in folds]
+            st.seed_of, order = c_chains(st.job.Cs, n_chains)
+            mine = [(st, f, [c]) for c in order for f in folds]
         else:   # the active-set engine seeds each C of a fold from the previous one: one task per fold
             mine = [(st, f, None) for f in folds]
         st.left = len(mine)
