@@ -208,7 +208,8 @@ def test_more_threads_than_gram_matrices_in_the_budget_keep_the_compiled_smo(mon
 
 def test_a_later_kernel_writes_its_gram_matrix_over_an_ended_ones_memory(monkeypatch):
     """Three kernels, room for one Gram matrix then for two: the later jobs reuse the memory of the
-    matrices dropped before them (one, then two allocations), and their models equal those of each
+    matrices dropped before them (one allocation, then at most two: where the first job ends before
+    a thread starts the second, as on a loaded host, one), and their models equal those of each
     kernel solved alone, in memory of its own."""
     made = []
 
@@ -228,7 +229,7 @@ def test_a_later_kernel_writes_its_gram_matrix_over_an_ended_ones_memory(monkeyp
     for room, threads, buffers in ((1.5, 1, 1), (1.5, 3, 1), (2.5, 4, 2)):
         made.clear()
         shared = path.solve_grids(X, yidx, classes, jobs, budget=int(gram * room), n_jobs=threads)
-        assert len(made) == 3 and len({id(rows) for rows in made}) == buffers
+        assert len(made) == 3 and 1 <= len({id(rows) for rows in made}) <= buffers
         for a, b in zip(alone, shared):
             assert b.engine == path.ENGINE_GRAM
             for row_a, row_b in zip(a.results, b.results):

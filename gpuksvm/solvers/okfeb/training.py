@@ -281,16 +281,16 @@ class _CheckSamples:
         self._key: bytes | None = None
         self._value: tuple | None = None
 
-    def of(self, rows: np.ndarray) -> tuple[Any, np.ndarray, np.ndarray, Any]:
-        """(the rows as streamed, their float64 features, their features in the working dtype as
-        float64 — what the model reads —, the raw rows on the host)."""
+    def of(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, Any]:
+        """(the rows' float64 features, their features in the working dtype as float64 — what the
+        model reads —, the raw rows on the host)."""
         key = np.ascontiguousarray(rows).tobytes()
         if key != self._key:
             sample = take_rows(self.X if self.Xd is None else self.Xd, rows)
             Z = map_outputs(self.subspace, sample, self.output, self.reg, _same, float64=True)
-            F = map_outputs(self.subspace, sample, self.output, self.reg,
-                            lambda B: np.asarray(B, dtype=np.float64))
-            self._key, self._value = key, (sample, Z, F, bk.to_host(take_rows(self.X, rows)))
+            F = Z if np.dtype(self.subspace.dtype) == np.float64 else map_outputs(
+                self.subspace, sample, self.output, self.reg, lambda B: np.asarray(B, dtype=np.float64))
+            self._key, self._value = key, (Z, F, bk.to_host(take_rows(self.X, rows)))
         return self._value
 
 
@@ -305,7 +305,7 @@ def _capacity(samples: _CheckSamples, targets: np.ndarray, order: np.ndarray, *,
     # stream order is a random permutation of an order fixed by the rows); shuffle=False:
     # drawn by position
     rows = order[:m] if shuffle else rs.choice(n, m, replace=False)
-    _, Z, F, Xraw = samples.of(rows)
+    Z, F, Xraw = samples.of(rows)
     check = capacity_check(task, Z, Xraw, targets[rows], model_output(F), alpha, rs)
     check["seconds"] = time.perf_counter() - t0
     return check

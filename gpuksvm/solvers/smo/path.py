@@ -853,15 +853,15 @@ def solve_grids(X: Any, yidx: np.ndarray, classes: np.ndarray, jobs: Sequence[Gr
     n_units = sum(len(job.folds) * len(job.Cs) for job in jobs) if gram_fits(yidx.shape[0], budget) else n_paths
     workers = 1 if n_jobs is None and host_busy() else _n_workers(n_jobs, max(n_units, 1))
     alive = max(min(workers, len(jobs)), 1)             # caches at once
+    n_folds = max(max((len(job.folds) for job in jobs), default=1), 1)
     if gram_fits(yidx.shape[0], budget):
         # as many Gram matrices as keep the threads busy and the budget holds: a job gives the
         # threads one task per fold at a time (each C starts from the one below it)
-        n_folds = max(len(job.folds) for job in jobs)
-        alive = max(1, min(alive, -(-workers // max(n_folds, 1)), budget // (8 * yidx.shape[0] ** 2)))
+        alive = max(1, min(alive, -(-workers // n_folds), budget // (8 * yidx.shape[0] ** 2)))
     share = budget // alive
     # threads the alive jobs' folds leave idle get C paths of their own: each fold's C values split
     # into that many ascending chains, each chain's first C from α = 0
-    n_chains = max(1, -(-workers // (alive * max((len(job.folds) for job in jobs), default=1))))
+    n_chains = max(1, -(-workers // (alive * n_folds)))
     slots = threading.BoundedSemaphore(alive)
     spare_grams = _SpareGrams()
     states = [_JobState(j, slots, spare_grams) for j in jobs]
