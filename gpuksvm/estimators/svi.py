@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import warnings
 from numbers import Integral, Real
-from typing import Any
+from typing import Any, Sequence
 
 import numpy as np
-from sklearn.base import BaseEstimator, ClassifierMixin
+from sklearn.base import BaseEstimator, ClassifierMixin, clone
 from sklearn.utils._param_validation import Hidden, Interval, StrOptions
 
 from gpuksvm.array import backend as bk
@@ -40,13 +40,17 @@ from gpuksvm.solvers.svi.algorithm import (
     MarginCapWarning,
     SVIParams,
     SVIResult,
+    SolvedRows,
+    exact_paths,
 )
 from gpuksvm.solvers.smo.memory import warn_memory_fallback
-from gpuksvm.solvers.svi.steps import closed_form_beta, draw_subsets, select_margin_rows
+from gpuksvm.solvers.multiclass import binary_problems, problem_rows
+from gpuksvm.solvers.svi.steps import closed_form_beta, draw_subsets, plan_problem, select_margin_rows
 from gpuksvm.estimators.svc_surface import SVCSurfaceMixin, shape_of, sparse_like
-from gpuksvm.array.validation import encode_classes, validate_X_y
+from gpuksvm.array.validation import check_param, encode_classes, validate_X_y
 
-__all__ = ["SVI", "FITTED_ATTRIBUTES", "ExactFallbackWarning", "MarginCapWarning", "draw_subsets",
+__all__ = ["SVI", "FITTED_ATTRIBUTES", "ExactFallbackWarning", "MarginCapWarning", "fit_svi_grid", "grid_kernels", "grid_unsupported",
+           "draw_subsets",
            "select_margin_rows", "closed_form_beta", "DEFAULT_MARGIN_TOL", "DEFAULT_MAX_MARGIN_SV",
            "DEFAULT_MIN_MARGIN_SV", "DEFAULT_MIN_SUBSET_ROWS"]
 
@@ -475,3 +479,99 @@ class SVI(DeviceMixin, SVCSurfaceMixin, ProbabilityMixin, ClassifierMixin, BaseE
         tags.input_tags.sparse = True
         return tags
 
+
+def grid_unsupported(estimator: SVI, X: Any, n_classes: int, n_rows: int) -> str | None:
+    """Why :func:`fit_svi_grid` cannot fit ``estimator``'s settings on ``n_rows`` rows of X with
+    ``n_classes`` classes (None: it can).  It fits only where SVI solves the exact SVM from the
+    start: two classes, fewer rows than ``n_subsets`` × ``min_subset_rows``."""
+    if n_classes != 2:
+        return f"{n_classes} classes (the engine shares the exact SVM of a binary problem only)"
+    if plan_problem(n_rows, int(estimator.n_subsets), float(estimator.subset_rate),
+                    int(estimator.min_subset_rows)) is not None:
+        return f"{n_rows} rows: SVI fits its sub-SVM ensemble there"
+    if not isinstance(estimator.kernel, str):
+        return "the kernel is not given by name"
+    if estimator.probability:
+        return "probability=True (Platt scaling by an internal cross-validation)"
+    if estimator.max_iter not in (-1, None):
+        return f"max_iter={estimator.max_iter!r} (the shared solver has its own step cap)"
+    if bk.device_for(estimator.device, X).is_gpu:
+        return "device='gpu' (the batched GPU solver)"
+    return None
+
+
+def grid_kernels(estimator: SVI, gammas: Sequence[float], X: Any) -> list[Kernel]:
+    """The kernel of ``estimator`` at each γ of ``gammas`` (numbers), as its fit on X resolves it."""
+    return [clone(estimator).set_params(gamma=g)._resolved_kernel(X) for g in gammas]
+
+
+def fit_svi_grid(X: Any, y: Any, *, gammas: Sequence[float], Cs: Sequence[float], estimator: SVI,
+                 n_jobs: int | None = None, paths: Sequence[Sequence[dict]] | None = None) -> list[SVI]:
+    """SVI models over a γ × C grid of a binary problem SVI solves by the exact SVM, sharing kernel rows.
+
+    Below ``n_subsets`` × ``min_subset_rows`` rows SVI solves its problem by the exact SVM
+    (no sub-SVM ensemble: the module docstring of :mod:`gpuksvm.solvers.svi.algorithm`).  That
+    exact SVM is solved at every C of each γ along the C path on shared kernel rows
+    (:func:`~gpuksvm.solvers.svi.algorithm.exact_paths`: the Gram matrix within the memory budget,
+    each C from the solution of the one below it), and each model is SVI's fit with its solution
+    (:class:`~gpuksvm.solvers.svi.algorithm.SolvedRows`): the same model as
+    ``clone(estimator).set_params(gamma=g, C=C).fit(X, y)`` to the solver tolerance.
+
+    Parameters
+    ----------
+    X, y : training data (two classes)
+    gammas, Cs : sequences of positive numbers
+    estimator : SVI
+        Template for every other parameter (not modified); :func:`grid_unsupported` must say None.
+    n_jobs : threads of the path solver (default: the estimator's ``n_jobs``)
+    paths : paths[k][c], the exact SVM of these rows at ``gammas[k]`` and ``Cs[c]``, already solved
+        (a search solves every fold's in one call: :func:`~gpuksvm.solvers.svi.algorithm.exact_paths`);
+        default: solved here
+
+    Returns
+    -------
+    list of fitted SVI, in the order ``[(g, C) for g in gammas for C in Cs]``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from gpuksvm.estimators.svi import SVI, fit_svi_grid
+    >>> rng = np.random.default_rng(0)
+    >>> X = rng.normal(size=(300, 2)); y = (X[:, 0] * X[:, 1] > 0).astype(int)
+    >>> models = fit_svi_grid(X, y, gammas=[1.0], Cs=[1.0, 10.0], estimator=SVI(device="cpu"))
+    >>> [m.C for m in models], bool(models[0].solved_exactly_.all())
+    ([1.0, 10.0], True)
+    """
+    gammas, Cs = [float(g) for g in gammas], [float(c) for c in Cs]
+    if not gammas or not Cs:
+        raise ValueError("gammas and Cs must be non-empty")
+    for g in gammas:
+        check_param("gamma", g, Real, low=0.0, closed="neither")
+    for c in Cs:
+        check_param("C", c, Real, low=0.0, closed="neither")
+    proto = clone(estimator).set_params(gamma=gammas[0], C=Cs[0])
+    proto._check_params()
+    sparse_fit = bk.is_sparse(X)
+    X, y, classes, yidx, Xd, _, dev, dt = proto._prepare(X, y)
+    reason = grid_unsupported(proto, X, int(classes.size), int(X.shape[0]))
+    if reason is not None:
+        raise ValueError(f"fit_svi_grid: {reason}; fit these settings one by one")
+    (pos, neg), = binary_problems(2, proto.multi_class)
+    rows, labels = problem_rows(yidx, pos, neg)
+    kernels = grid_kernels(proto, gammas, X)
+    if paths is None:
+        paths = [k_paths[0] for k_paths in exact_paths(bk.to_host(X), labels, kernels, [rows], [Cs] * len(gammas),
+                                                       tol=float(proto.tol),
+                                                       n_jobs=proto.n_jobs if n_jobs is None else n_jobs)]
+    models = []
+    for g, kernel, records in zip(gammas, kernels, paths):
+        for C, record in zip(Cs, records):
+            est = clone(estimator).set_params(gamma=g, C=C)
+            params = est._solver_params()
+            source = SolvedRows(X, Xd, kernel, params, dev, dt, {SolvedRows.key(rows): record})
+            est._store(svi_solver.fit(source, yidx, kernel, params), classes, dev, dt, sparse_fit=sparse_fit)
+            est.n_features_in_ = proto.n_features_in_
+            if hasattr(proto, "feature_names_in_"):
+                est.feature_names_in_ = proto.feature_names_in_
+            models.append(est)
+    return models

@@ -78,6 +78,7 @@ ENGINES: dict[str, str | Engine] = {
     "gpuksvm.estimators.llsvm.LLSVM": "gpuksvm.model_selection.llsvm:search_llsvm",
     "gpuksvm.estimators.okfeb.OKFEBClassifier": "gpuksvm.model_selection.okfeb:search_okfeb",
     "gpuksvm.estimators.okfeb.OKFEBRegressor": "gpuksvm.model_selection.okfeb:search_okfeb",
+    "gpuksvm.estimators.svi.SVI": "gpuksvm.model_selection.svi:search_svi",
 }
 
 

@@ -96,7 +96,7 @@ import copy
 import time
 import warnings
 from dataclasses import dataclass, field, fields, replace
-from typing import Any, Protocol
+from typing import Any, Protocol, Sequence
 
 import numpy as np
 from sklearn.utils import check_random_state
@@ -108,6 +108,7 @@ from gpuksvm.solvers.progress import report
 from gpuksvm.solvers.row_order import RowHasher
 from gpuksvm.array.blas_threads import one_blas_thread
 from gpuksvm.solvers.smo.engines import DEFAULT_CACHE_BYTES, solve_batched
+from gpuksvm.solvers.smo.path import GridJob, GridProblem, solve_grids
 from gpuksvm.solvers.svc_dual import warn_unconverged
 from gpuksvm.solvers.svi.steps import (
     CHECK_MAX_ROWS,
@@ -134,7 +135,7 @@ __all__ = ["SVIParams", "SVIEnsemble", "SVIResult", "SVIRows", "ArrayRows", "Exa
            "SVIPlan", "MarginCandidates", "plan_problems", "solve_record", "solver_summary", "solver_runs",
            "assemble", "build_ensemble", "ensemble_stage", "check_problem", "margin_stage", "fit", "DEFAULT_MARGIN_TOL",
            "DEFAULT_MAX_MARGIN_SV", "DEFAULT_MIN_MARGIN_SV", "DEFAULT_MIN_SUBSET_ROWS",
-           "MAX_SUBMODEL_DISAGREEMENT", "MAX_HELD_OUT_LOSS", "CHECK_MAX_ROWS"]
+           "MAX_SUBMODEL_DISAGREEMENT", "MAX_HELD_OUT_LOSS", "CHECK_MAX_ROWS", "exact_paths", "SolvedRows"]
 
 #: When no binary problem has more margin SVs than this, the CPU solves of
 #: step 5 run with one BLAS thread: threaded BLAS on s ≲ 500 only adds hand-off
@@ -493,6 +494,54 @@ class ArrayRows:
 
     def take(self, idx: np.ndarray) -> Any:
         return self.X[idx]
+
+
+def exact_paths(X: Any, labels: np.ndarray, kernels: Sequence[Kernel], folds: Sequence[np.ndarray],
+                Cs: Sequence[Sequence[float]], *, tol: float, n_jobs: int | None = None) -> list[list[list[dict]]]:
+    """The exact SVM of a binary problem (±1 ``labels`` of every row of host ``X``) on the rows
+    ``folds[f]`` of X, with ``kernels[k]`` at every C of ``Cs[k]``: ``records[k][f][c]``, as
+    :func:`solve_record` dicts whose ``support`` are positions in ``folds[f]`` (rows of
+    ``X[folds[f]]``, as a fit on those rows gives).
+
+    All in one :func:`~gpuksvm.solvers.smo.path.solve_grids` call: a kernel's rows of X are
+    computed once for every fold and C (the Gram matrix within the memory budget, the compiled
+    SMO on its rows), and each C of a fold starts from the solution of the one below it.  Each
+    solution is one to ``tol``, as :meth:`ArrayRows.solve_svms`' own is, reached by other steps.
+    A fold must hold both labels."""
+    yidx = (np.asarray(labels) > 0).astype(np.int64)     # the binary model's values are positive for class 1
+    problems = [GridProblem(rows=np.asarray(f, dtype=np.int64), weight=np.ones(len(f))) for f in folds]
+    jobs = [GridJob(kernel, problems, [float(c) for c in cs], tol=float(tol)) for kernel, cs in zip(kernels, Cs)]
+    solved = solve_grids(X, yidx, np.array([0, 1]), jobs, n_jobs=n_jobs)
+    for job in solved:
+        if job.error is not None:
+            raise job.error
+    return [[[{"support": np.asarray(r.support, dtype=np.int64),
+               "dual_coef": np.asarray(r.dual_coef[0], dtype=np.float64), "intercept": float(r.intercept[0]),
+               "objective": float(r.objective[0]), "n_iter": int(r.n_iter[0]), "converged": bool(r.converged[0]),
+               "max_iter_reached": bool(r.max_iter_reached[0])} for r in fold] for fold in job.results]
+            for job in solved]
+
+
+class SolvedRows(ArrayRows):
+    """:class:`ArrayRows` whose SMO problems over given row sets are already solved (a search's
+    C paths, :func:`exact_paths`): :meth:`solve_svms` returns those records, and solves any other
+    call as :class:`ArrayRows` does."""
+
+    def __init__(self, X: Any, Xd: Any, kernel: Kernel, params: SVIParams, device: bk.Device, dtype: Any,
+                 solved: dict[bytes, dict]) -> None:
+        super().__init__(X, Xd, kernel, params, device, dtype)
+        self.solved = solved
+
+    @staticmethod
+    def key(rows: np.ndarray) -> bytes:
+        """A row set's key: its rows, ascending (the solvers see them in another order)."""
+        return np.sort(np.asarray(rows, dtype=np.int64)).tobytes()
+
+    def solve_svms(self, labels: list[np.ndarray], row_sets: list[np.ndarray]) -> list[dict]:
+        keys = [self.key(S) for S in row_sets]
+        if row_sets and all(k in self.solved for k in keys):
+            return [self.solved[k] for k in keys]
+        return super().solve_svms(labels, row_sets)
 
 
 def build_ensemble(source: SVIRows, yidx: np.ndarray, kernel: Kernel, params: SVIParams) -> SVIEnsemble:

@@ -1,0 +1,119 @@
+"""The shared-work search engine of SVI: the exact SVM of small binary folds along the C path.
+
+:func:`search_svi` is the engine the cross-validated searches use for
+:class:`~gpuksvm.estimators.svi.SVI`.  Below ``n_subsets`` × ``min_subset_rows``
+rows (10,000 by default) SVI fits no sub-SVM ensemble: it solves the exact SVM,
+so most searches of SVI on such data are searches of the exact SVM.  There the
+engine groups the candidates by every parameter but ``gamma`` and ``C``, solves
+every fold's exact SVM at all the group's γ and C values in one call
+(:func:`~gpuksvm.solvers.svi.algorithm.exact_paths`: a γ's kernel rows of all rows
+once for every fold and C — the compiled SMO on the Gram matrix within the
+memory budget, as KernelSVC's engine —, each C from the solution of the one
+below it), and fits each candidate's SVI model with its solution
+(:func:`~gpuksvm.estimators.svi.fit_svi_grid`): the same model as its own fit to
+the solver tolerance.
+
+Everything else — more than two classes, folds large enough for the ensemble,
+``probability=True``, a GPU, a step cap, a kernel that is not named, a γ that is
+not a number, ``sample_weight`` — is fitted independently, and ``shared_work``
+says why.  The path solver runs the (fold, C) problems on the search's ``n_jobs`` threads.
+"""
+from __future__ import annotations
+
+import time
+from typing import Any, Iterator, Sequence
+
+import numpy as np
+
+from gpuksvm.array import backend as bk
+from gpuksvm.estimators.svi import SVI, fit_svi_grid, grid_kernels, grid_unsupported
+from gpuksvm.model_selection.shared import (SplitFit, group_candidates, independent_fits, is_positive_number,
+                                             take)
+from gpuksvm.solvers.svi.algorithm import exact_paths
+
+__all__ = ["search_svi", "SHARED"]
+
+SHARED = "the exact SVM's kernel rows per (fold, γ); alpha seeding along C"
+
+
+def search_svi(estimator: SVI, X: Any, y: Any, splits: Sequence[tuple[np.ndarray, np.ndarray]],
+               candidates: Sequence[dict], *, sample_weight: Any = None,
+               n_jobs: int | None = None) -> Iterator[SplitFit]:
+    """One fitted SVI per (candidate, split), the exact SVMs of small binary folds solved along C.
+
+    Parameters
+    ----------
+    estimator : SVI
+        The unfitted template (not modified).
+    X : (n, d) validated array or CSR matrix, all rows
+    y : (n,) labels
+    splits : list of (train_idx, test_idx)
+    candidates : list of parameter dicts
+    sample_weight : not taken by SVI: given, every fit is independent (and raises, as its own
+        ``fit`` does)
+    n_jobs : threads of the path solver (:func:`~gpuksvm.solvers.smo.path.solve_grids`)
+
+    Yields
+    ------
+    SplitFit
+        One per (candidate, split), in no particular order; ``fit_time`` is an equal share of
+        the group's shared solve among its fits, plus the fit's own time.
+    """
+    groups = group_candidates(estimator, candidates, ("gamma", "C"))
+    settings = {c: (cand.get("gamma", estimator.gamma), cand.get("C", estimator.C))
+                for c, cand in enumerate(candidates)}
+    y = np.asarray(y)
+    classes = np.unique(y)
+    for template, members in groups:
+        reason = ("sample_weight given" if sample_weight is not None
+                  else None if all(is_positive_number(settings[c][0]) and is_positive_number(settings[c][1])
+                                   for c in members)
+                  else "gamma or C is not a positive number")
+        shared = []
+        for s, (train, _) in enumerate(splits):
+            why = reason or grid_unsupported(template, X, int(np.unique(y[train]).size), len(train))
+            if why is None and classes.size != 2:
+                why = grid_unsupported(template, X, int(classes.size), len(train))
+            if why is not None:
+                yield from independent_fits(estimator, X, y, splits, candidates, members, [s], sample_weight, why)
+            else:
+                shared.append(s)
+        if not shared:
+            continue
+        by_gamma: dict[float, list[int]] = {}
+        for c in members:
+            by_gamma.setdefault(float(settings[c][0]), []).append(c)
+        gammas = list(by_gamma)
+        Cs = [sorted({float(settings[c][1]) for c in by_gamma[g]}) for g in gammas]
+        start = time.perf_counter()
+        try:
+            kernels = grid_kernels(template, gammas, X)
+            labels = np.where(y == classes[1], 1.0, -1.0)
+            paths = exact_paths(bk.to_host(X), labels, kernels, [splits[s][0] for s in shared], Cs,
+                                tol=float(template.tol), n_jobs=n_jobs)
+        except Exception as exc:  # noqa: BLE001 - each fit reports its own error
+            yield from independent_fits(estimator, X, y, splits, candidates, members, shared, sample_weight,
+                                        f"the shared fit failed ({type(exc).__name__})")
+            continue
+        solve_share = (time.perf_counter() - start) / (len(members) * len(shared))
+        for f, s in enumerate(shared):
+            train = splits[s][0]
+            for k, g in enumerate(gammas):
+                start = time.perf_counter()
+                try:
+                    models = fit_svi_grid(take(X, train), take(y, train), gammas=[g], Cs=Cs[k], estimator=template,
+                                          paths=[paths[k][f]])
+                except Exception as exc:  # noqa: BLE001 - each fit reports its own error
+                    yield from independent_fits(estimator, X, y, splits, candidates, by_gamma[g], [s], sample_weight,
+                                                f"the shared fit failed ({type(exc).__name__})")
+                    continue
+                own = (time.perf_counter() - start) / len(models)
+                fitted = dict(zip(Cs[k], models))
+                for c in by_gamma[g]:
+                    model = fitted[float(settings[c][1])]
+                    # the candidate's own values (an int C stays an int, as set_params would leave it)
+                    model.set_params(gamma=settings[c][0], C=settings[c][1])
+                    yield SplitFit(candidate=c, split=s, estimator=model, fit_time=solve_share + own, shared=SHARED)
+
+
+search_svi.takes_n_jobs = True   # run_engine passes the search's n_jobs to the path solver
