@@ -16,14 +16,11 @@ from gpuksvm.model_selection import kernel_svc as engine
 from gpuksvm.solvers.smo import gram_smo, path
 from gpuksvm.solvers.smo.svc import solve_svc
 
+from _tune_data import xor_classes
+
 
 def _data(n=240, classes=2, seed=0):
-    rng = np.random.default_rng(seed)
-    X = rng.normal(size=(n, 4))
-    y = (X[:, 0] * X[:, 1] + 0.4 * rng.normal(size=n) > 0).astype(int)
-    if classes == 3:
-        y[X[:, 2] > 0.8] = 2
-    return X, y
+    return xor_classes(n, classes=classes, seed=seed, noise=0.4)
 
 
 def _grid(gammas=(0.5, 2.0), Cs=(0.1, 1.0, 10.0, 100.0)):

@@ -11,14 +11,11 @@ from gpuksvm.estimators.llsvm import LLSVM
 from gpuksvm.model_selection import llsvm as engine
 from gpuksvm.model_selection.shared import engine_for
 
+from _tune_data import xor_classes
+
 
 def _data(n=600, classes=2, seed=0):
-    rng = np.random.default_rng(seed)
-    X = rng.normal(size=(n, 4))
-    y = (X[:, 0] * X[:, 1] + 0.3 * rng.normal(size=n) > 0).astype(int)
-    if classes == 3:
-        y[X[:, 2] > 0.9] = 2
-    return X, y
+    return xor_classes(n, classes=classes, seed=seed, third_above=0.9)
 
 
 def _grid(gammas=(0.5, 2.0), Cs=(0.5, 4.0, 32.0)):

@@ -15,14 +15,11 @@ from gpuksvm.model_selection import okfeb as engine
 from gpuksvm.model_selection.shared import engine_for
 from gpuksvm.solvers.okfeb import training
 
+from _tune_data import shared_fits, xor_classes
+
 
 def _classes(n=500, classes=2, seed=0):
-    rng = np.random.default_rng(seed)
-    X = rng.normal(size=(n, 3))
-    y = (X[:, 0] * X[:, 1] + 0.2 * rng.normal(size=n) > 0).astype(int)
-    if classes == 3:
-        y[X[:, 2] > 0.8] = 2
-    return X, y
+    return xor_classes(n, classes=classes, seed=seed, features=3, noise=0.2)
 
 
 def _targets(n=400, seed=0):
@@ -59,15 +56,10 @@ def _same_model(got, ref, X, rtol=0.0):
 
 
 def _check_equivalent(est, X, y, splits, cands, rtol=0.0):
-    fits = list(engine.search_okfeb(est, X, y, splits, cands))
-    assert sorted((f.candidate, f.split) for f in fits) == [(c, s) for c in range(len(cands))
-                                                          for s in range(len(splits))]
-    for f in fits:
-        assert f.error is None and f.shared == engine.SHARED and f.fit_time > 0
-        tr, te = splits[f.split]
-        ref = clone(est).set_params(**cands[f.candidate]).fit(X[tr], y[tr])
-        _same_model(f.estimator, ref, X[te], rtol)
-    return fits
+    pairs = shared_fits(engine.search_okfeb, est, X, y, splits, cands, engine.SHARED)
+    for f, ref in pairs:
+        _same_model(f.estimator, ref, X[splits[f.split][1]], rtol)
+    return [f for f, _ in pairs]
 
 
 def test_the_registry_gives_both_learners_the_engine():

@@ -4,7 +4,6 @@ import warnings
 import numpy as np
 import pytest
 import scipy.sparse as sp
-from sklearn.base import clone
 from sklearn.model_selection import GridSearchCV as SkGridSearchCV
 from sklearn.model_selection import StratifiedKFold
 
@@ -14,16 +13,13 @@ from gpuksvm.model_selection import svi as engine
 from gpuksvm.model_selection.shared import engine_for
 from gpuksvm.solvers.svi import algorithm
 
+from _tune_data import shared_fits, xor_classes
+
 pytestmark = pytest.mark.filterwarnings("ignore::gpuksvm.solvers.svi.algorithm.ExactFallbackWarning")
 
 
 def _data(n=300, classes=2, seed=0):
-    rng = np.random.default_rng(seed)
-    X = rng.normal(size=(n, 3))
-    y = (X[:, 0] * X[:, 1] + 0.3 * rng.normal(size=n) > 0).astype(int)
-    if classes == 3:
-        y[X[:, 2] > 0.8] = 2
-    return X, y
+    return xor_classes(n, classes=classes, seed=seed, features=3)
 
 
 def _grid(gammas=(0.5, 2.0), Cs=(0.3, 3.0, 30.0)):
@@ -32,13 +28,9 @@ def _grid(gammas=(0.5, 2.0), Cs=(0.3, 3.0, 30.0)):
 
 def _check_equivalent(est, X, y, splits, cands):
     """Every SplitFit is its candidate's own fit to the solver tolerance; returns the fits."""
-    fits = list(engine.search_svi(est, X, y, splits, cands))
-    assert sorted((f.candidate, f.split) for f in fits) == [(c, s) for c in range(len(cands))
-                                                          for s in range(len(splits))]
-    for f in fits:
-        assert f.error is None and f.shared == engine.SHARED and f.fit_time > 0
-        tr, te = splits[f.split]
-        ref = clone(est).set_params(**cands[f.candidate]).fit(X[tr], y[tr])
+    pairs = shared_fits(engine.search_svi, est, X, y, splits, cands, engine.SHARED)
+    for f, ref in pairs:
+        te = splits[f.split][1]
         got = f.estimator
         assert got.get_params() == ref.get_params()
         assert got.solved_exactly_.all() and ref.solved_exactly_.all()
@@ -52,7 +44,7 @@ def _check_equivalent(est, X, y, splits, cands):
         assert not ((got.predict(X[te]) != ref.predict(X[te])) & ~near).any()
         assert abs(got.sub_models_[0]["objective"][0] - ref.sub_models_[0]["objective"][0]) \
             <= 10 * est.tol * (1 + abs(ref.sub_models_[0]["objective"][0]))
-    return fits
+    return [f for f, _ in pairs]
 
 
 def test_the_registry_gives_svi_its_engine():

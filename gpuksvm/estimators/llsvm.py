@@ -83,7 +83,6 @@ from __future__ import annotations
 
 import hashlib
 import threading
-from numbers import Real
 from typing import Any, Sequence
 
 import numpy as np
@@ -126,13 +125,13 @@ from gpuksvm.estimators.params import (
     KERNEL_PARAMS,
     count,
     deprecated,
+    grid_values,
     non_negative,
     positive,
 )
 from gpuksvm.scaleout.dispatch import dask_dispatch
 from gpuksvm.scaleout.llsvm import fit_llsvm
 from gpuksvm.array.validation import (
-    check_param,
     check_sample_weight,
     encode_classes,
     validate_X_y,
@@ -563,13 +562,7 @@ def fit_llsvm_grid(X: Any, y: Any, *, gammas: Sequence[float], Cs: Sequence[floa
     4
     """
     base = LLSVM() if estimator is None else estimator
-    gammas, Cs = [float(g) for g in gammas], [float(c) for c in Cs]
-    if not gammas or not Cs:
-        raise ValueError("gammas and Cs must be non-empty")
-    for g in gammas:
-        check_param("gamma", g, Real, low=0.0, closed="neither")
-    for c in Cs:
-        check_param("C", c, Real, low=0.0, closed="neither")
+    gammas, Cs = grid_values(gammas, Cs)
     if isinstance(base.kernel, Kernel) or base.kernel == "linear":
         raise ValueError("fit_llsvm_grid needs kernel='rbf' or 'poly' given by name")
     proto = clone(base).set_params(gamma=gammas[0], C=Cs[0])

@@ -45,9 +45,9 @@ from sklearn.utils._param_validation import (Hidden, Interval, InvalidParameterE
 
 from gpuksvm.array.backend import Device
 from gpuksvm.kernels.kernel import Kernel
-from gpuksvm.array.validation import check_int_width
+from gpuksvm.array.validation import check_int_width, check_param
 
-__all__ = ["ParamsMixin", "DEPRECATED", "deprecated", "is_unset", "check_params", "renamed_parameters",
+__all__ = ["ParamsMixin", "DEPRECATED", "deprecated", "is_unset", "check_params", "renamed_parameters", "grid_values",
            "positive", "non_negative", "count", "KERNEL_PARAMS", "DEVICE_PARAMS", "CLASS_WEIGHT",
            "MAX_ITER_OR_NO_LIMIT", "InvalidParameterError", "parameter_entries", "shared_parameter_doc"]
 
@@ -189,6 +189,19 @@ def shared_parameter_doc(cls: type, *sources: type) -> str:
         if entry is not None:
             entries.append(entry)
     return doc[:span[0]] + "".join(entries) + "\n" + doc[span[1]:]
+
+
+def grid_values(gammas: Any, Cs: Any) -> tuple[list[float], list[float]]:
+    """The γ and C values of a grid fit (``fit_llsvm_grid``, ``fit_svi_grid``) as floats: both
+    non-empty, every value a positive number (ValueError otherwise)."""
+    gammas, Cs = [float(g) for g in gammas], [float(c) for c in Cs]
+    if not gammas or not Cs:
+        raise ValueError("gammas and Cs must be non-empty")
+    for g in gammas:
+        check_param("gamma", g, Real, low=0.0, closed="neither")
+    for c in Cs:
+        check_param("C", c, Real, low=0.0, closed="neither")
+    return gammas, Cs
 
 
 def check_params(est: ParamsMixin) -> None:

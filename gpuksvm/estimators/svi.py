@@ -26,6 +26,7 @@ from gpuksvm.estimators.params import (
     KERNEL_PARAMS,
     MAX_ITER_OR_NO_LIMIT,
     count,
+    grid_values,
     non_negative,
     positive,
 )
@@ -47,7 +48,7 @@ from gpuksvm.solvers.smo.memory import warn_memory_fallback
 from gpuksvm.solvers.multiclass import binary_problems, problem_rows
 from gpuksvm.solvers.svi.steps import closed_form_beta, draw_subsets, plan_problem, select_margin_rows
 from gpuksvm.estimators.svc_surface import SVCSurfaceMixin, shape_of, sparse_like
-from gpuksvm.array.validation import check_param, encode_classes, validate_X_y
+from gpuksvm.array.validation import encode_classes, validate_X_y
 
 __all__ = ["SVI", "FITTED_ATTRIBUTES", "ExactFallbackWarning", "MarginCapWarning", "fit_svi_grid", "grid_kernels", "grid_unsupported",
            "draw_subsets",
@@ -542,13 +543,7 @@ def fit_svi_grid(X: Any, y: Any, *, gammas: Sequence[float], Cs: Sequence[float]
     >>> [m.C for m in models], bool(models[0].solved_exactly_.all())
     ([1.0, 10.0], True)
     """
-    gammas, Cs = [float(g) for g in gammas], [float(c) for c in Cs]
-    if not gammas or not Cs:
-        raise ValueError("gammas and Cs must be non-empty")
-    for g in gammas:
-        check_param("gamma", g, Real, low=0.0, closed="neither")
-    for c in Cs:
-        check_param("C", c, Real, low=0.0, closed="neither")
+    gammas, Cs = grid_values(gammas, Cs)
     proto = clone(estimator).set_params(gamma=gammas[0], C=Cs[0])
     proto._check_params()
     sparse_fit = bk.is_sparse(X)
