@@ -97,8 +97,6 @@ def test_zoo_estimator_matches_sklearns_search(name):
     assert ours.best_index_ == theirs.best_index_
     if engine is search_independent:
         assert list(ours.cv_results_["shared_work"]) == ["none"] * len(ours.cv_results_["params"])
-    elif name == "svi_multiclass":   # SVI's engine shares the exact SVM of binary problems only
-        assert all(w.startswith("none: 3 classes") for w in ours.cv_results_["shared_work"])
     else:   # KernelSVC, LLSVM, OK-FEB's learners, SVI: an engine of their own, which says what each candidate shared
         assert all(w and not w.startswith("none") for w in ours.cv_results_["shared_work"])
     assert ours.n_splits_ == theirs.n_splits_ and ours.multimetric_ is False

@@ -481,12 +481,10 @@ class SVI(DeviceMixin, SVCSurfaceMixin, ProbabilityMixin, ClassifierMixin, BaseE
         return tags
 
 
-def grid_unsupported(estimator: SVI, X: Any, n_classes: int, n_rows: int) -> str | None:
-    """Why :func:`fit_svi_grid` cannot fit ``estimator``'s settings on ``n_rows`` rows of X with
-    ``n_classes`` classes (None: it can).  It fits only where SVI solves the exact SVM from the
-    start: two classes, fewer rows than ``n_subsets`` × ``min_subset_rows``."""
-    if n_classes != 2:
-        return f"{n_classes} classes (the engine shares the exact SVM of a binary problem only)"
+def grid_unsupported(estimator: SVI, X: Any, n_rows: int) -> str | None:
+    """Why :func:`fit_svi_grid` cannot fit ``estimator``'s settings on ``n_rows`` rows of X (None:
+    it can).  It fits only where SVI solves every binary problem by the exact SVM from the start:
+    fewer rows than ``n_subsets`` × ``min_subset_rows``."""
     if plan_problem(n_rows, int(estimator.n_subsets), float(estimator.subset_rate),
                     int(estimator.min_subset_rows)) is not None:
         return f"{n_rows} rows: SVI fits its sub-SVM ensemble there"
@@ -507,27 +505,29 @@ def grid_kernels(estimator: SVI, gammas: Sequence[float], X: Any) -> list[Kernel
 
 
 def fit_svi_grid(X: Any, y: Any, *, gammas: Sequence[float], Cs: Sequence[float], estimator: SVI,
-                 n_jobs: int | None = None, paths: Sequence[Sequence[dict]] | None = None) -> list[SVI]:
-    """SVI models over a γ × C grid of a binary problem SVI solves by the exact SVM, sharing kernel rows.
+                 n_jobs: int | None = None, paths: Sequence[Sequence[Sequence[dict]]] | None = None) -> list[SVI]:
+    """SVI models over a γ × C grid of data SVI solves by the exact SVM, sharing kernel rows.
 
-    Below ``n_subsets`` × ``min_subset_rows`` rows SVI solves its problem by the exact SVM
-    (no sub-SVM ensemble: the module docstring of :mod:`gpuksvm.solvers.svi.algorithm`).  That
-    exact SVM is solved at every C of each γ along the C path on shared kernel rows
+    Below ``n_subsets`` × ``min_subset_rows`` rows SVI solves every binary problem (the pair of a
+    one-vs-one scheme, a class against the rest) by the exact SVM: no sub-SVM ensemble (the module
+    docstring of :mod:`gpuksvm.solvers.svi.algorithm`).  Each problem's exact SVM is solved at every
+    C of each γ along the C path on shared kernel rows
     (:func:`~gpuksvm.solvers.svi.algorithm.exact_paths`: the Gram matrix within the memory budget,
-    each C from the solution of the one below it), and each model is SVI's fit with its solution
+    each C from the solution of the one below it), and each model is SVI's fit with those solutions
     (:class:`~gpuksvm.solvers.svi.algorithm.SolvedRows`): the same model as
     ``clone(estimator).set_params(gamma=g, C=C).fit(X, y)`` to the solver tolerance.
 
     Parameters
     ----------
-    X, y : training data (two classes)
+    X, y : training data
     gammas, Cs : sequences of positive numbers
     estimator : SVI
         Template for every other parameter (not modified); :func:`grid_unsupported` must say None.
     n_jobs : threads of the path solver (default: the estimator's ``n_jobs``)
-    paths : paths[k][c], the exact SVM of these rows at ``gammas[k]`` and ``Cs[c]``, already solved
-        (a search solves every fold's in one call: :func:`~gpuksvm.solvers.svi.algorithm.exact_paths`);
-        default: solved here
+    paths : paths[p][k][c], the exact SVM of binary problem p (in SVI's order,
+        :func:`~gpuksvm.solvers.multiclass.binary_problems`) at ``gammas[k]`` and ``Cs[c]``, its
+        ``support`` positions among the problem's rows, already solved (a search solves every fold's
+        in one call per problem); default: solved here
 
     Returns
     -------
@@ -548,22 +548,27 @@ def fit_svi_grid(X: Any, y: Any, *, gammas: Sequence[float], Cs: Sequence[float]
     proto._check_params()
     sparse_fit = bk.is_sparse(X)
     X, y, classes, yidx, Xd, _, dev, dt = proto._prepare(X, y)
-    reason = grid_unsupported(proto, X, int(classes.size), int(X.shape[0]))
+    reason = grid_unsupported(proto, X, int(X.shape[0]))
     if reason is not None:
         raise ValueError(f"fit_svi_grid: {reason}; fit these settings one by one")
-    (pos, neg), = binary_problems(2, proto.multi_class)
-    rows, labels = problem_rows(yidx, pos, neg)
+    problems = [problem_rows(yidx, pos, neg) for pos, neg in binary_problems(int(classes.size), proto.multi_class)]
     kernels = grid_kernels(proto, gammas, X)
     if paths is None:
-        paths = [k_paths[0] for k_paths in exact_paths(bk.to_host(X), labels, kernels, [rows], [Cs] * len(gammas),
-                                                       tol=float(proto.tol),
-                                                       n_jobs=proto.n_jobs if n_jobs is None else n_jobs)]
+        Xh = bk.to_host(X)
+        paths = [[k_paths[0] for k_paths in exact_paths(bk.take_rows(Xh, rows), labels, kernels,
+                                                        [np.arange(rows.size)], [Cs] * len(gammas),
+                                                        tol=float(proto.tol),
+                                                        n_jobs=proto.n_jobs if n_jobs is None else n_jobs)]
+                 for rows, labels in problems]
     models = []
-    for g, kernel, records in zip(gammas, kernels, paths):
-        for C, record in zip(Cs, records):
+    for k, (g, kernel) in enumerate(zip(gammas, kernels)):
+        for c, C in enumerate(Cs):
             est = clone(estimator).set_params(gamma=g, C=C)
             params = est._solver_params()
-            source = SolvedRows(X, Xd, kernel, params, dev, dt, {SolvedRows.key(rows): record})
+            # each problem's solution, its support as rows of X
+            solved = {SolvedRows.key(rows, labels): dict(paths[p][k][c], support=rows[paths[p][k][c]["support"]])
+                      for p, (rows, labels) in enumerate(problems)}
+            source = SolvedRows(X, Xd, kernel, params, dev, dt, solved)
             est._store(svi_solver.fit(source, yidx, kernel, params), classes, dev, dt, sparse_fit=sparse_fit)
             est.n_features_in_ = proto.n_features_in_
             if hasattr(proto, "feature_names_in_"):

@@ -1,11 +1,12 @@
-"""The shared-work search engine of SVI: the exact SVM of small binary folds along the C path.
+"""The shared-work search engine of SVI: the exact SVMs of small folds along the C path.
 
 :func:`search_svi` is the engine the cross-validated searches use for
 :class:`~gpuksvm.estimators.svi.SVI`.  Below ``n_subsets`` × ``min_subset_rows``
 rows (10,000 by default) SVI fits no sub-SVM ensemble: it solves the exact SVM,
 so most searches of SVI on such data are searches of the exact SVM.  There the
 engine groups the candidates by every parameter but ``gamma`` and ``C``, solves
-every fold's exact SVM at all the group's γ and C values in one call
+every fold's exact SVM of each binary problem (the one-vs-one pairs, or each class against the
+rest) at all the group's γ and C values in one call per problem
 (:func:`~gpuksvm.solvers.svi.algorithm.exact_paths`: a γ's kernel rows of all rows
 once for every fold and C — the compiled SMO on the Gram matrix within the
 memory budget, as KernelSVC's engine —, each C from the solution of the one
@@ -13,7 +14,7 @@ below it), and fits each candidate's SVI model with its solution
 (:func:`~gpuksvm.estimators.svi.fit_svi_grid`): the same model as its own fit to
 the solver tolerance.
 
-Everything else — more than two classes, folds large enough for the ensemble,
+Everything else — a fold without every class, folds large enough for the ensemble,
 ``probability=True``, a GPU, a step cap, a kernel that is not named, a γ that is
 not a number, ``sample_weight`` — is fitted independently, and ``shared_work``
 says why.  The path solver runs the (fold, C) problems on the search's ``n_jobs`` threads.
@@ -29,6 +30,7 @@ from gpuksvm.array import backend as bk
 from gpuksvm.estimators.svi import SVI, fit_svi_grid, grid_kernels, grid_unsupported
 from gpuksvm.model_selection.shared import (SplitFit, group_candidates, independent_fits, is_positive_number,
                                              take)
+from gpuksvm.solvers.multiclass import binary_problems, problem_rows
 from gpuksvm.solvers.svi.algorithm import exact_paths
 
 __all__ = ["search_svi", "SHARED"]
@@ -39,7 +41,7 @@ SHARED = "the exact SVM's kernel rows per (fold, γ); alpha seeding along C"
 def search_svi(estimator: SVI, X: Any, y: Any, splits: Sequence[tuple[np.ndarray, np.ndarray]],
                candidates: Sequence[dict], *, sample_weight: Any = None,
                n_jobs: int | None = None) -> Iterator[SplitFit]:
-    """One fitted SVI per (candidate, split), the exact SVMs of small binary folds solved along C.
+    """One fitted SVI per (candidate, split), the exact SVMs of small folds solved along C.
 
     Parameters
     ----------
@@ -63,7 +65,7 @@ def search_svi(estimator: SVI, X: Any, y: Any, splits: Sequence[tuple[np.ndarray
     settings = {c: (cand.get("gamma", estimator.gamma), cand.get("C", estimator.C))
                 for c, cand in enumerate(candidates)}
     y = np.asarray(y)
-    classes = np.unique(y)
+    classes, yidx = np.unique(y, return_inverse=True)
     for template, members in groups:
         reason = ("sample_weight given" if sample_weight is not None
                   else None if all(is_positive_number(settings[c][0]) and is_positive_number(settings[c][1])
@@ -71,9 +73,9 @@ def search_svi(estimator: SVI, X: Any, y: Any, splits: Sequence[tuple[np.ndarray
                   else "gamma or C is not a positive number")
         shared = []
         for s, (train, _) in enumerate(splits):
-            why = reason or grid_unsupported(template, X, int(np.unique(y[train]).size), len(train))
-            if why is None and classes.size != 2:
-                why = grid_unsupported(template, X, int(classes.size), len(train))
+            missing = classes.size - np.unique(yidx[train]).size
+            why = reason or (f"{missing} class(es) missing from the fold" if missing
+                             else grid_unsupported(template, X, len(train)))
             if why is not None:
                 yield from independent_fits(estimator, X, y, splits, candidates, members, [s], sample_weight, why)
             else:
@@ -88,9 +90,17 @@ def search_svi(estimator: SVI, X: Any, y: Any, splits: Sequence[tuple[np.ndarray
         start = time.perf_counter()
         try:
             kernels = grid_kernels(template, gammas, X)
-            labels = np.where(y == classes[1], 1.0, -1.0)
-            paths = exact_paths(bk.to_host(X), labels, kernels, [splits[s][0] for s in shared], Cs,
-                                tol=float(template.tol), n_jobs=n_jobs)
+            Xh = bk.to_host(X)
+            # every binary problem's exact SVM in every fold: one call per problem, on its rows of X;
+            # a fold's rows of the problem in the order its own fit has them (X[train]'s order)
+            paths = []
+            for pos, neg in binary_problems(int(classes.size), template.multi_class):
+                rows, labels = problem_rows(yidx, pos, neg)
+                inside = np.zeros(yidx.size, dtype=bool)
+                inside[rows] = True
+                folds = [np.searchsorted(rows, np.asarray(splits[s][0])[inside[splits[s][0]]]) for s in shared]
+                paths.append(exact_paths(bk.take_rows(Xh, rows), labels, kernels, folds, Cs,
+                                         tol=float(template.tol), n_jobs=n_jobs))
         except Exception as exc:  # noqa: BLE001 - each fit reports its own error
             yield from independent_fits(estimator, X, y, splits, candidates, members, shared, sample_weight,
                                         f"the shared fit failed ({type(exc).__name__})")
@@ -102,7 +112,7 @@ def search_svi(estimator: SVI, X: Any, y: Any, splits: Sequence[tuple[np.ndarray
                 start = time.perf_counter()
                 try:
                     models = fit_svi_grid(take(X, train), take(y, train), gammas=[g], Cs=Cs[k], estimator=template,
-                                          paths=[paths[k][f]])
+                                          paths=[[problem[k][f]] for problem in paths])
                 except Exception as exc:  # noqa: BLE001 - each fit reports its own error
                     yield from independent_fits(estimator, X, y, splits, candidates, by_gamma[g], [s], sample_weight,
                                                 f"the shared fit failed ({type(exc).__name__})")

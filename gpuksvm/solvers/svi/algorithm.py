@@ -533,12 +533,15 @@ class SolvedRows(ArrayRows):
         self.solved = solved
 
     @staticmethod
-    def key(rows: np.ndarray) -> bytes:
-        """A row set's key: its rows, ascending (the solvers see them in another order)."""
-        return np.sort(np.asarray(rows, dtype=np.int64)).tobytes()
+    def key(rows: np.ndarray, labels: np.ndarray) -> bytes:
+        """A labelled row set's key: its rows ascending and their labels (the solvers see the rows in
+        another order; one-vs-rest problems share their rows)."""
+        rows = np.asarray(rows, dtype=np.int64)
+        order = np.argsort(rows, kind="stable")
+        return rows[order].tobytes() + (np.asarray(labels, dtype=np.float64)[order] > 0).tobytes()
 
     def solve_svms(self, labels: list[np.ndarray], row_sets: list[np.ndarray]) -> list[dict]:
-        keys = [self.key(S) for S in row_sets]
+        keys = [self.key(S, lab) for S, lab in zip(row_sets, labels)]
         if row_sets and all(k in self.solved for k in keys):
             return [self.solved[k] for k in keys]
         return super().solve_svms(labels, row_sets)
