@@ -109,7 +109,7 @@ from gpuksvm.solvers.row_order import RowHasher
 from gpuksvm.array.blas_threads import one_blas_thread
 from gpuksvm.solvers.smo.engines import DEFAULT_CACHE_BYTES, solve_batched
 from gpuksvm.solvers.smo.path import GridJob, GridProblem, solve_grids
-from gpuksvm.solvers.svc_dual import warn_unconverged
+from gpuksvm.solvers.svc_dual import SMOResult, warn_unconverged
 from gpuksvm.solvers.svi.steps import (
     CHECK_MAX_ROWS,
     DEFAULT_MARGIN_TOL,
@@ -515,11 +515,16 @@ def exact_paths(X: Any, labels: np.ndarray, kernels: Sequence[Kernel], folds: Se
     for job in solved:
         if job.error is not None:
             raise job.error
-    return [[[{"support": np.asarray(r.support, dtype=np.int64),
-               "dual_coef": np.asarray(r.dual_coef[0], dtype=np.float64), "intercept": float(r.intercept[0]),
-               "objective": float(r.objective[0]), "n_iter": int(r.n_iter[0]), "converged": bool(r.converged[0]),
-               "max_iter_reached": bool(r.max_iter_reached[0])} for r in fold] for fold in job.results]
-            for job in solved]
+    return [[[solve_record(_binary_result(r)) for r in fold] for fold in job.results] for job in solved]
+
+
+def _binary_result(model: Any) -> SMOResult:
+    """The one problem of a binary :class:`~gpuksvm.solvers.smo.svc.KernelSVCResult` as an
+    :class:`~gpuksvm.solvers.svc_dual.SMOResult` (its arrays hold one entry per problem)."""
+    return SMOResult(support=model.support, dual_coef=model.dual_coef[0], intercept=float(model.intercept[0]),
+                     objective=float(model.objective[0]), n_iter=int(model.n_iter[0]),
+                     converged=bool(model.converged[0]), solver=model.solver,
+                     max_iter_reached=bool(model.max_iter_reached[0]))
 
 
 class SolvedRows(ArrayRows):
