@@ -115,12 +115,14 @@ def test_a_given_start_is_not_modified():
     np.testing.assert_array_equal(g0, keep[1])
 
 
-def _loop(G, R, y, Cv, cap, refill, max_iter=gram_smo.MAX_ITER):
+def _loop(G, R, y, Cv, cap, refill, max_iter=gram_smo.MAX_ITER, wide=False, shrinking=True):
     """The SMO loop from α = 0 with the active rows' Gram matrix copied out when at most ``cap`` rows
-    stay active (0: never; the passes then read G through R)."""
+    stay active (0: never; the passes then gather G's rows through R), on the wide layout until the
+    first shrinking pass when ``wide``."""
     a, g = np.zeros(R.size), np.full(R.size, -1.0)
     R = R.astype(np.uint32)
-    it = gram_smo._smo_loop(G, R, np.ascontiguousarray(G[R, R]), y, Cv, a, g, 1e-3, max_iter, True, cap, refill)
+    it = gram_smo._smo_loop(G, R, np.ascontiguousarray(G[R, R]), y, Cv, a, g, 1e-3, max_iter, shrinking, cap,
+                            refill, wide)
     return a, g, it
 
 
@@ -138,7 +140,119 @@ def test_compact_active_gram_takes_the_same_steps(C, refill):
     np.testing.assert_allclose(full[1], (y[R] * full[0]) @ G[np.ix_(R, R)] * y[R] - 1.0, atol=1e-8)
     for max_iter in (gram_smo.MAX_ITER, 400):   # the first shrinking pass is at step 300
         ref = full if max_iter == gram_smo.MAX_ITER else _loop(G, R, y[R], Cv, 0, refill, max_iter)
-        got = _loop(G, R, y[R], Cv, R.size, refill, max_iter)
-        assert got[2] == ref[2]
-        np.testing.assert_array_equal(got[0], ref[0])
-        np.testing.assert_array_equal(got[1], ref[1])
+        for cap, wide in ((R.size, False), (0, True), (R.size, True)):
+            got = _loop(G, R, y[R], Cv, cap, refill, max_iter, wide)
+            assert got[2] == ref[2]
+            np.testing.assert_array_equal(got[0], ref[0])
+            np.testing.assert_array_equal(got[1], ref[1])
+
+
+def _reference_smo(G, R, y, Cv, tol=1e-3):
+    """LIBSVM's iterations without shrinking, written out in NumPy: i the last maximal −y∇ over I_up,
+    j the last largest b²/a over I_low (b = m + y∇ > 0, a = Kᵢᵢ + Kⱼⱼ − 2Kᵢⱼ floored at 10⁻¹²), the
+    step clipped to the box (LIBSVM's case analysis), ∇ += y(yᵢΔαᵢKᵢ + yⱼΔαⱼKⱼ).  Returns α and
+    the steps."""
+    K = G[np.ix_(R, R)]
+    n = R.size
+    a, g = np.zeros(n), np.full(n, -1.0)
+    last = lambda v: n - 1 - int(np.argmax(v[::-1]))   # the last position of the maximum
+    for it in range(10 ** 6):
+        up = ((y > 0) & (a < Cv)) | ((y < 0) & (a > 0))
+        low = ((y > 0) & (a > 0)) | ((y < 0) & (a < Cv))
+        vu = np.where(up, -y * g, -np.inf)
+        i = last(vu)
+        m = vu[i]
+        vl = np.where(low, y * g, -np.inf)
+        b = m + vl
+        curv = K[i, i] + np.diag(K) - 2.0 * K[i]
+        curv = np.where(curv > 0, curv, 1e-12)
+        with np.errstate(invalid="ignore"):
+            w = np.where(low & (b > 0), (b * b) / curv, -np.inf)
+        if m + vl.max() < tol or w.max() == -np.inf:
+            return a, it
+        j = last(w)
+        ai, aj = a[i], a[j]
+        qa = max(K[i, i] + K[j, j] - 2.0 * K[i, j], 1e-12)
+        if y[i] != y[j]:
+            delta = (-g[i] - g[j]) / qa
+            diff = ai - aj
+            ai, aj = ai + delta, aj + delta
+            if diff > 0 and aj < 0:
+                aj, ai = 0.0, diff
+            elif diff <= 0 and ai < 0:
+                ai, aj = 0.0, -diff
+            if diff > Cv[i] - Cv[j] and ai > Cv[i]:
+                ai, aj = Cv[i], Cv[i] - diff
+            elif diff <= Cv[i] - Cv[j] and aj > Cv[j]:
+                aj, ai = Cv[j], Cv[j] + diff
+        else:
+            delta = (g[i] - g[j]) / qa
+            s = ai + aj
+            ai, aj = ai - delta, aj + delta
+            if s > Cv[i] and ai > Cv[i]:
+                ai, aj = Cv[i], s - Cv[i]
+            elif s <= Cv[i] and aj < 0:
+                aj, ai = 0.0, s
+            if s > Cv[j] and aj > Cv[j]:
+                aj, ai = Cv[j], s - Cv[j]
+            elif s <= Cv[j] and ai < 0:
+                ai, aj = 0.0, s
+        di, dj = (ai - a[i]) * y[i], (aj - a[j]) * y[j]
+        a[i], a[j] = ai, aj
+        g = g + y * (di * K[i] + dj * K[j])
+    raise AssertionError("the reference did not stop")
+
+
+@pytest.mark.parametrize("C", [0.5, 20.0])
+@pytest.mark.parametrize("wide", [False, True])
+def test_every_layout_takes_the_steps_written_out_in_numpy(C, wide):
+    # without shrinking the loop runs on one layout from start to end: gathered through R, or wide
+    # (every row of G, the rows outside the problem inert): LIBSVM's steps as the NumPy reference
+    # takes them, α bit for bit (the reference computes each value with the same operations)
+    X, y, G = _problem(n=260, seed=11, gamma=1.5)
+    R = np.sort(np.random.default_rng(12).choice(y.size, 200, replace=False))
+    Cv = np.full(R.size, C) * np.random.default_rng(13).uniform(0.5, 2.0, R.size)
+    ref, steps = _reference_smo(G, R, y[R], Cv)
+    assert steps > 100
+    got = _loop(G, R, y[R], Cv, 0, 0.75, wide=wide, shrinking=False)
+    assert got[2] == steps
+    np.testing.assert_array_equal(got[0], ref)
+
+
+def test_wide_layout_only_for_ascending_rows(monkeypatch):
+    # solve_on_gram takes the wide layout for a problem of at least WIDE_SHARE of G's rows in
+    # ascending order (the ties follow the problem's order); the result is the same either way, and
+    # rows in another order solve the same problem (to the tolerance: other ties)
+    X, y, G = _problem(n=500, seed=14, gamma=2.0)
+    R = np.sort(np.random.default_rng(15).choice(y.size, 420, replace=False))
+    Cv = np.full(R.size, 30.0)
+    calls = []
+    real = gram_smo._smo_loop
+    monkeypatch.setattr(gram_smo, "_smo_loop", lambda *a: calls.append(a[-1]) or real(*a))
+    wide = gram_smo.solve_on_gram(G, R, y[R], Cv)
+    monkeypatch.setattr(gram_smo, "WIDE_SHARE", float("inf"))
+    narrow = gram_smo.solve_on_gram(G, R, y[R], Cv)
+    monkeypatch.setattr(gram_smo, "WIDE_SHARE", 0.5)
+    perm = np.random.default_rng(16).permutation(R.size)
+    shuffled = gram_smo.solve_on_gram(G, R[perm], y[R][perm], Cv[perm])
+    assert calls == [True, False, False]
+    assert wide[2] == narrow[2]
+    np.testing.assert_array_equal(wide[0], narrow[0])
+    np.testing.assert_array_equal(wide[1], narrow[1])
+    K = G[np.ix_(R, R)]
+    o, o_shuffled = _objective(K, y[R], wide[0]), _objective(K, y[R], shuffled[0][np.argsort(perm)])
+    assert abs(o - o_shuffled) <= 1e-3 * (1 + abs(o))
+
+
+def test_the_shrunk_rows_gradient_through_whole_rows_is_the_gathered_one():
+    # _gradient_wide (contiguous passes over whole rows of G) against _gradient (gathers through R):
+    # the same sums in the same order, equal bit for bit
+    X, y, G = _problem(n=300, seed=17)
+    R = np.sort(np.random.default_rng(18).choice(y.size, 240, replace=False)).astype(np.uint32)
+    alpha, _, _ = gram_smo.solve_on_gram(G, R, y[R], np.full(R.size, 5.0))
+    at = np.random.default_rng(19).choice(R.size, 150, replace=False)
+    g1, g2 = np.zeros(R.size), np.zeros(R.size)
+    gram_smo._gradient(G, R, y[R], alpha, g1, at)
+    gram_smo._gradient_wide(G, R, y[R], alpha, g2, at, np.empty(G.shape[0]), np.empty(G.shape[0]))
+    np.testing.assert_array_equal(g1[at], g2[at])
+    np.testing.assert_allclose(g1[at], y[R][at] * ((y[R] * alpha) @ G[np.ix_(R, R[at])]) - 1.0, atol=1e-10)

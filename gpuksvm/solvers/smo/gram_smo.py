@@ -42,7 +42,30 @@ against 0.76 s, the same steps and α; 8–20 % less at C ≥ 72, where most ste
 run on 300–550 active rows, about the same at C ≤ 1.4, where most steps run
 before fewer than 800 rows are active.  A step on 800 rows costs 2.6 against
 5.0 µs (gradient update and next i 1.0 against 2.2, choice of j 1.6 against
-2.9); the steps over more rows are unchanged and take most of the time.
+2.9).
+
+Above 800 active rows the passes are the same vectorized functions: a step
+gathers row j of ``G`` over the active rows through ``R`` into a contiguous
+buffer (row i is gathered once by the choice of j and reused by the step).
+Until its first shrinking pass a problem of at least half of ``G``'s rows, in
+ascending order (a fold), runs on the wide layout instead: every row of
+``G``, the rows outside the problem given C = 0 (in neither I_up nor I_low),
+so a kernel row is a row of ``G`` as it is, with no gather (:data:`WIDE_SHARE`).
+When the active rows are optimal, the gradient of the shrunk rows is rebuilt
+by one contiguous pass over a whole row of ``G`` per support vector when they
+are at least a third of ``G``'s rows, instead of gathers.  All three take the
+same steps and give the same α bit for bit: the 5-fold ijcnn1 grid's 120
+problems (5,000 random rows, γ ∈ {0.5, 1, 2} × 8 C, C ascending and seeded as
+the search does) took 1.89 against 2.64 s of SMO thread time (457,415 steps,
+medians of four alternating runs in one process, quiet 2-core host); each
+change alone, against the code before it: the wide layout 2.27 against 2.45 s,
+the fused passes (the gradient update with the next i's values, the choice of
+j's two loops in one, −M(α) from its key alone) 2.20 against 2.27 s, the
+rebuild through whole rows 1.85 against 2.09 s (a rebuild at C = 72 with 377
+support vectors and 3,700 shrunk rows: 0.97 against 2.20 ms), the gathered
+buffers 1.69 against 1.99 s.  The search
+(``GridSearchCV(KernelSVC(), ...)``, 2 threads, with refit): 1.37 against
+1.97 s, medians of six.
 
 The loop is compiled by numba (``@njit(cache=True, nogil=True)``: compiled
 once per installation into numba's cache, and it releases the GIL so problems
@@ -82,7 +105,7 @@ against 0.91 s at 800 rows for the three γ: a copy out of ``G`` reads most of
 each row of ``G``, 5 ms at 1,413 rows); the passes through ``R`` in the
 vectorizable form (running maxima over integer keys, membership as −∞
 offsets): 2.4 against 2.6 ns a row for the update at 3,000 rows (the gathers
-of the kernel row stay scalar).
+of the kernel row stay scalar; the gathered buffers, above, replaced those passes).
 """
 from __future__ import annotations
 
@@ -123,6 +146,18 @@ _H_ROWS = 800
 #: 3/4 (two runs), 0.86 at 0.9, 0.90 at 0.95, 0.92 at 1/2 (load average 1.3–2.3; within the noise)
 _REFILL = 0.75
 
+#: the least share of G's rows a problem must have for its passes to run on the wide layout (every
+#: row of G) until the first shrinking pass; float("inf"): never.  A step there costs 2.9 ns a row of G
+#: against 6.0 ns a problem row through R (before the gathered layout; one 4,000-row fold of 5,000,
+#: γ = 1, C = 72, steps 50–299): with a fold of 4/5 of the rows the wide step is cheaper from about
+#: half.  The 5-fold 3-γ ijcnn1 grid's 120 problems: 1.77 against 1.90 s of SMO thread time with the
+#: gathered layout (medians of four, the same α and steps)
+WIDE_SHARE = 0.5
+
+#: with the wide layout, the shrunk rows' gradient is rebuilt through whole rows of G when they are
+#: at least 1/this of G's rows (a contiguous pass costs about a third of a gathered one a row)
+_WIDE_GRADIENT = 3
+
 #: LIBSVM's floor for a non-positive curvature K_ii + K_jj − 2K_ij of the two-variable step
 _TAU = 1e-12
 
@@ -135,23 +170,11 @@ def _in_low(y, a, c):  # pragma: no cover - compiled by numba
     return (y > 0 and a > 0) or (y < 0 and a < c)
 
 
-def _first_i(y, Cv, alpha, grad, na):  # pragma: no cover - compiled by numba
-    """The maximal violator over I_up among the first ``na`` (active) rows (−yₜ∇ₜ largest), its value."""
-    gmax = -np.inf
-    i = -1
-    for t in range(na):
-        if _in_up(y[t], alpha[t], Cv[t]):
-            v = -y[t] * grad[t]
-            if v >= gmax:
-                gmax = v
-                i = t
-    return i, gmax
-
-
 def _shrink(rows, R, D, y, Cv, alpha, grad, na, alpha_all, grad_all):  # pragma: no cover - compiled by numba
     """Drop the bounded rows that cannot take part in a violating pair (an I_up-only row whose −y∇
     is below M(α), an I_low-only row whose −y∇ is above m(α)): their α and ∇ go back to the
-    problem's arrays, the kept rows move to the front in their order.  Returns the new count."""
+    problem's arrays, the kept rows move to the front in their order.  Returns the new count (the
+    caller marks the kept rows' membership offsets again)."""
     m = -np.inf
     M = np.inf
     for t in range(na):
@@ -173,29 +196,6 @@ def _shrink(rows, R, D, y, Cv, alpha, grad, na, alpha_all, grad_all):  # pragma:
         Cv[keep], alpha[keep], grad[keep] = Cv[t], alpha[t], grad[t]
         keep += 1
     return keep
-
-
-def _select_j(Gi, R, D, y, Cv, alpha, grad, na, kii, gmax):  # pragma: no cover - compiled by numba
-    """j over I_low with the largest decrease of the objective for the pair (i, j) (second-order
-    rule), and −M(α) = max over I_low of yₜ∇ₜ."""
-    gmax2 = -np.inf
-    best = np.inf
-    j = -1
-    for t in range(na):
-        if _in_low(y[t], alpha[t], Cv[t]):
-            yg = y[t] * grad[t]
-            if yg >= gmax2:
-                gmax2 = yg
-            b = gmax + yg
-            if b > 0:
-                a = kii + D[t] - 2.0 * Gi[R[t]]
-                if a <= 0:
-                    a = _TAU
-                o = -(b * b) / a
-                if o <= best:
-                    best = o
-                    j = t
-    return j, gmax2
 
 
 def _clip_sum(s, p, q, cp):  # pragma: no cover - compiled by numba
@@ -249,25 +249,6 @@ def _pair(kij, D, y, Cv, alpha, grad, i, j):  # pragma: no cover - compiled by n
     return di, dj
 
 
-def _step(Gi, Gj, R, D, y, Cv, alpha, grad, na, i, j):  # pragma: no cover - compiled by numba
-    """The two-variable step on (i, j), clipped to the box, the gradient update of the active rows,
-    and the next i (the maximal violator over the updated gradient) with its −y∇."""
-    di, dj = _pair(Gi[R[j]], D, y, Cv, alpha, grad, i, j)
-    # ∇ₜ += yₜ(yᵢΔαᵢKₜᵢ + yⱼΔαⱼKₜⱼ) over the active rows, and the next i over the updated gradient
-    gmax = -np.inf
-    nxt = -1
-    for t in range(na):
-        rt = R[t]
-        g = grad[t] + y[t] * (di * Gi[rt] + dj * Gj[rt])
-        grad[t] = g
-        if _in_up(y[t], alpha[t], Cv[t]):
-            v = -y[t] * g
-            if v >= gmax:
-                gmax = v
-                nxt = t
-    return nxt, gmax
-
-
 def _mark(y, Cv, alpha, upoff, lowoff, t):  # pragma: no cover - compiled by numba
     """Row t's membership of I_up and I_low as additive offsets: 0 in the set, −∞ out of it."""
     upoff[t] = 0.0 if _in_up(y[t], alpha[t], Cv[t]) else -np.inf
@@ -297,44 +278,54 @@ def _last_max(v, nh):  # pragma: no cover - compiled by numba
     return p if p >= 0 and v[p] > -np.inf else -1
 
 
-def _first_i_h(y, grad, upoff, v, nh):  # pragma: no cover - compiled by numba
-    """:func:`_first_i` on the compact layout: −y∇ + offset (−∞ outside I_up) into ``v``, then the
-    last position of its maximum."""
+def _first_i(y, grad, upoff, v, nh):  # pragma: no cover - compiled by numba
+    """The maximal violator over I_up among the first ``nh`` rows and its −y∇: −y∇ + offset (−∞
+    outside I_up) into ``v``, then the last position of its maximum (ties to the last row, as LIBSVM's
+    ``>=`` scan)."""
     for t in range(nh):
         v[t] = -y[t] * grad[t] + upoff[t]
     i = _last_max(v, nh)
     return i, (v[i] if i >= 0 else -np.inf)
 
 
-def _select_j_h(Hi, D, y, grad, lowoff, v, w, nh, kii, gmax):  # pragma: no cover - compiled by numba
-    """:func:`_select_j` on the compact layout (``Hi``: row i of H, contiguous): y∇ + offset (−∞
-    outside I_low) into ``v``, the objective decrease b²/a (sign flipped; −∞ unless b > 0) into ``w``,
-    then the last position of each maximum."""
-    for t in range(nh):   # two loops: one writes one array (the compiler's alias checks stay few)
-        v[t] = y[t] * grad[t] + lowoff[t]
+def _select_j(Hi, D, y, grad, lowoff, v, w, nh, kii, gmax):  # pragma: no cover - compiled by numba
+    """j over I_low with the largest decrease of the objective for the pair (i, j) (the second-order
+    rule) and −M(α) = max over I_low of yₜ∇ₜ, among the first ``nh`` rows (``Hi``: row i over them,
+    contiguous): y∇ + offset (−∞ outside I_low) into ``v`` and the decrease b²/a (−∞ unless b > 0)
+    into ``w`` in one pass, the largest key of ``v`` (``v[nh]`` holds it turned back into a float),
+    the last position of the largest ``w``."""
     for t in range(nh):
-        b = gmax + v[t]
+        vt = y[t] * grad[t] + lowoff[t]
+        v[t] = vt
+        b = gmax + vt
         a = kii + D[t] - 2.0 * Hi[t]
         a = a if a > 0 else _TAU
         w[t] = (b * b) / a if b > 0 else -np.inf
-    k = _last_max(v, nh)
-    return _last_max(w, nh), (v[k] if k >= 0 else -np.inf)
+    # −M(α) is the largest value of v: its key (one pass), turned back into the float
+    key = v[nh:nh + 1].view(np.int64)
+    key[0] = _max_key(v.view(np.int64), nh)
+    key[0] ^= (key[0] >> 63) & 0x7FFFFFFFFFFFFFFF
+    return _last_max(w, nh), v[nh]
 
 
-def _step_h(Hi, Hj, D, y, Cv, alpha, grad, upoff, lowoff, v, nh, i, j):  # pragma: no cover - compiled by numba
-    """:func:`_step` on the compact layout: the gradient update reads two contiguous rows of H (the
-    shrunk rows still in H are updated too: their gradient is rebuilt before it is read again), then
-    the next i."""
+def _step(Hi, Hj, D, y, Cv, alpha, grad, upoff, lowoff, v, nh, i, j):  # pragma: no cover - compiled by numba
+    """The two-variable step on (i, j) clipped to the box, the gradient update of the first ``nh``
+    rows from two contiguous kernel rows over them (rows marked out of I_up and I_low are updated
+    too: their gradient is rebuilt before it is read again) fused with −y∇ + offset of the choice of
+    the next i, then that i and its −y∇."""
     di, dj = _pair(Hi[j], D, y, Cv, alpha, grad, i, j)
     _mark(y, Cv, alpha, upoff, lowoff, i)
     _mark(y, Cv, alpha, upoff, lowoff, j)
-    for t in range(nh):
-        grad[t] += y[t] * (di * Hi[t] + dj * Hj[t])
-    return _first_i_h(y, grad, upoff, v, nh)
+    for t in range(nh):   # the update and −y∇ + offset of the choice of the next i in one pass
+        g = grad[t] + y[t] * (di * Hi[t] + dj * Hj[t])
+        grad[t] = g
+        v[t] = -y[t] * g + upoff[t]
+    i = _last_max(v, nh)
+    return i, (v[i] if i >= 0 else -np.inf)
 
 
 def _shrink_h(rows, y, Cv, alpha, grad, upoff, lowoff, nh, alpha_all, grad_all):  # pragma: no cover
-    """:func:`_shrink` on the compact layout: the dropped rows stay in place, out of I_up and I_low
+    """:func:`_shrink` on the layout of H: the dropped rows stay in place, out of I_up and I_low
     (offsets −∞); their α and ∇ go back to the problem's arrays.  Returns the rows still active."""
     m = -np.inf
     M = np.inf
@@ -381,6 +372,33 @@ def _compact(rows, R, D, y, Cv, alpha, grad, upoff, lowoff, H, nh):  # pragma: n
     return keep
 
 
+def _to_wide(R, D_all, y_all, C_all, alpha_all, grad_all, yW, DW, CW, aW, gW, upW, lowW):  # pragma: no cover
+    """The problem's arrays laid out by row of G (the wide layout): row R[p] holds position p; the
+    rows of G outside the problem get C = 0 and α = 0, so they are in neither I_up nor I_low."""
+    for r in range(yW.shape[0]):
+        yW[r], DW[r], CW[r], aW[r], gW[r] = 1.0, 1.0, 0.0, 0.0, 0.0
+        upW[r] = -np.inf
+        lowW[r] = -np.inf
+    for p in range(R.shape[0]):
+        r = R[p]
+        yW[r], DW[r], CW[r] = y_all[p], D_all[p], C_all[p]
+        aW[r], gW[r] = alpha_all[p], grad_all[p]
+        _mark(yW, CW, aW, upW, lowW, r)
+
+
+def _from_wide(R, aW, gW, alpha_all, grad_all):  # pragma: no cover - compiled by numba
+    """α and ∇ of the wide layout back to the problem's positions."""
+    for p in range(R.shape[0]):
+        alpha_all[p] = aW[R[p]]
+        grad_all[p] = gW[R[p]]
+
+
+def _gather(Gr, R, na, out):  # pragma: no cover - compiled by numba
+    """out[t] = Gr[R[t]] for the first ``na`` rows: a kernel row over the active rows, contiguous."""
+    for t in range(na):
+        out[t] = Gr[R[t]]
+
+
 def _build_h(G, R, H, k):  # pragma: no cover - compiled by numba
     """H[a·k + b] = G[R[a], R[b]] for a, b < k: the Gram matrix of the first k (active) rows."""
     for a in range(k):
@@ -389,57 +407,85 @@ def _build_h(G, R, H, k):  # pragma: no cover - compiled by numba
             H[a * k + b] = Ga[R[b]]
 
 
-def _smo_loop(G, R_all, D_all, y_all, C_all, alpha_all, grad_all, tol, max_iter, shrinking, cap, refill):  # pragma: no cover
+def _smo_loop(G, R_all, D_all, y_all, C_all, alpha_all, grad_all, tol, max_iter, shrinking, cap, refill,
+              wide):  # pragma: no cover
     """Two-variable steps on (alpha_all, grad_all) in place until the gap is below tol; returns the
-    steps taken.  The steps run on copies of the active rows' arrays kept at the front, in the
-    problem's order (``rows``: their positions in the problem), so a pass reads each array in order
-    and a kernel row through one index (``R``, ascending when the problem's rows are).  When a
-    shrinking pass leaves at most ``cap`` rows, their Gram matrix H is copied out of G (``nh`` rows)
-    and the passes read its contiguous rows; later shrinking passes only mark rows out of I_up and
-    I_low until at most ``refill``·nh stay active, then H is rebuilt on them."""
+    steps taken.  Three layouts of the active rows, each pass reading contiguous kernel rows:
+
+    - wide (``wide``: until the first shrinking pass, and again after each rebuild of the gradient):
+      every row of G, the problem's rows at their rows of G and the others out of I_up and I_low
+      (:func:`_to_wide`); a kernel row is a row of G as it is;
+    - gathered: copies of the active rows' arrays kept at the front, in the problem's order
+      (``rows``: their positions in the problem); a step gathers row j of G over them through ``R``
+      into ``Gj``, and the choice of j row i into ``Gi`` (reused by the step);
+    - H: when a shrinking pass leaves at most ``cap`` rows, their Gram matrix H is copied out of G
+      (``nh`` rows) and the passes read its rows; later shrinking passes only mark rows out of I_up
+      and I_low until at most ``refill``·nh stay active, then H is compacted on them.
+
+    The passes are the same functions in every layout, so the choices (ties to the last row in the
+    problem's order; the wide layout only for ascending ``R``) and α are the same bit for bit."""
     n = R_all.shape[0]
+    N = G.shape[0] if wide else 0
+    yG, gG = np.empty(G.shape[0]), np.empty(G.shape[0])   # _gradient_wide's labels and gradient
     rows = np.arange(n)
     R, D, y, Cv = R_all.copy(), D_all.copy(), y_all.copy(), C_all.copy()
     alpha, grad = alpha_all.copy(), grad_all.copy()
-    upoff, lowoff, v, w = np.empty(n), np.empty(n), np.empty(n), np.empty(n)
+    upoff, lowoff = np.empty(n), np.empty(n)
+    v, w = np.empty(max(n, N) + 1), np.empty(max(n, N))   # v[nh]: the choice of j's spare slot
+    # the wide layout (every row of G, see solve_on_gram): y, D, C, α, ∇ and the membership offsets
+    yW, DW, CW, aW, gW, upW, lowW = (np.empty(N), np.empty(N), np.empty(N), np.empty(N), np.empty(N),
+                                     np.empty(N), np.empty(N))
+    Gi, Gj = np.empty(n), np.empty(n)   # rows i and j over the active rows, gathered through R
     H = np.empty(0)
     na = n
-    nh = 0   # rows of H (0: the passes read G through R)
+    nh = 0   # rows of H (0: the passes read G through R, or G's rows themselves while in_wide)
     period = min(n, _PERIOD)
     counter = period
-    i, gmax = _first_i(y, Cv, alpha, grad, na)
+    in_wide = wide
+    if in_wide:
+        _to_wide(R_all, D_all, y_all, C_all, alpha_all, grad_all, yW, DW, CW, aW, gW, upW, lowW)
+        i, gmax = _first_i(yW, gW, upW, v, N)
+    else:
+        for t in range(n):
+            _mark(y, Cv, alpha, upoff, lowoff, t)
+        i, gmax = _first_i(y, grad, upoff, v, na)
     it = 0
     while it < max_iter:
         if shrinking:
             counter -= 1
             if counter == 0:
                 counter = period
+                if in_wide:   # the first shrinking pass runs on the problem's own layout
+                    _from_wide(R_all, aW, gW, alpha_all, grad_all)
+                    for t in range(n):
+                        alpha[t], grad[t] = alpha_all[t], grad_all[t]
+                    in_wide = False
                 if nh:
                     na = _shrink_h(rows, y, Cv, alpha, grad, upoff, lowoff, nh, alpha_all, grad_all)
                     if na <= refill * nh:
                         nh = _compact(rows, R, D, y, Cv, alpha, grad, upoff, lowoff, H, nh)
                 else:
                     na = _shrink(rows, R, D, y, Cv, alpha, grad, na, alpha_all, grad_all)
+                    for t in range(na):
+                        _mark(y, Cv, alpha, upoff, lowoff, t)
                     if na <= cap:
                         if H.size < na * na:
                             H = np.empty(na * na)
                         _build_h(G, R, H, na)
                         nh = na
-                        for t in range(na):
-                            _mark(y, Cv, alpha, upoff, lowoff, t)
-                if nh:
-                    i, gmax = _first_i_h(y, grad, upoff, v, nh)
-                else:
-                    i, gmax = _first_i(y, Cv, alpha, grad, na)
+                i, gmax = _first_i(y, grad, upoff, v, nh if nh else na)
         j = -1
         gmax2 = -np.inf
         if i >= 0:
-            if nh:
-                j, gmax2 = _select_j_h(H[i * nh:(i + 1) * nh], D, y, grad, lowoff, v, w, nh, D[i], gmax)
-            else:
-                j, gmax2 = _select_j(G[R[i]], R, D, y, Cv, alpha, grad, na, D[i], gmax)
+            if in_wide:
+                j, gmax2 = _select_j(G[i], DW, yW, gW, lowW, v, w, N, DW[i], gmax)
+            elif nh:
+                j, gmax2 = _select_j(H[i * nh:(i + 1) * nh], D, y, grad, lowoff, v, w, nh, D[i], gmax)
+            else:   # row i gathered once for the choice of j and the step
+                _gather(G[R[i]], R, na, Gi)
+                j, gmax2 = _select_j(Gi, D, y, grad, lowoff, v, w, na, D[i], gmax)
         if i < 0 or j < 0 or gmax + gmax2 < tol:
-            if na == n:
+            if in_wide or na == n:
                 break
             # optimal on the active rows: the gradient of the shrunk rows from the support vectors,
             # then every row active again (the loop stops only when all rows satisfy the rule)
@@ -449,7 +495,11 @@ def _smo_loop(G, R_all, D_all, y_all, C_all, alpha_all, grad_all, tol, max_iter,
                     alpha_all[rows[t]] = alpha[t]
                     grad_all[rows[t]] = grad[t]
                     active[rows[t]] = True
-            _gradient(G, R_all, y_all, alpha_all, grad_all, np.flatnonzero(~active))
+            shrunk = np.flatnonzero(~active)
+            if _WIDE_GRADIENT * shrunk.size >= G.shape[0]:
+                _gradient_wide(G, R_all, y_all, alpha_all, grad_all, shrunk, yG, gG)
+            else:
+                _gradient(G, R_all, y_all, alpha_all, grad_all, shrunk)
             na = n
             nh = 0
             for t in range(n):
@@ -457,14 +507,27 @@ def _smo_loop(G, R_all, D_all, y_all, C_all, alpha_all, grad_all, tol, max_iter,
                 R[t], D[t], y[t], Cv[t] = R_all[t], D_all[t], y_all[t], C_all[t]
                 alpha[t], grad[t] = alpha_all[t], grad_all[t]
             counter = period
-            i, gmax = _first_i(y, Cv, alpha, grad, na)
+            in_wide = wide
+            if in_wide:
+                _to_wide(R_all, D_all, y_all, C_all, alpha_all, grad_all, yW, DW, CW, aW, gW, upW, lowW)
+                i, gmax = _first_i(yW, gW, upW, v, N)
+            else:
+                for t in range(n):
+                    _mark(y, Cv, alpha, upoff, lowoff, t)
+                i, gmax = _first_i(y, grad, upoff, v, na)
             continue
         it += 1
-        if nh:
-            i, gmax = _step_h(H[i * nh:(i + 1) * nh], H[j * nh:(j + 1) * nh], D, y, Cv, alpha, grad,
+        if in_wide:
+            i, gmax = _step(G[i], G[j], DW, yW, CW, aW, gW, upW, lowW, v, N, i, j)
+        elif nh:
+            i, gmax = _step(H[i * nh:(i + 1) * nh], H[j * nh:(j + 1) * nh], D, y, Cv, alpha, grad,
                               upoff, lowoff, v, nh, i, j)
         else:
-            i, gmax = _step(G[R[i]], G[R[j]], R, D, y, Cv, alpha, grad, na, i, j)
+            _gather(G[R[j]], R, na, Gj)
+            i, gmax = _step(Gi, Gj, D, y, Cv, alpha, grad, upoff, lowoff, v, na, i, j)
+    if in_wide:
+        _from_wide(R_all, aW, gW, alpha_all, grad_all)
+        return it
     for t in range(nh if nh else na):
         if nh == 0 or upoff[t] == 0.0 or lowoff[t] == 0.0:
             alpha_all[rows[t]] = alpha[t]
@@ -484,15 +547,35 @@ def _gradient(G, R, y, alpha, grad, at):  # pragma: no cover - compiled by numba
                 grad[t] += y[t] * c * Gs[R[t]]
 
 
+def _gradient_wide(G, R, y, alpha, grad, at, yW, gW):  # pragma: no cover - compiled by numba
+    """:func:`_gradient` through whole rows of G: every row's (Qα − e) in ``gW`` (the wide layout's
+    ∇, overwritten; ``yW`` its labels, 1 outside the problem) by one contiguous pass per nonzero αₛ,
+    then the positions ``at`` from it.  The same sums in the same order as :func:`_gradient`."""
+    for r in range(gW.shape[0]):
+        gW[r] = -1.0
+        yW[r] = 1.0
+    for p in range(R.shape[0]):
+        yW[R[p]] = y[p]
+    for s in range(R.shape[0]):
+        if alpha[s] != 0.0:
+            c = alpha[s] * y[s]
+            Gs = G[R[s]]
+            for r in range(gW.shape[0]):
+                gW[r] += yW[r] * c * Gs[r]
+    for t in at:
+        grad[t] = gW[R[t]]
+
+
 if numba is not None:
     _jit = numba.njit(cache=True, nogil=True)
     _in_up, _in_low = _jit(_in_up), _jit(_in_low)
-    _first_i, _shrink = _jit(_first_i), _jit(_shrink)
-    _clip_sum, _select_j, _step = _jit(_clip_sum), _jit(_select_j), _jit(_step)
+    _shrink = _jit(_shrink)
+    _clip_sum = _jit(_clip_sum)
     _pair, _max_key, _last_max, _mark = _jit(_pair), _jit(_max_key), _jit(_last_max), _jit(_mark)
-    _first_i_h, _select_j_h, _step_h = _jit(_first_i_h), _jit(_select_j_h), _jit(_step_h)
+    _first_i, _select_j, _step = _jit(_first_i), _jit(_select_j), _jit(_step)
     _shrink_h, _compact, _build_h = _jit(_shrink_h), _jit(_compact), _jit(_build_h)
-    _smo_loop, _gradient = _jit(_smo_loop), _jit(_gradient)
+    _to_wide, _from_wide, _gather = _jit(_to_wide), _jit(_from_wide), _jit(_gather)
+    _smo_loop, _gradient, _gradient_wide = _jit(_smo_loop), _jit(_gradient), _jit(_gradient_wide)
 
 
 def solve_on_gram(G: np.ndarray, R: np.ndarray, y: np.ndarray, Cv: np.ndarray, alpha: np.ndarray | None = None,
@@ -532,5 +615,8 @@ def solve_on_gram(G: np.ndarray, R: np.ndarray, y: np.ndarray, Cv: np.ndarray, a
     else:
         g = np.array(grad, dtype=np.float64)
     D = np.ascontiguousarray(G[R, R], dtype=np.float64)   # the diagonal: one gather, not one per step
-    n_iter = _smo_loop(G, R, D, y, Cv, a, g, float(tol), int(max_iter), bool(shrinking), _H_ROWS, _REFILL)
+    # the wide layout keeps the problem's order (the ties) only when R ascends
+    wide = R.size >= WIDE_SHARE * G.shape[0] and bool(np.all(R[1:] > R[:-1]))
+    n_iter = _smo_loop(G, R, D, y, Cv, a, g, float(tol), int(max_iter), bool(shrinking), _H_ROWS, _REFILL,
+                       wide)
     return a, g, int(n_iter)
