@@ -48,13 +48,14 @@ of the KernelSVC engine from numba's cache (or compiling it, ≈ 3 s, on the
 first run after an installation), stay out of the timed search.  The load average is printed before and after (a shared
 machine: compare within one run only).
 
-Cases (``--scale small``: the first four; ``paper``: all):
+Cases (``--scale small``: the first five; ``paper``: all):
 
 =============  ===================================================================
 svc_ijcnn1     KernelSVC, ijcnn1 5,000 rows (paper: 50,000), γ∈{0.5,1,2} × C∈logspace(−1,3,8)
 llsvm_ijcnn1   LLSVM(n_landmarks=300), ijcnn1 10,000 rows, γ∈{1,2} × C∈{1,8,64}
 okfeb_ijcnn1   OKFEBClassifier (defaults: rank 50, 150 landmarks), ijcnn1 5,000 rows, γ∈{1,2} × alpha∈logspace(−6,−2,5)
 svi_ijcnn1     SVI (defaults), ijcnn1 5,000 rows (below its ensemble's 10,000: the exact SVM), the KernelSVC grid
+cvm_ijcnn1     CVM (defaults), ijcnn1 5,000 rows, γ∈{0.5,2} × C∈logspace(−1,3,8)
 svc_adult      KernelSVC, adult (all 32,561 rows), γ∈{0.01,0.05,0.1} × C∈logspace(−1,2,4)
 svc_digits     KernelSVC, scikit-learn digits (10 classes, one-vs-one), γ∈{0.005,0.01,0.02} × C∈{1,10,100}
 torchkm_p10    KernelSVC, Gaussian clusters n=10,000, p=10, γ=1/p, 50 C∈logspace(−2,3,50), 10 folds
@@ -140,6 +141,7 @@ DATA = {"ijcnn1": _ijcnn1, "adult": _adult, "digits": _digits, "blobs_p10": _blo
 SVC_GRID = {"gamma": [0.5, 1.0, 2.0], "C": [float(c) for c in np.logspace(-1, 3, 8)]}
 LLSVM_GRID = {"gamma": [1.0, 2.0], "C": [1.0, 8.0, 64.0]}
 OKFEB_GRID = {"gamma": [1.0, 2.0], "alpha": [1e-6, 1e-5, 1e-4, 1e-3, 1e-2]}
+CVM_GRID = {"gamma": [0.5, 2.0], "C": [float(c) for c in np.logspace(-1, 3, 8)]}
 
 
 def _spec(name: str, est: str, data: str, n_train: int | None, grid: dict, *, folds: int = 5,
@@ -160,12 +162,14 @@ SCALES = {
     "small": {"cases": [_spec("svc_ijcnn1", "KernelSVC", "ijcnn1", 5000, SVC_GRID),
                         _spec("llsvm_ijcnn1", "LLSVM", "ijcnn1", 10_000, LLSVM_GRID, params={"n_landmarks": 300}),
                         _spec("okfeb_ijcnn1", "OKFEBClassifier", "ijcnn1", 5000, OKFEB_GRID),
-                        _spec("svi_ijcnn1", "SVI", "ijcnn1", 5000, SVC_GRID)],
+                        _spec("svi_ijcnn1", "SVI", "ijcnn1", 5000, SVC_GRID),
+                        _spec("cvm_ijcnn1", "CVM", "ijcnn1", 5000, CVM_GRID)],
               "n_trace": 2, "repeats": 3},
     "paper": {"cases": [_spec("svc_ijcnn1", "KernelSVC", "ijcnn1", 50_000, SVC_GRID),
                         _spec("llsvm_ijcnn1", "LLSVM", "ijcnn1", 10_000, LLSVM_GRID, params={"n_landmarks": 300}),
                         _spec("okfeb_ijcnn1", "OKFEBClassifier", "ijcnn1", 5000, OKFEB_GRID),
                         _spec("svi_ijcnn1", "SVI", "ijcnn1", 5000, SVC_GRID),
+                        _spec("cvm_ijcnn1", "CVM", "ijcnn1", 5000, CVM_GRID),
                         _spec("svc_adult", "KernelSVC", "adult", None,
                               {"gamma": [0.01, 0.05, 0.1], "C": [float(c) for c in np.logspace(-1, 2, 4)]}),
                         _spec("svc_digits", "KernelSVC", "digits", None,

@@ -70,10 +70,11 @@ shape (n_problems,) and lists of n_problems entries, in the order of
 """
 from __future__ import annotations
 
-from typing import Any
+from numbers import Real
+from typing import Any, Sequence
 
 import numpy as np
-from sklearn.base import ClassifierMixin, OutlierMixin
+from sklearn.base import ClassifierMixin, OutlierMixin, clone
 from sklearn.utils._param_validation import StrOptions
 from sklearn.utils.validation import check_is_fitted
 
@@ -84,9 +85,9 @@ from gpuksvm.estimators.params import DEPRECATED, shared_parameter_doc
 from gpuksvm.estimators.base import fit_context
 from gpuksvm.scaleout.dispatch import dask_dispatch
 from gpuksvm.estimators.svc_surface import DecisionRows, SVCSurfaceMixin
-from gpuksvm.array.validation import encode_classes, validate_X, validate_X_y
+from gpuksvm.array.validation import check_param, encode_classes, validate_X, validate_X_y
 
-__all__ = ["CVM", "OneClassCVM"]
+__all__ = ["CVM", "OneClassCVM", "fit_cvm_path"]
 
 class CVM(ClassifierMixin, CVMBase, SVCSurfaceMixin):
     """Core Vector Machine classifier (two-class L2-SVM as an MEB; SPEC §2).
@@ -503,3 +504,61 @@ class OneClassCVM(OutlierMixin, CVMBase):
 
 # the parameters OneClassCVM shares with CVM are described once, in CVM's docstring
 OneClassCVM.__doc__ = shared_parameter_doc(OneClassCVM, CVM)
+
+
+def fit_cvm_path(X: Any, y: Any, *, Cs: Sequence[float], estimator: CVM) -> list[CVM]:
+    """CVM classifiers along C, each binary problem's core set started from the C below it.
+
+    The C values are fitted in ascending order: the smallest as
+    ``clone(estimator).set_params(C=C).fit(X, y)`` fits it (from the initial pair), each other
+    from the core vectors with α > 0 of the same problem at the C below it and their α
+    (``start`` of :func:`gpuksvm.solvers.cvm.meb.fit_core_set`): its searches, additions and
+    stop on the relative duality gap ``tol`` run as in its own fit, so each model is a solution to
+    the same tolerance, reached in fewer iterations (on one 4,000-row ijcnn1 fold, 0–9 at each C
+    after the first against 39–51).  It is not its own fit's model: the core sets and the draws
+    of the sampled search differ (held-out accuracies within 0.003 there).
+
+    Parameters
+    ----------
+    X, y : training data
+    Cs : positive numbers (any order; a value given twice is one model, listed twice)
+    estimator : CVM
+        Template for every other parameter (not modified); ``task="classification"``.
+
+    Returns
+    -------
+    list of fitted CVM, in the order of ``Cs``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from gpuksvm.estimators.cvm import CVM, fit_cvm_path
+    >>> rng = np.random.default_rng(0)
+    >>> X = rng.normal(size=(300, 2)); y = (X[:, 0] * X[:, 1] > 0).astype(int)
+    >>> models = fit_cvm_path(X, y, Cs=[10.0, 1.0], estimator=CVM(device="cpu", random_state=0))
+    >>> [m.C for m in models], [bool(m.duality_gap_.max() <= m.tol) for m in models]
+    ([10.0, 1.0], [True, True])
+    """
+    Cs = [float(c) for c in Cs]
+    if not Cs:
+        raise ValueError("Cs must be non-empty")
+    for c in Cs:
+        check_param("C", c, Real, low=0.0, closed="neither")
+    if estimator.task != "classification":
+        raise ValueError(f"fit_cvm_path fits task='classification', not {estimator.task!r}")
+    proto = clone(estimator)
+    proto._check_params()
+    X, y, _ = validate_X_y(proto, X, y)
+    classes, yi = encode_classes(y)
+    fitted: dict[float, CVM] = {}
+    starts = None
+    for C in sorted(set(Cs)):
+        est = clone(estimator).set_params(C=C)
+        est._check_params()
+        est._fit_array(X, classes, yi, starts)
+        est.n_features_in_ = proto.n_features_in_
+        if hasattr(proto, "feature_names_in_"):
+            est.feature_names_in_ = proto.feature_names_in_
+        fitted[C] = est
+        starts = [(core[alpha > 0], alpha[alpha > 0]) for core, alpha in zip(est.core_set_, est.alpha_)]
+    return [fitted[C] for C in Cs]

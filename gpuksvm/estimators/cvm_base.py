@@ -11,7 +11,7 @@ from __future__ import annotations
 import time
 import warnings
 from numbers import Real
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 import numpy as np
 from sklearn.base import BaseEstimator
@@ -154,22 +154,26 @@ class CVMBase(DeviceMixin, BaseEstimator):
 
         return values
 
-    def _fit_array(self, X: Any, classes: np.ndarray | None, yi: np.ndarray | None) -> "CVMBase":
-        """``fit`` on validated in-memory rows ``X`` with the classes and encoded labels (None: one-class)."""
+    def _fit_array(self, X: Any, classes: np.ndarray | None, yi: np.ndarray | None,
+                   starts: Sequence | None = None) -> "CVMBase":
+        """``fit`` on validated in-memory rows ``X`` with the classes and encoded labels (None: one-class),
+        each binary problem from the initial pair or from ``starts[p]`` (core rows and α)."""
         t0 = time.perf_counter()
         setup = self._fit_setup(X, kernel=False)      # device, dtype, random state, X on the device
         kernel = self._make_kernel(setup.X)           # γ on the device copy, as before
         xscale = kernel_scale(setup.X, kernel, bool(self.normalize))
         seconds = bk.synchronized_clock(setup.device) - t0
         result = self._solve(ArrayRows(setup.X), classes, yi, kernel, xscale, setup.device, setup.dtype,
-                             setup.random_state)
+                             setup.random_state, starts)
         self._store(result, setup.device, classes=classes, times={"prepare": float(seconds)})
         return self
 
     def _solve(self, rows: CVMRows, classes: np.ndarray | None, yi: np.ndarray | None, kernel: Kernel,
-               xscale: Any, dev: bk.Device, dt: np.dtype, rs: np.random.RandomState) -> CVMResult:
+               xscale: Any, dev: bk.Device, dt: np.dtype, rs: np.random.RandomState,
+               starts: Sequence | None = None) -> CVMResult:
         return solve_cvm(rows, yi, n_classes=0 if classes is None else len(classes), kernel=kernel,
-                         xscale=xscale, params=self._cvm_params(), device=dev, dtype=dt, random_state=rs)
+                         xscale=xscale, params=self._cvm_params(), device=dev, dtype=dt, random_state=rs,
+                         starts=starts)
 
     def _store(self, result: CVMResult, dev: bk.Device, *, classes: np.ndarray | None = None,
                times: dict | None = None, dask_info: dict | None = None) -> None:

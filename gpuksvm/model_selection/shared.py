@@ -79,6 +79,7 @@ ENGINES: dict[str, str | Engine] = {
     "gpuksvm.estimators.okfeb.OKFEBClassifier": "gpuksvm.model_selection.okfeb:search_okfeb",
     "gpuksvm.estimators.okfeb.OKFEBRegressor": "gpuksvm.model_selection.okfeb:search_okfeb",
     "gpuksvm.estimators.svi.SVI": "gpuksvm.model_selection.svi:search_svi",
+    "gpuksvm.estimators.cvm.CVM": "gpuksvm.model_selection.cvm:search_cvm",
 }
 
 

