@@ -25,6 +25,7 @@ from gpuksvm.estimators.linear_svm import LinearSVM
 from gpuksvm.model_selection import GridSearchCV, HalvingGridSearchCV, SplitFit, register_engine
 from gpuksvm.model_selection.results import fold_scorer
 from gpuksvm.model_selection.shared import engine_for, engine_name, run_engine, search_independent
+from gpuksvm.model_selection.cvm import search_cvm
 
 from _estimator_zoo import ZOO, estimator_for, zoo_data
 
@@ -81,6 +82,11 @@ CASES = sorted(name for name, (_, _, _, task) in ZOO.items() if task != "blocks"
 @pytest.mark.parametrize("name", CASES)
 def test_zoo_estimator_matches_sklearns_search(name):
     est, task = estimator_for(name)
+    if engine_for(est) is search_cvm:
+        # the CVM engine's warm-started fold models solve each problem to the same relative duality
+        # gap as their own fits, from other core sets: at the default tol = 1e-2 one held-out row of a
+        # 50-row fold near the boundary flips (0.02); at 1e-4 both are at the optimum to the scores' 0.002
+        est.set_params(tol=1e-4)
     X, y = zoo_data(task, n=150)
     y = None if task in SCORING else y
     cv = 3 if task in ("regression", "one_class", "transform") else CV
@@ -97,7 +103,7 @@ def test_zoo_estimator_matches_sklearns_search(name):
     assert ours.best_index_ == theirs.best_index_
     if engine is search_independent:
         assert list(ours.cv_results_["shared_work"]) == ["none"] * len(ours.cv_results_["params"])
-    else:   # KernelSVC, LLSVM, OK-FEB's learners, SVI: an engine of their own, which says what each candidate shared
+    else:   # KernelSVC, LLSVM, OK-FEB's learners, SVI, CVM: an engine of their own, which says what each shared
         assert all(w and not w.startswith("none") for w in ours.cv_results_["shared_work"])
     assert ours.n_splits_ == theirs.n_splits_ and ours.multimetric_ is False
 
