@@ -222,7 +222,10 @@ class ParamsMixin:
     _renamed_parameters: dict = {}
 
     def _check_params(self) -> None:
-        validate_parameter_constraints(self._parameter_constraints, self.get_params(deep=False),
+        # the declared parameters' values, read directly: get_params inspects the signature (0.2 ms a
+        # call; a search validates every fold model it builds)
+        validate_parameter_constraints(self._parameter_constraints,
+                                       {name: getattr(self, name) for name in self._parameter_constraints},
                                        caller_name=type(self).__name__)
         for name, constraints in self._parameter_constraints.items():
             value = getattr(self, name)
@@ -247,11 +250,11 @@ class ParamsMixin:
     def _resolve_renamed(self) -> None:
         """Old names set by the user (``_renamed_parameters``: old → new) warn; setting both is an error."""
         cls = type(self).__name__
-        defaults = {p.name: p.default for p in inspect.signature(type(self).__init__).parameters.values()}
         for old, new in self._renamed_parameters.items():
             value = getattr(self, old)
             if is_unset(value):
                 continue
+            defaults = {p.name: p.default for p in inspect.signature(type(self).__init__).parameters.values()}
             current = getattr(self, new)
             if not (current is defaults[new] or (type(current) is type(defaults[new]) and current == defaults[new])):
                 raise InvalidParameterError(f"{cls}: set {new!r} only ({old!r} is its old name, deprecated); "
