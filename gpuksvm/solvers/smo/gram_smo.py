@@ -64,8 +64,9 @@ j's two loops in one, −M(α) from its key alone) 2.20 against 2.27 s, the
 rebuild through whole rows 1.85 against 2.09 s (a rebuild at C = 72 with 377
 support vectors and 3,700 shrunk rows: 0.97 against 2.20 ms), the gathered
 buffers 1.69 against 1.99 s.  The search
-(``GridSearchCV(KernelSVC(), ...)``, 2 threads, with refit): 1.37 against
-1.97 s, medians of six.
+(``GridSearchCV(KernelSVC(), ...)``, 2 threads, with refit): 1.57 against
+2.08 s, medians of six (``bench/results/tune_cpu_2026-11-27/ab_smo_layouts.py``,
+which repeats the 1.89 against 2.64 s above).
 
 The loop is compiled by numba (``@njit(cache=True, nogil=True)``: compiled
 once per installation into numba's cache, and it releases the GIL so problems
