@@ -256,3 +256,24 @@ def test_the_shrunk_rows_gradient_through_whole_rows_is_the_gathered_one():
     gram_smo._gradient_wide(G, R, y[R], alpha, g2, at, np.empty(G.shape[0]), np.empty(G.shape[0]))
     np.testing.assert_array_equal(g1[at], g2[at])
     np.testing.assert_allclose(g1[at], y[R][at] * ((y[R] * alpha) @ G[np.ix_(R, R[at])]) - 1.0, atol=1e-10)
+
+
+@pytest.mark.parametrize("wide_share", [0.5, float("inf")])
+def test_a_float32_gram_matrix_takes_the_same_steps_in_every_layout(monkeypatch, wide_share):
+    # float32 kernel values (LIBSVM's cache precision) through the wide and the gathered layouts:
+    # the same steps and α either way, and the problem solved to the tolerance (against LIBSVM on
+    # the float64 matrix)
+    X, y, G = _problem(n=500, seed=20, gamma=2.0)
+    G32 = np.ascontiguousarray(G, dtype=np.float32)
+    R = np.sort(np.random.default_rng(21).choice(y.size, 420, replace=False))
+    Cv = np.full(R.size, 10.0)
+    monkeypatch.setattr(gram_smo, "WIDE_SHARE", wide_share)
+    got = gram_smo.solve_on_gram(G32, R, y[R], Cv)
+    monkeypatch.setattr(gram_smo, "WIDE_SHARE", float("inf") if wide_share == 0.5 else 0.5)
+    other = gram_smo.solve_on_gram(G32, R, y[R], Cv)
+    assert got[2] == other[2]
+    np.testing.assert_array_equal(got[0], other[0])
+    K = G[np.ix_(R, R)]
+    _, ref = _libsvm(K, y[R], 10.0)
+    o, o_ref = _objective(K, y[R], got[0]), _objective(K, y[R], ref)
+    assert abs(o - o_ref) <= 1e-3 * (1 + abs(o_ref))
