@@ -409,9 +409,22 @@ def measure_dask(args: argparse.Namespace) -> list[dict]:
     return rows
 
 
+#: glibc's mmap threshold in the measured processes, fixed at its default (128 KiB).  Left dynamic,
+#: glibc raises it when a large block is freed, later large blocks come from the heap, and whether the
+#: heap grows in place depends on where the address-space layout put the mappings beside it: the
+#: VmHWM growth of one fit was bimodal in fresh processes (LLSVM, 5,000 synthetic rows, budget 16 MB:
+#: 35.0–35.3 MB in 9 of 12, 42.7–43.2 MB in 3; 12 of 12 at 35.0–35.2 MB with the layout's
+#: randomization off; the NumPy and Python allocations, tracemalloc's peak, 26.73 MB every time).
+#: Fixed: 33.1–33.5 MB in 12 of 12.  The fixed threshold is also where glibc starts.
+MALLOC_MMAP_THRESHOLD = "131072"
+
+
 def run_module(module: str, argv: list[str], *, env: dict | None = None, timeout: float | None = None) -> dict:
-    """``python -m <module> <argv>`` in a fresh process from the repository root; the JSON object
-    its last line of output prints (a RuntimeError with its error output if it failed)."""
+    """``python -m <module> <argv>`` in a fresh process from the repository root, glibc's mmap
+    threshold fixed (:data:`MALLOC_MMAP_THRESHOLD`); the JSON object its last line of output prints
+    (a RuntimeError with its error output if it failed)."""
+    env = dict(os.environ if env is None else env)
+    env.setdefault("MALLOC_MMAP_THRESHOLD_", MALLOC_MMAP_THRESHOLD)
     proc = subprocess.run([sys.executable, "-m", module, *argv], capture_output=True, text=True, cwd=ROOT,
                           env=env, timeout=timeout)
     if proc.returncode != 0:

@@ -54,15 +54,24 @@ def test_each_fit_solves_its_own_problem_to_the_tolerance(classes, multi_class):
     assert min(agree) >= 0.95 and np.mean(agree) >= 0.98
 
 
-def test_the_warm_start_takes_fewer_iterations():
-    X, y = xor_classes(400, seed=4, features=3)
+@pytest.mark.parametrize("classes, search", [(2, {}), (3, {}), (2, {"sample_size": 10, "n_tries": 2})])
+def test_the_warm_start_takes_fewer_iterations(classes, search):
+    # every binary problem (each one-vs-one pair) starts from its own core set of the C below; with
+    # the sampled search too (sample_size × n_tries below the rows: the default 59 × 7 would scan them
+    # all), each model stopping on its gap within tol and its ρ within 2·tol of its own fit's
+    X, y = xor_classes(400 if classes == 2 else 450, classes=classes, seed=4, features=3)
     Cs = [0.3, 1.0, 3.0, 10.0, 30.0]
-    est = CVM(device="cpu", random_state=0, gamma=1.0)
+    est = CVM(device="cpu", random_state=0, gamma=1.0, **search)
     path = fit_cvm_path(X, y, Cs=Cs, estimator=est)
-    own = [CVM(device="cpu", random_state=0, gamma=1.0, C=C).fit(X, y) for C in Cs]
+    own = [CVM(device="cpu", random_state=0, gamma=1.0, C=C, **search).fit(X, y) for C in Cs]
     assert [m.C for m in path] == Cs
-    assert path[0].n_iter_.sum() == own[0].n_iter_.sum()
-    assert sum(m.n_iter_.sum() for m in path[1:]) < 0.5 * sum(m.n_iter_.sum() for m in own[1:])
+    np.testing.assert_array_equal(path[0].n_iter_, own[0].n_iter_)
+    warm, cold = np.sum([m.n_iter_ for m in path[1:]], axis=0), np.sum([m.n_iter_ for m in own[1:]], axis=0)
+    assert (warm < 0.5 * cold).all(), (warm, cold)          # per problem
+    for m, ref in zip(path, own):
+        assert (m.duality_gap_ <= m.tol).all() and (m.stop_reason_ == ref.stop_reason_)
+        np.testing.assert_allclose(m.rho_, ref.rho_, rtol=2 * m.tol)
+        assert m.search_.startswith("sampled") == bool(search)
 
 
 def test_fit_cvm_path_refuses_what_it_cannot_fit():
@@ -73,6 +82,9 @@ def test_fit_cvm_path_refuses_what_it_cannot_fit():
         fit_cvm_path(X, y, Cs=[], estimator=CVM(device="cpu"))
     with pytest.raises(ValueError, match="one_class"):
         fit_cvm_path(X, y, Cs=[1.0], estimator=CVM(device="cpu", task="one_class"))
+    for bad in (True, "2"):
+        with pytest.raises((ValueError, TypeError), match="C"):
+            fit_cvm_path(X, y, Cs=[1.0, bad], estimator=CVM(device="cpu"))
 
 
 def test_settings_it_cannot_share_are_fitted_apart_and_say_why():
@@ -88,6 +100,9 @@ def test_settings_it_cannot_share_are_fitted_apart_and_say_why():
             fits = list(engine.search_cvm(est, X, y, splits, cands))
         assert len(fits) == len(cands) * len(splits)
         assert any(f.shared.startswith("none: " + why) for f in fits), (why, [f.shared for f in fits])
+    fits = list(engine.search_cvm(CVM(device="cpu", random_state=0), X, y, splits,
+                                  [{"C": 1.0, "device": "bogus"}, {"C": 3.0, "device": "bogus"}]))
+    assert {f.shared for f in fits} == {"none: device='bogus' (ValueError)"} and all(f.error is not None for f in fits)
     fits = list(engine.search_cvm(CVM(device="cpu"), X, y, splits, _grid(gammas=(1.0,)), sample_weight=np.ones(200)))
     assert {f.shared for f in fits} == {"none: sample_weight given"} and all(f.error is not None for f in fits)
 

@@ -539,11 +539,12 @@ def fit_cvm_path(X: Any, y: Any, *, Cs: Sequence[float], estimator: CVM) -> list
     >>> [m.C for m in models], [bool(m.duality_gap_.max() <= m.tol) for m in models]
     ([10.0, 1.0], [True, True])
     """
-    Cs = [float(c) for c in Cs]
+    Cs = list(Cs)
     if not Cs:
         raise ValueError("Cs must be non-empty")
     for c in Cs:
         check_param("C", c, Real, low=0.0, closed="neither")
+    Cs = [float(c) for c in Cs]
     if estimator.task != "classification":
         raise ValueError(f"fit_cvm_path fits task='classification', not {estimator.task!r}")
     proto = clone(estimator)

@@ -21,8 +21,9 @@ Kernel values are not shared: the CVM evaluates them on the sampled candidates
 and core vectors of each C's own search.  Fitted independently, and
 ``shared_work`` says why: a group of one C, ``sample_weight``, a C that is not
 a positive number, ``task="one_class"``, a GPU (the warm start is measured on
-the CPU only).  Nothing is shared across folds (``splits_apart``): the folds
-run on the search's ``n_jobs`` threads.
+the CPU only), a device that cannot be used (each fit reports its error).
+Nothing is shared across folds (``splits_apart``): the folds run on the
+search's ``n_jobs`` threads.
 """
 from __future__ import annotations
 
@@ -68,11 +69,10 @@ def search_cvm(estimator: CVM, X: Any, y: Any, splits: Sequence[tuple[np.ndarray
     for template, members in groups:
         Cs = {c: candidates[c].get("C", estimator.C) for c in members}
         reason = ("sample_weight given" if sample_weight is not None
-                  else "task='one_class'" if template.task != "classification"
+                  else f"task={template.task!r}" if template.task != "classification"
                   else "C is not a positive number" if not all(is_positive_number(v) for v in Cs.values())
                   else "no other candidate differs only in C" if len({float(v) for v in Cs.values()}) < 2
-                  else "device='gpu' (the warm start is measured on the CPU only)"
-                  if bk.device_for(template.device, X).is_gpu else None)
+                  else _device_reason(template, X))
         if reason is not None:
             yield from independent_fits(estimator, X, y, splits, candidates, members, all_splits, sample_weight,
                                         reason)
@@ -94,6 +94,16 @@ def search_cvm(estimator: CVM, X: Any, y: Any, splits: Sequence[tuple[np.ndarray
                     model = copy.deepcopy(model)   # candidates equal in C: a model each
                 model.set_params(C=Cs[c])          # the candidate's own value (an int stays an int)
                 yield SplitFit(candidate=c, split=s, estimator=model, fit_time=share, shared=SHARED)
+
+
+def _device_reason(template: CVM, X: Any) -> str | None:
+    """Why the group's device rules the path out (None: the CPU): a GPU, or a device the fits
+    themselves will refuse (each then reports its own error)."""
+    try:
+        gpu = bk.device_for(template.device, X).is_gpu
+    except Exception as exc:  # noqa: BLE001 - each independent fit raises it again as its own error
+        return f"device={template.device!r} ({type(exc).__name__})"
+    return "device='gpu' (the warm start is measured on the CPU only)" if gpu else None
 
 
 search_cvm.splits_apart = True   # nothing is shared across folds: run_engine runs them on n_jobs threads

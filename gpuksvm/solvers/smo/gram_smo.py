@@ -51,9 +51,9 @@ Until its first shrinking pass a problem of at least half of ``G``'s rows, in
 ascending order (a fold), runs on the wide layout instead: every row of
 ``G``, the rows outside the problem given C = 0 (in neither I_up nor I_low),
 so a kernel row is a row of ``G`` as it is, with no gather (:data:`WIDE_SHARE`).
-When the active rows are optimal, the gradient of the shrunk rows is rebuilt
-by one contiguous pass over a whole row of ``G`` per support vector when they
-are at least a third of ``G``'s rows, instead of gathers.  All three take the
+When the active rows of such a problem are optimal, the gradient of the shrunk
+rows is rebuilt by one contiguous pass over a whole row of ``G`` per support
+vector when they are at least a third of ``G``'s rows, instead of gathers.  All three take the
 same steps and give the same α bit for bit: the 5-fold ijcnn1 grid's 120
 problems (5,000 random rows, γ ∈ {0.5, 1, 2} × 8 C, C ascending and seeded as
 the search does) took 1.89 against 2.64 s of SMO thread time (457,415 steps,
@@ -155,8 +155,8 @@ _REFILL = 0.75
 #: gathered layout (medians of four, the same α and steps)
 WIDE_SHARE = 0.5
 
-#: with the wide layout, the shrunk rows' gradient is rebuilt through whole rows of G when they are
-#: at least 1/this of G's rows (a contiguous pass costs about a third of a gathered one a row)
+#: a problem of the wide layout rebuilds the shrunk rows' gradient through whole rows of G when they
+#: are at least 1/this of G's rows (a contiguous pass costs about a third of a gathered one a row)
 _WIDE_GRADIENT = 3
 
 #: LIBSVM's floor for a non-positive curvature K_ii + K_jj − 2K_ij of the two-variable step
@@ -427,7 +427,7 @@ def _smo_loop(G, R_all, D_all, y_all, C_all, alpha_all, grad_all, tol, max_iter,
     problem's order; the wide layout only for ascending ``R``) and α are the same bit for bit."""
     n = R_all.shape[0]
     N = G.shape[0] if wide else 0
-    yG, gG = np.empty(G.shape[0]), np.empty(G.shape[0])   # _gradient_wide's labels and gradient
+    yG, gG = np.empty(N), np.empty(N)   # _gradient_wide's labels and gradient
     rows = np.arange(n)
     R, D, y, Cv = R_all.copy(), D_all.copy(), y_all.copy(), C_all.copy()
     alpha, grad = alpha_all.copy(), grad_all.copy()
@@ -497,7 +497,7 @@ def _smo_loop(G, R_all, D_all, y_all, C_all, alpha_all, grad_all, tol, max_iter,
                     grad_all[rows[t]] = grad[t]
                     active[rows[t]] = True
             shrunk = np.flatnonzero(~active)
-            if _WIDE_GRADIENT * shrunk.size >= G.shape[0]:
+            if wide and _WIDE_GRADIENT * shrunk.size >= G.shape[0]:   # wide: R ascends, no row twice
                 _gradient_wide(G, R_all, y_all, alpha_all, grad_all, shrunk, yG, gG)
             else:
                 _gradient(G, R_all, y_all, alpha_all, grad_all, shrunk)
