@@ -408,6 +408,20 @@ def _build_h(G, R, H, k):  # pragma: no cover - compiled by numba
             H[a * k + b] = Ga[R[b]]
 
 
+def _all_rows(wide, R_all, D_all, y_all, C_all, alpha_all, grad_all, y, Cv, alpha, grad, upoff, lowoff, v,
+              yW, DW, CW, aW, gW, upW, lowW):  # pragma: no cover - compiled by numba
+    """Every row of the problem active (at the start, and after the shrunk rows' gradient is rebuilt):
+    the wide layout from the problem's arrays when ``wide``, else the membership offsets of the
+    problem's own layout (``y``, ``Cv``, ``alpha``, ``grad``: the problem's rows in its order); the
+    first i and its −y∇."""
+    if wide:
+        _to_wide(R_all, D_all, y_all, C_all, alpha_all, grad_all, yW, DW, CW, aW, gW, upW, lowW)
+        return _first_i(yW, gW, upW, v, yW.shape[0])
+    for t in range(y.shape[0]):
+        _mark(y, Cv, alpha, upoff, lowoff, t)
+    return _first_i(y, grad, upoff, v, y.shape[0])
+
+
 def _smo_loop(G, R_all, D_all, y_all, C_all, alpha_all, grad_all, tol, max_iter, shrinking, cap, refill,
               wide):  # pragma: no cover
     """Two-variable steps on (alpha_all, grad_all) in place until the gap is below tol; returns the
@@ -443,13 +457,8 @@ def _smo_loop(G, R_all, D_all, y_all, C_all, alpha_all, grad_all, tol, max_iter,
     period = min(n, _PERIOD)
     counter = period
     in_wide = wide
-    if in_wide:
-        _to_wide(R_all, D_all, y_all, C_all, alpha_all, grad_all, yW, DW, CW, aW, gW, upW, lowW)
-        i, gmax = _first_i(yW, gW, upW, v, N)
-    else:
-        for t in range(n):
-            _mark(y, Cv, alpha, upoff, lowoff, t)
-        i, gmax = _first_i(y, grad, upoff, v, na)
+    i, gmax = _all_rows(wide, R_all, D_all, y_all, C_all, alpha_all, grad_all, y, Cv, alpha, grad, upoff, lowoff,
+                        v, yW, DW, CW, aW, gW, upW, lowW)
     it = 0
     while it < max_iter:
         if shrinking:
@@ -509,13 +518,8 @@ def _smo_loop(G, R_all, D_all, y_all, C_all, alpha_all, grad_all, tol, max_iter,
                 alpha[t], grad[t] = alpha_all[t], grad_all[t]
             counter = period
             in_wide = wide
-            if in_wide:
-                _to_wide(R_all, D_all, y_all, C_all, alpha_all, grad_all, yW, DW, CW, aW, gW, upW, lowW)
-                i, gmax = _first_i(yW, gW, upW, v, N)
-            else:
-                for t in range(n):
-                    _mark(y, Cv, alpha, upoff, lowoff, t)
-                i, gmax = _first_i(y, grad, upoff, v, na)
+            i, gmax = _all_rows(wide, R_all, D_all, y_all, C_all, alpha_all, grad_all, y, Cv, alpha, grad, upoff,
+                                lowoff, v, yW, DW, CW, aW, gW, upW, lowW)
             continue
         it += 1
         if in_wide:
@@ -576,6 +580,7 @@ if numba is not None:
     _first_i, _select_j, _step = _jit(_first_i), _jit(_select_j), _jit(_step)
     _shrink_h, _compact, _build_h = _jit(_shrink_h), _jit(_compact), _jit(_build_h)
     _to_wide, _from_wide, _gather = _jit(_to_wide), _jit(_from_wide), _jit(_gather)
+    _all_rows = _jit(_all_rows)
     _smo_loop, _gradient, _gradient_wide = _jit(_smo_loop), _jit(_gradient), _jit(_gradient_wide)
 
 
