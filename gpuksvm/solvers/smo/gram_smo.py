@@ -526,7 +526,7 @@ def _smo_loop(G, R_all, D_all, y_all, C_all, alpha_all, grad_all, tol, max_iter,
             i, gmax = _step(G[i], G[j], DW, yW, CW, aW, gW, upW, lowW, v, N, i, j)
         elif nh:
             i, gmax = _step(H[i * nh:(i + 1) * nh], H[j * nh:(j + 1) * nh], D, y, Cv, alpha, grad,
-                              upoff, lowoff, v, nh, i, j)
+                            upoff, lowoff, v, nh, i, j)
         else:
             _gather(G[R[j]], R, na, Gj)
             i, gmax = _step(Gi, Gj, D, y, Cv, alpha, grad, upoff, lowoff, v, na, i, j)
