@@ -377,6 +377,19 @@ def test_threads_share_the_gram_matrix_work():
     np.testing.assert_allclose(got[0], full, atol=1e-12)
 
 
+def test_the_compiled_smo_gram_matrix_is_float64_values_rounded_once():
+    # the engine's float32 Gram matrix: each value computed in float64 (as the float64 matrix holds
+    # it) and rounded to float32 once, by blocks of 256 rows (the last one short)
+    X, _ = _data(n=700, seed=11)
+    k = Kernel("rbf", gamma=0.5)
+    G64 = path.KernelRows(X, k, budget=8 * 700 * 700).matrix()
+    G32 = path.KernelRows(X, k, budget=8 * 700 * 700, dtype=np.float32).matrix()
+    assert G64.dtype == np.float64 and G32.dtype == np.float32
+    np.testing.assert_array_equal(G32, G64.astype(np.float32))
+    # a budget without room for the whole matrix: float64 rows whatever the dtype asked
+    assert path.KernelRows(X, k, budget=8 * 700 * 100, dtype=np.float32).rows.dtype == np.float64
+
+
 def test_the_search_n_jobs_reaches_the_engine_threads(monkeypatch):
     """GridSearchCV(n_jobs=k) runs the compiled SMO's problems on k threads even while the load
     average fills the cores (n_jobs=None keeps the load rule: one thread then)."""

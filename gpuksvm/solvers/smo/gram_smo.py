@@ -74,10 +74,16 @@ run in parallel threads).  numba is optional (the ``fast`` extra):
 :data:`AVAILABLE` says whether it imported, and without it callers use
 another solver (:func:`solve_on_gram` raises ImportError).
 
+The search engine gives it a float32 Gram matrix (each value computed in
+float64 and rounded once; LIBSVM caches its kernel values as float32 too):
+the vectorized passes read half the bytes.  The grid's 120 problems above:
+1.47 against 1.80 s of SMO thread time, 467,785 steps against 457,415
+(``bench/results/tune_cpu_2026-11-27/ab_gram_float32.py``, medians of four);
+before the passes were vectorized it took 34,745 steps against 32,584 on one
+fold and no less time.
+
 Measured and not used (one 4,000-row ijcnn1 fold, γ = 1, 8 C values from 0.1
-to 1,000, thread CPU time, load average 1.5–4 on the 2-core host): a
-float32 Gram matrix (LIBSVM caches its kernel values as float32) took 34,745
-steps against 32,584 and no less time; a cache of the kernel rows of i and j
+to 1,000, thread CPU time, load average 1.5–4 on the 2-core host): a cache of the kernel rows of i and j
 over the active rows only, contiguous (LIBSVM's layout; 95 % hits at
 C = 1,000), and passes that test one precomputed float per row for I_up and
 I_low instead of y, α and C took the same steps in 7.9 against 5.7 µs a
