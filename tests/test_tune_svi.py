@@ -143,6 +143,9 @@ def test_fit_svi_grid_refuses_what_it_cannot_share_and_keeps_the_template():
         fit_svi_grid(X, y, gammas=[], Cs=[1.0], estimator=SVI())
     with pytest.raises(ValueError, match="gamma"):
         fit_svi_grid(X, y, gammas=[-1.0], Cs=[1.0], estimator=SVI())
+    for bad in (True, "2"):        # as SVI's own C refuses them (not float(True) == 1.0)
+        with pytest.raises((ValueError, TypeError), match="C"):
+            fit_svi_grid(X, y, gammas=[1.0], Cs=[1.0, bad], estimator=SVI())
     assert base.get_params()["probability"] is True and not hasattr(base, "support_")
 
 

@@ -70,7 +70,6 @@ shape (n_problems,) and lists of n_problems entries, in the order of
 """
 from __future__ import annotations
 
-from numbers import Real
 from typing import Any, Sequence
 
 import numpy as np
@@ -81,11 +80,11 @@ from sklearn.utils.validation import check_is_fitted
 from gpuksvm.array import backend as bk
 from gpuksvm.estimators.cvm_base import CVMBase, fit_cvm
 from gpuksvm.kernels.kernel import Kernel
-from gpuksvm.estimators.params import DEPRECATED, shared_parameter_doc
+from gpuksvm.estimators.params import DEPRECATED, positive_floats, shared_parameter_doc
 from gpuksvm.estimators.base import fit_context
 from gpuksvm.scaleout.dispatch import dask_dispatch
 from gpuksvm.estimators.svc_surface import DecisionRows, SVCSurfaceMixin
-from gpuksvm.array.validation import check_param, encode_classes, validate_X, validate_X_y
+from gpuksvm.array.validation import encode_classes, validate_X, validate_X_y
 
 __all__ = ["CVM", "OneClassCVM", "fit_cvm_path"]
 
@@ -539,12 +538,9 @@ def fit_cvm_path(X: Any, y: Any, *, Cs: Sequence[float], estimator: CVM) -> list
     >>> [m.C for m in models], [bool(m.duality_gap_.max() <= m.tol) for m in models]
     ([10.0, 1.0], [True, True])
     """
-    Cs = list(Cs)
+    Cs = positive_floats("C", Cs)
     if not Cs:
         raise ValueError("Cs must be non-empty")
-    for c in Cs:
-        check_param("C", c, Real, low=0.0, closed="neither")
-    Cs = [float(c) for c in Cs]
     if estimator.task != "classification":
         raise ValueError(f"fit_cvm_path fits task='classification', not {estimator.task!r}")
     proto = clone(estimator)

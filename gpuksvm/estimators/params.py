@@ -48,6 +48,7 @@ from gpuksvm.kernels.kernel import Kernel
 from gpuksvm.array.validation import check_int_width, check_param
 
 __all__ = ["ParamsMixin", "DEPRECATED", "deprecated", "is_unset", "check_params", "renamed_parameters", "grid_values",
+           "positive_floats",
            "positive", "non_negative", "count", "KERNEL_PARAMS", "DEVICE_PARAMS", "CLASS_WEIGHT",
            "MAX_ITER_OR_NO_LIMIT", "InvalidParameterError", "parameter_entries", "shared_parameter_doc"]
 
@@ -191,16 +192,21 @@ def shared_parameter_doc(cls: type, *sources: type) -> str:
     return doc[:span[0]] + "".join(entries) + "\n" + doc[span[1]:]
 
 
+def positive_floats(name: str, values: Any) -> list[float]:
+    """The values of parameter ``name`` in a grid fit as floats, each checked a positive number as
+    it is given (a bool or a string is refused, as the estimators' own constraints refuse it)."""
+    values = list(values)
+    for v in values:
+        check_param(name, v, Real, low=0.0, closed="neither")
+    return [float(v) for v in values]
+
+
 def grid_values(gammas: Any, Cs: Any) -> tuple[list[float], list[float]]:
     """The γ and C values of a grid fit (``fit_llsvm_grid``, ``fit_svi_grid``) as floats: both
-    non-empty, every value a positive number (ValueError otherwise)."""
-    gammas, Cs = [float(g) for g in gammas], [float(c) for c in Cs]
+    non-empty, every value a positive number (:func:`positive_floats`; ValueError otherwise)."""
+    gammas, Cs = positive_floats("gamma", gammas), positive_floats("C", Cs)
     if not gammas or not Cs:
         raise ValueError("gammas and Cs must be non-empty")
-    for g in gammas:
-        check_param("gamma", g, Real, low=0.0, closed="neither")
-    for c in Cs:
-        check_param("C", c, Real, low=0.0, closed="neither")
     return gammas, Cs
 
 
