@@ -277,15 +277,13 @@ class KernelRows:
                 # blocks of 64 rows: one γ of a 5,000-row Gram matrix took 0.137 s of thread time
                 # against 0.157 s computed by 256 rows and copied (load average 5.4, same values)
                 r0, r1 = int(part[0]), int(part[-1]) + 1
-                if self.rows.dtype == np.float64:
-                    kernel_block(self.X[r0:r1], self.X, self.kernel, dtype=np.float64, out=self.rows[r0:r1],
-                                 block_rows=_GRAM_BLOCK, compiled=True)
-                else:
-                    if block is None:
-                        block = np.empty((_CHUNK, self.n))
-                    kernel_block(self.X[r0:r1], self.X, self.kernel, dtype=np.float64, out=block[:r1 - r0],
-                                 block_rows=_GRAM_BLOCK, compiled=True)
-                    self.rows[r0:r1] = block[:r1 - r0]
+                if self.rows.dtype != np.float64 and block is None:
+                    block = np.empty((_CHUNK, self.n))
+                out = self.rows[r0:r1] if block is None else block[:r1 - r0]
+                kernel_block(self.X[r0:r1], self.X, self.kernel, dtype=np.float64, out=out, block_rows=_GRAM_BLOCK,
+                             compiled=True)
+                if block is not None:
+                    self.rows[r0:r1] = out
             except BaseException:
                 with self.cond:
                     self.block_state[b] = _TODO
